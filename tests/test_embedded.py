@@ -1,0 +1,41 @@
+"""The embedded default (SmolLM2-135M-Instruct from its packaged GGUF): exactness on real weights."""
+
+import time
+
+import pytest
+
+from specviz.config import DecodeConfig
+from specviz.engine import ModelPair, speculative_decode
+from specviz.models import embedded_model_dir, load_model
+
+from .conftest import target_greedy
+
+TRANSLATE = "Translate to English: Machen sich Hunderte Millionen von Autofahrern Sorgen über ihre Privatsphäre?"
+
+
+@pytest.mark.parametrize("drafter,gamma", [("layerskip", 3), ("layerskip", 6), ("ngram", 4)])
+def test_embedded_greedy_matches_target_generate(embedded, drafter, gamma):
+    config = DecodeConfig(drafter=drafter, gamma=gamma, max_new_tokens=24, device="cpu")
+    trace = speculative_decode(config, prompt=TRANSLATE, pair=ModelPair(embedded))
+    assert trace.output_ids == target_greedy(embedded, trace.prompt_ids, 24)
+    assert trace.stats.new_tokens == len(trace.output_ids) > 0
+
+
+def test_layer_skip_adaptive_exit_stays_exact_and_drafts_fewer(embedded):
+    base = DecodeConfig(drafter="layerskip", gamma=8, max_new_tokens=24, device="cpu")
+    plain = speculative_decode(base, prompt=TRANSLATE, pair=ModelPair(embedded))
+    adaptive = speculative_decode(base.replace(exit_threshold=0.6), prompt=TRANSLATE, pair=ModelPair(embedded))
+    assert adaptive.output_ids == plain.output_ids
+    assert adaptive.stats.drafted_tokens < plain.stats.drafted_tokens
+    assert all(r.exit_threshold is not None for r in adaptive.rounds)
+
+
+def test_embedded_cache_reloads_fast_with_the_same_weights(embedded):
+    assert (embedded_model_dir() / "model.safetensors").is_file()
+    load_model.cache_clear()
+    started = time.perf_counter()
+    again = load_model("embedded", "cpu")
+    assert time.perf_counter() - started < 10  # the de-quantisation (~18 s) is not repeated
+    assert again is not embedded
+    for (name, a), (_, b) in zip(embedded.model.state_dict().items(), again.model.state_dict().items()):
+        assert a.equal(b), name

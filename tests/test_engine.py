@@ -1,0 +1,168 @@
+"""The round loop on tiny real models: exactness, losslessness, determinism, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from specviz.config import ConfigError, DecodeConfig
+from specviz.engine import ModelPair, load_pair, speculative_decode
+from specviz.models import ModelLoadError, VocabularyMismatchError, load_model
+from specviz.trace import Trace
+from specviz.verify import softmax32
+
+from .conftest import target_greedy
+
+PROMPT = [3, 7, 5, 9, 3, 7]
+
+
+def tiny_config(tiny_dirs, **changes) -> DecodeConfig:
+    base = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", rule="greedy",
+                        gamma=4, max_new_tokens=24, device="cpu")
+    return base.replace(**changes)
+
+
+@pytest.mark.parametrize("gamma", [1, 2, 3, 5, 8])
+def test_greedy_matches_target_generate(tiny_dirs, tiny_pair, gamma):
+    trace = speculative_decode(tiny_config(tiny_dirs, gamma=gamma), prompt_ids=PROMPT, pair=tiny_pair)
+    assert trace.output_ids == target_greedy(tiny_pair.target, PROMPT, 24)
+    assert trace.stats.target_forward_passes == len(trace.rounds)
+    statuses = {p.status for r in trace.rounds for p in r.draft}
+    assert {"accepted", "rejected"} <= statuses  # both paths of the rule were exercised
+
+
+@pytest.mark.parametrize("drafter", ["layerskip", "ngram"])
+def test_greedy_matches_target_generate_for_model_free_drafters(tiny_dirs, tiny_pair, drafter):
+    config = tiny_config(tiny_dirs, drafter=drafter, skip_layers=(1, 2))
+    trace = speculative_decode(config, prompt_ids=PROMPT, pair=ModelPair(tiny_pair.target))
+    assert trace.output_ids == target_greedy(tiny_pair.target, PROMPT, 24)
+
+
+def test_every_round_emits_accepted_prefix_plus_one(tiny_dirs, tiny_pair):
+    trace = speculative_decode(tiny_config(tiny_dirs, rule="sample", seed=4), prompt_ids=PROMPT, pair=tiny_pair)
+    emitted = []
+    for r in trace.rounds:
+        accepted = [p.token_id for p in r.draft if p.accepted]
+        extra = (r.correction or r.bonus).token_id
+        assert r.emitted_ids == accepted + [extra]
+        assert (r.correction is None) == all(p.accepted for p in r.draft)
+        assert r.target_positions == len(r.draft) + 1
+        emitted += r.emitted_ids
+    assert emitted == trace.output_ids
+
+
+def test_identical_draft_and_target_accept_everything(tiny_dirs, tiny_pair):
+    same = ModelPair(tiny_pair.target, tiny_pair.target)
+    for rule in ("greedy", "sample", "topbeta"):
+        config = tiny_config(tiny_dirs, draft=tiny_dirs["target"], rule=rule, seed=1)
+        trace = speculative_decode(config, prompt_ids=PROMPT, pair=same)
+        assert trace.stats.acceptance_rate == 1.0, rule
+        assert all(r.bonus is not None for r in trace.rounds)
+
+
+def test_beta_one_gives_greedy_output(tiny_dirs, tiny_pair):
+    greedy = speculative_decode(tiny_config(tiny_dirs), prompt_ids=PROMPT, pair=tiny_pair)
+    beta1 = speculative_decode(tiny_config(tiny_dirs, rule="topbeta", beta=1, tau=100.0), prompt_ids=PROMPT, pair=tiny_pair)
+    assert beta1.output_ids == greedy.output_ids
+    beta5 = speculative_decode(tiny_config(tiny_dirs, rule="topbeta", beta=5, tau=100.0), prompt_ids=PROMPT, pair=tiny_pair)
+    assert beta5.stats.acceptance_rate >= greedy.stats.acceptance_rate
+
+
+def test_trace_json_round_trip_and_seeded_determinism(tiny_dirs, tiny_pair):
+    config = tiny_config(tiny_dirs, rule="sample", seed=11, temperature=0.8, top_k=20, top_p=0.9)
+    first = speculative_decode(config, prompt_ids=PROMPT, pair=tiny_pair)
+    assert Trace.from_json(first.to_json()) == first
+    second = speculative_decode(config, prompt_ids=PROMPT, pair=tiny_pair)
+    assert first.without_timings().to_json() == second.without_timings().to_json()
+    other_seed = speculative_decode(config.replace(seed=12), prompt_ids=PROMPT, pair=tiny_pair)
+    assert other_seed.to_json() != first.to_json()
+
+
+def _first_token_counts(config, pair, n):
+    return Counter(speculative_decode(config.replace(seed=s), prompt_ids=PROMPT, pair=pair).output_ids[0] for s in range(n))
+
+
+def _chi_square_p(counts: Counter, probs: torch.Tensor, n: int) -> float:
+    expected = (probs.double() * n).tolist()
+    keep = [i for i, e in enumerate(expected) if e >= 5]  # pool the rare tokens into one bin
+    observed = [counts.get(i, 0) for i in keep] + [n - sum(counts.get(i, 0) for i in keep)]
+    expected_kept = [expected[i] for i in keep] + [n - sum(expected[i] for i in keep)]
+    return float(chisquare(observed, expected_kept).pvalue)
+
+
+def test_speculative_sampling_preserves_target_distribution(tiny_dirs, tiny_pair):
+    n = 3000
+    with torch.inference_mode():
+        logits = tiny_pair.target.model(torch.tensor([PROMPT])).logits[0, -1]
+        draft_logits = tiny_pair.draft.model(torch.tensor([PROMPT])).logits[0, -1]
+    p, q = softmax32(logits), softmax32(draft_logits)
+    assert float(torch.minimum(p, q).sum()) < 0.9  # the pair really differs, so rejections happen
+    config = tiny_config(tiny_dirs, rule="sample", gamma=3, max_new_tokens=4)
+    counts = _first_token_counts(config, tiny_pair, n)
+    assert _chi_square_p(counts, p, n) > 1e-3
+    # power check: the same test rejects the draft's own distribution
+    assert _chi_square_p(counts, q, n) < 1e-6
+
+
+def test_bad_input_gets_clear_errors(tiny_dirs, tiny_pair):
+    with pytest.raises(ConfigError, match="prompt is empty"):
+        speculative_decode(tiny_config(tiny_dirs), prompt="   ", pair=tiny_pair)
+    with pytest.raises(ConfigError, match="prompt is empty"):
+        speculative_decode(tiny_config(tiny_dirs), prompt_ids=[], pair=tiny_pair)
+    with pytest.raises(ConfigError, match="2048"):
+        speculative_decode(tiny_config(tiny_dirs), prompt_ids=[3] * 3000, pair=tiny_pair)
+    with pytest.raises(ConfigError, match="outside the vocabulary"):
+        speculative_decode(tiny_config(tiny_dirs), prompt_ids=[3, 999], pair=tiny_pair)
+    for field, value, message in [
+        ("gamma", 0, "gamma"), ("gamma", 17, "gamma"), ("beta", 0, "beta"), ("temperature", -0.1, "temperature"),
+        ("top_p", 0.0, "top_p"), ("top_p", 1.5, "top_p"), ("max_new_tokens", 0, "max_new_tokens"),
+        ("rule", "nope", "rule"), ("drafter", "nope", "drafter"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            tiny_config(tiny_dirs, **{field: value}).validated()
+    with pytest.raises(ConfigError, match="skip_layers"):
+        speculative_decode(tiny_config(tiny_dirs, drafter="layerskip", skip_layers=(0,)), prompt_ids=PROMPT, pair=ModelPair(tiny_pair.target))
+
+
+def test_unknown_model_and_tokenizer_mismatch(tiny_dirs, tmp_path):
+    with pytest.raises(ModelLoadError, match="Unknown model"):
+        load_model(str(tmp_path / "no-such-model"), "cpu")
+    with pytest.raises(VocabularyMismatchError, match="different tokenizers"):
+        load_pair(DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["other_vocab"], drafter="model", device="cpu"))
+
+
+def test_layer_skip_does_not_mutate_the_shared_model(tiny_dirs, tiny_pair):
+    target = tiny_pair.target
+    before = {k: v.clone() for k, v in target.model.state_dict().items()}
+    layers_before, config_before = list(target.model.model.layers), target.model.config.to_dict()
+    speculative_decode(tiny_config(tiny_dirs, drafter="layerskip", skip_layers=(1, 2)), prompt_ids=PROMPT, pair=ModelPair(target))
+    assert list(target.model.model.layers) == layers_before
+    assert target.model.config.to_dict() == config_before
+    assert all(torch.equal(before[k], v) for k, v in target.model.state_dict().items())
+
+
+def test_cli_trace_samples_and_errors(tiny_dirs, tmp_path):
+    out = tmp_path / "traces.jsonl"
+    cmd = [sys.executable, "-m", "specviz", "trace", "--target", tiny_dirs["target"], "--draft", tiny_dirs["draft"],
+           "--drafter", "model", "--rule", "sample", "--gamma", "3", "--prompt-ids", "3,7,5", "--max-new-tokens", "6",
+           "--samples", "3", "--seed", "5", "--device", "cpu", "--out", str(out)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    lines = out.read_text().splitlines()
+    assert len(lines) == 3
+    traces = [json.loads(line) for line in lines]
+    assert [t["config"]["seed"] for t in traces] == [5, 6, 7]
+    for t in traces:
+        assert {"config", "prompt_ids", "output_ids", "output_text", "rounds", "stats"} <= set(t)
+        assert t["prompt_ids"] == [3, 7, 5] and len(t["output_ids"]) == 6
+        assert {"acceptance_rate", "mean_tokens_per_round", "target_forward_passes", "new_tokens"} <= set(t["stats"])
+        for r in t["rounds"]:
+            assert {"emitted_ids", "draft", "correction", "bonus"} <= set(r)
+            assert all({"token_id", "accepted", "p", "q"} <= set(d) for d in r["draft"])
+    bad = subprocess.run(cmd[:-2] + ["--gamma", "0"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "gamma must be" in bad.stderr and "Traceback" not in bad.stderr
