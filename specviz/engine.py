@@ -152,15 +152,16 @@ def verify_block(
         residual = residual_distribution(p_dist, q_dist)
         source_dist, source = (residual, "residual") if rule.stochastic else (p_dist, "target")
         correction = EmittedToken(
-            token_id=token, text=texts(token), prob=float(source_dist[token]), source=source,
-            distribution_top=texts.top(residual, top_n), target_top=texts.top(p_dist, top_n),
+            token_id=token, text=texts(token), prob=float(source_dist[token]), target_prob=float(p_dist[token]),
+            source=source, distribution_top=texts.top(source_dist, top_n), target_top=texts.top(p_dist, top_n),
+            residual_top=texts.top(residual, top_n),
         )
         return positions, correction, None
     p_dist = target_probs[len(block.token_ids)]
     token = rule.bonus(p_dist, generator)
     top = texts.top(p_dist, top_n)
-    bonus = EmittedToken(token_id=token, text=texts(token), prob=float(p_dist[token]), source="target",
-                         distribution_top=top, target_top=top)
+    bonus = EmittedToken(token_id=token, text=texts(token), prob=float(p_dist[token]), target_prob=float(p_dist[token]),
+                         source="target", distribution_top=top, target_top=top)
     return positions, None, bonus
 
 
@@ -180,9 +181,12 @@ def speculative_decode(
     prompt: str | None = None,
     prompt_ids: list[int] | None = None,
     pair: ModelPair | None = None,
-    on_round: Callable[[Round], None] | None = None,
+    on_round: Callable[[Round, int], None] | None = None,
 ) -> Trace:
-    """Run speculative decoding for a config and record every round into a :class:`Trace`."""
+    """Run speculative decoding for a config and record every round into a :class:`Trace`.
+
+    ``on_round(record, new_tokens_so_far)`` is called after each round (progress bars).
+    """
     config.validated()
     pair = pair or load_pair(config)
     ids = prompt_ids_for(pair, config, prompt, prompt_ids)
@@ -229,7 +233,7 @@ def speculative_decode(
         rounds.append(record)
         committed.extend(emitted)
         if on_round:
-            on_round(record)
+            on_round(record, len(committed) - len(ids))
         if hit_eos:
             stop_reason = "eos"
             break

@@ -52,9 +52,11 @@ class EmittedToken:
     token_id: int
     text: str
     prob: float  # its probability under ``source``
+    target_prob: float  # its probability under the target's p
     source: str  # "residual" (norm(max(0, p - q))) or "target" (p)
     distribution_top: TopTokens  # top-N of the distribution it was taken from
     target_top: TopTokens  # top-N of the target's p at this position
+    residual_top: TopTokens | None = None  # corrections: top-N of norm(max(0, p - q)), whatever the rule
 
 
 @dataclass

@@ -1,0 +1,84 @@
+"""Trace records -> plotly figures (pure; tests inspect ``fig.data``).
+
+Bars follow seed 002's per-token probability bars with the Leviathan et al. naming:
+"target p" and "draft q". For each drafted token: both distributions over their top tokens, the
+drafted token marked, and the acceptance probability min(1, p/q) with the uniform draw u.
+On rejection: the residual norm(max(0, p - q)) with the sampled correction marked.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from .render import COLORS, display_text
+from .trace import ACCEPTED, REJECTED, DraftPosition, EmittedToken
+
+TARGET_COLOR, DRAFT_COLOR = "#37474f", "#9575cd"
+BARS = 8  # tokens per chart
+
+
+def _layout(fig: go.Figure, title: str) -> go.Figure:
+    fig.update_layout(title=dict(text=title, font=dict(size=13)), height=260, margin=dict(l=10, r=10, t=48, b=10),
+                      barmode="group", legend=dict(orientation="h", y=1.0, x=1.0, xanchor="right", yanchor="top", bgcolor="rgba(255,255,255,0.7)"),
+                      yaxis=dict(title="probability", rangemode="tozero"))
+    return fig
+
+
+def _union(*tops, limit: int = BARS) -> list[tuple[int, str]]:
+    seen: dict[int, str] = {}
+    for top in tops:
+        for token_id, text in zip(top.ids, top.texts):
+            if len(seen) >= limit:
+                break
+            seen.setdefault(token_id, text)
+    return list(seen.items())
+
+
+def _prob(top, token_id: int) -> float:
+    """A token's probability from a top-N record (0 if it fell outside the recorded top-N)."""
+    return dict(zip(top.ids, top.probs)).get(token_id, 0.0)
+
+
+def _labels(tokens: list[tuple[int, str]]) -> list[str]:
+    return [f"{display_text(text)} ({token_id})" for token_id, text in tokens]
+
+
+def pq_bars(pos: DraftPosition) -> go.Figure:
+    """Target p vs draft q around one drafted token, the token outlined, its verdict in the title."""
+    tokens = _union(pos.target_top, pos.draft_top)
+    if pos.token_id not in dict(tokens):
+        tokens.append((pos.token_id, pos.text))
+    labels = _labels(tokens)
+    outline = [3 if token_id == pos.token_id else 0 for token_id, _ in tokens]
+    mark_color = COLORS["accepted" if pos.status == ACCEPTED else "rejected"][0]
+    fig = go.Figure([
+        go.Bar(name="target p", x=labels, y=[pos.p if t == pos.token_id else _prob(pos.target_top, t) for t, _ in tokens],
+               marker=dict(color=TARGET_COLOR, line=dict(width=outline, color=mark_color))),
+        go.Bar(name="draft q", x=labels, y=[pos.q if t == pos.token_id else _prob(pos.draft_top, t) for t, _ in tokens],
+               marker=dict(color=DRAFT_COLOR, line=dict(width=outline, color=mark_color))),
+    ])
+    verdict = {ACCEPTED: "✓ accepted", REJECTED: "✗ rejected"}.get(pos.status, "not verified")
+    draw = f", u = {pos.uniform:.2f}" if pos.uniform is not None else ""
+    title = (f"#{pos.index + 1} '{display_text(pos.text)}' → {verdict}<br>p = {pos.p:.2f}, q = {pos.q:.2f}, "
+             f"min(1, p/q) = {min(1.0, pos.p / pos.q) if pos.q > 0 else 1.0:.2f}{draw}")
+    return _layout(fig, title)
+
+
+def emitted_bars(token: EmittedToken, kind: str) -> go.Figure:
+    """A correction over the residual norm(max(0, p - q)), or a bonus over the target's p; token marked.
+
+    The title says where the token was really taken from: sampled from the residual (speculative
+    sampling) or the target's argmax (greedy, top-beta).
+    """
+    top, name = (token.residual_top, "residual norm(max(0, p − q))") if token.residual_top else (token.target_top, "target p")
+    tokens = _union(top)
+    if token.token_id not in dict(tokens):
+        tokens.append((token.token_id, token.text))
+    fg, _ = COLORS[kind]
+    fig = go.Figure([go.Bar(
+        name=name, x=_labels(tokens), y=[_prob(top, t) for t, _ in tokens],
+        marker=dict(color=[fg if t == token.token_id else "#b0bec5" for t, _ in tokens]),
+    )])
+    fig.update_layout(showlegend=True)
+    how = "sampled from the residual" if token.source == "residual" else "the target's choice"
+    return _layout(fig, f"{kind} '{display_text(token.text)}'<br>{how}, prob {token.prob:.2f}")

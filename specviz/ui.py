@@ -1,0 +1,270 @@
+"""Streamlit glue (the only module that imports streamlit): cached loaders, controls, URL state.
+
+Models are loaded once per process with ``st.cache_resource`` and shared by every session; traces
+are cached per (configuration, prompt) in a bounded process-wide store, so stepping through rounds
+never recomputes anything. Every user error becomes a message in the page, never a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+
+import streamlit as st
+import torch
+
+from .config import BETA_MAX, GAMMA_MAX, MAX_NEW_TOKENS_MAX, ConfigError, DecodeConfig
+from .engine import ModelPair, load_pair, speculative_decode
+from .models import EMBEDDED, ModelLoadError, VocabularyMismatchError
+from .trace import Trace
+from .urlstate import parse_query, to_query
+
+log = logging.getLogger(__name__)
+
+EMBEDDED_PAIR = "Embedded: SmolLM2-135M-Instruct, layer-skip self-draft (runs offline)"
+CUSTOM_PAIR = "Custom model ids or directories"
+PAIR_PRESETS = {  # label -> (target, draft); the hub pairs share a tokenizer within each family
+    EMBEDDED_PAIR: (EMBEDDED, None),
+    "SmolLM2-135M → SmolLM2-360M-Instruct": ("HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    "SmolLM2-135M → SmolLM2-1.7B-Instruct": ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    "Qwen2.5-0.5B → Qwen2.5-1.5B-Instruct": ("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
+    "Qwen2.5-0.5B → Qwen2.5-7B-Instruct": ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
+    "distilgpt2 → gpt2-large": ("gpt2-large", "distilgpt2"),
+    CUSTOM_PAIR: None,
+}
+PROMPT_PRESETS = {
+    "Translation (seed 000)": "Translate to English: Machen sich Hunderte Millionen von Autofahrern Sorgen über ihre Privatsphäre?",
+    "Explain": "Explain speculative decoding to a student in three sentences.",
+    "Code": "Write a Python function that returns the n-th Fibonacci number.",
+    "List": "List the days of the week, one per line.",
+    "Story": "Once upon a time, in a small village by the sea,",
+}
+DEFAULT_PROMPT = PROMPT_PRESETS["Translation (seed 000)"]
+USER_ERRORS = (ConfigError, ModelLoadError, VocabularyMismatchError)
+TRACE_STORE_SIZE = 128
+
+
+def app_defaults() -> DecodeConfig:
+    """The app's defaults; the device comes from $SPECVIZ_DEVICE (auto: the GPU when there is one)."""
+    return DecodeConfig(device=os.environ.get("SPECVIZ_DEVICE", "auto"))
+
+
+# ------------------------------------------------------------------------------------------------
+# Cached models and traces
+
+
+@st.cache_resource(show_spinner=False, max_entries=6)
+def cached_pair(target: str, draft: str | None, drafter: str, device: str) -> ModelPair:
+    return load_pair(DecodeConfig(target=target, draft=draft, drafter=drafter, device=device))
+
+
+class TraceStore:
+    """A bounded LRU of finished traces keyed by (config, prompt), shared by all sessions."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.lock, self.items = size, threading.Lock(), OrderedDict()
+
+    def get(self, key) -> Trace | None:
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        return None
+
+    def put(self, key, trace: Trace) -> None:
+        with self.lock:
+            self.items[key] = trace
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+
+
+@st.cache_resource(show_spinner=False)
+def trace_store() -> TraceStore:
+    return TraceStore(TRACE_STORE_SIZE)
+
+
+def trace_key(config: DecodeConfig, prompt: str) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in config.to_dict().items())) + (("prompt", prompt),)
+
+
+def get_trace(config: DecodeConfig, prompt: str) -> Trace | None:
+    """The cached trace, or a fresh run with a progress bar; any failure becomes a message in the page."""
+    key = trace_key(config, prompt)
+    cached = trace_store().get(key)
+    if cached is not None:
+        return cached
+    try:
+        config.validated()
+        with st.spinner(f"Loading {config.target}" + (f" and {config.draft}" if config.drafter == "model" else "") + " …"):
+            pair = cached_pair(config.target, config.draft if config.drafter == "model" else None, config.drafter, config.device)
+        bar = st.progress(0.0, text="Decoding …")
+
+        def on_round(record, new_tokens: int) -> None:
+            bar.progress(min(1.0, new_tokens / config.max_new_tokens),
+                         text=f"Round {record.index + 1} · {new_tokens}/{config.max_new_tokens} tokens")
+
+        trace = speculative_decode(config, prompt=prompt, pair=pair, on_round=on_round)
+        bar.empty()
+    except USER_ERRORS as exc:
+        st.error(str(exc))
+        return None
+    except (torch.OutOfMemoryError, MemoryError):
+        st.error("Out of memory: this model pair, prompt or max new tokens is too large for this machine. "
+                 "Pick smaller models or fewer tokens.")
+        return None
+    except Exception as exc:  # noqa: BLE001 - the page must keep serving; the log keeps the traceback
+        log.exception("decoding failed")
+        st.error(f"Decoding failed: {type(exc).__name__}: {str(exc)[:300]}")
+        return None
+    trace_store().put(key, trace)
+    return trace
+
+
+# ------------------------------------------------------------------------------------------------
+# Controls <-> URL
+
+
+def _pair_label(target: str, draft: str | None) -> str:
+    for label, pair in PAIR_PRESETS.items():
+        if pair and pair[0] == target and (pair[1] == draft or pair[1] is None):
+            return label
+    return CUSTOM_PAIR
+
+
+def init_state_from_url(defaults: DecodeConfig) -> None:
+    """On a session's first run, seed every widget from the URL (bad values: message + default)."""
+    if st.session_state.get("sv_initialized"):
+        return
+    state = parse_query(st.query_params.to_dict(), defaults)
+    c = state.config
+    st.session_state.update(
+        sv_initialized=True, url_messages=state.messages, pair=_pair_label(c.target, c.draft),
+        custom_target=c.target, custom_draft=c.draft or "", drafter=c.drafter, rule=c.rule, gamma=c.gamma,
+        beta=c.beta, tau=c.tau, temperature=c.temperature, top_k=c.top_k, top_p=c.top_p, seed=c.seed,
+        max_new_tokens=c.max_new_tokens, chat_template=c.chat_template,
+        skip_layers=",".join(map(str, c.skip_layers)) if c.skip_layers is not None else "",
+        exit_threshold=c.exit_threshold, ngram_max=c.ngram_max,
+        prompt=state.prompt if state.prompt is not None else DEFAULT_PROMPT, round=state.round,
+    )
+
+
+def _apply_prompt_preset() -> None:
+    st.session_state.prompt = PROMPT_PRESETS[st.session_state.prompt_preset]
+
+
+def _skip_layers(text: str) -> tuple[int, ...] | None:
+    if not text.strip():
+        return None
+    try:
+        return tuple(int(x) for x in text.replace(" ", "").split(",") if x)
+    except ValueError as exc:
+        raise ConfigError(f"skip layers must be comma-separated layer numbers; got {text!r}") from exc
+
+
+def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
+    """Render the sidebar; return the chosen config (None with a message when it is invalid) and prompt."""
+    init_state_from_url(defaults)
+    ss = st.session_state
+    sb = st.sidebar
+    sb.header("Models")
+    sb.selectbox("Model pair", list(PAIR_PRESETS), key="pair")
+    if ss.pair == CUSTOM_PAIR:
+        sb.text_input("Target model (hub id or directory)", key="custom_target")
+        sb.text_input("Draft model (hub id or directory)", key="custom_draft")
+        target, draft = ss.custom_target.strip(), ss.custom_draft.strip() or None
+    else:
+        target, draft = PAIR_PRESETS[ss.pair]
+    sb.radio("Drafter", ["model", "layerskip", "ngram"], key="drafter", horizontal=True,
+             format_func={"model": "draft model", "layerskip": "layer-skip", "ngram": "n-gram"}.get,
+             help="draft model: a separate small model · layer-skip: the target minus some layers (Draft & Verify) · "
+                  "n-gram: copy from earlier text (prompt lookup)")
+    layerskip, ngram = ss.drafter == "layerskip", ss.drafter == "ngram"
+    sb.text_input("Layers to skip", key="skip_layers", disabled=not layerskip, placeholder="default: the two middle layers", help="comma-separated layer numbers, e.g. 10,11,12")
+    sb.slider("Adaptive draft exit threshold", 0.0, 1.0, step=0.05, key="exit_threshold", disabled=not layerskip,
+              help="stop drafting when the draft's top-1 probability falls below this (0 = off)")
+    sb.slider("n-gram length", 1, 8, key="ngram_max", disabled=not ngram)
+    sb.header("Verification")
+    sb.radio("Rule", ["greedy", "sample", "topbeta"], key="rule", horizontal=True,
+             format_func={"greedy": "greedy", "sample": "spec. sampling", "topbeta": "top-β + τ"}.get)
+    sb.slider("Block size γ (drafted tokens per round)", 1, GAMMA_MAX, key="gamma")
+    topbeta, sampling = ss.rule == "topbeta", ss.rule == "sample"
+    sb.slider("β (target's top tokens a draft may be)", 1, BETA_MAX, key="beta", disabled=not topbeta)
+    sb.slider("τ (max log p(top1) − log p(token))", 0.0, 10.0, step=0.1, key="tau", disabled=not topbeta)
+    sb.slider("Temperature", 0.0, 2.0, step=0.05, key="temperature", disabled=not sampling)
+    sb.slider("Top-k (0 = off)", 0, 200, key="top_k", disabled=not sampling)
+    sb.slider("Top-p", 0.05, 1.0, step=0.05, key="top_p", disabled=not sampling)
+    sb.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="seed")
+    sb.slider("Max new tokens", 1, min(256, MAX_NEW_TOKENS_MAX), key="max_new_tokens")
+    sb.header("Prompt")
+    sb.selectbox("Preset", list(PROMPT_PRESETS), key="prompt_preset", index=None, placeholder="Pick a preset prompt…",
+                 on_change=_apply_prompt_preset)
+    sb.text_area("Prompt", key="prompt", height=120)
+    sb.checkbox("Apply the chat template", key="chat_template")
+    for message in ss.get("url_messages", ()):
+        st.warning(message)
+    try:
+        config = DecodeConfig(
+            target=target, draft=draft, drafter=ss.drafter, rule=ss.rule, gamma=ss.gamma, beta=ss.beta, tau=float(ss.tau),
+            temperature=float(ss.temperature), top_k=ss.top_k, top_p=float(ss.top_p), seed=int(ss.seed),
+            max_new_tokens=ss.max_new_tokens, chat_template=ss.chat_template, skip_layers=_skip_layers(ss.skip_layers),
+            exit_threshold=float(ss.exit_threshold), ngram_max=ss.ngram_max, device=defaults.device,
+        ).validated()
+    except ConfigError as exc:
+        st.error(str(exc))
+        return None, ss.prompt
+    return config, ss.prompt
+
+
+def write_url(config: DecodeConfig, prompt: str, round_index: int, defaults: DecodeConfig) -> None:
+    """Mirror the state into the address bar so a copied link reopens this exact view."""
+    query = to_query(config, prompt, round_index, defaults)
+    if query != st.query_params.to_dict():
+        st.query_params.from_dict(query)
+
+
+# ------------------------------------------------------------------------------------------------
+# Reusable views (data in, elements out)
+
+
+def summary_line(trace: Trace) -> str:
+    s = trace.stats
+    return (f"**{s.rounds}** rounds · **{s.new_tokens}** tokens · acceptance **{s.acceptance_rate:.0%}** · "
+            f"**{s.mean_tokens_per_round:.2f}** tokens per round · **{s.target_forward_passes}** target passes "
+            f"vs **{s.autoregressive_forward_passes}** autoregressive · stopped by {s.stop_reason.replace('_', ' ')} · "
+            f"{trace.models['device']} {trace.models['dtype']}")
+
+
+def _go_to(index: int) -> None:
+    st.session_state.round = index
+
+
+def round_navigation(count: int) -> int:
+    """First / previous / next / last buttons, a round slider and autoplay; returns the 1-based round."""
+    ss = st.session_state
+    ss.round = max(1, min(int(ss.get("round", 1)), count))
+    cols = st.columns([1, 1, 1, 1, 2, 6])
+    cols[0].button("⏮ First", on_click=_go_to, args=(1,), disabled=ss.round == 1, key="nav_first", width="stretch")
+    cols[1].button("◀ Prev", on_click=_go_to, args=(ss.round - 1,), disabled=ss.round == 1, key="nav_prev", width="stretch")
+    cols[2].button("Next ▶", on_click=_go_to, args=(ss.round + 1,), disabled=ss.round == count, key="nav_next", width="stretch")
+    cols[3].button("Last ⏭", on_click=_go_to, args=(count,), disabled=ss.round == count, key="nav_last", width="stretch")
+    cols[4].toggle("Autoplay", key="autoplay", disabled=count == 1)
+    if count > 1:
+        cols[5].slider("Round", 1, count, key="round", label_visibility="collapsed")
+    return ss.round
+
+
+def autoplay_step(count: int, seconds: float = 1.5) -> None:
+    """Advance one round per ``seconds`` while autoplay is on; stop at the last round."""
+    ss = st.session_state
+    if not ss.get("autoplay"):
+        return
+    now = time.monotonic()
+    if now - ss.get("autoplay_at", 0.0) >= seconds * 0.9:
+        ss.autoplay_at = now
+        if ss.round < count:
+            ss.round += 1
+        else:
+            ss.autoplay = False
