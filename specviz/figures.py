@@ -58,10 +58,19 @@ def pq_bars(pos: DraftPosition) -> go.Figure:
                marker=dict(color=DRAFT_COLOR, line=dict(width=outline, color=mark_color))),
     ])
     verdict = {ACCEPTED: "✓ accepted", REJECTED: "✗ rejected"}.get(pos.status, "not verified")
-    draw = f", u = {pos.uniform:.2f}" if pos.uniform is not None else ""
-    title = (f"#{pos.index + 1} '{display_text(pos.text)}' → {verdict}<br>p = {pos.p:.2f}, q = {pos.q:.2f}, "
-             f"min(1, p/q) = {min(1.0, pos.p / pos.q) if pos.q > 0 else 1.0:.2f}{draw}")
+    title = f"#{pos.index + 1} '{display_text(pos.text)}' → {verdict}<br>p = {pos.p:.2f}, q = {pos.q:.2f}, {_criterion(pos)}"
     return _layout(fig, title)
+
+
+def _criterion(pos: DraftPosition) -> str:
+    """What decided this token: min(1, p/q) vs u (sampling), the tau gap (top-beta), or argmax p (greedy)."""
+    if pos.uniform is not None:
+        return f"min(1, p/q) = {pos.accept_prob:.2f}, u = {pos.uniform:.2f}"
+    if pos.tau_gap is not None:
+        return f"log p(top1) − log p = {pos.tau_gap:.2f}"
+    if pos.status == "not_verified":
+        return "after a rejection"
+    return f"target argmax '{display_text(pos.target_top.texts[0])}'"
 
 
 def emitted_bars(token: EmittedToken, kind: str) -> go.Figure:

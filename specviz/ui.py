@@ -246,10 +246,10 @@ def round_navigation(count: int) -> int:
     ss = st.session_state
     ss.round = max(1, min(int(ss.get("round", 1)), count))
     cols = st.columns([1, 1, 1, 1, 2, 6])
-    cols[0].button("⏮ First", on_click=_go_to, args=(1,), disabled=ss.round == 1, key="nav_first", width="stretch")
+    cols[0].button("|◀ First", on_click=_go_to, args=(1,), disabled=ss.round == 1, key="nav_first", width="stretch")
     cols[1].button("◀ Prev", on_click=_go_to, args=(ss.round - 1,), disabled=ss.round == 1, key="nav_prev", width="stretch")
     cols[2].button("Next ▶", on_click=_go_to, args=(ss.round + 1,), disabled=ss.round == count, key="nav_next", width="stretch")
-    cols[3].button("Last ⏭", on_click=_go_to, args=(count,), disabled=ss.round == count, key="nav_last", width="stretch")
+    cols[3].button("Last ▶|", on_click=_go_to, args=(count,), disabled=ss.round == count, key="nav_last", width="stretch")
     cols[4].toggle("Autoplay", key="autoplay", disabled=count == 1)
     if count > 1:
         cols[5].slider("Round", 1, count, key="round", label_visibility="collapsed")

@@ -1,0 +1,96 @@
+"""The app through streamlit's AppTest, with tiny real models injected at the loader boundary (URL ids)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from specviz.ui import trace_store
+
+PROMPT = "w3 w7 w5 w9 w3 w7"
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+def make_app(params: dict[str, str]) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in params.items():
+        at.query_params[key] = value
+    return at
+
+
+def html_of(at: AppTest) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+@pytest.fixture
+def tiny_params(tiny_dirs) -> dict[str, str]:
+    return {"target": tiny_dirs["target"], "draft": tiny_dirs["draft"], "drafter": "model", "prompt": PROMPT,
+            "max_new_tokens": "12", "gamma": "3"}
+
+
+def test_round_view_renders_and_steps(tiny_params):
+    at = make_app(tiny_params).run()
+    assert not at.exception and not at.error
+    page = html_of(at)
+    for row in ("Decoder input", "Draft", "Verify", "Output", "Next input", "[MASK]"):
+        assert row in page
+    assert "✓" in page or "✗" in page
+    assert "rounds" in page and "target passes" in page
+    assert at.subheader[0].value.startswith("Round 1 of")
+    charts = at.get("plotly_chart")
+    assert len(charts) >= 2  # one p-vs-q chart per drafted token + the correction/bonus chart
+    at.button(key="nav_next").click().run()
+    assert at.subheader[0].value.startswith("Round 2 of")
+    assert at.query_params["round"] == "2"
+    at.button(key="nav_last").click().run()
+    total = int(at.subheader[0].value.split(" of ")[1].split(":")[0])
+    assert at.subheader[0].value.startswith(f"Round {total} of")
+
+
+def test_changing_the_rule_and_gamma_reruns_and_updates_the_url(tiny_params):
+    at = make_app(tiny_params).run()
+    at.radio(key="rule").set_value("sample").run()
+    at.slider(key="gamma").set_value(5).run()
+    assert not at.exception and not at.error
+    assert at.query_params["rule"] == "sample" and at.query_params["gamma"] == "5"
+    assert "u = " in " ".join(str(c.proto.spec) for c in at.get("plotly_chart"))  # the uniform draw is shown
+
+
+def test_bad_url_values_fall_back_with_a_message(tiny_params):
+    at = make_app({**tiny_params, "gamma": "99", "top_p": "abc", "rule": "nonsense", "round": "-3"}).run()
+    assert not at.exception and not at.error
+    warnings = " ".join(w.value for w in at.warning)
+    assert "gamma" in warnings and "top_p" in warnings and "rule" in warnings and "round" in warnings
+    assert at.slider(key="gamma").value == 4  # the default
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"target": "no-such-org/no-such-model"}, "Unknown model"),
+    ({"prompt": "   "}, "prompt is empty"),
+])
+def test_bad_input_shows_an_error_not_a_traceback(tiny_params, change, message):
+    at = make_app({**tiny_params, **change}).run()
+    assert not at.exception
+    assert any(message in e.value for e in at.error)
+
+
+def test_clearing_the_draft_model_is_explained(tiny_params):
+    at = make_app(tiny_params).run()
+    at.text_input(key="custom_draft").set_value("").run()
+    assert not at.exception
+    assert any("needs a draft model" in e.value for e in at.error)
+
+
+def test_tokenizer_mismatch_is_explained(tiny_params, tiny_dirs):
+    at = make_app({**tiny_params, "draft": tiny_dirs["other_vocab"]}).run()
+    assert not at.exception
+    assert any("different tokenizers" in e.value for e in at.error)
+
+
+def test_traces_are_cached_across_sessions(tiny_params):
+    make_app(tiny_params).run()
+    size = len(trace_store().items)
+    second = make_app(tiny_params).run()  # another session, same link
+    assert not second.exception and len(trace_store().items) == size

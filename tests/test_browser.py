@@ -1,0 +1,76 @@
+"""A real browser on the real app: `streamlit run app.py` on the embedded default, driven by chromium."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url(embedded):  # the embedded fixture makes sure the de-quantised cache exists
+    port = free_port()
+    env = {**os.environ, "SPECVIZ_DEVICE": "cpu"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            raise RuntimeError("streamlit did not start")
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+
+def test_round_view_in_chromium(app_url):
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1500, "height": 1700})
+        page.goto(f"{app_url}/?max_new_tokens=16")
+        page.wait_for_selector(".sv-rows", timeout=120_000)
+        rows = page.locator(".sv-label").all_inner_texts()
+        assert rows[:6] == ["Prompt", "Decoder input", "Draft", "Verify", "Output", "Next input"]
+        marks = "".join(page.locator(".sv-mark").all_inner_texts())
+        assert "✓" in marks or "✗" in marks
+        page.wait_for_selector(".js-plotly-plot", timeout=30_000)
+        assert page.locator(".js-plotly-plot").count() >= 2
+        assert "Round 1 of" in page.locator("h3").first.inner_text()
+        page.get_by_role("button", name="Next ▶").click()
+        page.wait_for_function("() => [...document.querySelectorAll('h3')].some(h => h.innerText.includes('Round 2 of'))",
+                               timeout=30_000)
+        page.wait_for_selector(".js-plotly-plot", timeout=30_000)
+        assert "round=2" in page.url  # the link now reopens this round
+        time.sleep(1.5)  # let plotly finish drawing before the screenshot
+        page.screenshot(path=str(ARTIFACTS / "round_view.png"), full_page=True)
+        browser.close()
+    assert (ARTIFACTS / "round_view.png").stat().st_size > 10_000

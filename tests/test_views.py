@@ -1,0 +1,83 @@
+"""Pure view code: URL state, tables, HTML rows and figures, on a real trace from the tiny pair."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from specviz import figures, render, tables
+from specviz.config import DecodeConfig
+from specviz.engine import speculative_decode
+from specviz.urlstate import parse_query, to_query
+
+DEFAULTS = DecodeConfig()
+
+
+@pytest.fixture(scope="module")
+def trace(tiny_dirs, tiny_pair):
+    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", rule="sample",
+                          gamma=4, max_new_tokens=20, seed=3, device="cpu")
+    return speculative_decode(config, prompt_ids=[3, 7, 5, 9], pair=tiny_pair)
+
+
+def test_url_round_trip():
+    config = DEFAULTS.replace(rule="topbeta", beta=4, tau=2.5, gamma=7, skip_layers=(3, 4), chat_template=False, seed=9)
+    query = to_query(config, "hello & bye", 3, DEFAULTS)
+    state = parse_query(query, DEFAULTS)
+    assert state.config == config and state.prompt == "hello & bye" and state.round == 3 and not state.messages
+    assert "device" not in query and "top_k" not in query  # defaults are left out; the device is the server's
+
+
+def test_url_bad_values_fall_back_one_by_one():
+    state = parse_query({"gamma": "0", "beta": "x", "temperature": "-1", "top_p": "nan", "rule": "greedy",
+                         "drafter": "model", "round": "zero", "seed": "7"}, DEFAULTS)
+    assert (state.config.gamma, state.config.beta, state.config.temperature) == (4, 3, 1.0)
+    assert state.config.drafter == "layerskip"  # "model" without a draft model is refused
+    assert state.config.seed == 7 and state.round == 1
+    assert len(state.messages) == 6
+    assert all("ignored" in m for m in state.messages)
+
+
+def test_token_table_accounts_for_every_output_token(trace):
+    table = tables.token_table(trace)
+    assert isinstance(table, pd.DataFrame)
+    emitted = table[table.emitted]
+    assert emitted.token_id.tolist() == trace.output_ids
+    assert set(table.kind) <= {"accepted draft", "rejected draft", "not verified", "correction", "bonus"}
+    assert (table[table.kind == "rejected draft"].groupby("round").size() == 1).all()
+    csv = table.to_csv(index=False)
+    assert csv.splitlines()[0].startswith("round,position,kind,token_id")
+
+
+def test_round_rows_show_marks_struck_corrections_and_masks(trace):
+    rejected_round = next(r for r in trace.rounds if r.correction)
+    page = render.round_rows_html(trace, rejected_round)
+    assert page.count("sv-tok sv-struck") == sum(p.status != "accepted" for p in rejected_round.draft)
+    assert "✗" in page and page.count(">[MASK]<") == len(rejected_round.draft) + trace.config["gamma"]
+    assert render.COLORS["correction"][1] in page
+    full_round = next((r for r in trace.rounds if r.bonus), None)
+    if full_round is not None:
+        assert "bonus token" in render.round_rows_html(trace, full_round)
+    output = render.output_html(trace)
+    assert output.count("<span") == len(trace.output_ids)
+
+
+def test_pq_bars_mark_the_drafted_token_and_show_the_draw(trace):
+    pos = trace.rounds[0].draft[0]
+    fig = figures.pq_bars(pos)
+    target_bar, draft_bar = fig.data
+    assert (target_bar.name, draft_bar.name) == ("target p", "draft q")
+    i = [x.endswith(f"({pos.token_id})") for x in target_bar.x].index(True)
+    assert target_bar.y[i] == pytest.approx(pos.p) and draft_bar.y[i] == pytest.approx(pos.q)
+    assert target_bar.marker.line.width[i] == 3 and sum(target_bar.marker.line.width) == 3
+    assert f"u = {pos.uniform:.2f}" in fig.layout.title.text
+
+
+def test_residual_bars_mark_the_correction(trace):
+    rnd = next(r for r in trace.rounds if r.correction)
+    fig = figures.emitted_bars(rnd.correction, "correction")
+    (bar,) = fig.data
+    assert bar.name.startswith("residual")
+    i = [x.endswith(f"({rnd.correction.token_id})") for x in bar.x].index(True)
+    assert bar.marker.color[i] == render.COLORS["correction"][0]
+    assert sum(bar.y) <= 1.0 + 1e-6
