@@ -278,3 +278,26 @@ def summarize(rounds: list[Round], new_tokens: int, stop_reason: str, wall_ms: f
         wall_ms=wall_ms,
         tokens_per_s=new_tokens / (wall_ms / 1e3) if wall_ms > 0 else 0.0,
     )
+
+
+def autoregressive_decode(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> tuple[list[int], float]:
+    """The baseline: the target alone, one forward per token with a KV cache, same rule warp and seed.
+
+    Greedy rules take argmax p; the sampling rule samples from the warped p with the same seeded
+    generator. Returns (new token ids, seconds). Used for wall-clock speedups and as plain target
+    sampling in the losslessness lab.
+    """
+    rule = make_rule(config.rule, beta=config.beta, tau=config.tau, temperature=config.temperature,
+                     top_k=config.top_k, top_p=config.top_p)
+    target, vocab_size = pair.target, pair.vocab_size
+    generator = torch.Generator().manual_seed(config.seed)
+    state = KVCachedSequence(target.model.config)
+    committed, eos = list(prompt_ids), eos_ids(target)
+    started = time.perf_counter()
+    while len(committed) - len(prompt_ids) < config.max_new_tokens and len(committed) < target.context_length:
+        logits = state.feed(full_forward, target, state.pending(committed), 1)[-1, :vocab_size]
+        token = rule.bonus(rule.target_distribution(logits).cpu(), generator)
+        committed.append(token)
+        if token in eos:
+            break
+    return committed[len(prompt_ids):], time.perf_counter() - started

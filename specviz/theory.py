@@ -1,0 +1,29 @@
+"""Closed-form expectations for speculative decoding (Leviathan et al. 2023, Sec. 3).
+
+With per-token acceptance rate alpha (assumed i.i.d. across positions), block size gamma and a
+draft/target cost ratio c (time of one draft forward / time of one target forward):
+
+  E[tokens per round] = (1 - alpha^(gamma+1)) / (1 - alpha)                      (Eq. 1)
+  expected wall-time speedup = (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma*c + 1))   (Thm. 3.8)
+
+alpha is estimated from a trace as the mean over verified positions of sum_x min(p(x), q(x)).
+"""
+
+from __future__ import annotations
+
+
+def expected_tokens_per_round(alpha: float, gamma: int) -> float:
+    """E[tokens per round] = (1 - alpha^(gamma+1)) / (1 - alpha); gamma + 1 when alpha = 1."""
+    if alpha >= 1.0:
+        return float(gamma + 1)
+    return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
+
+
+def expected_speedup(alpha: float, gamma: int, cost_ratio: float) -> float:
+    """Expected wall-time improvement over autoregressive decoding with the target alone."""
+    return expected_tokens_per_round(alpha, gamma) / (gamma * cost_ratio + 1.0)
+
+
+def best_gamma(alpha: float, cost_ratio: float, gamma_max: int = 16) -> int:
+    """The block size in 1..gamma_max with the highest expected speedup."""
+    return max(range(1, gamma_max + 1), key=lambda g: expected_speedup(alpha, g, cost_ratio))
