@@ -208,7 +208,7 @@ class AutoregressiveDrafter:
 
 @dataclass
 class NgramDrafter:
-    """Prompt lookup: continue the most recent earlier occurrence of the context's last n tokens.
+    """Prompt lookup: continue the earliest earlier occurrence of the context's last n tokens.
 
     Tries n = ngram_max down to 1 (Saxena 2023, "prompt lookup decoding"). The proposal is
     deterministic, so q = one-hot(token) and speculative sampling accepts x with probability p(x).
@@ -227,12 +227,15 @@ class NgramDrafter:
 
 
 def lookup_continuation(context: list[int], ngram_max: int, max_tokens: int) -> list[int]:
-    """Up to ``max_tokens`` ids that followed the latest earlier match of the longest possible suffix."""
+    """Up to ``max_tokens`` ids that followed the earliest earlier match of the longest possible suffix.
+
+    As in prompt lookup decoding (Saxena 2023): the first occurrence with a non-empty continuation wins.
+    """
     if max_tokens <= 0:
         return []
     for n in range(min(ngram_max, len(context) - 1), 0, -1):
         suffix = context[-n:]
-        for start in range(len(context) - n - 1, -1, -1):  # latest match first, excluding the suffix itself
+        for start in range(len(context) - n):  # excludes the suffix itself
             if context[start : start + n] == suffix:
                 return context[start + n : start + n + max_tokens]
     return []
