@@ -4,8 +4,7 @@ import streamlit as st
 
 from specviz import figures, render, tables, ui
 
-defaults = ui.app_defaults()
-config, prompt = ui.sidebar_controls(defaults)
+config, prompt, defaults = ui.shared_controls()
 st.title("Speculative decoding, round by round")
 st.caption("Convention (Leviathan et al. 2023): **target p** is the large model whose output is preserved, "
            "**draft q** the cheap proposer. Each round drafts γ tokens, the target scores all of them in ONE "

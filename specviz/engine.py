@@ -61,6 +61,11 @@ def load_pair(config: DecodeConfig) -> ModelPair:
     return ModelPair(target, draft)
 
 
+def rule_for(config: DecodeConfig) -> Rule:
+    return make_rule(config.rule, beta=config.beta, tau=config.tau, temperature=config.temperature,
+                     top_k=config.top_k, top_p=config.top_p)
+
+
 def make_drafter(config: DecodeConfig, pair: ModelPair) -> Drafter:
     if config.drafter == "model":
         return AutoregressiveDrafter("model", pair.draft, full_forward, pair.vocab_size)
@@ -182,16 +187,17 @@ def speculative_decode(
     prompt_ids: list[int] | None = None,
     pair: ModelPair | None = None,
     on_round: Callable[[Round, int], None] | None = None,
+    rule: Rule | None = None,
 ) -> Trace:
     """Run speculative decoding for a config and record every round into a :class:`Trace`.
 
-    ``on_round(record, new_tokens_so_far)`` is called after each round (progress bars).
+    ``on_round(record, new_tokens_so_far)`` is called after each round (progress bars). ``rule``
+    overrides the config's rule (the losslessness lab passes a deliberately broken one).
     """
     config.validated()
     pair = pair or load_pair(config)
     ids = prompt_ids_for(pair, config, prompt, prompt_ids)
-    rule = make_rule(config.rule, beta=config.beta, tau=config.tau, temperature=config.temperature,
-                     top_k=config.top_k, top_p=config.top_p)
+    rule = rule or rule_for(config)
     drafter = make_drafter(config, pair)
     target, vocab_size = pair.target, pair.vocab_size
     generator = torch.Generator().manual_seed(config.seed)
@@ -287,8 +293,7 @@ def autoregressive_decode(config: DecodeConfig, pair: ModelPair, prompt_ids: lis
     generator. Returns (new token ids, seconds). Used for wall-clock speedups and as plain target
     sampling in the losslessness lab.
     """
-    rule = make_rule(config.rule, beta=config.beta, tau=config.tau, temperature=config.temperature,
-                     top_k=config.top_k, top_p=config.top_p)
+    rule = rule_for(config)
     target, vocab_size = pair.target, pair.vocab_size
     generator = torch.Generator().manual_seed(config.seed)
     state = KVCachedSequence(target.model.config)

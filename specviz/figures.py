@@ -91,3 +91,131 @@ def emitted_bars(token: EmittedToken, kind: str) -> go.Figure:
     fig.update_layout(showlegend=True)
     how = "sampled from the residual" if token.source == "residual" else "the target's choice"
     return _layout(fig, f"{kind} '{display_text(token.text)}'<br>{how}, prob {token.prob:.2f}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Teaching pages
+
+
+def acceptance_by_position_figure(table) -> go.Figure:
+    """Acceptance rate of the i-th drafted token (among rounds that verified it)."""
+    fig = go.Figure(go.Bar(x=table.position, y=table.acceptance_rate, marker_color=COLORS["accepted"][0],
+                           text=[f"{a}/{v}" for a, v in zip(table.accepted, table.verified)], textposition="outside"))
+    fig.update_layout(xaxis_title="drafted position i", yaxis=dict(title="acceptance rate", range=[0, 1.1]), height=300,
+                      margin=dict(l=10, r=10, t=30, b=10), title="acceptance per drafted position")
+    return fig
+
+
+def tokens_per_round_figure(table, measured: float, expected: float) -> go.Figure:
+    fig = go.Figure(go.Bar(x=table.tokens, y=table.rounds, marker_color=COLORS["bonus"][0], name="rounds"))
+    for value, label, dash, where in ((measured, "measured mean", "solid", "top right"),
+                                      (expected, "(1-α^(γ+1))/(1-α)", "dash", "bottom left")):
+        fig.add_vline(x=value, line_dash=dash, line_color="#e65100", annotation_text=f"{label} {value:.2f}",
+                      annotation_position=where, annotation_bgcolor="rgba(255,255,255,0.8)")
+    fig.update_layout(xaxis_title="tokens emitted in the round", yaxis_title="rounds", height=300,
+                      margin=dict(l=10, r=10, t=30, b=10), title="tokens per round")
+    return fig
+
+
+def gamma_sweep_figure(table, best_measured: int, best_expected: int) -> go.Figure:
+    """Measured tokens/round and speedup against the closed forms, best gammas marked."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens per round", "speedup over autoregressive"))
+    for col, measured, expected in ((1, "tokens_per_round", "expected_tokens_per_round"), (2, "speedup", "expected_speedup")):
+        fig.add_trace(go.Scatter(x=table.gamma, y=table[measured], mode="lines+markers", name=f"measured {measured}",
+                                 line=dict(color=TARGET_COLOR)), row=1, col=col)
+        fig.add_trace(go.Scatter(x=table.gamma, y=table[expected], mode="lines", name=f"theory {measured}",
+                                 line=dict(color="#e65100", dash="dash")), row=1, col=col)
+    best = table[table.gamma == best_measured]
+    fig.add_trace(go.Scatter(x=best.gamma, y=best.speedup, mode="markers+text", text=[f"best γ={best_measured}"],
+                             textposition="top center", marker=dict(size=14, color=COLORS["accepted"][0], symbol="star"),
+                             name="best measured γ"), row=1, col=2)
+    fig.add_vline(x=best_expected, line_dash="dot", line_color="#e65100", row=1, col=2,
+                  annotation_text=f"theory's best γ={best_expected}")
+    fig.update_xaxes(title_text="γ (block size)")
+    fig.update_layout(height=360, margin=dict(l=10, r=10, t=40, b=10))
+    return fig
+
+
+def rules_grid_figure(table, token_texts: list[str]) -> go.Figure:
+    """Rules (rows) x drafted positions (columns): ✓ accepted, ✗ rejected, · not verified."""
+    rules = list(dict.fromkeys(table.rule))
+    positions = sorted(set(table.position))
+    code = {"accepted": 2, "rejected": 1, "not_verified": 0}
+    mark = {"accepted": "✓", "rejected": "✗", "not_verified": "·"}
+    lookup = {(r.rule, r.position): r.status for r in table.itertuples()}
+    z = [[code[lookup[(rule, p)]] for p in positions] for rule in rules]
+    text = [[mark[lookup[(rule, p)]] for p in positions] for rule in rules]
+    colorscale = [[0, COLORS["not_verified"][1]], [0.5, COLORS["rejected"][1]], [1, COLORS["accepted"][1]]]
+    fig = go.Figure(go.Heatmap(z=z, x=[f"{i}: {display_text(t)}" for i, t in zip(positions, token_texts)], y=rules,
+                               text=text, texttemplate="%{text}", textfont=dict(size=18), colorscale=colorscale,
+                               zmin=0, zmax=2, showscale=False, xgap=2, ygap=2))
+    fig.update_layout(height=60 + 40 * len(rules), margin=dict(l=10, r=10, t=10, b=10), yaxis=dict(autorange="reversed"))
+    return fig
+
+
+def lab_histogram_figure(counts: dict[str, dict[int, int]], exact: dict[int, float], labels: dict[int, str], n: int) -> go.Figure:
+    """Observed first-token frequencies per arm against the exact target probabilities."""
+    ids = list(exact)
+    fig = go.Figure(go.Bar(name="exact target p", x=[labels[i] for i in ids], y=[exact[i] for i in ids],
+                           marker_color=TARGET_COLOR))
+    palette = {"speculative sampling": COLORS["accepted"][0], "target sampling": COLORS["bonus"][0], "broken rule": COLORS["rejected"][0]}
+    for arm, arm_counts in counts.items():
+        fig.add_trace(go.Bar(name=arm, x=[labels[i] for i in ids], y=[arm_counts.get(i, 0) / n for i in ids],
+                             marker_color=palette.get(arm, DRAFT_COLOR)))
+    fig.update_layout(barmode="group", height=340, yaxis_title="frequency", margin=dict(l=10, r=10, t=30, b=10),
+                      legend=dict(orientation="h", y=1.08))
+    return fig
+
+
+def parallel_arrows_figure(gamma: int, parallel_ms: float, sequential_ms: float) -> go.Figure:
+    """gamma narrow arrows one after another (sequential forwards) vs one wide arrow (one parallel pass)."""
+    fig = go.Figure()
+    step = sequential_ms / gamma
+    for i in range(gamma):
+        fig.add_annotation(x=(i + 1) * step, y=1, ax=i * step, ay=1, xref="x", yref="y", axref="x", ayref="y",
+                           showarrow=True, arrowhead=2, arrowwidth=2, arrowcolor=DRAFT_COLOR, text="")
+    fig.add_annotation(x=parallel_ms, y=0, ax=0, ay=0, xref="x", yref="y", axref="x", ayref="y", showarrow=True,
+                       arrowhead=2, arrowwidth=14, arrowcolor=TARGET_COLOR, text="")
+    fig.add_trace(go.Scatter(x=[sequential_ms, parallel_ms], y=[1, 0], mode="text", textposition="middle right",
+                             text=[f" {gamma} sequential forwards: {sequential_ms:.1f} ms", f" 1 forward over {gamma} tokens: {parallel_ms:.1f} ms"],
+                             showlegend=False))
+    fig.update_layout(height=220, xaxis=dict(title="milliseconds", range=[0, max(sequential_ms, parallel_ms) * 1.8]),
+                      yaxis=dict(visible=False, range=[-0.6, 1.6]), margin=dict(l=10, r=10, t=10, b=10))
+    return fig
+
+
+def mask_figure(mask, prefix_len: int, shown_prefix: int = 8) -> go.Figure:
+    """The verification pass's attention mask (last few prefix keys and the drafted keys)."""
+    start = max(0, prefix_len - shown_prefix)
+    view = mask[:, start:]
+    gamma = mask.shape[0] - 1
+    keys = [f"prefix {j}" for j in range(start, prefix_len)] + [f"draft {i + 1}" for i in range(gamma)]
+    queries = [f"→ p at draft {i + 1}" if i < gamma else "→ bonus p" for i in range(gamma + 1)]
+    fig = go.Figure(go.Heatmap(z=view, x=keys, y=queries, colorscale=[[0, "#ffffff"], [1, TARGET_COLOR]], showscale=False,
+                               xgap=1, ygap=1))
+    fig.update_layout(height=80 + 30 * (gamma + 1), yaxis=dict(autorange="reversed", title="query (predicts)"),
+                      xaxis_title="key (attended token)", margin=dict(l=10, r=10, t=10, b=10))
+    return fig
+
+
+def timeline_figure(draft_ms: list[float], verify_ms: list[float], emitted: list[int], ar_ms_per_token: float) -> go.Figure:
+    """Autoregressive (one target call per token) vs draft-then-verify (rounds), on measured times."""
+    fig = go.Figure()
+    t = 0.0
+    for i in range(sum(emitted)):
+        fig.add_trace(go.Bar(x=[ar_ms_per_token], base=[t], y=["autoregressive"], orientation="h", showlegend=i == 0,
+                             name="target call", marker=dict(color=TARGET_COLOR, line=dict(color="white", width=1))))
+        t += ar_ms_per_token
+    t = 0.0
+    for i, (d, v, k) in enumerate(zip(draft_ms, verify_ms, emitted)):
+        fig.add_trace(go.Bar(x=[d], base=[t], y=["draft + verify"], orientation="h", showlegend=i == 0, name="drafting",
+                             marker=dict(color=DRAFT_COLOR, line=dict(color="white", width=1))))
+        fig.add_trace(go.Bar(x=[v], base=[t + d], y=["draft + verify"], orientation="h", showlegend=i == 0, name="target call (verify)",
+                             text=[f"+{k}"], textposition="inside",
+                             marker=dict(color=TARGET_COLOR, line=dict(color="white", width=1))))
+        t += d + v
+    fig.update_layout(barmode="overlay", height=220, xaxis_title="milliseconds", margin=dict(l=10, r=10, t=10, b=10),
+                      legend=dict(orientation="h", y=1.15))
+    return fig

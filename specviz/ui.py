@@ -61,66 +61,96 @@ def cached_pair(target: str, draft: str | None, drafter: str, device: str) -> Mo
     return load_pair(DecodeConfig(target=target, draft=draft, drafter=drafter, device=device))
 
 
-class TraceStore:
-    """A bounded LRU of finished traces keyed by (config, prompt), shared by all sessions."""
+class ResultStore:
+    """A bounded LRU of finished results (traces, sweeps, samples) shared by all sessions."""
 
     def __init__(self, size: int) -> None:
         self.size, self.lock, self.items = size, threading.Lock(), OrderedDict()
 
-    def get(self, key) -> Trace | None:
+    def get(self, key):
         with self.lock:
             if key in self.items:
                 self.items.move_to_end(key)
                 return self.items[key]
         return None
 
-    def put(self, key, trace: Trace) -> None:
+    def put(self, key, value) -> None:
         with self.lock:
-            self.items[key] = trace
+            self.items[key] = value
             while len(self.items) > self.size:
                 self.items.popitem(last=False)
 
 
 @st.cache_resource(show_spinner=False)
-def trace_store() -> TraceStore:
-    return TraceStore(TRACE_STORE_SIZE)
+def result_store() -> ResultStore:
+    return ResultStore(TRACE_STORE_SIZE)
 
 
-def trace_key(config: DecodeConfig, prompt: str) -> tuple:
-    return tuple(sorted((k, str(v)) for k, v in config.to_dict().items())) + (("prompt", prompt),)
+def trace_key(config: DecodeConfig, prompt: str, *extra) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in config.to_dict().items())) + (("prompt", prompt),) + extra
 
 
-def get_trace(config: DecodeConfig, prompt: str) -> Trace | None:
-    """The cached trace, or a fresh run with a progress bar; any failure becomes a message in the page."""
-    key = trace_key(config, prompt)
-    cached = trace_store().get(key)
-    if cached is not None:
-        return cached
+def show_user_errors(fn):
+    """Run ``fn()``; turn any failure into a message in the page (the app keeps serving). None on failure."""
     try:
-        config.validated()
-        with st.spinner(f"Loading {config.target}" + (f" and {config.draft}" if config.drafter == "model" else "") + " …"):
-            pair = cached_pair(config.target, config.draft if config.drafter == "model" else None, config.drafter, config.device)
-        bar = st.progress(0.0, text="Decoding …")
-
-        def on_round(record, new_tokens: int) -> None:
-            bar.progress(min(1.0, new_tokens / config.max_new_tokens),
-                         text=f"Round {record.index + 1} · {new_tokens}/{config.max_new_tokens} tokens")
-
-        trace = speculative_decode(config, prompt=prompt, pair=pair, on_round=on_round)
-        bar.empty()
+        return fn()
     except USER_ERRORS as exc:
         st.error(str(exc))
-        return None
     except (torch.OutOfMemoryError, MemoryError):
         st.error("Out of memory: this model pair, prompt or max new tokens is too large for this machine. "
                  "Pick smaller models or fewer tokens.")
-        return None
     except Exception as exc:  # noqa: BLE001 - the page must keep serving; the log keeps the traceback
-        log.exception("decoding failed")
-        st.error(f"Decoding failed: {type(exc).__name__}: {str(exc)[:300]}")
-        return None
-    trace_store().put(key, trace)
-    return trace
+        log.exception("computation failed")
+        st.error(f"Computation failed: {type(exc).__name__}: {str(exc)[:300]}")
+    return None
+
+
+def pair_for(config: DecodeConfig) -> ModelPair:
+    with st.spinner(f"Loading {config.target}" + (f" and {config.draft}" if config.drafter == "model" else "") + " …"):
+        return cached_pair(config.target, config.draft if config.drafter == "model" else None, config.drafter, config.device)
+
+
+def remembered(key: tuple, compute, label: str):
+    """A shared cached result, or ``compute(on_progress)`` under a progress bar (errors become messages)."""
+    cached = result_store().get(key)
+    if cached is not None:
+        return cached
+    bar = st.progress(0.0, text=label)
+
+    def on_progress(done: int, total: int, text: str | None = None) -> None:
+        bar.progress(min(1.0, done / max(1, total)), text=text or f"{label} {done}/{total}")
+
+    result = show_user_errors(lambda: compute(on_progress))
+    bar.empty()
+    if result is not None:
+        result_store().put(key, result)
+    return result
+
+
+def get_trace(config: DecodeConfig, prompt: str) -> Trace | None:
+    """The cached trace, or a fresh run with a progress bar over rounds; failures become messages."""
+
+    def compute(on_progress) -> Trace:
+        config.validated()
+        pair = pair_for(config)
+        return speculative_decode(config, prompt=prompt, pair=pair, on_round=lambda record, new: on_progress(
+            new, config.max_new_tokens, f"Round {record.index + 1} · {new}/{config.max_new_tokens} tokens"))
+
+    return remembered(trace_key(config, prompt), compute, "Decoding")
+
+
+def shared_controls() -> tuple[DecodeConfig | None, str, DecodeConfig]:
+    """The sidebar's config (None if invalid; the sidebar showed why), prompt and defaults.
+
+    app.py draws the sidebar once per run for every page, so its widgets (and their values) are the
+    same objects whichever page is open. The URL is updated here, from the page, so a copied link
+    reopens this state on this page.
+    """
+    ss = st.session_state
+    config, prompt, defaults = ss.get("sv_config"), ss.get("sv_prompt", DEFAULT_PROMPT), ss.get("sv_defaults") or app_defaults()
+    if config is not None:
+        write_url(config, prompt, ss.get("round", 1), defaults)
+    return config, prompt, defaults
 
 
 # ------------------------------------------------------------------------------------------------

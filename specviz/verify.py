@@ -200,6 +200,21 @@ class TopBetaRule(GreedyRule):
         )
 
 
+@dataclass(frozen=True)
+class BrokenResidualRule(SpeculativeSamplingRule):
+    """A deliberately WRONG speculative sampler, for the losslessness lab: after a rejection it samples
+    the correction from p instead of the residual norm(max(0, p - q)).
+
+    The emitted token then has P(x) = min(p, q)(x) + (1 - sum min(p, q)) p(x), which over-weights the
+    tokens the draft already favours: a bug a chi-square test against p can catch.
+    """
+
+    name: str = "broken-residual"
+
+    def correction(self, target_probs, draft_probs, generator) -> int:
+        return sample(target_probs, generator)
+
+
 Rule = GreedyRule | SpeculativeSamplingRule | TopBetaRule
 
 

@@ -72,5 +72,19 @@ def test_round_view_in_chromium(app_url):
         assert "round=2" in page.url  # the link now reopens this round
         time.sleep(1.5)  # let plotly finish drawing before the screenshot
         page.screenshot(path=str(ARTIFACTS / "round_view.png"), full_page=True)
+
+        # a sidebar edit re-runs the trace and lands in the URL (what a teacher then shares)
+        page.locator('[data-testid="stSidebar"]').get_by_text("spec. sampling").click()
+        page.wait_for_function("() => location.search.includes('rule=sample')", timeout=60_000)
+        page.wait_for_function("() => [...document.querySelectorAll('.gtitle')].some(t => t.textContent.includes('u = '))",
+                               timeout=120_000)
+        assert page.locator('[data-testid="stSidebar"] [data-testid="stSlider"]').count() >= 5
+
+        # another page keeps the sidebar's configuration
+        page.get_by_role("link", name="Metrics and theory").click()
+        page.wait_for_selector("text=tokens per round, measured", timeout=120_000)
+        assert "rule=sample" in page.url
+        time.sleep(1.5)
+        page.screenshot(path=str(ARTIFACTS / "metrics.png"), full_page=True)
         browser.close()
     assert (ARTIFACTS / "round_view.png").stat().st_size > 10_000

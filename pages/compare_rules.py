@@ -1,0 +1,50 @@
+"""Compare rules on the same draft: greedy, speculative sampling and top-beta/tau for beta = 1..5."""
+
+import streamlit as st
+
+from specviz import analysis, figures, ui
+
+config, prompt, defaults = ui.shared_controls()
+st.title("Compare verification rules on the same draft")
+st.markdown("One block of drafted tokens (taken from a round of the sidebar's trace) is checked by every rule. "
+            "**Greedy** accepts a token only if it is the target's argmax; **speculative sampling** accepts x with "
+            "probability min(1, p(x)/q(x)); **top-β + τ** (SpecDec) accepts x if it is among the target's β best and "
+            "log p(top1) − log p(x) ≤ τ. Each rule stops at its first rejection (· = never checked).")
+trace = ui.get_trace(config, prompt) if config else None
+rounds = [r for r in trace.rounds if r.draft] if trace else []
+if trace is not None and not rounds:
+    st.info("No round of this trace drafted any token (the n-gram drafter found no match); pick another drafter.")
+elif rounds:
+    choice = st.select_slider("Round whose draft is compared", [r.index + 1 for r in rounds])
+    rnd = trace.rounds[choice - 1]
+    prefix = trace.prompt_ids + trace.output_ids[: rnd.prefix_len - len(trace.prompt_ids)]
+    draft_ids = [p.token_id for p in rnd.draft]
+
+    def compute(on_progress):
+        return analysis.compare_rules_on_draft(config, ui.pair_for(config), prefix, draft_ids)
+
+    table = ui.remembered(ui.trace_key(config, prompt, "rules", choice), compute, "Verifying")
+    if table is not None:
+        st.plotly_chart(figures.rules_grid_figure(table, [p.text for p in rnd.draft]), width="stretch")
+        st.download_button("Download verdicts (CSV)", table.to_csv(index=False), "specviz-rules.csv", "text/csv")
+
+    st.subheader("Where the lossy settings depart from the target's own greedy text")
+    st.markdown("β = 1 is exactly greedy decoding. β > 1 trades fidelity for longer accepted runs: the whole output is "
+                "decoded again for each β and compared token by token with the target's greedy output.")
+    key = ui.trace_key(config, prompt, "departures")
+    if ui.result_store().get(key) is not None or st.button("Decode with β = 1..5"):
+        def departures(on_progress):
+            pair = ui.pair_for(config)
+            return analysis.lossy_departures(config, pair, trace.prompt_ids, on_progress)
+
+        table = ui.remembered(key, departures, "Decoding β")
+        if table is not None:
+            for row in table.itertuples():
+                if row.same_as_target:
+                    st.markdown(f"**β = {row.beta}**: identical to the target's greedy text "
+                                f"({row.tokens_per_round:.2f} tokens/round)")
+                else:
+                    st.markdown(f"**β = {row.beta}** departs at token {row.departs_at + 1} "
+                                f"({row.tokens_per_round:.2f} tokens/round): …{row.common_prefix[-60:]}"
+                                f"**[{row.output_after[:60]}]** instead of the target's **[{row.target_after[:60]}]**")
+            st.download_button("Download departures (CSV)", table.to_csv(index=False), "specviz-departures.csv", "text/csv")

@@ -1,0 +1,326 @@
+"""Analyses behind the teaching pages: metrics from traces, sweeps, rule comparisons, losslessness
+samples and parallel-verification timings. Pure data in, plain data (pandas) out; no streamlit.
+
+Every long computation takes ``on_progress(done, total)`` so a page can show a progress bar, and
+every size is bounded by the constants below so one user cannot occupy the machine for minutes.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy.stats import chi2_contingency, chisquare
+
+from .config import DecodeConfig
+from .drafters import KVCachedSequence, check_skip_layers, default_skip_layers, full_forward, layer_skip_forward
+from .engine import ModelPair, autoregressive_decode, rule_for, speculative_decode
+from .theory import expected_speedup, expected_tokens_per_round
+from .trace import NOT_VERIFIED, Trace
+from .verify import BrokenResidualRule, GreedyRule, SpeculativeSamplingRule, TopBetaRule, one_hot
+
+Progress = Callable[[int, int], None] | None
+
+SWEEP_GAMMAS_MAX = 8  # block sizes per sweep
+SWEEP_TOKENS_MAX = 64  # new tokens per sweep run
+LAB_SAMPLES_MAX = 500  # samples per arm of the losslessness lab
+LAB_TOKENS_MAX = 3  # first M tokens compared
+TIMING_REPEATS_MAX = 20
+COMPARE_BETAS = (1, 2, 3, 4, 5)
+
+
+def _tick(on_progress: Progress, done: int, total: int) -> None:
+    if on_progress:
+        on_progress(done, total)
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Metrics of one trace
+
+
+def acceptance_by_position(trace: Trace) -> pd.DataFrame:
+    """Per drafted position i (1-based): how often it was verified, accepted, and the rate."""
+    verified, accepted = Counter(), Counter()
+    for r in trace.rounds:
+        for pos in r.draft:
+            if pos.status != NOT_VERIFIED:
+                verified[pos.index + 1] += 1
+                accepted[pos.index + 1] += pos.accepted
+    positions = sorted(verified)
+    return pd.DataFrame({
+        "position": positions,
+        "verified": [verified[i] for i in positions],
+        "accepted": [accepted[i] for i in positions],
+        "acceptance_rate": [accepted[i] / verified[i] for i in positions],
+    })
+
+
+def tokens_per_round(trace: Trace) -> pd.DataFrame:
+    """Histogram of tokens emitted per round."""
+    counts = Counter(len(r.emitted_ids) for r in trace.rounds)
+    sizes = list(range(1, max(counts, default=1) + 1))
+    return pd.DataFrame({"tokens": sizes, "rounds": [counts.get(k, 0) for k in sizes]})
+
+
+@dataclass(frozen=True)
+class TheoryCheck:
+    alpha: float  # mean of sum(min(p, q)) over verified positions
+    gamma: int
+    measured_tokens_per_round: float
+    expected_tokens_per_round: float
+    target_passes: int
+    autoregressive_passes: int
+
+
+def theory_check(trace: Trace) -> TheoryCheck:
+    """Measured mean tokens per round next to (1 - alpha^(gamma+1)) / (1 - alpha)."""
+    gamma = int(trace.config["gamma"])
+    alpha = trace.stats.alpha_estimate
+    return TheoryCheck(alpha, gamma, trace.stats.mean_tokens_per_round, expected_tokens_per_round(alpha, gamma),
+                       trace.stats.target_forward_passes, trace.stats.autoregressive_forward_passes)
+
+
+def measured_speedup(trace: Trace, pair: ModelPair, repeats: int = 1) -> tuple[float, float]:
+    """(speculative seconds, autoregressive seconds) for the same target, prompt and length, this process."""
+    config = DecodeConfig.from_dict(trace.config).replace(max_new_tokens=max(1, len(trace.output_ids)))
+    ar_seconds = statistics.median(autoregressive_decode(config, pair, trace.prompt_ids)[1] for _ in range(repeats))
+    return trace.stats.wall_ms / 1e3, ar_seconds
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Gamma sweep
+
+
+def _draft_forward(config: DecodeConfig, pair: ModelPair):
+    """(model, forward) that drafts for this config, or None for the model-free n-gram drafter."""
+    if config.drafter == "model":
+        return pair.draft, full_forward
+    if config.drafter == "layerskip":
+        skip = config.skip_layers if config.skip_layers is not None else default_skip_layers(pair.target.num_layers)
+        return pair.target, layer_skip_forward(check_skip_layers(skip, pair.target.num_layers))
+    return None
+
+
+def _one_token_ms(loaded, forward, prefix: list[int], repeats: int) -> float:
+    """Median milliseconds of one cached one-token forward after ``prefix``."""
+    state = KVCachedSequence(loaded.model.config)
+    state.feed(forward, loaded, prefix[:-1], 1)
+    times = []
+    for _ in range(repeats + 1):
+        started = time.perf_counter()
+        state.feed(forward, loaded, prefix[-1:], 1)
+        times.append(time.perf_counter() - started)
+        state.pending(prefix)  # crops the token back off
+    return statistics.median(times[1:]) * 1e3
+
+
+def cost_ratio(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats: int = 5) -> float:
+    """c = time of one draft forward / time of one target forward, measured here (0 for n-gram)."""
+    draft = _draft_forward(config, pair)
+    if draft is None:
+        return 0.0
+    target_ms = _one_token_ms(pair.target, full_forward, prefix, repeats)
+    return _one_token_ms(draft[0], draft[1], prefix, repeats) / target_ms
+
+
+def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], gammas: list[int],
+                on_progress: Progress = None) -> tuple[pd.DataFrame, float, float]:
+    """Run each block size once; return (table, cost ratio c, autoregressive seconds).
+
+    Table columns: measured tokens per round and speedup next to the closed forms evaluated at the
+    alpha each run measured.
+    """
+    gammas = sorted(set(gammas))[:SWEEP_GAMMAS_MAX]
+    config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX))
+    total = len(gammas) + 2
+    ar_ids, ar_seconds = autoregressive_decode(config, pair, prompt_ids)
+    _tick(on_progress, 1, total)
+    c = cost_ratio(config, pair, prompt_ids + ar_ids[:1])
+    _tick(on_progress, 2, total)
+    rows = []
+    for i, gamma in enumerate(gammas):
+        trace = speculative_decode(config.replace(gamma=gamma), prompt_ids=prompt_ids, pair=pair)
+        s = trace.stats
+        ar_same_length = ar_seconds * s.new_tokens / max(1, len(ar_ids))
+        rows.append(dict(
+            gamma=gamma, alpha=s.alpha_estimate, acceptance_rate=s.acceptance_rate,
+            tokens_per_round=s.mean_tokens_per_round, expected_tokens_per_round=expected_tokens_per_round(s.alpha_estimate, gamma),
+            speedup=ar_same_length / (s.wall_ms / 1e3), expected_speedup=expected_speedup(s.alpha_estimate, gamma, c),
+            target_passes=s.target_forward_passes, new_tokens=s.new_tokens, wall_s=s.wall_ms / 1e3,
+        ))
+        _tick(on_progress, i + 3, total)
+    return pd.DataFrame(rows), c, ar_seconds
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Rules on the same draft
+
+
+def score_draft(config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]):
+    """Target logits at the k+1 positions after ``prefix`` (one pass over prefix + draft) and the
+    draft's logits at the k drafted positions (one teacher-forced pass), or None for n-gram."""
+    target_state = KVCachedSequence(pair.target.model.config)
+    target_logits = target_state.feed(full_forward, pair.target, prefix + draft_ids, len(draft_ids) + 1)
+    draft = _draft_forward(config, pair)
+    if draft is None:
+        return target_logits[:, : pair.vocab_size], None
+    draft_state = KVCachedSequence(draft[0].model.config)
+    draft_logits = draft_state.feed(draft[1], draft[0], prefix + draft_ids[:-1], len(draft_ids))
+    return target_logits[:, : pair.vocab_size], draft_logits[:, : pair.vocab_size]
+
+
+def compare_rules_on_draft(config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]) -> pd.DataFrame:
+    """One drafted block checked by greedy, speculative sampling and top-beta (beta = 1..5).
+
+    Each rule walks the block left to right and stops at its first rejection (later tokens are
+    'not verified'). Sampling uses the config's seed, temperature, top-k and top-p.
+    """
+    if not draft_ids:
+        raise ValueError("compare_rules_on_draft needs at least one drafted token")
+    target_logits, draft_logits = score_draft(config, pair, prefix, draft_ids)
+    rules = [("greedy", GreedyRule()),
+             ("speculative sampling", SpeculativeSamplingRule(config.temperature, config.top_k, config.top_p))]
+    rules += [(f"top-β β={b} τ={config.tau:g}", TopBetaRule(beta=b, tau=config.tau)) for b in COMPARE_BETAS]
+    rows = []
+    for label, rule in rules:
+        generator = torch.Generator().manual_seed(config.seed)
+        rejected = False
+        for i, token in enumerate(draft_ids):
+            p = rule.target_distribution(target_logits[i]).cpu()
+            q = rule.draft_distribution(draft_logits[i]).cpu() if draft_logits is not None else one_hot(token, pair.vocab_size)
+            if rejected:
+                status, accept_prob = NOT_VERIFIED, None
+            else:
+                verdict = rule.check(token, p, q, generator)
+                status, accept_prob = ("accepted" if verdict.accepted else "rejected"), verdict.accept_prob
+                rejected = not verdict.accepted
+            rows.append(dict(rule=label, position=i + 1, token_id=token, status=status, accept_prob=accept_prob))
+    return pd.DataFrame(rows, columns=["rule", "position", "token_id", "status", "accept_prob"])
+
+
+def lossy_departures(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], on_progress: Progress = None) -> pd.DataFrame:
+    """For beta = 1..5 (top-beta + tau): the full output and where it departs from the target's greedy text."""
+    reference, _ = autoregressive_decode(config.replace(rule="greedy"), pair, prompt_ids)
+    tokenizer = pair.target.tokenizer
+    rows = []
+    for i, beta in enumerate(COMPARE_BETAS):
+        trace = speculative_decode(config.replace(rule="topbeta", beta=beta), prompt_ids=prompt_ids, pair=pair)
+        out = trace.output_ids
+        first = next((j for j, (a, b) in enumerate(zip(out, reference)) if a != b), None)
+        if first is None and len(out) != len(reference):
+            first = min(len(out), len(reference))
+        rows.append(dict(beta=beta, tau=config.tau, acceptance_rate=trace.stats.acceptance_rate,
+                         tokens_per_round=trace.stats.mean_tokens_per_round, departs_at=first,
+                         same_as_target=first is None, common_prefix=tokenizer.decode(out[: first if first is not None else len(out)]),
+                         output_after=tokenizer.decode(out[first:]) if first is not None else "",
+                         target_after=tokenizer.decode(reference[first:]) if first is not None else ""))
+        _tick(on_progress, i + 1, len(COMPARE_BETAS))
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Losslessness lab
+
+
+ARMS = ("speculative sampling", "target sampling", "broken rule")
+
+
+def sample_first_tokens(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], samples: int, tokens: int,
+                        on_progress: Progress = None) -> pd.DataFrame:
+    """``samples`` runs per arm of the first ``tokens`` tokens, seeds 0..samples-1.
+
+    Arms: speculative sampling (the config's drafter), plain autoregressive target sampling, and
+    speculative sampling with :class:`BrokenResidualRule`. Speculative runs generate tokens + 1 so the
+    first round really drafts (at least ``tokens`` drafted tokens); only the first ``tokens`` count.
+    """
+    samples, tokens = min(samples, LAB_SAMPLES_MAX), min(tokens, LAB_TOKENS_MAX)
+    config = config.replace(rule="sample", max_new_tokens=tokens + 1, gamma=max(config.gamma, tokens))
+    broken = BrokenResidualRule(config.temperature, config.top_k, config.top_p)
+    rows = []
+    for s in range(samples):
+        seeded = config.replace(seed=s)
+        spec = speculative_decode(seeded, prompt_ids=prompt_ids, pair=pair).output_ids
+        plain = autoregressive_decode(seeded.replace(max_new_tokens=tokens), pair, prompt_ids)[0]
+        bad = speculative_decode(seeded, prompt_ids=prompt_ids, pair=pair, rule=broken).output_ids
+        for arm, ids in zip(ARMS, (spec, plain, bad)):
+            rows += [dict(arm=arm, seed=s, position=i + 1, token_id=t) for i, t in enumerate(ids[:tokens])]
+        _tick(on_progress, s + 1, samples)
+    return pd.DataFrame(rows)
+
+
+def first_token_probs(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> torch.Tensor:
+    """The exact (warped) target distribution of the first new token."""
+    state = KVCachedSequence(pair.target.model.config)
+    logits = state.feed(full_forward, pair.target, prompt_ids, 1)[-1, : pair.vocab_size]
+    return rule_for(config.replace(rule="sample")).target_distribution(logits).cpu()
+
+
+def goodness_of_fit(token_ids: list[int], probs: torch.Tensor) -> float:
+    """Chi-square p-value of observed first tokens against exact probabilities (rare tokens pooled)."""
+    n = len(token_ids)
+    counts = Counter(token_ids)
+    expected = probs.double().numpy() * n
+    keep = np.flatnonzero(expected >= 5)
+    observed = [counts.get(int(i), 0) for i in keep]
+    expected_kept = expected[keep].tolist()
+    rest_obs, rest_exp = n - sum(observed), n - sum(expected_kept)
+    if rest_exp >= 1e-9:
+        observed, expected_kept = observed + [rest_obs], expected_kept + [rest_exp]
+    if len(observed) < 2:
+        return 1.0
+    expected_kept = np.asarray(expected_kept) * (sum(observed) / sum(expected_kept))
+    return float(chisquare(observed, expected_kept).pvalue)
+
+
+def two_sample_p(a: list[int], b: list[int]) -> float:
+    """Chi-square test of homogeneity between two samples of token ids (sparse tokens pooled)."""
+    ca, cb = Counter(a), Counter(b)
+    tokens = [t for t in set(ca) | set(cb) if ca[t] + cb[t] >= 10]
+    table = [[ca[t] for t in tokens] + [len(a) - sum(ca[t] for t in tokens)],
+             [cb[t] for t in tokens] + [len(b) - sum(cb[t] for t in tokens)]]
+    table = [list(col) for col in zip(*table) if sum(col) > 0]
+    if len(table) < 2:
+        return 1.0
+    return float(chi2_contingency(np.array(table).T)[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Parallel verification, measured
+
+
+def verification_timing(pair: ModelPair, prefix: list[int], block: list[int], repeats: int = 5) -> dict:
+    """Median ms of ONE target forward over the gamma block versus gamma one-token forwards.
+
+    Both start from the same cached prefix (Leviathan et al. 2023, Sec. 4: the target scores all
+    drafted positions in parallel, so one pass costs about as much as one token while memory-bound).
+    """
+    repeats = min(repeats, TIMING_REPEATS_MAX)
+    state = KVCachedSequence(pair.target.model.config)
+    state.feed(full_forward, pair.target, prefix, 1)
+    parallel, sequential = [], []
+    for _ in range(repeats + 1):
+        started = time.perf_counter()
+        state.feed(full_forward, pair.target, block, len(block))
+        parallel.append(time.perf_counter() - started)
+        state.pending(prefix + [0])  # crop back to the prefix
+        started = time.perf_counter()
+        for token in block:
+            state.feed(full_forward, pair.target, [token], 1)
+        sequential.append(time.perf_counter() - started)
+        state.pending(prefix + [0])
+    return dict(gamma=len(block), parallel_ms=statistics.median(parallel[1:]) * 1e3,
+                sequential_ms=statistics.median(sequential[1:]) * 1e3, repeats=repeats)
+
+
+def verification_mask(prefix_len: int, gamma: int) -> np.ndarray:
+    """The causal mask of the verification pass: gamma+1 queries (last prefix token + drafted tokens)
+    against prefix_len + gamma keys; 1 where query i may attend to key j (j <= prefix_len - 1 + i)."""
+    keys = np.arange(prefix_len + gamma)
+    queries = np.arange(prefix_len - 1, prefix_len + gamma)
+    return (keys[None, :] <= queries[:, None]).astype(int)

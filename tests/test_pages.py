@@ -1,0 +1,66 @@
+"""Every teaching page through AppTest, on the tiny real pair injected via the URL (the loader boundary)."""
+
+from __future__ import annotations
+
+import pytest
+
+from .test_app import make_app
+
+
+@pytest.fixture
+def params(tiny_dirs) -> dict[str, str]:
+    return {"target": tiny_dirs["target"], "draft": tiny_dirs["draft"], "drafter": "model", "prompt": "w3 w7 w5 w9 w3 w7",
+            "max_new_tokens": "16", "gamma": "3"}
+
+
+def open_page(params, page: str):
+    at = make_app(params).run()
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_metrics_page(params):
+    at = open_page(params, "metrics")
+    assert not at.error, [e.value for e in at.error]
+    labels = [m.label for m in at.metric]
+    assert "α (mean Σ min(p, q))" in labels and "speedup" in labels
+    assert len(at.get("plotly_chart")) == 2
+    assert any(b.label.startswith("Download metrics") for b in at.get("download_button"))
+
+
+def test_gamma_sweep_page(params):
+    at = open_page(params, "gamma_sweep")
+    at.multiselect[0].set_value([1, 2, 4]).run()
+    at.button[0].click().run()
+    assert not at.exception and not at.error
+    labels = {m.label: m.value for m in at.metric}
+    assert int(labels["best γ measured"]) in (1, 2, 4)
+    assert len(at.dataframe[0].value) == 3
+
+
+def test_compare_rules_page(params):
+    at = open_page(params, "compare_rules")
+    assert not at.error
+    assert len(at.get("plotly_chart")) == 1
+    at.button[0].click().run()  # decode with beta = 1..5
+    assert not at.exception and not at.error
+    text = " ".join(m.value for m in at.markdown)
+    assert "β = 1**: identical to the target's greedy text" in text
+
+
+def test_losslessness_page(params):
+    at = open_page(params, "losslessness")
+    at.slider[-2].set_value(40).run()  # samples per arm (the page's sliders come after the sidebar's)
+    at.button[0].click().run()
+    assert not at.exception and not at.error
+    assert [m.label.split(":")[0] for m in at.metric] == ["speculative sampling", "target sampling", "broken rule"]
+    assert len(at.get("plotly_chart")) == 1
+
+
+def test_parallel_page(params):
+    at = open_page(params, "parallel")
+    assert not at.error
+    assert len(at.get("plotly_chart")) == 3  # arrows, mask, timeline
+    ratio = [m.value for m in at.metric if m.label == "sequential / parallel"][0]
+    assert float(ratio.rstrip("×")) > 0
