@@ -100,3 +100,10 @@ def test_traces_are_cached_across_sessions(tiny_params):
     size = len(result_store().items)
     second = make_app(tiny_params).run()  # another session, same link
     assert not second.exception and len(result_store().items) == size
+
+
+def test_autoplay_advances_one_round_per_tick(tiny_params):
+    at = make_app(tiny_params).run()
+    assert at.subheader[0].value.startswith("Round 1 of")
+    at.toggle(key="autoplay").set_value(True).run()  # a tick of the autoplay fragment
+    assert at.subheader[0].value.startswith("Round 2 of")
