@@ -23,8 +23,11 @@ elif trace is not None:
         shown = ui.round_navigation(count)
         ui.write_url(config, prompt, shown, defaults)
         rnd = trace.rounds[shown - 1]
-        st.subheader(f"Round {shown} of {count}: {rnd.accepted_count} of {len(rnd.draft)} drafted tokens accepted, "
+        st.subheader(f"Round {shown} of {count}: {rnd.accepted_count} of {rnd.drafted_count} drafted tokens accepted, "
                      f"{len(rnd.emitted_ids)} emitted")
+        if rnd.tree is not None:
+            ui.show_tree_round(rnd, key=f"tree_{shown}")
+            return
         st.markdown(render.round_rows_html(trace, rnd), unsafe_allow_html=True)
         st.caption(f"draft {rnd.draft_ms:.0f} ms ({rnd.draft_forward_passes} draft passes) · "
                    f"verify {rnd.verify_ms:.0f} ms (1 target pass over {rnd.target_positions} positions)")

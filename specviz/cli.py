@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .config import DRAFTERS, RULES, ConfigError, DecodeConfig
+from .config import DRAFTERS, RULES, TREE_MODES, ConfigError, DecodeConfig
 from .models import ModelLoadError, VocabularyMismatchError
 
 USER_ERRORS = (ConfigError, ModelLoadError, VocabularyMismatchError)
@@ -34,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     for sub in (trace, generate):
         sub.add_argument("--target", default=d.target, help="target model: 'embedded' (default), a hub id, or a save_pretrained directory")
         sub.add_argument("--draft", default=None, help="draft model spec (for --drafter model)")
-        sub.add_argument("--drafter", choices=DRAFTERS, default=d.drafter, help="who drafts: a draft model, the target with layers skipped, or n-gram prompt lookup")
+        sub.add_argument("--drafter", choices=DRAFTERS, default=d.drafter,
+                         help="who drafts: a draft model, the target with layers skipped, n-gram prompt lookup, or a "
+                              "token tree (Recursive Speculative Decoding; from --draft if given, else layer-skip)")
         sub.add_argument("--rule", choices=RULES, default=d.rule, help="verification rule: greedy exact match, speculative sampling, or SpecDec top-beta + tau")
         sub.add_argument("--gamma", type=int, default=d.gamma, help="tokens drafted per round (1-16)")
         sub.add_argument("--beta", type=int, default=d.beta, help="top-beta: how many of the target's best tokens a draft token may be (1-10)")
@@ -51,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--skip-layers", type=_int_list, default=None, help="layer-skip drafter: layers to skip, comma-separated (default: the two middle layers)")
         sub.add_argument("--exit-threshold", type=float, default=d.exit_threshold, help="layer-skip: adaptive draft exit threshold on the draft's top-1 probability (0 = off)")
         sub.add_argument("--ngram-max", type=int, default=d.ngram_max, help="n-gram drafter: longest suffix to look up")
+        sub.add_argument("--tree-mode", choices=TREE_MODES, default=d.tree_mode,
+                         help="tree drafter: constant branching (RSD-C, Gumbel-top-k) or beam (RSD-S, stochastic beam search)")
+        sub.add_argument("--branching", type=int, default=d.branching, help="tree drafter, constant mode: children per node (1-8)")
+        sub.add_argument("--tree-depth", type=int, default=d.tree_depth, help="tree drafter: draft iterations / tree depth")
+        sub.add_argument("--beam-width", type=int, default=d.beam_width, help="tree drafter, beam mode: nodes kept per level")
         sub.add_argument("--top-n", type=int, default=d.top_n, help="top tokens recorded per distribution")
         sub.add_argument("--device", default=d.device, help="auto (CUDA if available), cpu, cuda, cuda:N")
     trace.add_argument("--samples", type=int, default=1, help="N runs with seeds seed..seed+N-1, one JSON trace per line")
@@ -66,7 +73,8 @@ def config_from_args(args: argparse.Namespace) -> DecodeConfig:
         beta=args.beta, tau=args.tau, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
         seed=args.seed, max_new_tokens=args.max_new_tokens, chat_template=not args.no_chat_template,
         skip_layers=tuple(args.skip_layers) if args.skip_layers is not None else None,
-        exit_threshold=args.exit_threshold, ngram_max=args.ngram_max, top_n=args.top_n, device=args.device,
+        exit_threshold=args.exit_threshold, ngram_max=args.ngram_max, tree_mode=args.tree_mode, branching=args.branching,
+        tree_depth=args.tree_depth, beam_width=args.beam_width, top_n=args.top_n, device=args.device,
     ).validated()
 
 

@@ -10,7 +10,9 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-DRAFTERS = ("model", "layerskip", "ngram")
+DRAFTERS = ("model", "layerskip", "ngram", "tree")
+TREE_MODES = ("constant", "beam")  # RSD-C (constant branching) | RSD-S (stochastic beam search)
+TREE_NODES_MAX = 256  # drafted tokens per tree: one target pass scores them all, so keep it bounded
 RULES = ("greedy", "sample", "topbeta")
 
 GAMMA_MAX = 16  # more drafted tokens per round than this never pays and crowds the round view
@@ -44,6 +46,10 @@ class DecodeConfig:
     skip_layers: tuple[int, ...] | None = None  # layer-skip drafter; None = the model's default set
     exit_threshold: float = 0.0  # layer-skip adaptive draft exit: stop when top-1 q < this (0 = off)
     ngram_max: int = 3  # n-gram lookup: longest suffix matched against earlier text
+    tree_mode: str = "constant"  # tree drafter: RSD-C "constant" branching or RSD-S "beam" (stochastic beam search)
+    branching: int = 2  # tree drafter, RSD-C: children per node
+    tree_depth: int = 3  # tree drafter: draft iterations (levels)
+    beam_width: int = 4  # tree drafter, RSD-S: nodes kept per level
     top_n: int = 10  # how many top tokens of each distribution a trace records
     device: str = "auto"  # auto | cpu | cuda | cuda:N
 
@@ -63,6 +69,12 @@ class DecodeConfig:
         _check_int("seed", self.seed, 0, 2**63 - 1)
         _check_int("ngram_max", self.ngram_max, 1, 8)
         _check_int("top_n", self.top_n, 1, TOP_N_MAX)
+        _check(self.tree_mode in TREE_MODES, f"tree_mode must be one of {', '.join(TREE_MODES)}; got {self.tree_mode!r}")
+        _check_int("branching", self.branching, 1, 8)
+        _check_int("tree_depth", self.tree_depth, 1, GAMMA_MAX)
+        _check_int("beam_width", self.beam_width, 1, 32)
+        _check(self.tree_nodes() <= TREE_NODES_MAX,
+               f"the draft tree would have {self.tree_nodes()} nodes; the limit is {TREE_NODES_MAX} (lower branching or depth)")
         _check_float("tau", self.tau, 0.0, math.inf)
         _check_float("temperature", self.temperature, 0.0, 100.0)
         _check(_is_number(self.top_p) and 0.0 < self.top_p <= 1.0, f"top_p must be in (0, 1]; got {self.top_p!r}")
@@ -70,6 +82,12 @@ class DecodeConfig:
         if self.skip_layers is not None:
             _check(all(isinstance(i, int) and i >= 0 for i in self.skip_layers), "skip_layers must be layer indices >= 0")
         return self
+
+    def tree_nodes(self) -> int:
+        """Drafted tokens per round of the tree drafter: sum of b^k (RSD-C) or width x depth (RSD-S)."""
+        if self.tree_mode == "beam":
+            return self.beam_width * self.tree_depth
+        return sum(self.branching**k for k in range(1, self.tree_depth + 1))
 
     def replace(self, **changes) -> "DecodeConfig":
         return dataclasses.replace(self, **changes)

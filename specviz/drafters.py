@@ -29,8 +29,24 @@ from transformers.masking_utils import create_causal_mask
 from .models import LoadedModel
 from .verify import Rule, one_hot
 
-# A forward function: (model, new token ids, cache, tokens already cached, logits wanted) -> logits.
-ForwardFn = Callable[[LoadedModel, list[int], DynamicCache, int, int], torch.Tensor]
+# A forward function: (model, new token ids, cache, tokens already cached, logits wanted, tree layout or None)
+# -> logits (n_last, V). Without a layout the new tokens are a causal continuation of the cache.
+ForwardFn = Callable[..., torch.Tensor]
+
+
+@dataclass(frozen=True)
+class TreeLayout:
+    """Where new tokens sit when they are not a plain continuation (tree attention, Miao et al. 2023;
+    Jeon et al. 2024): each new token's position id and the cached-or-new tokens it may attend to."""
+
+    positions: list[int]  # position id of each new token
+    allowed: torch.Tensor  # (new, cached + new) bool: True where the new token may attend
+
+    def additive_mask(self, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """The (1, 1, new, cached + new) float mask the attention adds to its scores: 0 or the dtype's minimum."""
+        mask = torch.zeros(self.allowed.shape, dtype=dtype, device=device)
+        mask.masked_fill_(~self.allowed.to(device), torch.finfo(dtype).min)
+        return mask[None, None]
 
 
 @dataclass
@@ -55,11 +71,16 @@ class Drafter(Protocol):
 # Forward passes with a KV cache
 
 
-def full_forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int) -> torch.Tensor:
+def full_forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int,
+                 layout: TreeLayout | None = None) -> torch.Tensor:
     """Logits (n_last, V) of the last ``n_last`` positions after feeding ``new_ids`` to the cached model."""
     ids = torch.tensor([new_ids], device=loaded.device)  # (1, T)
+    extra = {}
+    if layout is not None:
+        extra = dict(attention_mask=layout.additive_mask(loaded.model.dtype, loaded.device),
+                     position_ids=torch.tensor([layout.positions], device=loaded.device))
     with loaded.lock, torch.inference_mode():
-        out = loaded.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=n_last)
+        out = loaded.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=n_last, **extra)
     return out.logits[0]  # (n_last, V)
 
 
@@ -71,16 +92,21 @@ def layer_skip_forward(skip: frozenset[int]) -> ForwardFn:
     layers keep theirs in the drafter's own cache (layer 0 and the last layer are never skipped).
     """
 
-    def forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int) -> torch.Tensor:
+    def forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int,
+                layout: TreeLayout | None = None) -> torch.Tensor:
         inner = loaded.model.model
         ids = torch.tensor([new_ids], device=loaded.device)  # (1, T)
-        position_ids = torch.arange(cached, cached + len(new_ids), device=loaded.device).unsqueeze(0)  # (1, T)
+        positions = layout.positions if layout else list(range(cached, cached + len(new_ids)))
+        position_ids = torch.tensor([positions], device=loaded.device)  # (1, T)
         with loaded.lock, torch.inference_mode():
             hidden = inner.embed_tokens(ids)  # (1, T, H)
-            mask = create_causal_mask(
-                config=inner.config, inputs_embeds=hidden, attention_mask=None,
-                past_key_values=cache, position_ids=position_ids,
-            )
+            if layout is not None:
+                mask = layout.additive_mask(hidden.dtype, loaded.device)
+            else:
+                mask = create_causal_mask(
+                    config=inner.config, inputs_embeds=hidden, attention_mask=None,
+                    past_key_values=cache, position_ids=position_ids,
+                )
             position_embeddings = inner.rotary_emb(hidden, position_ids=position_ids)
             for index, layer in enumerate(inner.layers):
                 if index in skip:
@@ -135,10 +161,21 @@ class KVCachedSequence:
             self.ids = self.ids[:keep]
         return context[keep:]
 
-    def feed(self, forward: ForwardFn, loaded: LoadedModel, new_ids: list[int], n_last: int) -> torch.Tensor:
-        logits = forward(loaded, new_ids, self.cache, len(self.ids), n_last)
+    def feed(self, forward: ForwardFn, loaded: LoadedModel, new_ids: list[int], n_last: int,
+             layout: TreeLayout | None = None) -> torch.Tensor:
+        logits = forward(loaded, new_ids, self.cache, len(self.ids), n_last, layout)
         self.ids.extend(new_ids)
         return logits
+
+    def keep(self, indices: list[int]) -> None:
+        """Keep only the cache entries at ``indices`` (in order): after a tree pass, the committed
+        prefix and the accepted path, so accepted tokens are not recomputed next round."""
+        index = torch.tensor(indices, dtype=torch.long)
+        for layer in self.cache.layers:
+            if getattr(layer, "is_initialized", False) and layer.keys.numel():
+                layer.keys = layer.keys.index_select(-2, index.to(layer.keys.device))
+                layer.values = layer.values.index_select(-2, index.to(layer.values.device))
+        self.ids = [self.ids[i] for i in indices]
 
 
 # ---------------------------------------------------------------------------------------------

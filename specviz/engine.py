@@ -32,8 +32,12 @@ from .drafters import (
     layer_skip_forward,
 )
 from .models import LoadedModel, check_same_vocabulary, encode_prompt, load_model
-from .trace import ACCEPTED, NOT_VERIFIED, REJECTED, DraftPosition, EmittedToken, Round, Stats, TopTokens, Trace
-from .verify import Rule, make_rule, overlap, residual_distribution
+from .trace import (
+    ACCEPTED, NOT_VERIFIED, REJECTED, DraftPosition, EmittedToken, Round, Stats, TopTokens, Trace, TreeNodeRecord,
+    TreeRecord,
+)
+from .tree import DraftTree, TreeDrafter, recursive_rejection, score_tree
+from .verify import Rule, Verdict, make_rule, overlap, residual_distribution
 
 
 @dataclass(frozen=True)
@@ -50,11 +54,16 @@ class ModelPair:
         return min(sizes)
 
 
+def uses_draft_model(config: DecodeConfig) -> bool:
+    """The draft-model drafter always; the tree drafter when a draft model is named (else layer-skip)."""
+    return config.drafter == "model" or (config.drafter == "tree" and bool(config.draft))
+
+
 def load_pair(config: DecodeConfig) -> ModelPair:
     """Load (or fetch from the process cache) the models a config names and check they fit together."""
     config.validated()
     target = load_model(config.target, config.device)
-    if config.drafter != "model":
+    if not uses_draft_model(config):
         return ModelPair(target)
     draft = load_model(config.draft, config.device)
     check_same_vocabulary(target, draft)
@@ -66,20 +75,29 @@ def rule_for(config: DecodeConfig) -> Rule:
                      top_k=config.top_k, top_p=config.top_p)
 
 
-def make_drafter(config: DecodeConfig, pair: ModelPair) -> Drafter:
+def layer_skip_forward_for(config: DecodeConfig, pair: ModelPair):
+    """The layer-skip self-draft's forward for this config (default: the target's middle layers)."""
+    num_layers = pair.target.num_layers
+    skip = config.skip_layers if config.skip_layers is not None else default_skip_layers(num_layers)
+    try:
+        skip_set = check_skip_layers(skip, num_layers)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    if not hasattr(pair.target.model, "model") or not hasattr(pair.target.model.model, "layers"):
+        raise ConfigError(f"layer-skip drafting needs a decoder-only model with model.layers; {pair.target.name} has none")
+    return layer_skip_forward(skip_set)
+
+
+def make_drafter(config: DecodeConfig, pair: ModelPair) -> Drafter | TreeDrafter:
     if config.drafter == "model":
         return AutoregressiveDrafter("model", pair.draft, full_forward, pair.vocab_size)
     if config.drafter == "layerskip":
-        num_layers = pair.target.num_layers
-        skip = config.skip_layers if config.skip_layers is not None else default_skip_layers(num_layers)
-        try:
-            skip_set = check_skip_layers(skip, num_layers)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
-        if not hasattr(pair.target.model, "model") or not hasattr(pair.target.model.model, "layers"):
-            raise ConfigError(f"layer-skip drafting needs a decoder-only model with model.layers; {pair.target.name} has none")
         exit_rule = AdaptiveExit(config.exit_threshold) if config.exit_threshold > 0 else None
-        return AutoregressiveDrafter("layerskip", pair.target, layer_skip_forward(skip_set), pair.vocab_size, exit_rule)
+        return AutoregressiveDrafter("layerskip", pair.target, layer_skip_forward_for(config, pair), pair.vocab_size, exit_rule)
+    if config.drafter == "tree":
+        source, forward = (pair.draft, full_forward) if pair.draft else (pair.target, layer_skip_forward_for(config, pair))
+        return TreeDrafter(source, forward, pair.vocab_size, config.tree_mode, config.branching, config.tree_depth,
+                           config.beam_width)
     return NgramDrafter(pair.vocab_size, config.ngram_max)
 
 
@@ -129,6 +147,20 @@ class TokenTexts:
         return TopTokens(ids=ids_list, texts=[self(i) for i in ids_list], probs=[float(v) for v in values])
 
 
+def draft_position(index: int, token: int, p_dist: torch.Tensor, q_dist: torch.Tensor, verdict: Verdict | None,
+                   rule: Rule, texts: "TokenTexts", top_n: int, beta: int) -> DraftPosition:
+    """The record of one drafted token checked with ``verdict`` (None: never checked)."""
+    status = NOT_VERIFIED if verdict is None else ACCEPTED if verdict.accepted else REJECTED
+    return DraftPosition(
+        index=index, token_id=token, text=texts(token), p=float(p_dist[token]), q=float(q_dist[token]),
+        accept_prob=verdict.accept_prob if verdict else 0.0, uniform=verdict.uniform if verdict else None,
+        accepted=status == ACCEPTED, status=status, overlap=overlap(p_dist, q_dist),
+        target_top=texts.top(p_dist, top_n), draft_top=texts.top(q_dist, top_n),
+        candidates=texts.top(p_dist, beta) if rule.name == "topbeta" else None,
+        tau_gap=verdict.tau_gap if verdict else None,
+    )
+
+
 def verify_block(
     block: DraftBlock, target_probs: list[torch.Tensor], rule: Rule, generator: torch.Generator,
     texts: TokenTexts, top_n: int, beta: int,
@@ -141,16 +173,7 @@ def verify_block(
         verdict = rule.check(token, p_dist, q_dist, generator) if rejected_at is None else None
         if verdict is not None and not verdict.accepted:
             rejected_at = i
-        status = NOT_VERIFIED if verdict is None else ACCEPTED if verdict.accepted else REJECTED
-        candidates = texts.top(p_dist, beta) if rule.name == "topbeta" else None
-        positions.append(DraftPosition(
-            index=i, token_id=token, text=texts(token), p=float(p_dist[token]), q=float(q_dist[token]),
-            accept_prob=verdict.accept_prob if verdict else 0.0,
-            uniform=verdict.uniform if verdict else None,
-            accepted=status == ACCEPTED, status=status, overlap=overlap(p_dist, q_dist),
-            target_top=texts.top(p_dist, top_n), draft_top=texts.top(q_dist, top_n),
-            candidates=candidates, tau_gap=verdict.tau_gap if verdict else None,
-        ))
+        positions.append(draft_position(i, token, p_dist, q_dist, verdict, rule, texts, top_n, beta))
     if rejected_at is not None:
         p_dist, q_dist = target_probs[rejected_at], block.draft_probs[rejected_at]
         token = rule.correction(p_dist, q_dist, generator)
@@ -176,9 +199,101 @@ def truncate_at_eos(positions, correction, bonus, eos: set[int]):
     stop = next((i for i, t in enumerate(emitted) if t in eos), None)
     if stop is None or stop == len(emitted) - 1:
         return positions, correction, bonus, emitted, stop is not None
-    for pos in positions[stop + 1 :]:
+    for pos in [p for p in positions if p.accepted][stop + 1 :]:
         pos.accepted, pos.status = False, NOT_VERIFIED
     return positions, None, None, emitted[: stop + 1], True
+
+
+@dataclass
+class RoundResult:
+    """What one round produced, before EOS truncation and recording."""
+
+    positions: list[DraftPosition]
+    correction: EmittedToken | None
+    bonus: EmittedToken | None
+    draft_ms: float
+    verify_ms: float
+    draft_forward_passes: int
+    target_positions: int
+    exit_threshold: float | None = None
+    tree: TreeRecord | None = None
+
+
+@dataclass
+class DecodeRun:
+    """Per-run state: the shared models plus this run's rule, drafter, caches and random stream."""
+
+    config: DecodeConfig
+    pair: ModelPair
+    rule: Rule
+    drafter: Drafter | TreeDrafter
+    generator: torch.Generator
+    texts: TokenTexts
+    target_state: KVCachedSequence
+
+    def target_probs(self, logits: torch.Tensor) -> list[torch.Tensor]:
+        return [self.rule.target_distribution(row).cpu() for row in logits]  # float32, one per position
+
+
+def chain_round(run: DecodeRun, committed: list[int], max_draft: int) -> RoundResult:
+    """A standard round: a block of up to ``max_draft`` tokens, then ONE target pass over it."""
+    config, pair = run.config, run.pair
+    # 1. draft
+    t0 = time.perf_counter()
+    block = run.drafter.propose(committed, max_draft, run.rule, run.generator)
+    t1 = time.perf_counter()
+    # 2. verify: ONE target forward over the uncached tail + drafted tokens -> p at k+1 positions
+    k = len(block.token_ids)
+    feed = run.target_state.pending(committed) + block.token_ids
+    logits = run.target_state.feed(full_forward, pair.target, feed, k + 1)[:, : pair.vocab_size]  # (k+1, V)
+    # 3.-4. accept a prefix, then the correction or the bonus
+    positions, correction, bonus = verify_block(block, run.target_probs(logits), run.rule, run.generator, run.texts,
+                                                config.top_n, config.beta)
+    t2 = time.perf_counter()
+    # 5. adapt the drafter; caches are cropped lazily to the new context at the next round
+    run.drafter.update(k, sum(p.accepted for p in positions))
+    return RoundResult(positions, correction, bonus, (t1 - t0) * 1e3, (t2 - t1) * 1e3, block.forward_passes, k + 1,
+                       block.exit_threshold)
+
+
+def tree_round(run: DecodeRun, committed: list[int], max_depth: int) -> RoundResult:
+    """A Recursive Speculative Decoding round: draft a tree, score every node in ONE target pass,
+    walk it with recursive rejection sampling, keep the accepted path's KV entries."""
+    config, pair, texts = run.config, run.pair, run.texts
+    t0 = time.perf_counter()
+    tree = run.drafter.propose_tree(committed, max_depth, run.rule, run.generator)
+    t1 = time.perf_counter()
+    target_probs = run.target_probs(score_tree(run.target_state, full_forward, pair.target, committed, tree, pair.vocab_size))
+    checks, path, final_p, leaf = recursive_rejection(tree, target_probs, run.rule, run.generator)
+    token = run.rule.bonus(final_p, run.generator)
+    positions = [draft_position(tree.nodes[c.node].depth - 1, c.token_id, c.target_probs, c.draft_probs, c.verdict,
+                                run.rule, texts, config.top_n, config.beta) for c in checks]
+    p_here = target_probs[path[-1] if path else 0]
+    emitted = EmittedToken(token_id=token, text=texts(token), prob=float(final_p[token]), target_prob=float(p_here[token]),
+                           source="target" if leaf or not run.rule.stochastic else "residual",
+                           distribution_top=texts.top(final_p, config.top_n), target_top=texts.top(p_here, config.top_n),
+                           residual_top=texts.top(final_p, config.top_n) if run.rule.stochastic and not leaf else None)
+    t2 = time.perf_counter()
+    record = tree_record(tree, checks, path, target_probs, run.rule, texts, config)
+    run.target_state.keep(list(range(len(committed))) + [len(committed) + node - 1 for node in path])
+    run.drafter.commit(len(committed), path)
+    return RoundResult(positions, None if leaf else emitted, emitted if leaf else None, (t1 - t0) * 1e3, (t2 - t1) * 1e3,
+                       tree.forward_passes, len(tree.nodes), tree=record)
+
+
+def tree_record(tree: DraftTree, checks, path: list[int], target_probs, rule: Rule, texts: TokenTexts,
+                config: DecodeConfig) -> TreeRecord:
+    status = {c.node: ACCEPTED if c.verdict.accepted else REJECTED for c in checks}
+    nodes = [TreeNodeRecord(
+        index=n.index, parent=n.parent, depth=n.depth, token_id=n.token_id, text=texts(n.token_id), q=n.draft_prob,
+        sibling_rank=n.sibling_rank, status=ACCEPTED if n.index == 0 else status.get(n.index, NOT_VERIFIED),
+        draft_top=texts.top(tree.draft_probs[n.index], config.top_n) if n.index in tree.draft_probs else None,
+        target_top=texts.top(target_probs[n.index], config.top_n),
+    ) for n in tree.nodes]
+    residuals = [None if c.verdict.accepted or not rule.stochastic
+                 else texts.top(residual_distribution(c.target_probs, c.draft_probs), config.top_n) for c in checks]
+    return TreeRecord(mode=config.tree_mode, nodes=nodes, levels=tree.levels, path=path,
+                      check_nodes=[c.node for c in checks], residual_tops=residuals)
 
 
 def speculative_decode(
@@ -197,44 +312,29 @@ def speculative_decode(
     config.validated()
     pair = pair or load_pair(config)
     ids = prompt_ids_for(pair, config, prompt, prompt_ids)
-    rule = rule or rule_for(config)
-    drafter = make_drafter(config, pair)
-    target, vocab_size = pair.target, pair.vocab_size
-    generator = torch.Generator().manual_seed(config.seed)
-    texts = TokenTexts(target.tokenizer)
-    eos = eos_ids(target)
-    target_state = KVCachedSequence(target.model.config)
+    run = DecodeRun(config, pair, rule or rule_for(config), make_drafter(config, pair),
+                    torch.Generator().manual_seed(config.seed), TokenTexts(pair.target.tokenizer),
+                    KVCachedSequence(pair.target.model.config))
+    play_round = tree_round if config.drafter == "tree" else chain_round
+    block_size = config.tree_depth if config.drafter == "tree" else config.gamma
+    eos = eos_ids(pair.target)
     committed = list(ids)
     rounds: list[Round] = []
     stop_reason = "max_new_tokens"
     started = time.perf_counter()
     while (new := len(committed) - len(ids)) < config.max_new_tokens:
-        room = target.context_length - len(committed)
+        room = pair.target.context_length - len(committed)
         if room <= 0:
             stop_reason = "context"
             break
-        # 1. draft (leave room for the correction/bonus token within max_new_tokens and the context)
-        t0 = time.perf_counter()
-        max_draft = max(0, min(config.gamma, config.max_new_tokens - new - 1, room - 1))
-        block = drafter.propose(committed, max_draft, rule, generator)
-        t1 = time.perf_counter()
-        # 2. verify: ONE target forward over the uncached tail + drafted tokens -> p at k+1 positions
-        k = len(block.token_ids)
-        feed = target_state.pending(committed) + block.token_ids
-        logits = target_state.feed(full_forward, target, feed, k + 1)[:, :vocab_size]  # (k+1, V)
-        target_probs = [rule.target_distribution(row).cpu() for row in logits]
-        # 3.-4. accept a prefix, then the correction or the bonus
-        positions, correction, bonus = verify_block(block, target_probs, rule, generator, texts, config.top_n, config.beta)
-        positions, correction, bonus, emitted, hit_eos = truncate_at_eos(positions, correction, bonus, eos)
-        t2 = time.perf_counter()
-        # 5. adapt the drafter; caches are cropped lazily to the new context at the next round
-        drafter.update(k, sum(p.accepted for p in positions))
+        # leave room for the correction/bonus token within max_new_tokens and the context
+        result = play_round(run, committed, max(0, min(block_size, config.max_new_tokens - new - 1, room - 1)))
+        positions, correction, bonus, emitted, hit_eos = truncate_at_eos(result.positions, result.correction, result.bonus, eos)
         record = Round(
             index=len(rounds), prefix_len=len(committed), draft=positions, correction=correction, bonus=bonus,
-            emitted_ids=emitted, emitted_texts=[texts(t) for t in emitted],
-            draft_ms=(t1 - t0) * 1e3, verify_ms=(t2 - t1) * 1e3,
-            draft_forward_passes=block.forward_passes, target_forward_passes=1, target_positions=k + 1,
-            exit_threshold=block.exit_threshold,
+            emitted_ids=emitted, emitted_texts=[run.texts(t) for t in emitted], draft_ms=result.draft_ms,
+            verify_ms=result.verify_ms, draft_forward_passes=result.draft_forward_passes, target_forward_passes=1,
+            target_positions=result.target_positions, exit_threshold=result.exit_threshold, tree=result.tree,
         )
         rounds.append(record)
         committed.extend(emitted)
@@ -250,9 +350,9 @@ def speculative_decode(
         models=models_info(pair, config),
         prompt_text=prompt if prompt_ids is None else None,
         prompt_ids=ids,
-        prompt_tokens=[texts(t) for t in ids],
+        prompt_tokens=[run.texts(t) for t in ids],
         output_ids=output_ids,
-        output_text=target.tokenizer.decode(output_ids, skip_special_tokens=False),
+        output_text=pair.target.tokenizer.decode(output_ids, skip_special_tokens=False),
         rounds=rounds,
         stats=summarize(rounds, len(output_ids), stop_reason, wall_ms),
     )
@@ -267,7 +367,7 @@ def models_info(pair: ModelPair, config: DecodeConfig) -> dict:
 
 def summarize(rounds: list[Round], new_tokens: int, stop_reason: str, wall_ms: float) -> Stats:
     verified = [p for r in rounds for p in r.draft if p.status != NOT_VERIFIED]
-    drafted = sum(len(r.draft) for r in rounds)
+    drafted = sum(r.drafted_count for r in rounds)
     accepted = sum(r.accepted_count for r in rounds)
     return Stats(
         rounds=len(rounds),

@@ -219,3 +219,49 @@ def timeline_figure(draft_ms: list[float], verify_ms: list[float], emitted: list
     fig.update_layout(barmode="overlay", height=220, xaxis_title="milliseconds", margin=dict(l=10, r=10, t=10, b=10),
                       legend=dict(orientation="h", y=1.15))
     return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# Tree rounds
+
+
+def distribution_bars(top, marked: dict[int, str], title: str, color: str = TARGET_COLOR) -> go.Figure:
+    """One distribution's top tokens; ``marked`` token ids get the given colours (drawn children, a sample)."""
+    tokens = _union(top)
+    fig = go.Figure(go.Bar(x=_labels(tokens), y=[_prob(top, t) for t, _ in tokens],
+                           marker_color=[marked.get(t, color) for t, _ in tokens]))
+    fig.update_layout(height=220, margin=dict(l=10, r=10, t=36, b=10), title=dict(text=title, font=dict(size=12)),
+                      yaxis=dict(rangemode="tozero"))
+    return fig
+
+
+def tree_figure(tree, extra_text: str | None, extra_kind: str | None) -> go.Figure:
+    """The whole draft tree, depth left to right; the accepted path green, rejected red, unchecked grey."""
+    order: dict[int, list[int]] = {}
+    for node in tree.nodes:
+        order.setdefault(node.depth, []).append(node.index)
+    xy = {}
+    for depth, members in order.items():
+        for rank, index in enumerate(members):
+            xy[index] = (depth, -(rank - (len(members) - 1) / 2))
+    fig = go.Figure()
+    for node in tree.nodes[1:]:
+        (x0, y0), (x1, y1) = xy[node.parent], xy[node.index]
+        on_path = node.index in tree.path
+        fig.add_trace(go.Scatter(x=[x0, x1], y=[y0, y1], mode="lines", hoverinfo="skip", showlegend=False,
+                                 line=dict(color=COLORS["accepted"][0] if on_path else "#bdbdbd", width=4 if on_path else 1)))
+    style = {"accepted": "accepted", "rejected": "rejected", "not_verified": "not_verified"}
+    colors = [COLORS["prefix"][0] if n.index == 0 else COLORS[style[n.status]][0] for n in tree.nodes]
+    fig.add_trace(go.Scatter(
+        x=[xy[n.index][0] for n in tree.nodes], y=[xy[n.index][1] for n in tree.nodes], mode="markers+text",
+        text=[display_text(n.text) for n in tree.nodes], textposition="top center", showlegend=False,
+        marker=dict(size=14, color=colors, line=dict(color="white", width=1)),
+        hovertext=[f"node {n.index}: {n.text!r} q={n.q:.3f} ({n.status})" for n in tree.nodes], hoverinfo="text"))
+    if extra_text is not None:
+        last = tree.path[-1] if tree.path else 0
+        x, y = xy[last]
+        fig.add_trace(go.Scatter(x=[x + 0.6], y=[y], mode="markers+text", text=[display_text(extra_text)], showlegend=False,
+                                 textposition="bottom center", marker=dict(size=16, symbol="star", color=COLORS[extra_kind][0])))
+    fig.update_layout(height=120 + 28 * max(len(m) for m in order.values()), margin=dict(l=10, r=10, t=10, b=10),
+                      xaxis=dict(title="depth (draft iteration)", dtick=1), yaxis=dict(visible=False))
+    return fig

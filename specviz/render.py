@@ -155,3 +155,60 @@ def output_html(trace: Trace) -> str:
         spans.append(f'<span class="sv-r{round_number % 2}" style="background:{bg};color:{fg}" '
                      f'title="round {round_number}: {kind}">{html.escape(text)}</span>')
     return CSS + f'<div class="sv-out">{"".join(spans)}</div>'
+
+
+# ---------------------------------------------------------------------------------------------
+# Tree rounds (seed 002: Recursive Speculative Decoding)
+
+ITERATION_BANDS = ["#fff8e1", "#e3f2fd", "#fbe9e7", "#e8f5e9", "#f3e5f5", "#e0f7fa", "#fffde7", "#efebe9"]
+NODE_STYLE = {ACCEPTED: "accepted", REJECTED: "rejected"}
+
+
+def tree_bands_html(rnd: Round) -> str:
+    """One colour band per draft iteration: the tokens fed to the draft and the tokens it drew."""
+    tree = rnd.tree
+    rows = []
+    inputs = [0]
+    for level, drafted in enumerate(tree.levels):
+        feed = [token_box(tree.nodes[i].text, "prefix", title=f"node {i}") for i in inputs]
+        drew = [token_box(tree.nodes[i].text, "draft", title=f"node {i}: q={tree.nodes[i].q:.3f}, parent {tree.nodes[i].parent}")
+                for i in drafted]
+        rows.append(f'<div class="sv-row" style="background:{ITERATION_BANDS[level % len(ITERATION_BANDS)]};border-radius:8px;'
+                    f'padding:4px 8px"><div class="sv-label">iteration {level + 1}</div>{"".join(feed)}'
+                    f'<span class="sv-ellipsis">&nbsp;→ draft model →&nbsp;</span>{"".join(drew)}</div>')
+        inputs = drafted
+    return CSS + f'<div class="sv-rows">{"".join(rows)}</div>'
+
+
+def rrs_flow_html(rnd: Round) -> str:
+    """The recursive rejection walk: each sibling check with p_i, q_i, min(1, p_i/q_i), u and ✓/✗."""
+    tree = rnd.tree
+    rows = []
+    for pos, node in zip(rnd.draft, tree.check_nodes):
+        parent = tree.nodes[tree.nodes[node].parent]
+        style = NODE_STYLE.get(pos.status, "not_verified")
+        mark = "✓" if pos.accepted else "✗"
+        draw = f", u = {pos.uniform:.2f}" if pos.uniform is not None else ""
+        rows.append(_row(f"after '{display_text(parent.text)}'", [
+            token_box(pos.text, style, struck=not pos.accepted),
+            f'<span class="sv-mark" style="color:{COLORS[style][0]}">{mark}</span>',
+            f'<span class="sv-cand">p = {pos.p:.3f}, q = {pos.q:.3f}, accept = {pos.accept_prob:.2f}{draw}</span>',
+        ]))
+    extra = rnd.correction or rnd.bonus
+    if extra is not None:
+        kind = "correction" if rnd.correction else "bonus"
+        what = "from the last residual" if extra.source == "residual" else "from p"
+        rows.append(_row(kind, [token_box(extra.text, kind), f'<span class="sv-cand">{what}, prob {extra.prob:.3f}</span>']))
+    return CSS + f'<div class="sv-rows">{"".join(rows)}</div>'
+
+
+def output_chain_html(rnd: Round) -> str:
+    """The root followed by the round's emitted tokens, as seed 002's output column."""
+    tree = rnd.tree
+    cells = [token_box(tree.nodes[0].text, "prefix", title="root: the last committed token")]
+    for node in tree.path:
+        cells += ['<span class="sv-ellipsis">→</span>', token_box(tree.nodes[node].text, "accepted")]
+    extra = rnd.correction or rnd.bonus
+    if extra is not None:
+        cells += ['<span class="sv-ellipsis">→</span>', token_box(extra.text, "correction" if rnd.correction else "bonus")]
+    return CSS + f'<div class="sv-rows">{_row("Output", cells)}</div>'

@@ -60,6 +60,34 @@ class EmittedToken:
 
 
 @dataclass
+class TreeNodeRecord:
+    """One node of a draft tree (node 0 is the root: the last committed token)."""
+
+    index: int
+    parent: int  # -1 for the root
+    depth: int
+    token_id: int
+    text: str
+    q: float  # q(token) at its parent: the distribution it was drawn from
+    sibling_rank: int  # draw order among siblings
+    status: str  # accepted | rejected | not_verified
+    draft_top: TopTokens | None  # q at this node (its children's distribution), when it was expanded
+    target_top: TopTokens  # p at this node, from the one tree-verification pass
+
+
+@dataclass
+class TreeRecord:
+    """A Recursive Speculative Decoding round (Jeon et al. 2024): the tree, its iterations, the walk."""
+
+    mode: str  # constant (RSD-C) | beam (RSD-S)
+    nodes: list[TreeNodeRecord]
+    levels: list[list[int]]  # node indices drafted per draft iteration
+    path: list[int]  # accepted nodes, root's child first
+    check_nodes: list[int]  # node checked by each entry of Round.draft, in walk order
+    residual_tops: list[TopTokens | None]  # after each rejected check: top-N of p_{i+1} = norm(max(0, p_i - q_i))
+
+
+@dataclass
 class Round:
     index: int
     prefix_len: int  # tokens (prompt + output so far) before this round
@@ -74,6 +102,11 @@ class Round:
     target_forward_passes: int
     target_positions: int  # positions scored by the one target pass (drafted + 1)
     exit_threshold: float | None = None  # layer-skip adaptive exit threshold in force
+    tree: TreeRecord | None = None  # tree drafter: the whole tree; ``draft`` then lists the sibling checks
+
+    @property
+    def drafted_count(self) -> int:
+        return len(self.tree.nodes) - 1 if self.tree else len(self.draft)
 
     @property
     def accepted_count(self) -> int:

@@ -15,9 +15,10 @@ from collections import OrderedDict
 
 import streamlit as st
 import torch
+from streamlit.runtime.pages_manager import PagesManager
 
-from .config import BETA_MAX, GAMMA_MAX, MAX_NEW_TOKENS_MAX, ConfigError, DecodeConfig
-from .engine import ModelPair, load_pair, speculative_decode
+from .config import BETA_MAX, GAMMA_MAX, MAX_NEW_TOKENS_MAX, TREE_MODES, ConfigError, DecodeConfig
+from .engine import ModelPair, load_pair, speculative_decode, uses_draft_model
 from .models import EMBEDDED, ModelLoadError, VocabularyMismatchError
 from .trace import Trace
 from .urlstate import parse_query, to_query
@@ -59,6 +60,10 @@ def app_defaults() -> DecodeConfig:
 @st.cache_resource(show_spinner=False, max_entries=6)
 def cached_pair(target: str, draft: str | None, drafter: str, device: str) -> ModelPair:
     return load_pair(DecodeConfig(target=target, draft=draft, drafter=drafter, device=device))
+
+
+def _draft_spec(config: DecodeConfig) -> str | None:
+    return config.draft if uses_draft_model(config) else None
 
 
 class ResultStore:
@@ -106,8 +111,8 @@ def show_user_errors(fn):
 
 
 def pair_for(config: DecodeConfig) -> ModelPair:
-    with st.spinner(f"Loading {config.target}" + (f" and {config.draft}" if config.drafter == "model" else "") + " …"):
-        return cached_pair(config.target, config.draft if config.drafter == "model" else None, config.drafter, config.device)
+    with st.spinner(f"Loading {config.target}" + (f" and {config.draft}" if _draft_spec(config) else "") + " …"):
+        return cached_pair(config.target, _draft_spec(config), config.drafter, config.device)
 
 
 def remembered(key: tuple, compute, label: str):
@@ -139,14 +144,33 @@ def get_trace(config: DecodeConfig, prompt: str) -> Trace | None:
     return remembered(trace_key(config, prompt), compute, "Decoding")
 
 
+PAGE_CONFIG = dict(page_title="specviz: speculative decoding, seen", page_icon="✓", layout="wide")
+
+
+def draw_shared_sidebar() -> None:
+    """Draw the sidebar once per run (app.py does it before running the page) and keep its result."""
+    defaults = app_defaults()
+    config, prompt = sidebar_controls(defaults)
+    st.session_state.update(sv_config=config, sv_prompt=prompt, sv_defaults=defaults, sv_sidebar_drawn=True)
+
+
 def shared_controls() -> tuple[DecodeConfig | None, str, DecodeConfig]:
     """The sidebar's config (None if invalid; the sidebar showed why), prompt and defaults.
 
-    app.py draws the sidebar once per run for every page, so its widgets (and their values) are the
-    same objects whichever page is open. The URL is updated here, from the page, so a copied link
-    reopens this state on this page.
+    app.py draws the sidebar for every page, so its widgets keep their values whichever page is open.
+    A page opened straight from a link on a freshly started server runs without app.py (streamlit's
+    pages/ folder mode until the first st.navigation call), so it then draws the sidebar itself.
+    The URL is updated here, from the page, so a copied link reopens this state on this page.
     """
     ss = st.session_state
+    if not ss.pop("sv_sidebar_drawn", False) and "sv_config" not in ss:
+        # Streamlit ran this page without app.py (its pages/ folder mode, used until the first
+        # st.navigation call). Leave that mode as st.navigation itself does, so the next run goes
+        # through app.py, and draw the sidebar here for this one run.
+        PagesManager.uses_pages_directory = False
+        st.set_page_config(**PAGE_CONFIG)
+        draw_shared_sidebar()
+        ss.pop("sv_sidebar_drawn")
     config, prompt, defaults = ss.get("sv_config"), ss.get("sv_prompt", DEFAULT_PROMPT), ss.get("sv_defaults") or app_defaults()
     if config is not None:
         write_url(config, prompt, ss.get("round", 1), defaults)
@@ -176,7 +200,8 @@ def init_state_from_url(defaults: DecodeConfig) -> None:
         beta=c.beta, tau=c.tau, temperature=c.temperature, top_k=c.top_k, top_p=c.top_p, seed=c.seed,
         max_new_tokens=c.max_new_tokens, chat_template=c.chat_template,
         skip_layers=",".join(map(str, c.skip_layers)) if c.skip_layers is not None else "",
-        exit_threshold=c.exit_threshold, ngram_max=c.ngram_max,
+        exit_threshold=c.exit_threshold, ngram_max=c.ngram_max, tree_mode=c.tree_mode, branching=c.branching,
+        tree_depth=c.tree_depth, beam_width=c.beam_width,
         prompt=state.prompt if state.prompt is not None else DEFAULT_PROMPT, round=state.round,
     )
 
@@ -207,19 +232,26 @@ def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
         target, draft = ss.custom_target.strip(), ss.custom_draft.strip() or None
     else:
         target, draft = PAIR_PRESETS[ss.pair]
-    sb.radio("Drafter", ["model", "layerskip", "ngram"], key="drafter", horizontal=True,
-             format_func={"model": "draft model", "layerskip": "layer-skip", "ngram": "n-gram"}.get,
+    sb.radio("Drafter", ["model", "layerskip", "ngram", "tree"], key="drafter", horizontal=True,
+             format_func={"model": "draft model", "layerskip": "layer-skip", "ngram": "n-gram", "tree": "tree (RSD)"}.get,
              help="draft model: a separate small model · layer-skip: the target minus some layers (Draft & Verify) · "
-                  "n-gram: copy from earlier text (prompt lookup)")
-    layerskip, ngram = ss.drafter == "layerskip", ss.drafter == "ngram"
-    sb.text_input("Layers to skip", key="skip_layers", disabled=not layerskip, placeholder="default: the two middle layers", help="comma-separated layer numbers, e.g. 10,11,12")
+                  "n-gram: copy from earlier text (prompt lookup) · tree: Recursive Speculative Decoding, a tree of drafts "
+                  "(from the draft model when the pair has one, else the layer-skip self-draft)")
+    layerskip, ngram, tree = ss.drafter == "layerskip", ss.drafter == "ngram", ss.drafter == "tree"
+    uses_skip = layerskip or (tree and draft is None)
+    sb.radio("Tree", TREE_MODES, key="tree_mode", horizontal=True, disabled=not tree,
+             format_func={"constant": "RSD-C: constant branching", "beam": "RSD-S: stochastic beam"}.get)
+    sb.slider("Branching factor (RSD-C)", 1, 8, key="branching", disabled=not tree or ss.tree_mode != "constant")
+    sb.slider("Tree depth (draft iterations)", 1, GAMMA_MAX, key="tree_depth", disabled=not tree)
+    sb.slider("Beam width (RSD-S)", 1, 32, key="beam_width", disabled=not tree or ss.tree_mode != "beam")
+    sb.text_input("Layers to skip", key="skip_layers", disabled=not uses_skip, placeholder="default: the two middle layers", help="comma-separated layer numbers, e.g. 10,11,12")
     sb.slider("Adaptive draft exit threshold", 0.0, 1.0, step=0.05, key="exit_threshold", disabled=not layerskip,
               help="stop drafting when the draft's top-1 probability falls below this (0 = off)")
     sb.slider("n-gram length", 1, 8, key="ngram_max", disabled=not ngram)
     sb.header("Verification")
     sb.radio("Rule", ["greedy", "sample", "topbeta"], key="rule", horizontal=True,
              format_func={"greedy": "greedy", "sample": "spec. sampling", "topbeta": "top-β + τ"}.get)
-    sb.slider("Block size γ (drafted tokens per round)", 1, GAMMA_MAX, key="gamma")
+    sb.slider("Block size γ (drafted tokens per round)", 1, GAMMA_MAX, key="gamma", disabled=tree)
     topbeta, sampling = ss.rule == "topbeta", ss.rule == "sample"
     sb.slider("β (target's top tokens a draft may be)", 1, BETA_MAX, key="beta", disabled=not topbeta)
     sb.slider("τ (max log p(top1) − log p(token))", 0.0, 10.0, step=0.1, key="tau", disabled=not topbeta)
@@ -240,7 +272,8 @@ def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
             target=target, draft=draft, drafter=ss.drafter, rule=ss.rule, gamma=ss.gamma, beta=ss.beta, tau=float(ss.tau),
             temperature=float(ss.temperature), top_k=ss.top_k, top_p=float(ss.top_p), seed=int(ss.seed),
             max_new_tokens=ss.max_new_tokens, chat_template=ss.chat_template, skip_layers=_skip_layers(ss.skip_layers),
-            exit_threshold=float(ss.exit_threshold), ngram_max=ss.ngram_max, device=defaults.device,
+            exit_threshold=float(ss.exit_threshold), ngram_max=ss.ngram_max, tree_mode=ss.tree_mode, branching=ss.branching,
+            tree_depth=ss.tree_depth, beam_width=ss.beam_width, device=defaults.device,
         ).validated()
     except ConfigError as exc:
         st.error(str(exc))
@@ -298,3 +331,37 @@ def autoplay_step(count: int, seconds: float = 1.5) -> None:
             ss.round += 1
         else:
             ss.autoplay = False
+
+
+def show_tree_round(rnd, key: str) -> None:
+    """A tree round as seed 002 draws it: iterations, bars per node, the rejection walk, the tree."""
+    from . import figures, render  # figures import plotly; kept local to the views that draw them
+
+    tree = rnd.tree
+    st.markdown("##### Draft iterations (one draft forward pass each)")
+    st.markdown(render.tree_bands_html(rnd), unsafe_allow_html=True)
+    extra = rnd.correction or rnd.bonus
+    kind = "correction" if rnd.correction else "bonus"
+    st.markdown("##### The whole draft tree (accepted path in green)")
+    st.plotly_chart(figures.tree_figure(tree, extra.text if extra else None, kind if extra else None), width="stretch",
+                    key=f"{key}_tree")
+    st.markdown(f"##### ONE target pass scored all {len(tree.nodes) - 1} drafted nodes and the root")
+    expanded = [n for n in tree.nodes if n.draft_top is not None]
+    for start in range(0, len(expanded), 4):
+        cols = st.columns(4)
+        for col, node in zip(cols, expanded[start : start + 4]):
+            children = {tree.nodes[c].token_id: render.COLORS["draft"][0] for c in range(len(tree.nodes)) if tree.nodes[c].parent == node.index}
+            col.plotly_chart(figures.distribution_bars(node.draft_top, children, f"draft q after '{render.display_text(node.text)}'",
+                                                       "#d1c4e9"), width="stretch", key=f"{key}_q_{node.index}")
+            col.plotly_chart(figures.distribution_bars(node.target_top, children, f"target p after '{render.display_text(node.text)}'",
+                                                       "#b0bec5"), width="stretch", key=f"{key}_p_{node.index}")
+    st.markdown("##### Recursive rejection sampling")
+    st.markdown(render.rrs_flow_html(rnd), unsafe_allow_html=True)
+    residuals = [(pos, top) for pos, top in zip(rnd.draft, tree.residual_tops) if top is not None]
+    if residuals:
+        cols = st.columns(min(4, len(residuals)))
+        for i, (pos, top) in enumerate(residuals):
+            cols[i % len(cols)].plotly_chart(
+                figures.distribution_bars(top, {}, f"residual after rejecting '{render.display_text(pos.text)}'",
+                                          render.COLORS["correction"][0]), width="stretch", key=f"{key}_res_{i}")
+    st.markdown(render.output_chain_html(rnd), unsafe_allow_html=True)

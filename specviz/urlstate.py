@@ -14,7 +14,8 @@ from .config import ConfigError, DecodeConfig
 
 # Settable from a URL. The device and the recorded top-N are the server's business, not a link's.
 URL_FIELDS = ("target", "draft", "drafter", "rule", "gamma", "beta", "tau", "temperature", "top_k", "top_p",
-              "seed", "max_new_tokens", "chat_template", "skip_layers", "exit_threshold", "ngram_max")
+              "seed", "max_new_tokens", "chat_template", "skip_layers", "exit_threshold", "ngram_max", "tree_mode",
+              "branching", "tree_depth", "beam_width")
 PROMPT_CHARS_MAX = 4000
 
 

@@ -79,9 +79,25 @@ def overlap(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> float:
     return float(torch.minimum(target_probs, draft_probs).sum())
 
 
+def gumbel_top_k(probs: torch.Tensor, k: int, generator: torch.Generator) -> list[int]:
+    """k distinct token ids drawn WITHOUT replacement from ``probs``, in draw order.
+
+    Gumbel-top-k trick (Vieira 2014; Kool et al. 2019): perturb log p with i.i.d. Gumbel(0, 1) noise
+    and keep the k largest; the i-th is distributed as the i-th draw of sequential sampling without
+    replacement. k = 1 is the Gumbel-max trick: an exact sample from ``probs``. The noise comes from
+    a seeded CPU generator, so draws are the same on any device.
+    """
+    probs = probs.detach().double().cpu()
+    uniform01 = torch.rand(probs.shape, generator=generator, dtype=torch.float64).clamp_(1e-300, 1.0)
+    keys = torch.log(probs) - torch.log(-torch.log(uniform01))  # log p + Gumbel noise; -inf where p = 0
+    k = min(k, int((probs > 0).sum()))
+    return [int(i) for i in torch.topk(keys, k).indices]
+
+
 def sample(probs: torch.Tensor, generator: torch.Generator) -> int:
-    """One token id drawn from ``probs`` with a seeded CPU generator (same draw on any device)."""
-    return int(torch.multinomial(probs.detach().float().cpu(), 1, generator=generator))
+    """One token id drawn from ``probs`` (the Gumbel-max trick, so a tree with one child per node
+    consumes exactly the draws the chain does)."""
+    return gumbel_top_k(probs, 1, generator)[0]
 
 
 def uniform(generator: torch.Generator) -> float:

@@ -106,3 +106,15 @@ def test_verification_timing_and_cost_ratio(config, tiny_pair):
     assert timing["parallel_ms"] > 0 and timing["sequential_ms"] > 0 and timing["gamma"] == 4
     assert analysis.cost_ratio(config.replace(drafter="ngram"), tiny_pair, PROMPT) == 0.0
     assert analysis.cost_ratio(config, tiny_pair, PROMPT) > 0
+
+
+def test_tree_vs_chain_same_greedy_output_fewer_passes_per_token(tiny_dirs, tiny_pair):
+    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="tree", rule="greedy",
+                          branching=2, tree_depth=3, max_new_tokens=24, device="cpu")
+    table = analysis.tree_vs_chain(config, tiny_pair, PROMPT)
+    assert list(table.method) == ["tree RSD-C", "chain, γ = depth = 3", "chain, γ = tree budget = 14"]
+    assert (table.new_tokens == 24).all()  # greedy: the same output whatever the drafting
+    assert (table.target_passes == table.rounds).all()
+    assert np.allclose(table.tokens_per_round, table.new_tokens / table.rounds)
+    # hedging over two children per level accepts at least as much as the single chain of the same depth
+    assert table.accepted_per_round[0] >= table.accepted_per_round[1]

@@ -64,3 +64,25 @@ def test_parallel_page(params):
     assert len(at.get("plotly_chart")) == 3  # arrows, mask, timeline
     ratio = [m.value for m in at.metric if m.label == "sequential / parallel"][0]
     assert float(ratio.rstrip("×")) > 0
+
+
+def test_recursive_page(params):
+    at = open_page({**params, "tree_mode": "constant", "branching": "2", "tree_depth": "2"}, "recursive")
+    assert not at.error, [e.value for e in at.error]
+    assert at.subheader[0].value.startswith("Round 1 of")
+    charts = at.get("plotly_chart")
+    assert len(charts) >= 1 + 2 * 3  # the tree + q and p bars for the root and its 2 children
+    page = " ".join(m.value for m in at.markdown)
+    assert "iteration 1" in page and "iteration 2" in page
+    at.button(key="nav_next").click().run()
+    assert at.subheader[0].value.startswith("Round 2 of")
+    at.button[-1].click().run()  # run the comparison with chain drafting
+    assert not at.exception and not at.error
+    methods = list(at.dataframe[0].value["method"])
+    assert methods[0] == "tree RSD-C" and methods[1].startswith("chain")
+
+
+def test_round_view_shows_tree_rounds(params):
+    at = make_app({**params, "drafter": "tree", "tree_depth": "2"}).run()
+    assert not at.exception and not at.error
+    assert "Recursive rejection" in " ".join(m.value for m in at.markdown)

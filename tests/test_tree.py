@@ -1,0 +1,112 @@
+"""Recursive Speculative Decoding: exactness, reduction to the chain, losslessness, one target pass."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+
+from specviz.config import ConfigError, DecodeConfig
+from specviz.engine import ModelPair, speculative_decode
+from specviz.trace import Trace
+from specviz.tree import remove_and_renormalise
+from specviz.verify import gumbel_top_k, softmax32
+
+from .conftest import target_greedy
+from .test_engine import PROMPT, _chi_square_p
+
+
+def tree_config(tiny_dirs, **changes) -> DecodeConfig:
+    base = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="tree", rule="greedy",
+                        tree_mode="constant", branching=2, tree_depth=3, max_new_tokens=24, device="cpu")
+    return base.replace(**changes)
+
+
+@pytest.mark.parametrize("changes", [
+    dict(tree_mode="constant", branching=2, tree_depth=3),
+    dict(tree_mode="constant", branching=3, tree_depth=2),
+    dict(tree_mode="beam", beam_width=3, tree_depth=4),
+])
+def test_greedy_tree_matches_target_generate(tiny_dirs, tiny_pair, changes):
+    trace = speculative_decode(tree_config(tiny_dirs, **changes), prompt_ids=PROMPT, pair=tiny_pair)
+    assert trace.output_ids == target_greedy(tiny_pair.target, PROMPT, 24)
+    assert any(r.tree.path for r in trace.rounds)  # some drafted nodes were accepted
+
+
+def test_greedy_tree_with_a_layer_skip_draft(tiny_dirs, tiny_pair):
+    config = tree_config(tiny_dirs, draft=None, skip_layers=(1, 2))
+    trace = speculative_decode(config, prompt_ids=PROMPT, pair=ModelPair(tiny_pair.target))
+    assert trace.output_ids == target_greedy(tiny_pair.target, PROMPT, 24)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_child_per_node_is_standard_speculative_sampling(tiny_dirs, tiny_pair, seed):
+    chain = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", rule="sample",
+                         gamma=3, max_new_tokens=20, seed=seed, device="cpu")
+    tree = chain.replace(drafter="tree", tree_mode="constant", branching=1, tree_depth=3)
+    assert speculative_decode(tree, prompt_ids=PROMPT, pair=tiny_pair).output_ids == \
+        speculative_decode(chain, prompt_ids=PROMPT, pair=tiny_pair).output_ids
+
+
+@pytest.mark.parametrize("changes", [dict(tree_mode="constant", branching=3, tree_depth=2),
+                                     dict(tree_mode="beam", beam_width=4, tree_depth=2)])
+def test_recursive_rejection_sampling_preserves_target_distribution(tiny_dirs, tiny_pair, changes):
+    n = 2000
+    with torch.inference_mode():
+        p = softmax32(tiny_pair.target.model(torch.tensor([PROMPT])).logits[0, -1])
+        q = softmax32(tiny_pair.draft.model(torch.tensor([PROMPT])).logits[0, -1])
+    config = tree_config(tiny_dirs, rule="sample", max_new_tokens=3, **changes)
+    counts = Counter(speculative_decode(config.replace(seed=s), prompt_ids=PROMPT, pair=tiny_pair).output_ids[0] for s in range(n))
+    assert _chi_square_p(counts, p, n) > 1e-3
+    assert _chi_square_p(counts, q, n) < 1e-6  # the test has the power to see a wrong distribution
+
+
+def test_every_node_is_scored_in_one_target_pass(tiny_dirs, tiny_pair):
+    calls = []
+    handle = tiny_pair.target.model.register_forward_hook(lambda module, args, kwargs_out: calls.append(1))
+    try:
+        trace = speculative_decode(tree_config(tiny_dirs, rule="sample", seed=3), prompt_ids=PROMPT, pair=tiny_pair)
+    finally:
+        handle.remove()
+    assert len(calls) == len(trace.rounds) == trace.stats.target_forward_passes
+    for r in trace.rounds:
+        assert r.target_positions == len(r.tree.nodes)  # the root and every drafted node, in the one pass
+        assert r.draft_forward_passes == len(r.tree.levels)  # one draft pass per draft iteration
+    first = trace.rounds[0].tree
+    assert [len(level) for level in first.levels] == [2, 4, 8]  # constant branching 2, depth 3
+
+
+def test_tree_trace_round_trips_and_walk_is_consistent(tiny_dirs, tiny_pair):
+    trace = speculative_decode(tree_config(tiny_dirs, rule="sample", seed=5, tree_mode="beam", beam_width=3),
+                               prompt_ids=PROMPT, pair=tiny_pair)
+    assert Trace.from_json(trace.to_json()) == trace
+    for r in trace.rounds:
+        tree = r.tree
+        path_tokens = [tree.nodes[i].token_id for i in tree.path]
+        assert r.emitted_ids[:-1] == path_tokens
+        assert len(tree.check_nodes) == len(r.draft) == len(tree.residual_tops)
+        for node in tree.path:  # an accepted node's parent is the root or an accepted node
+            parent = tree.nodes[node].parent
+            assert parent == 0 or parent in tree.path
+        assert all(len(level) <= 3 for level in tree.levels)
+
+
+def test_gumbel_top_k_draws_without_replacement():
+    gen = torch.Generator().manual_seed(0)
+    probs = torch.tensor([0.5, 0.3, 0.2, 0.0])
+    draws = [gumbel_top_k(probs, 2, gen) for _ in range(4000)]
+    assert all(len(set(d)) == 2 and 3 not in d for d in draws)
+    first = Counter(d[0] for d in draws)
+    assert abs(first[0] / 4000 - 0.5) < 0.03  # the first draw is distributed as probs
+    # second draw given first = 0 is 0.3/0.5 = 0.6 for token 1
+    seconds = [d[1] for d in draws if d[0] == 0]
+    assert abs(seconds.count(1) / len(seconds) - 0.6) < 0.04
+    assert remove_and_renormalise(probs, 0).tolist() == pytest.approx([0.0, 0.6, 0.4, 0.0])
+
+
+def test_tree_bounds_are_checked(tiny_dirs):
+    with pytest.raises(ConfigError, match="nodes"):
+        tree_config(tiny_dirs, branching=8, tree_depth=4).validated()
+    with pytest.raises(ConfigError, match="tree_mode"):
+        tree_config(tiny_dirs, tree_mode="forest").validated()
