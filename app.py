@@ -13,6 +13,7 @@ navigation = st.navigation([
     st.Page("pages/losslessness.py", title="Losslessness lab", icon="🎲"),
     st.Page("pages/parallel.py", title="Parallel verification", icon="⏱️"),
     st.Page("pages/recursive.py", title="Recursive (tree) drafts", icon="🌳"),
+    st.Page("pages/parallel_drafters.py", title="Parallel drafters", icon="🧩"),
 ])
 ui.draw_shared_sidebar()
 navigation.run()

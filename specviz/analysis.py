@@ -18,9 +18,9 @@ import pandas as pd
 import torch
 from scipy.stats import chi2_contingency, chisquare
 
-from .config import DecodeConfig
-from .drafters import KVCachedSequence, check_skip_layers, default_skip_layers, full_forward, layer_skip_forward
-from .engine import ModelPair, autoregressive_decode, rule_for, speculative_decode
+from .config import PARALLEL_DRAFTERS, DecodeConfig
+from .drafters import KVCachedSequence, full_forward
+from .engine import ModelPair, autoregressive_decode, layer_skip_forward_for, parallel_drafter, rule_for, speculative_decode
 from .theory import expected_speedup, expected_tokens_per_round
 from .trace import NOT_VERIFIED, Trace
 from .verify import BrokenResidualRule, GreedyRule, SpeculativeSamplingRule, TopBetaRule, one_hot
@@ -102,8 +102,7 @@ def _draft_forward(config: DecodeConfig, pair: ModelPair):
     if config.drafter == "model":
         return pair.draft, full_forward
     if config.drafter == "layerskip":
-        skip = config.skip_layers if config.skip_layers is not None else default_skip_layers(pair.target.num_layers)
-        return pair.target, layer_skip_forward(check_skip_layers(skip, pair.target.num_layers))
+        return pair.target, layer_skip_forward_for(config, pair)
     return None
 
 
@@ -120,12 +119,39 @@ def _one_token_ms(loaded, forward, prefix: list[int], repeats: int) -> float:
     return statistics.median(times[1:]) * 1e3
 
 
+def _prefix_states(pair: ModelPair, prefix: list[int]) -> torch.Tensor:
+    """The target's final hidden states over ``prefix[:-1]`` (what a run's cache would hold), float32."""
+    with pair.target.lock, torch.inference_mode():
+        ids = torch.tensor([prefix[:-1]], device=pair.target.device)
+        return pair.target.model.model(input_ids=ids).last_hidden_state[0].float()
+
+
+def _parallel_logits(config: DecodeConfig, pair: ModelPair, prefix: list[int]) -> torch.Tensor:
+    """A parallel drafter's logits (k, V) after ``prefix``: one pass over the target's states."""
+    from .parallel_drafters import draft_logits, window_memory
+
+    drafter = parallel_drafter(config, pair, KVCachedSequence(pair.target.model.config))
+    memory = window_memory(_prefix_states(pair, prefix), len(prefix) - 1, drafter.meta.window)
+    return draft_logits(drafter.module, pair.target, memory, prefix[-1])
+
+
 def cost_ratio(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats: int = 5) -> float:
-    """c = time of one draft forward / time of one target forward, measured here (0 for n-gram)."""
+    """c = draft time per drafted token / time of one target forward, measured here (0 for n-gram).
+
+    Autoregressive drafts pay one forward per token; a parallel drafter pays one small pass for all
+    its k tokens (on states the verification pass already computed), so its c is that pass over k."""
+    target_ms = _one_token_ms(pair.target, full_forward, prefix, repeats)
+    if config.drafter in PARALLEL_DRAFTERS:
+        _parallel_logits(config, pair, prefix)  # warm-up (loads the weights)
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            k = len(_parallel_logits(config, pair, prefix))
+            times.append((time.perf_counter() - started) * 1e3 / k)
+        return statistics.median(times) / target_ms
     draft = _draft_forward(config, pair)
     if draft is None:
         return 0.0
-    target_ms = _one_token_ms(pair.target, full_forward, prefix, repeats)
     return _one_token_ms(draft[0], draft[1], prefix, repeats) / target_ms
 
 
@@ -164,9 +190,12 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
 
 def score_draft(config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]):
     """Target logits at the k+1 positions after ``prefix`` (one pass over prefix + draft) and the
-    draft's logits at the k drafted positions (one teacher-forced pass), or None for n-gram."""
+    draft's logits at the k drafted positions (one teacher-forced pass, or the parallel drafter's one
+    pass), or None for n-gram."""
     target_state = KVCachedSequence(pair.target.model.config)
     target_logits = target_state.feed(full_forward, pair.target, prefix + draft_ids, len(draft_ids) + 1)
+    if config.drafter in PARALLEL_DRAFTERS:  # every slot's q comes from the same one pass
+        return target_logits[:, : pair.vocab_size], _parallel_logits(config, pair, prefix)[: len(draft_ids), : pair.vocab_size]
     draft = _draft_forward(config, pair)
     if draft is None:
         return target_logits[:, : pair.vocab_size], None
@@ -349,3 +378,63 @@ def tree_vs_chain(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], 
                          draft_passes=s.draft_forward_passes, wall_s=s.wall_ms / 1e3))
         _tick(on_progress, i + 1, len(runs))
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. Parallel drafters (seed 003)
+
+DRAFTER_LABELS = {"blockwise": "Blockwise heads", "maskquery": "Mask-query (Spec-Drafter)",
+                  "layerskip": "Layer-skip self-draft", "model": "Draft model (autoregressive)"}
+COMPARE_PROMPTS_MAX = 4
+
+
+def drafter_attention(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], kind: str) -> np.ndarray:
+    """The attention pattern a parallel drafter uses at the end of the prompt: (k, window + 1 + k),
+    one row per drafted slot, over [target states ..., pending token, slots ...]."""
+    from .parallel_drafters import window_memory
+
+    drafter = parallel_drafter(config.replace(drafter=kind), pair, KVCachedSequence(pair.target.model.config))
+    memory = window_memory(_prefix_states(pair, prompt_ids), len(prompt_ids) - 1, drafter.meta.window)
+    with pair.target.lock, torch.inference_mode():
+        pending = pair.target.model.get_input_embeddings()(torch.tensor([prompt_ids[-1]], device=pair.target.device))
+        return drafter.module.attention(memory[None], pending.float())[0].cpu().numpy()
+
+
+def compare_drafters(config: DecodeConfig, pair: ModelPair, prompts_ids: list[list[int]], kinds: list[str],
+                     on_progress: Progress = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each drafter on the same prompts: (summary per drafter, acceptance per drafted position).
+
+    Summary: mean tokens per round, acceptance, draft milliseconds and draft passes per round, and
+    end-to-end tokens/s against the target alone (autoregressive, same process)."""
+    prompts_ids = prompts_ids[:COMPARE_PROMPTS_MAX]
+    config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX))
+    total, done = len(prompts_ids) * (len(kinds) + 1), 0
+    ar_tokens, ar_seconds = 0, 0.0
+    for ids in prompts_ids:
+        out, seconds = autoregressive_decode(config, pair, ids)
+        ar_tokens, ar_seconds = ar_tokens + len(out), ar_seconds + seconds
+        done += 1
+        _tick(on_progress, done, total)
+    summary, positions = [], []
+    for kind in kinds:
+        traces = []
+        for ids in prompts_ids:
+            traces.append(speculative_decode(config.replace(drafter=kind), prompt_ids=ids, pair=pair))
+            done += 1
+            _tick(on_progress, done, total)
+        rounds = [r for t in traces for r in t.rounds]
+        drafting = [r for r in rounds if r.draft]
+        tokens = sum(t.stats.new_tokens for t in traces)
+        seconds = sum(t.stats.wall_ms for t in traces) / 1e3
+        summary.append(dict(
+            drafter=DRAFTER_LABELS.get(kind, kind), tokens_per_round=tokens / len(rounds),
+            acceptance_rate=sum(t.stats.accepted_tokens for t in traces) / max(1, sum(t.stats.drafted_tokens for t in traces)),
+            draft_ms_per_round=sum(r.draft_ms for r in drafting) / max(1, len(drafting)),
+            draft_passes_per_round=sum(r.draft_forward_passes for r in drafting) / max(1, len(drafting)),
+            tokens_per_s=tokens / seconds, speedup_vs_autoregressive=(tokens / seconds) / (ar_tokens / ar_seconds),
+        ))
+        merged = pd.concat([acceptance_by_position(t) for t in traces]).groupby("position")[["verified", "accepted"]].sum()
+        for position, row in merged.iterrows():
+            positions.append(dict(drafter=DRAFTER_LABELS.get(kind, kind), position=int(position), verified=int(row.verified),
+                                  accepted=int(row.accepted), acceptance_rate=row.accepted / row.verified))
+    return pd.DataFrame(summary), pd.DataFrame(positions)

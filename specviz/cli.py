@@ -5,6 +5,7 @@ Examples::
     python -m specviz trace --prompt "Hello" --drafter layerskip --rule greedy --gamma 4 --out -
     python -m specviz trace --target ./big --draft ./small --drafter model --rule sample --samples 100
     python -m specviz generate --prompt "Write a haiku" --drafter ngram
+    python -m specviz train-drafter --kind blockwise --steps 600 --seed 0
 """
 
 from __future__ import annotations
@@ -60,6 +61,19 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--beam-width", type=int, default=d.beam_width, help="tree drafter, beam mode: nodes kept per level")
         sub.add_argument("--top-n", type=int, default=d.top_n, help="top tokens recorded per distribution")
         sub.add_argument("--device", default=d.device, help="auto (CUDA if available), cpu, cuda, cuda:N")
+    train = commands.add_parser("train-drafter", help="train a parallel drafter (blockwise heads or mask-query) on the target's own text")
+    train.add_argument("--kind", choices=("blockwise", "maskquery"), required=True, help="which drafter to train")
+    train.add_argument("--target", default="embedded", help="target model spec (default: the embedded SmolLM2-135M-Instruct)")
+    train.add_argument("--k", type=int, default=4, help="tokens drafted per pass (1-16)")
+    train.add_argument("--window", type=int, default=32, help="mask-query: target states each query may attend to")
+    train.add_argument("--steps", type=int, default=600, help="optimiser steps")
+    train.add_argument("--batch-size", type=int, default=32)
+    train.add_argument("--lr", type=float, default=1e-3)
+    train.add_argument("--new-tokens", type=int, default=96, help="tokens the target generates per training prompt")
+    train.add_argument("--prompts", default=None, help="prompts file, one per line (default: specviz/data/train_prompts.txt)")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--device", default="auto")
+    train.add_argument("--out", default=None, help="weights file (default: the shipped specviz/weights/ file for the kind)")
     trace.add_argument("--samples", type=int, default=1, help="N runs with seeds seed..seed+N-1, one JSON trace per line")
     trace.add_argument("--out", default="-", help="output file ('-' = stdout)")
     trace.add_argument("--indent", type=int, default=None, help="pretty-print a single trace with this indent")
@@ -78,7 +92,27 @@ def config_from_args(args: argparse.Namespace) -> DecodeConfig:
     ).validated()
 
 
+def train(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from .models import load_model
+    from .parallel_drafters import default_weights
+    from .training import PROMPTS_FILE, read_prompts, train_and_save
+
+    if not 1 <= args.k <= 16 or not 1 <= args.window <= 512 or not 1 <= args.steps <= 100_000 or args.batch_size < 1:
+        raise ConfigError("train-drafter: --k must be in [1, 16], --window in [1, 512], --steps in [1, 100000]")
+    target = load_model(args.target, args.device)
+    out = Path(args.out) if args.out else default_weights(args.kind)
+    command = "python -m specviz " + " ".join(sys.argv[1:]) if args.command else ""
+    train_and_save(args.kind, target, out, new_tokens=args.new_tokens, command=command,
+                   prompts=read_prompts(Path(args.prompts) if args.prompts else PROMPTS_FILE), k=args.k,
+                   window=args.window, steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed)
+
+
 def run(args: argparse.Namespace) -> None:
+    if args.command == "train-drafter":
+        train(args)
+        return
     from .engine import load_pair, speculative_decode  # torch import deferred until the args are valid
 
     config = config_from_args(args)

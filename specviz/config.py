@@ -10,7 +10,8 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-DRAFTERS = ("model", "layerskip", "ngram", "tree")
+DRAFTERS = ("model", "layerskip", "ngram", "tree", "blockwise", "maskquery")
+PARALLEL_DRAFTERS = ("blockwise", "maskquery")  # one small pass on the target's states (seed 003)
 TREE_MODES = ("constant", "beam")  # RSD-C (constant branching) | RSD-S (stochastic beam search)
 TREE_NODES_MAX = 256  # drafted tokens per tree: one target pass scores them all, so keep it bounded
 RULES = ("greedy", "sample", "topbeta")
@@ -50,6 +51,7 @@ class DecodeConfig:
     branching: int = 2  # tree drafter, RSD-C: children per node
     tree_depth: int = 3  # tree drafter: draft iterations (levels)
     beam_width: int = 4  # tree drafter, RSD-S: nodes kept per level
+    parallel_weights: str | None = None  # blockwise / maskquery: a trained weights file (None: the shipped one)
     top_n: int = 10  # how many top tokens of each distribution a trace records
     device: str = "auto"  # auto | cpu | cuda | cuda:N
 

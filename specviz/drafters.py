@@ -84,6 +84,19 @@ def full_forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, c
     return out.logits[0]  # (n_last, V)
 
 
+def states_forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int,
+                   layout: TreeLayout | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """As :func:`full_forward`, plus the final (normed) hidden state of every new token: (logits, (T, H)).
+    Parallel drafters read these states; the target's body runs once either way (Llama-style models)."""
+    if layout is not None:
+        raise ValueError("states_forward serves plain continuations, not trees")
+    ids = torch.tensor([new_ids], device=loaded.device)  # (1, T)
+    with loaded.lock, torch.inference_mode():
+        hidden = loaded.model.model(input_ids=ids, past_key_values=cache, use_cache=True).last_hidden_state[0]  # (T, H)
+        logits = loaded.model.get_output_embeddings()(hidden[-n_last:])  # (n_last, V)
+    return logits, hidden
+
+
 def layer_skip_forward(skip: frozenset[int]) -> ForwardFn:
     """A forward function that runs the model with the decoder layers in ``skip`` left out.
 
@@ -150,6 +163,7 @@ class KVCachedSequence:
     def __init__(self, config) -> None:
         self.cache = DynamicCache(config=config)
         self.ids: list[int] = []
+        self.states: torch.Tensor | None = None  # (cached, H) final hidden states, when the forward returns them
 
     def pending(self, context: list[int]) -> list[int]:
         keep = 0
@@ -159,11 +173,15 @@ class KVCachedSequence:
         if keep < len(self.ids):
             self.cache.crop(keep - len(self.ids))  # negative: number of trailing tokens to drop
             self.ids = self.ids[:keep]
+            self.states = self.states[:keep] if self.states is not None else None
         return context[keep:]
 
     def feed(self, forward: ForwardFn, loaded: LoadedModel, new_ids: list[int], n_last: int,
              layout: TreeLayout | None = None) -> torch.Tensor:
         logits = forward(loaded, new_ids, self.cache, len(self.ids), n_last, layout)
+        if isinstance(logits, tuple):  # a forward that also returns the final hidden states
+            logits, states = logits
+            self.states = states if self.states is None else torch.cat([self.states[: len(self.ids)], states])
         self.ids.extend(new_ids)
         return logits
 
@@ -176,6 +194,8 @@ class KVCachedSequence:
                 layer.keys = layer.keys.index_select(-2, index.to(layer.keys.device))
                 layer.values = layer.values.index_select(-2, index.to(layer.values.device))
         self.ids = [self.ids[i] for i in indices]
+        if self.states is not None:
+            self.states = self.states[index.to(self.states.device)]
 
 
 # ---------------------------------------------------------------------------------------------

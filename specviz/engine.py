@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from .config import PROMPT_TOKENS_MAX, ConfigError, DecodeConfig
+from .config import PARALLEL_DRAFTERS, PROMPT_TOKENS_MAX, ConfigError, DecodeConfig
 from .drafters import (
     AdaptiveExit,
     AutoregressiveDrafter,
@@ -30,12 +30,14 @@ from .drafters import (
     default_skip_layers,
     full_forward,
     layer_skip_forward,
+    states_forward,
 )
 from .models import LoadedModel, check_same_vocabulary, encode_prompt, load_model
 from .trace import (
     ACCEPTED, NOT_VERIFIED, REJECTED, DraftPosition, EmittedToken, Round, Stats, TopTokens, Trace, TreeNodeRecord,
     TreeRecord,
 )
+from .parallel_drafters import ParallelDrafter, default_weights, load_drafter
 from .tree import DraftTree, TreeDrafter, recursive_rejection, score_tree
 from .verify import Rule, Verdict, make_rule, overlap, residual_distribution
 
@@ -88,7 +90,25 @@ def layer_skip_forward_for(config: DecodeConfig, pair: ModelPair):
     return layer_skip_forward(skip_set)
 
 
-def make_drafter(config: DecodeConfig, pair: ModelPair) -> Drafter | TreeDrafter:
+def parallel_drafter(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence) -> ParallelDrafter:
+    """Blockwise heads or the mask-query drafter, from trained weights that fit this target."""
+    path = config.parallel_weights or str(default_weights(config.drafter))
+    try:
+        module, meta = load_drafter(path, str(pair.target.device))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"No trained {config.drafter} weights at {path}: train them with "
+                          f"`python -m specviz train-drafter --kind {config.drafter} --target {config.target}`") from exc
+    hidden = int(pair.target.model.config.hidden_size)
+    if meta.kind != config.drafter or meta.hidden != hidden or meta.vocab != pair.vocab_size:
+        raise ConfigError(f"The weights at {path} are a {meta.kind} drafter for {meta.target} (hidden {meta.hidden}, "
+                          f"vocabulary {meta.vocab}); {pair.target.name} has hidden {hidden} and vocabulary {pair.vocab_size}")
+    return ParallelDrafter(module, meta, pair.target, target_state, pair.vocab_size)
+
+
+def make_drafter(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None = None):
+    """The drafter a config names; parallel drafters read the run's target cache (``target_state``)."""
+    if config.drafter in PARALLEL_DRAFTERS:
+        return parallel_drafter(config, pair, target_state)
     if config.drafter == "model":
         return AutoregressiveDrafter("model", pair.draft, full_forward, pair.vocab_size)
     if config.drafter == "layerskip":
@@ -231,6 +251,11 @@ class DecodeRun:
     texts: TokenTexts
     target_state: KVCachedSequence
 
+    @property
+    def target_forward(self):
+        """Parallel drafters need the target's hidden states, so their runs keep them; others do not."""
+        return states_forward if isinstance(self.drafter, ParallelDrafter) else full_forward
+
     def target_probs(self, logits: torch.Tensor) -> list[torch.Tensor]:
         return [self.rule.target_distribution(row).cpu() for row in logits]  # float32, one per position
 
@@ -245,7 +270,7 @@ def chain_round(run: DecodeRun, committed: list[int], max_draft: int) -> RoundRe
     # 2. verify: ONE target forward over the uncached tail + drafted tokens -> p at k+1 positions
     k = len(block.token_ids)
     feed = run.target_state.pending(committed) + block.token_ids
-    logits = run.target_state.feed(full_forward, pair.target, feed, k + 1)[:, : pair.vocab_size]  # (k+1, V)
+    logits = run.target_state.feed(run.target_forward, pair.target, feed, k + 1)[:, : pair.vocab_size]  # (k+1, V)
     # 3.-4. accept a prefix, then the correction or the bonus
     positions, correction, bonus = verify_block(block, run.target_probs(logits), run.rule, run.generator, run.texts,
                                                 config.top_n, config.beta)
@@ -312,9 +337,9 @@ def speculative_decode(
     config.validated()
     pair = pair or load_pair(config)
     ids = prompt_ids_for(pair, config, prompt, prompt_ids)
-    run = DecodeRun(config, pair, rule or rule_for(config), make_drafter(config, pair),
-                    torch.Generator().manual_seed(config.seed), TokenTexts(pair.target.tokenizer),
-                    KVCachedSequence(pair.target.model.config))
+    target_state = KVCachedSequence(pair.target.model.config)
+    run = DecodeRun(config, pair, rule or rule_for(config), make_drafter(config, pair, target_state),
+                    torch.Generator().manual_seed(config.seed), TokenTexts(pair.target.tokenizer), target_state)
     play_round = tree_round if config.drafter == "tree" else chain_round
     block_size = config.tree_depth if config.drafter == "tree" else config.gamma
     eos = eos_ids(pair.target)

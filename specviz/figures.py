@@ -265,3 +265,28 @@ def tree_figure(tree, extra_text: str | None, extra_kind: str | None) -> go.Figu
     fig.update_layout(height=120 + 28 * max(len(m) for m in order.values()), margin=dict(l=10, r=10, t=10, b=10),
                       xaxis=dict(title="depth (draft iteration)", dtick=1), yaxis=dict(visible=False))
     return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# Parallel drafters (seed 003)
+
+
+def drafter_attention_figure(weights, title: str, window: int) -> go.Figure:
+    """Rows: drafted slots t+2..; columns: the target states, the pending token, the [MASK] slots."""
+    k = weights.shape[0]
+    columns = [f"h[t-{window - 1 - j}]" if j < window - 1 else "h[t]" for j in range(window)] + ["x[t+1]"] + \
+              [f"[M]{i + 1}" for i in range(k)]
+    fig = go.Figure(go.Heatmap(z=weights, x=columns, y=[f"slot {i + 1} → token t+{i + 2}" for i in range(k)],
+                               colorscale="Blues", zmin=0, showscale=False, xgap=1, ygap=1))
+    fig.update_layout(title=dict(text=title, font=dict(size=13)), height=120 + 32 * k,
+                      margin=dict(l=10, r=10, t=36, b=10), yaxis=dict(autorange="reversed"))
+    return fig
+
+
+def acceptance_by_drafter_figure(table) -> go.Figure:
+    fig = go.Figure()
+    for drafter, rows in table.groupby("drafter", sort=False):
+        fig.add_trace(go.Bar(name=drafter, x=rows.position, y=rows.acceptance_rate))
+    fig.update_layout(barmode="group", height=320, xaxis_title="drafted position", yaxis=dict(title="acceptance rate", range=[0, 1]),
+                      margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=1.12))
+    return fig

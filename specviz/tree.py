@@ -143,7 +143,7 @@ class TreeDrafter:
         tree = DraftTree(nodes=[root], levels=[], draft_probs={})
         self.cache_index = {}
         frontier = [0]
-        for level in range(min(self.depth, max_depth)):
+        for _ in range(min(self.depth, max_depth)):
             self._score(tree, frontier, context, rule)
             frontier = self._expand(tree, frontier, rule, generator)
             tree.levels.append(frontier)

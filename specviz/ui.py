@@ -232,11 +232,13 @@ def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
         target, draft = ss.custom_target.strip(), ss.custom_draft.strip() or None
     else:
         target, draft = PAIR_PRESETS[ss.pair]
-    sb.radio("Drafter", ["model", "layerskip", "ngram", "tree"], key="drafter", horizontal=True,
-             format_func={"model": "draft model", "layerskip": "layer-skip", "ngram": "n-gram", "tree": "tree (RSD)"}.get,
+    sb.radio("Drafter", ["model", "layerskip", "ngram", "tree", "blockwise", "maskquery"], key="drafter", horizontal=True,
+             format_func={"model": "draft model", "layerskip": "layer-skip", "ngram": "n-gram", "tree": "tree (RSD)",
+                          "blockwise": "blockwise heads", "maskquery": "[MASK] queries"}.get,
              help="draft model: a separate small model · layer-skip: the target minus some layers (Draft & Verify) · "
                   "n-gram: copy from earlier text (prompt lookup) · tree: Recursive Speculative Decoding, a tree of drafts "
-                  "(from the draft model when the pair has one, else the layer-skip self-draft)")
+                  "(from the draft model when the pair has one, else the layer-skip self-draft) · blockwise heads / "
+                  "[MASK] queries: trained parallel drafters on the target's own states (embedded model)")
     layerskip, ngram, tree = ss.drafter == "layerskip", ss.drafter == "ngram", ss.drafter == "tree"
     uses_skip = layerskip or (tree and draft is None)
     sb.radio("Tree", TREE_MODES, key="tree_mode", horizontal=True, disabled=not tree,

@@ -86,3 +86,15 @@ def test_round_view_shows_tree_rounds(params):
     at = make_app({**params, "drafter": "tree", "tree_depth": "2"}).run()
     assert not at.exception and not at.error
     assert "Recursive rejection" in " ".join(m.value for m in at.markdown)
+
+
+def test_parallel_drafters_page_on_the_embedded_model(embedded):
+    at = open_page({"max_new_tokens": "8", "prompt": "Explain speculative decoding in one sentence."}, "parallel_drafters")
+    assert not at.error, [e.value for e in at.error]
+    assert len(at.get("plotly_chart")) == 2  # the two real attention patterns
+    files = at.dataframe[0].value
+    assert list(files.drafter) == ["blockwise", "maskquery"] and (files.size_mb < 8).all()
+    at.button[-1].click().run()
+    assert not at.exception and not at.error
+    summary = at.dataframe[1].value
+    assert list(summary.drafter)[:2] == ["Blockwise heads", "Mask-query (Spec-Drafter)"]

@@ -1,0 +1,65 @@
+"""Parallel drafters (seed 003): Blockwise heads (shared attention) versus a Spec-Drafter with [MASK] queries."""
+
+import pandas as pd
+import streamlit as st
+
+from specviz import analysis, figures, ui
+from specviz.engine import prompt_ids_for
+from specviz.parallel_drafters import default_weights, load_drafter
+
+config, prompt, defaults = ui.shared_controls()
+st.title("Parallel drafters: Blockwise heads vs [MASK] queries")
+left, right = st.columns(2)
+left.markdown("**Blockwise Decoding** (Stern et al. 2018). k small heads sit on ONE hidden state of the target, "
+              "h[t], and share the target's frozen output embedding; head i predicts token t+1+i. Every head sees "
+              "the prefix only through the target's own attention at t: **shared attention**.")
+right.markdown("**Spec-Drafter** (SpecDec, Xia et al. 2022). k learned **[MASK] queries** are appended after the "
+               "prefix; a small transformer block lets each query attend to the target's last states, to the pending "
+               "token and to the other queries with **its own attention** (distinct attention), then predicts through "
+               "the same frozen output embedding.")
+st.caption("Both draft all k tokens in ONE small pass on states the verification pass already computed, and both "
+           "plug into every verification rule (so greedy stays exact and sampling stays lossless). Their weights are "
+           "shipped small safetensors files made by `python -m specviz train-drafter` (sizes and commands below).")
+if config is not None:
+    pair = ui.show_user_errors(lambda: ui.pair_for(config))
+    ids = ui.show_user_errors(lambda: prompt_ids_for(pair, config, prompt, None)) if pair else None
+    if ids:
+        st.subheader("The real attention each drafter uses at the end of your prompt")
+        cols = st.columns(2)
+        for col, kind in zip(cols, ("blockwise", "maskquery")):
+            weights = ui.show_user_errors(lambda kind=kind: analysis.drafter_attention(config, pair, ids, kind))
+            if weights is not None:
+                window = weights.shape[1] - 1 - weights.shape[0]
+                title = "Blockwise: every head reads h[t] (shared)" if kind == "blockwise" else \
+                    "Mask-query: learned weights, one row per [MASK] (distinct)"
+                col.plotly_chart(figures.drafter_attention_figure(weights, title, window), width="stretch", key=f"attn_{kind}")
+        files = []
+        for kind in ("blockwise", "maskquery"):
+            path = default_weights(kind)
+            if path.is_file():
+                meta = load_drafter(str(path))[1]
+                files.append(dict(drafter=kind, file=f"specviz/weights/{path.name}", size_mb=round(path.stat().st_size / 1e6, 2),
+                                  k=meta.k, steps=meta.steps, seed=meta.seed, final_loss=round(meta.final_loss, 3),
+                                  command=meta.command))
+        st.dataframe(pd.DataFrame(files), hide_index=True, width="stretch")
+
+        st.subheader("Acceptance by position and draft cost, on the same prompts")
+        kinds = ["blockwise", "maskquery", "layerskip"] + (["model"] if pair.draft else [])
+        st.markdown(f"Each drafter decodes the same {analysis.COMPARE_PROMPTS_MAX} preset prompts (at most "
+                    f"{analysis.SWEEP_TOKENS_MAX} new tokens each) with the sidebar's rule and γ; the target alone decodes "
+                    "them too, for the end-to-end speedup. Draft cost is per round that drafted: the parallel drafters "
+                    "make one small pass, the autoregressive drafts make γ passes of a full (or nearly full) model.")
+        key = ui.trace_key(config, "|".join(ui.PROMPT_PRESETS.values()), "drafters", tuple(kinds))
+        if ui.result_store().get(key) is not None or st.button("Compare the drafters", type="primary"):
+            def compare(on_progress):
+                prompts = [prompt_ids_for(pair, config, p, None) for p in ui.PROMPT_PRESETS.values()]
+                return analysis.compare_drafters(config, pair, prompts, kinds, on_progress)
+
+            result = ui.remembered(key, compare, "Decoding")
+            if result is not None:
+                summary, by_position = result
+                st.plotly_chart(figures.acceptance_by_drafter_figure(by_position), width="stretch")
+                st.dataframe(summary, hide_index=True, width="stretch")
+                st.download_button("Download comparison (CSV)", pd.concat(
+                    [summary.assign(table="summary"), by_position.assign(table="by_position")]).to_csv(index=False),
+                    "specviz-drafters.csv", "text/csv")
