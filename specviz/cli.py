@@ -5,7 +5,7 @@ Examples::
     python -m specviz trace --prompt "Hello" --drafter layerskip --rule greedy --gamma 4 --out -
     python -m specviz trace --target ./big --draft ./small --drafter model --rule sample --samples 100
     python -m specviz generate --prompt "Write a haiku" --drafter ngram
-    python -m specviz train-drafter --kind blockwise --steps 600 --seed 0
+    python -m specviz train-drafter --kind blockwise --seed 0
 """
 
 from __future__ import annotations
@@ -66,10 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--target", default="embedded", help="target model spec (default: the embedded SmolLM2-135M-Instruct)")
     train.add_argument("--k", type=int, default=4, help="tokens drafted per pass (1-16)")
     train.add_argument("--window", type=int, default=32, help="mask-query: target states each query may attend to")
-    train.add_argument("--steps", type=int, default=600, help="optimiser steps")
+    train.add_argument("--steps", type=int, default=2000, help="optimiser steps")
     train.add_argument("--batch-size", type=int, default=32)
     train.add_argument("--lr", type=float, default=1e-3)
-    train.add_argument("--new-tokens", type=int, default=96, help="tokens the target generates per training prompt")
+    train.add_argument("--new-tokens", type=int, default=160, help="tokens the target generates per training prompt")
     train.add_argument("--prompts", default=None, help="prompts file, one per line (default: specviz/data/train_prompts.txt)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--device", default="auto")

@@ -47,6 +47,19 @@ def test_training_lowers_the_loss(tiny_weights, kind):
     assert np.mean(losses[-10:]) < 0.8 * np.mean(losses[:10])
 
 
+def test_training_examples_cover_the_generated_region_only(tiny_pair):
+    from specviz.training import Corpus, make_batch, training_examples
+
+    corpus = Corpus(sequences=[list(range(2, 14))], prompt_lens=[5])
+    examples = training_examples(corpus, k=3)
+    assert examples == [(0, j) for j in range(3, 8)]  # pending token j+1 >= the prompt's last; j+4 in range
+    states = [torch.arange(12.0)[:, None].expand(12, 4)]
+    memory, pending, teacher = make_batch([(0, 3)], corpus, states, 3, window=6)
+    assert memory[0, :, 0].tolist() == [0, 0, 0, 1, 2, 3]  # left-padded window ending at j = 3
+    assert pending.tolist() == [corpus.sequences[0][4]]
+    assert teacher[0, :, 0].tolist() == [4, 5, 6]  # the target's states whose logits give tokens j+2..j+4
+
+
 @pytest.mark.parametrize("kind", ["blockwise", "maskquery"])
 def test_greedy_is_exact_and_drafts_in_one_pass(tiny_dirs, tiny_pair, tiny_weights, kind):
     trace = speculative_decode(parallel_config(tiny_dirs, tiny_weights[0][kind], kind), prompt_ids=PROMPT,
