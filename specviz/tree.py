@@ -30,7 +30,6 @@ from .drafters import ForwardFn, KVCachedSequence, TreeLayout
 from .models import LoadedModel
 from .verify import Rule, Verdict, gumbel_top_k, residual_distribution
 
-TREE_MODES = ("constant", "beam")
 
 
 @dataclass
