@@ -21,6 +21,7 @@ from scipy.stats import chi2_contingency, chisquare
 from .config import PARALLEL_DRAFTERS, DecodeConfig
 from .drafters import KVCachedSequence, full_forward
 from .engine import ModelPair, autoregressive_decode, layer_skip_forward_for, parallel_drafter, rule_for, speculative_decode
+from .parallel_drafters import draft_logits, target_states, window_memory
 from .theory import expected_speedup, expected_tokens_per_round
 from .trace import NOT_VERIFIED, Trace
 from .verify import BrokenResidualRule, GreedyRule, SpeculativeSamplingRule, TopBetaRule, one_hot
@@ -119,19 +120,17 @@ def _one_token_ms(loaded, forward, prefix: list[int], repeats: int) -> float:
     return statistics.median(times[1:]) * 1e3
 
 
-def _prefix_states(pair: ModelPair, prefix: list[int]) -> torch.Tensor:
-    """The target's final hidden states over ``prefix[:-1]`` (what a run's cache would hold), float32."""
-    with pair.target.lock, torch.inference_mode():
-        ids = torch.tensor([prefix[:-1]], device=pair.target.device)
-        return pair.target.model.model(input_ids=ids).last_hidden_state[0].float()
+def _parallel_inputs(config: DecodeConfig, pair: ModelPair, prefix: list[int]):
+    """(drafter, memory): a parallel drafter and the target-state window it reads after ``prefix``
+    (the states of prefix[:-1], as a run's cache would hold them; prefix[-1] is the pending token)."""
+    drafter = parallel_drafter(config, pair, KVCachedSequence(pair.target.model.config))
+    states = target_states(pair.target, prefix[:-1])
+    return drafter, window_memory(states, len(prefix) - 1, drafter.meta.window)
 
 
 def _parallel_logits(config: DecodeConfig, pair: ModelPair, prefix: list[int]) -> torch.Tensor:
     """A parallel drafter's logits (k, V) after ``prefix``: one pass over the target's states."""
-    from .parallel_drafters import draft_logits, window_memory
-
-    drafter = parallel_drafter(config, pair, KVCachedSequence(pair.target.model.config))
-    memory = window_memory(_prefix_states(pair, prefix), len(prefix) - 1, drafter.meta.window)
+    drafter, memory = _parallel_inputs(config, pair, prefix)
     return draft_logits(drafter.module, pair.target, memory, prefix[-1])
 
 
@@ -142,11 +141,12 @@ def cost_ratio(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats
     its k tokens (on states the verification pass already computed), so its c is that pass over k."""
     target_ms = _one_token_ms(pair.target, full_forward, prefix, repeats)
     if config.drafter in PARALLEL_DRAFTERS:
-        _parallel_logits(config, pair, prefix)  # warm-up (loads the weights)
+        drafter, memory = _parallel_inputs(config, pair, prefix)  # the states come from verification: not timed
+        draft_logits(drafter.module, pair.target, memory, prefix[-1])  # warm-up
         times = []
         for _ in range(repeats):
             started = time.perf_counter()
-            k = len(_parallel_logits(config, pair, prefix))
+            k = len(draft_logits(drafter.module, pair.target, memory, prefix[-1]))
             times.append((time.perf_counter() - started) * 1e3 / k)
         return statistics.median(times) / target_ms
     draft = _draft_forward(config, pair)
@@ -391,10 +391,7 @@ COMPARE_PROMPTS_MAX = 4
 def drafter_attention(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], kind: str) -> np.ndarray:
     """The attention pattern a parallel drafter uses at the end of the prompt: (k, window + 1 + k),
     one row per drafted slot, over [target states ..., pending token, slots ...]."""
-    from .parallel_drafters import window_memory
-
-    drafter = parallel_drafter(config.replace(drafter=kind), pair, KVCachedSequence(pair.target.model.config))
-    memory = window_memory(_prefix_states(pair, prompt_ids), len(prompt_ids) - 1, drafter.meta.window)
+    drafter, memory = _parallel_inputs(config.replace(drafter=kind), pair, prompt_ids)
     with pair.target.lock, torch.inference_mode():
         pending = pair.target.model.get_input_embeddings()(torch.tensor([prompt_ids[-1]], device=pair.target.device))
         return drafter.module.attention(memory[None], pending.float())[0].cpu().numpy()

@@ -142,6 +142,14 @@ def default_weights(kind: str) -> Path:
     return WEIGHTS_DIR / f"smollm2-135m-{kind}.safetensors"
 
 
+def target_states(target: LoadedModel, ids: list[int]) -> torch.Tensor:
+    """The target's final (normed) hidden states (T, H) over ``ids``, float32 on the target's device:
+    what a run's target cache holds for those positions, and what the drafters train on."""
+    with target.lock, torch.inference_mode():
+        out = target.model.model(input_ids=torch.tensor([ids], device=target.device))
+    return out.last_hidden_state[0].float()
+
+
 def window_memory(states: torch.Tensor, end: int, window: int) -> torch.Tensor:
     """The ``window`` states ending at position ``end - 1`` (W, H), left-padded with the first state
     when the sequence is shorter: the same view in training and in drafting."""
@@ -174,10 +182,10 @@ class ParallelDrafter:
     target: LoadedModel
     target_state: KVCachedSequence
     vocab_size: int
-    kind: str = "parallel"
 
-    def __post_init__(self) -> None:
-        self.kind = self.meta.kind
+    @property
+    def kind(self) -> str:
+        return self.meta.kind
 
     def propose(self, context: list[int], max_tokens: int, rule: Rule, generator: torch.Generator) -> DraftBlock:
         t = len(context) - 1  # number of positions whose states are needed (all but the pending token)

@@ -28,7 +28,7 @@ from tqdm import tqdm
 from .config import DecodeConfig
 from .engine import ModelPair, autoregressive_decode
 from .models import LoadedModel, cache_root, encode_prompt
-from .parallel_drafters import DrafterMeta, build_module, save_drafter, window_memory
+from .parallel_drafters import DrafterMeta, build_module, save_drafter, target_states, window_memory
 
 PROMPTS_FILE = Path(__file__).parent / "data" / "train_prompts.txt"
 
@@ -61,13 +61,6 @@ def generate_corpus(target: LoadedModel, prompts: list[str], new_tokens: int, pr
     return corpus
 
 
-def sequence_states(target: LoadedModel, ids: list[int]) -> torch.Tensor:
-    """Final (normed) hidden states (T, H) of the target over a whole sequence, float32 on the CPU."""
-    with target.lock, torch.inference_mode():
-        out = target.model.model(input_ids=torch.tensor([ids], device=target.device))
-    return out.last_hidden_state[0].float().cpu()
-
-
 def training_examples(corpus: Corpus, k: int) -> list[tuple[int, int]]:
     """(sequence, j) pairs where drafting really happens (pending token j+1 generated, or the prompt's
     last) with states up to j and targets j+2 .. j+1+k all present."""
@@ -93,7 +86,7 @@ def train_drafter(kind: str, target: LoadedModel, corpus: Corpus, *, k: int = 4,
     torch.manual_seed(seed)
     rng = random.Random(seed)
     device = target.device
-    states = [sequence_states(target, ids).to(device) for ids in corpus.sequences]
+    states = [target_states(target, ids) for ids in corpus.sequences]
     examples = training_examples(corpus, k)
     hidden = states[0].shape[-1]
     module = build_module(kind, hidden, k, window).to(device)
