@@ -98,3 +98,18 @@ def test_parallel_drafters_page_on_the_embedded_model(embedded):
     assert not at.exception and not at.error
     summary = at.dataframe[1].value
     assert list(summary.drafter)[:2] == ["Blockwise heads", "Mask-query (Spec-Drafter)"]
+
+
+@pytest.mark.parametrize("page", ["round_view", "metrics", "gamma_sweep", "compare_rules", "losslessness", "parallel",
+                                  "recursive"])
+def test_every_page_runs_on_the_embedded_default(embedded, page):
+    """No hub, no injected models: the default pair, every button pressed once."""
+    at = open_page({"max_new_tokens": "6", "prompt": "Name three colours."}, page)
+    for _ in range(len(at.button)):
+        buttons = [b for b in at.button if not b.disabled and not (b.key or "").startswith("nav_")]
+        if not buttons:
+            break
+        buttons[-1].click().run()
+        assert not at.exception
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.get("plotly_chart") or at.dataframe or at.metric
