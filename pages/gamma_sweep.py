@@ -3,14 +3,17 @@
 import streamlit as st
 
 from specviz import analysis, figures, theory, ui
+from specviz.config import ConfigError
 from specviz.engine import prompt_ids_for
+from specviz.verify import ALPHA_DEFINITIONS
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Gamma sweep: which block size pays?")
 st.markdown("Each block size γ runs the sidebar's configuration once (at most "
             f"{analysis.SWEEP_GAMMAS_MAX} values of γ and {analysis.SWEEP_TOKENS_MAX} new tokens per run). The theory "
-            "curves use each run's measured α and the draft/target cost ratio **c** measured on this device: "
-            "E[tokens/round] = (1 − α^(γ+1)) / (1 − α) and speedup = (1 − α^(γ+1)) / ((1 − α)(γc + 1)).")
+            "curves use each run's measured α, each round's realised block size k (the last rounds are clipped by the "
+            "token budget) and the draft/target cost ratio **c** measured on this device: "
+            "E[tokens/round] = (1 − α^(k+1)) / (1 − α) and speedup = Σ (1 − α^(k+1)) / (1 − α) over Σ (kc + 1).")
 gammas = st.multiselect("Block sizes γ", list(range(1, 17)), default=[1, 2, 3, 4, 6, 8], max_selections=analysis.SWEEP_GAMMAS_MAX)
 if config is not None and gammas:
     key = ui.trace_key(config, prompt, "sweep", tuple(sorted(gammas)))
@@ -30,7 +33,7 @@ if config is not None and gammas:
         best_theory = theory.best_gamma(alpha, c, 16)
         cols = st.columns(4)
         cols[0].metric("cost ratio c (draft / target forward)", f"{c:.3f}")
-        cols[1].metric("mean α over runs", f"{alpha:.3f}")
+        cols[1].metric(f"mean α over runs ({config.rule})", f"{alpha:.3f}", help=ALPHA_DEFINITIONS[config.rule])
         cols[2].metric("best γ measured", best_measured)
         cols[3].metric("best γ in theory", best_theory)
         st.plotly_chart(figures.gamma_sweep_figure(table, best_measured, best_theory), width="stretch")
@@ -39,3 +42,23 @@ if config is not None and gammas:
                     "as the target) the best γ is the smallest, and no γ beats autoregressive decoding.")
         st.dataframe(table, width="stretch", hide_index=True)
         st.download_button("Download sweep (CSV)", table.to_csv(index=False), "specviz-gamma-sweep.csv", "text/csv")
+
+st.subheader("Draft vocabulary: what the head size K does (FR-Spec)")
+st.markdown("On a CPU most of a small draft's time is its output head over the whole vocabulary. FR-Spec (Zhao et al. 2025) "
+            "lets the draft score only its K most frequent tokens: q is zero elsewhere, so every rule stays exact, and a "
+            "token outside the K can only be rejected. Smaller K: cheaper drafts (lower c), slightly lower α.")
+if config is not None and config.drafter == "model":
+    vocab_key = ui.trace_key(config, prompt, "vocab-sweep")
+    if ui.result_store().get(vocab_key) is not None or st.button("Compare head sizes", key="vocab_sweep"):
+        def compute_vocab(on_progress):
+            pair = ui.pair_for(config)
+            if pair.draft.vocab_ranking is None:
+                raise ConfigError(f"{pair.draft.name} ships no token frequency ranking, so its head cannot be trimmed")
+            return analysis.vocab_sweep(config, pair, prompt_ids_for(pair, config, prompt, None), on_progress=on_progress)
+
+        vocab_table = ui.remembered(vocab_key, compute_vocab, "Comparing head sizes")
+        if vocab_table is not None:
+            st.plotly_chart(figures.vocab_sweep_figure(vocab_table), width="stretch")
+            st.dataframe(vocab_table, width="stretch", hide_index=True)
+else:
+    st.info("Pick the draft-model drafter to compare draft head sizes.")

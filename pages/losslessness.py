@@ -4,58 +4,77 @@ from collections import Counter
 
 import streamlit as st
 
-from specviz import analysis, figures, ui
+from specviz import figures, lab, ui
 from specviz.engine import prompt_ids_for
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Losslessness lab")
 st.markdown("Speculative sampling emits each token exactly as the target would sample it (Leviathan et al. 2023, Thm. 3.5): "
-            "accept x ~ q with probability min(1, p(x)/q(x)), otherwise sample from norm(max(0, p − q)). Here the first "
-            "tokens are sampled many times three ways: **speculative sampling**, **plain target sampling**, and a "
-            "**broken rule** that resamples from p instead of the residual after a rejection. A chi-square test compares "
-            "each with the target's exact probabilities (first token) and with plain sampling (every position). "
-            f"Limits: at most {analysis.LAB_SAMPLES_MAX} samples and {analysis.LAB_TOKENS_MAX} tokens. "
-            "The sidebar's temperature, top-k, top-p and drafter are used; the rule is always sampling.")
-left, right = st.columns(2)
-samples = left.slider("Samples per arm (N)", 20, analysis.LAB_SAMPLES_MAX, 100, step=10)
-tokens = right.slider("Tokens per sample (M)", 1, analysis.LAB_TOKENS_MAX, 1)
+            "accept x ~ q with probability min(1, p(x)/q(x)), otherwise sample from norm(max(0, p − q)). Three arms, each "
+            "with its own random stream: **speculative sampling**, **plain target sampling**, and a **broken rule** that "
+            "resamples from p instead of the residual after a rejection. The sidebar's drafter, temperature, top-k and "
+            "top-p are used; the rule is always sampling.")
+st.subheader("1 · The first drafted token: exact law, many samples")
+st.markdown("At a fixed context p and q are fixed, so each arm's law is exact: P(x) = min(p, q)(x) + (1 − Σ min(p, q)) c(x), "
+            "where c is what a rejection resamples from (the residual: then P = p; the broken rule's p: then P leans toward "
+            "the draft). The rule itself is run N times on that p and q, vectorised, with no model call per sample.")
+n = st.select_slider("Samples per arm (N)", [1_000, 5_000, 20_000, 50_000, 100_000], value=20_000, key="lab_n")
 if config is not None:
     lab_config = config.replace(rule="sample")
-    key = ui.trace_key(lab_config, prompt, "lab", samples, tokens)
-    if ui.result_store().get(key) is None and not st.button("Draw the samples", type="primary"):
-        st.info("Press the button to sample (each sample runs a short speculative decode, a plain one and a broken one).")
-        st.stop()
 
-    def compute(on_progress):
+    def compute_exact(on_progress):
         pair = ui.pair_for(lab_config)
-        ids = prompt_ids_for(pair, lab_config, prompt, None)
-        table = analysis.sample_first_tokens(lab_config, pair, ids, samples, tokens, on_progress)
-        return table, analysis.first_token_probs(lab_config, pair, ids), pair.target.tokenizer
+        result = lab.exact_lab(lab_config, pair, prompt_ids_for(pair, lab_config, prompt, None), n, seed=lab_config.seed)
+        return result, pair.target.tokenizer
 
-    result = ui.remembered(key, compute, "Sampling")
-    if result is not None:
-        table, probs, tokenizer = result
-        first = table[table.position == 1]
-        arms = {arm: first[first.arm == arm].token_id.tolist() for arm in analysis.ARMS}
-        cols = st.columns(3)
-        for col, (arm, ids) in zip(cols, arms.items()):
-            p_value = analysis.goodness_of_fit(ids, probs)
-            col.metric(f"{arm}: χ² p-value vs exact p", f"{p_value:.3g}",
-                       delta="consistent" if p_value > 0.01 else "rejected at 1%", delta_color="normal" if p_value > 0.01 else "inverse")
-        top = probs.topk(10)
-        exact = {int(i): float(v) for v, i in zip(top.values, top.indices)}
-        labels = {i: f"{tokenizer.decode([i])!r}" for i in exact}
-        st.plotly_chart(figures.lab_histogram_figure({a: Counter(ids) for a, ids in arms.items()}, exact, labels, samples),
-                        width="stretch")
-        st.markdown("A p-value is the chance of a deviation at least this large if the sampler were exact. Speculative "
-                    "and plain sampling should give p-values spread uniformly (rarely below 0.01); the broken rule's "
-                    "p-value collapses once N is large enough to see its bias toward tokens the draft favours.")
-        rows = []
-        for position in range(1, tokens + 1):
-            at = table[table.position == position]
-            plain = at[at.arm == "target sampling"].token_id.tolist()
-            rows.append({"position": position,
-                         "speculative vs plain (χ² p)": analysis.two_sample_p(at[at.arm == "speculative sampling"].token_id.tolist(), plain),
-                         "broken vs plain (χ² p)": analysis.two_sample_p(at[at.arm == "broken rule"].token_id.tolist(), plain)})
-        st.dataframe(rows, hide_index=True)
-        st.download_button("Download samples (CSV)", table.to_csv(index=False), "specviz-samples.csv", "text/csv")
+    computed = ui.remembered(ui.trace_key(lab_config, prompt, "exact-lab", n), compute_exact, "Sampling the first drafted token")
+    if computed is not None:
+        result, tokenizer = computed
+        if result is None:
+            st.info("This drafter proposes nothing at this prompt (no n-gram match), so there is no drafted token to test.")
+        else:
+            if lab_config.drafter in ("blockwise", "maskquery"):
+                st.caption(f"A parallel drafter drafts from round 2, so this is the token after the prompt and the "
+                           f"target's top token {tokenizer.decode(result.position.context[-1:])!r}.")
+            cols = st.columns(4)
+            for col, (arm, p_value) in zip(cols, result.p_values.items()):
+                col.metric(f"{arm}: χ² p-value vs p", f"{p_value:.3g}", delta="consistent" if p_value > 0.01 else "rejected at 1%",
+                           delta_color="normal" if p_value > 0.01 else "inverse")
+            cols[3].metric("power against the broken rule", f"{result.broken_power:.1%}",
+                           help="the chance this test rejects the broken rule at this N (1% level), from its exact law")
+            top = result.position.target_probs.topk(10)
+            exact = {int(i): float(v) for v, i in zip(top.values, top.indices)}
+            labels = {i: f"{tokenizer.decode([i])!r}" for i in exact}
+            st.plotly_chart(figures.lab_histogram_figure({a: Counter(ids) for a, ids in result.samples.items()}, exact, labels,
+                                                         result.n, result.laws["broken rule"]), width="stretch")
+            st.markdown("**What the test can show**: a rule whose law differs from p by more than sampling noise at this N "
+                        "(the power above says how likely that is for the broken rule). **What it cannot**: a p-value above "
+                        "1% does not prove a rule exact, only that no difference this test can see at this N exists; it "
+                        "checks one position at one context, and rare tokens are pooled into one bin. Exactness for every "
+                        "context is what the theorem proves; the lab shows it at work, and shows a bug being caught.")
+
+    st.subheader("2 · Later positions: real decoding")
+    st.markdown(f"From the second token on, the context depends on earlier draws, so each sample is a real decode (at most "
+                f"{lab.SEQUENCE_SAMPLES_MAX} per arm and {lab.SEQUENCE_TOKENS_MAX} tokens). Each position is compared with "
+                "plain sampling by a two-sample χ² test.")
+    left, right = st.columns(2)
+    samples = left.slider("Decodes per arm", 20, lab.SEQUENCE_SAMPLES_MAX, 100, step=10, key="lab_samples")
+    tokens = right.slider("Tokens per decode (M)", 2, lab.SEQUENCE_TOKENS_MAX, 2, key="lab_tokens")
+    key = ui.trace_key(lab_config, prompt, "lab-sequences", samples, tokens)
+    if ui.result_store().get(key) is not None or st.button("Decode the samples", type="primary", key="lab_decode"):
+        def compute_sequences(on_progress):
+            pair = ui.pair_for(lab_config)
+            return lab.sample_sequences(lab_config, pair, prompt_ids_for(pair, lab_config, prompt, None), samples, tokens,
+                                        on_progress)
+
+        table = ui.remembered(key, compute_sequences, "Decoding")
+        if table is not None:
+            rows = []
+            for position in range(1, tokens + 1):
+                at = table[table.position == position]
+                plain = at[at.arm == "target sampling"].token_id.tolist()
+                rows.append({"position": position,
+                             "speculative vs plain (χ² p)": lab.two_sample_p(at[at.arm == "speculative sampling"].token_id.tolist(), plain),
+                             "broken vs plain (χ² p)": lab.two_sample_p(at[at.arm == "broken rule"].token_id.tolist(), plain)})
+            st.dataframe(rows, hide_index=True)
+            st.download_button("Download samples (CSV)", table.to_csv(index=False), "specviz-samples.csv", "text/csv")

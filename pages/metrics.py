@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from specviz import analysis, figures, ui
+from specviz.verify import ALPHA_DEFINITIONS
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Metrics and theory")
@@ -12,12 +13,17 @@ st.caption("Convention: **target p**, **draft q** (Leviathan et al. 2023). The n
 trace = ui.get_trace(config, prompt) if config else None
 if trace is not None and trace.rounds:
     check = analysis.theory_check(trace)
-    cols = st.columns(4)
-    cols[0].metric("α (mean Σ min(p, q))", f"{check.alpha:.3f}")
+    cols = st.columns(5)
+    cols[0].metric(f"α ({config.rule})", f"{check.alpha:.3f}", help=ALPHA_DEFINITIONS[config.rule])
     cols[1].metric("tokens per round, measured", f"{check.measured_tokens_per_round:.2f}")
-    cols[2].metric("(1 − α^(γ+1)) / (1 − α)", f"{check.expected_tokens_per_round:.2f}")
-    cols[3].metric("target passes", check.target_passes, delta=f"{check.target_passes - check.autoregressive_passes} vs autoregressive",
+    cols[2].metric("(1 − α^(k+1)) / (1 − α), realised k", f"{check.expected_tokens_per_round:.2f}",
+                   help=f"Eq. 1 at each round's realised block size k (mean k = {check.mean_block:.2f}, configured γ = {config.gamma})")
+    cols[3].metric("mean acceptance length (vLLM)", f"{check.mean_acceptance_length:.2f}",
+                   help="1 + accepted drafted tokens per drafting round")
+    cols[4].metric("target passes", check.target_passes, delta=f"{check.target_passes - check.autoregressive_passes} vs autoregressive",
                    delta_color="inverse")
+    st.caption(f"{ALPHA_DEFINITIONS[config.rule]}. The theory uses it with each round's realised block size: rounds near "
+               "max new tokens are clipped, trees draft their depth, parallel drafters nothing in round 1.")
 
     by_position = analysis.acceptance_by_position(trace)
     left, right = st.columns(2)
@@ -28,24 +34,35 @@ if trace is not None and trace.rounds:
     per_round = analysis.tokens_per_round(trace)
     right.plotly_chart(figures.tokens_per_round_figure(per_round, check.measured_tokens_per_round,
                                                        check.expected_tokens_per_round), width="stretch")
-    right.markdown("A round emits its accepted prefix plus one token from the target, so 1 to γ+1 tokens. With acceptance "
-                   "rate α the expectation is **(1 − α^(γ+1)) / (1 − α)** (Leviathan et al. 2023, Eq. 1); α is "
-                   "estimated as the mean over verified positions of Σₓ min(p(x), q(x)), the chance a fresh draft is accepted.")
+    right.markdown("A round emits its accepted prefix plus one token from the target, so 1 to k+1 tokens for a block of k. "
+                   "With acceptance rate α the expectation is **(1 − α^(k+1)) / (1 − α)** (Leviathan et al. 2023, Eq. 1), "
+                   f"averaged here over the rounds' realised k. {ALPHA_DEFINITIONS[config.rule]}.")
+    lengths = analysis.accepted_lengths(trace)
+    left, right = st.columns(2)
+    left.plotly_chart(figures.accepted_lengths_figure(lengths), width="stretch")
+    left.markdown("This request's accepted drafted tokens per drafting round (0: the first guess was already wrong). "
+                  "vLLM reports the same as the mean acceptance length, 1 + the mean of this histogram.")
+    right.dataframe(by_position.rename(columns={"acceptance_rate": "conditional acceptance (given 1..i−1 accepted)",
+                                                "accepted_per_draft": "accepted per drafting round (vLLM)"}),
+                    hide_index=True, width="stretch")
 
     st.subheader("Wall-clock speedup, measured in this process")
     pair = ui.show_user_errors(lambda: ui.pair_for(config))
     timing = ui.remembered(ui.trace_key(config, prompt, "speedup"),
                            lambda on_progress: analysis.measured_speedup(trace, pair), "Autoregressive baseline") if pair else None
     if timing:
-        spec_s, ar_s = timing
-        cols = st.columns(3)
-        cols[0].metric("speculative (with recording)", f"{spec_s:.2f} s")
-        cols[1].metric("target alone, autoregressive", f"{ar_s:.2f} s")
-        cols[2].metric("speedup", f"{ar_s / spec_s:.2f}×")
+        cols = st.columns(5)
+        cols[0].metric("speculative (with recording)", f"{timing.speculative_s:.2f} s")
+        cols[1].metric("target alone, autoregressive", f"{timing.autoregressive_s:.2f} s")
+        cols[2].metric("speedup, measured", f"{timing.measured:.2f}×")
+        cols[3].metric("cost ratio c (draft / target token)", f"{timing.cost_ratio:.3f}")
+        cols[4].metric("speedup, theory", f"{timing.expected:.2f}×",
+                       help="Σ_r (1 − α^(k_r+1)) / (1 − α) over Σ_r (k_r c + 1): Leviathan et al. Thm. 3.8 at the realised blocks")
         st.markdown(f"Both runs decode {len(trace.output_ids)} tokens of the same prompt with the same target on "
-                    f"{trace.models['device']}. The speedup is (1 − α^(γ+1)) / ((1 − α)(γc + 1)) in theory, where c is the "
-                    "draft/target cost ratio: a draft that costs nearly as much as the target (a layer-skip draft that "
-                    "skips few layers) cannot pay, however often it is accepted.")
+                    f"{trace.models['device']}. In theory the speedup is (1 − α^(k+1)) / ((1 − α)(kc + 1)) for blocks of k, "
+                    "where c is the draft/target cost ratio measured now: a draft that costs nearly as much as the target "
+                    "(a layer-skip draft that skips few layers) cannot pay, however often it is accepted.")
     st.download_button("Download metrics (CSV)", pd.concat(
-        [by_position.assign(table="acceptance_by_position"), per_round.assign(table="tokens_per_round")]).to_csv(index=False),
+        [by_position.assign(table="acceptance_by_position"), per_round.assign(table="tokens_per_round"),
+         lengths.assign(table="accepted_lengths")]).to_csv(index=False),
         "specviz-metrics.csv", "text/csv")

@@ -20,9 +20,9 @@ from scipy.stats import chi2_contingency, chisquare
 
 from .config import PARALLEL_DRAFTERS, DecodeConfig
 from .drafters import KVCachedSequence, full_forward
-from .engine import ModelPair, autoregressive_decode, layer_skip_forward_for, parallel_drafter, rule_for, speculative_decode
+from .engine import ModelPair, autoregressive_decode, draft_forward_for, layer_skip_forward_for, parallel_drafter, rule_for, speculative_decode
 from .parallel_drafters import draft_logits, target_states, window_memory
-from .theory import expected_speedup, expected_tokens_per_round
+from .theory import expected_speedup_for_blocks, expected_tokens_for_blocks
 from .trace import NOT_VERIFIED, Trace
 from .verify import BrokenResidualRule, GreedyRule, SpeculativeSamplingRule, TopBetaRule, one_hot
 
@@ -46,9 +46,12 @@ def _tick(on_progress: Progress, done: int, total: int) -> None:
 
 
 def acceptance_by_position(trace: Trace) -> pd.DataFrame:
-    """Per drafted position i (1-based): how often it was verified, accepted, and the rate."""
-    verified, accepted = Counter(), Counter()
+    """Per drafted position i (1-based), as vLLM reports acceptance:
+    ``acceptance_rate`` = accepted_i / verified_i, conditional on tokens 1..i-1 accepted;
+    ``accepted_per_draft`` = accepted_i / rounds that drafted at least i tokens (vLLM's per-position rate)."""
+    verified, accepted, drafted = Counter(), Counter(), Counter()
     for r in trace.rounds:
+        drafted.update(range(1, len(r.draft) + 1))
         for pos in r.draft:
             if pos.status != NOT_VERIFIED:
                 verified[pos.index + 1] += 1
@@ -59,6 +62,7 @@ def acceptance_by_position(trace: Trace) -> pd.DataFrame:
         "verified": [verified[i] for i in positions],
         "accepted": [accepted[i] for i in positions],
         "acceptance_rate": [accepted[i] / verified[i] for i in positions],
+        "accepted_per_draft": [accepted[i] / drafted[i] for i in positions],
     })
 
 
@@ -69,29 +73,58 @@ def tokens_per_round(trace: Trace) -> pd.DataFrame:
     return pd.DataFrame({"tokens": sizes, "rounds": [counts.get(k, 0) for k in sizes]})
 
 
+def accepted_lengths(trace: Trace) -> pd.DataFrame:
+    """This request's histogram of accepted drafted tokens per drafting round (0 .. the largest block)."""
+    counts = Counter(r.accepted_count for r in trace.rounds if r.drafted_count)
+    largest = max((len(r.draft) for r in trace.rounds), default=0)
+    return pd.DataFrame({"accepted": list(range(largest + 1)), "rounds": [counts.get(k, 0) for k in range(largest + 1)]})
+
+
+def realised_blocks(trace: Trace) -> list[int]:
+    """Tokens each round drafted in a chain (trees: their depth, the longest path a round can accept)."""
+    return [max((n.depth for n in r.tree.nodes), default=0) if r.tree else len(r.draft) for r in trace.rounds]
+
+
 @dataclass(frozen=True)
 class TheoryCheck:
-    alpha: float  # mean of sum(min(p, q)) over verified positions
-    gamma: int
+    alpha: float  # mean over verified positions of the rule's own alpha (ALPHA_DEFINITIONS)
+    mean_block: float  # mean realised block size k_r
     measured_tokens_per_round: float
-    expected_tokens_per_round: float
+    expected_tokens_per_round: float  # Eq. 1 averaged over the realised blocks
+    mean_acceptance_length: float  # vLLM: 1 + accepted per drafting round
     target_passes: int
     autoregressive_passes: int
+    blocks: tuple[int, ...]
 
 
 def theory_check(trace: Trace) -> TheoryCheck:
-    """Measured mean tokens per round next to (1 - alpha^(gamma+1)) / (1 - alpha)."""
-    gamma = int(trace.config["gamma"])
-    alpha = trace.stats.alpha_estimate
-    return TheoryCheck(alpha, gamma, trace.stats.mean_tokens_per_round, expected_tokens_per_round(alpha, gamma),
-                       trace.stats.target_forward_passes, trace.stats.autoregressive_forward_passes)
+    """Measured mean tokens per round next to (1 - alpha^(k_r+1)) / (1 - alpha) at each realised k_r."""
+    alpha, blocks = trace.stats.alpha_estimate, realised_blocks(trace)
+    return TheoryCheck(alpha, sum(blocks) / max(1, len(blocks)), trace.stats.mean_tokens_per_round,
+                       expected_tokens_for_blocks(alpha, blocks), trace.stats.mean_acceptance_length,
+                       trace.stats.target_forward_passes, trace.stats.autoregressive_forward_passes, tuple(blocks))
 
 
-def measured_speedup(trace: Trace, pair: ModelPair, repeats: int = 1) -> tuple[float, float]:
-    """(speculative seconds, autoregressive seconds) for the same target, prompt and length, this process."""
+@dataclass(frozen=True)
+class SpeedupCheck:
+    speculative_s: float
+    autoregressive_s: float
+    cost_ratio: float  # c measured here
+    expected: float  # the theory at the trace's alpha, realised blocks and c
+
+    @property
+    def measured(self) -> float:
+        return self.autoregressive_s / self.speculative_s
+
+
+def measured_speedup(trace: Trace, pair: ModelPair, repeats: int = 1) -> SpeedupCheck:
+    """The target alone against the trace's own wall time (same target, prompt and length, this process),
+    with the theory's speedup at the trace's alpha, realised blocks and the c measured now."""
     config = DecodeConfig.from_dict(trace.config).replace(max_new_tokens=max(1, len(trace.output_ids)))
     ar_seconds = statistics.median(autoregressive_decode(config, pair, trace.prompt_ids)[1] for _ in range(repeats))
-    return trace.stats.wall_ms / 1e3, ar_seconds
+    c = cost_ratio(config, pair, trace.prompt_ids + trace.output_ids[:1])
+    expected = expected_speedup_for_blocks(trace.stats.alpha_estimate, realised_blocks(trace), c)
+    return SpeedupCheck(trace.stats.wall_ms / 1e3, ar_seconds, c, expected)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,7 +134,7 @@ def measured_speedup(trace: Trace, pair: ModelPair, repeats: int = 1) -> tuple[f
 def _draft_forward(config: DecodeConfig, pair: ModelPair):
     """(model, forward) that drafts for this config, or None for the model-free n-gram drafter."""
     if config.drafter == "model":
-        return pair.draft, full_forward
+        return pair.draft, draft_forward_for(config, pair.draft)
     if config.drafter == "layerskip":
         return pair.target, layer_skip_forward_for(config, pair)
     return None
@@ -109,7 +142,7 @@ def _draft_forward(config: DecodeConfig, pair: ModelPair):
 
 def _one_token_ms(loaded, forward, prefix: list[int], repeats: int) -> float:
     """Median milliseconds of one cached one-token forward after ``prefix``."""
-    state = KVCachedSequence(loaded.model.config)
+    state = KVCachedSequence()
     state.feed(forward, loaded, prefix[:-1], 1)
     times = []
     for _ in range(repeats + 1):
@@ -123,7 +156,7 @@ def _one_token_ms(loaded, forward, prefix: list[int], repeats: int) -> float:
 def _parallel_inputs(config: DecodeConfig, pair: ModelPair, prefix: list[int]):
     """(drafter, memory): a parallel drafter and the target-state window it reads after ``prefix``
     (the states of prefix[:-1], as a run's cache would hold them; prefix[-1] is the pending token)."""
-    drafter = parallel_drafter(config, pair, KVCachedSequence(pair.target.model.config))
+    drafter = parallel_drafter(config, pair, KVCachedSequence())
     states = target_states(pair.target, prefix[:-1])
     return drafter, window_memory(states, len(prefix) - 1, drafter.meta.window)
 
@@ -164,24 +197,51 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
     """
     gammas = sorted(set(gammas))[:SWEEP_GAMMAS_MAX]
     config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX))
-    total = len(gammas) + 2
+    steps = len(gammas) + 2  # the baseline, c, then one run per gamma
+
+    def tick(done: int, text: str) -> None:
+        if on_progress:
+            on_progress(done, steps, text)
+
+    tick(0, "the target alone (baseline)")
     ar_ids, ar_seconds = autoregressive_decode(config, pair, prompt_ids)
-    _tick(on_progress, 1, total)
+    tick(1, "measuring the cost ratio c")
     c = cost_ratio(config, pair, prompt_ids + ar_ids[:1])
-    _tick(on_progress, 2, total)
     rows = []
     for i, gamma in enumerate(gammas):
+        tick(2 + i, f"γ = {gamma} ({i + 1} of {len(gammas)} block sizes)")
         trace = speculative_decode(config.replace(gamma=gamma), prompt_ids=prompt_ids, pair=pair)
-        s = trace.stats
+        s, blocks = trace.stats, realised_blocks(trace)
         ar_same_length = ar_seconds * s.new_tokens / max(1, len(ar_ids))
         rows.append(dict(
-            gamma=gamma, alpha=s.alpha_estimate, acceptance_rate=s.acceptance_rate,
-            tokens_per_round=s.mean_tokens_per_round, expected_tokens_per_round=expected_tokens_per_round(s.alpha_estimate, gamma),
-            speedup=ar_same_length / (s.wall_ms / 1e3), expected_speedup=expected_speedup(s.alpha_estimate, gamma, c),
+            gamma=gamma, alpha=s.alpha_estimate, acceptance_rate=s.acceptance_rate, mean_block=sum(blocks) / max(1, len(blocks)),
+            tokens_per_round=s.mean_tokens_per_round, expected_tokens_per_round=expected_tokens_for_blocks(s.alpha_estimate, blocks),
+            speedup=ar_same_length / (s.wall_ms / 1e3), expected_speedup=expected_speedup_for_blocks(s.alpha_estimate, blocks, c),
             target_passes=s.target_forward_passes, new_tokens=s.new_tokens, wall_s=s.wall_ms / 1e3,
         ))
-        _tick(on_progress, i + 3, total)
+    tick(steps, f"done: {len(gammas)} block sizes")
     return pd.DataFrame(rows), c, ar_seconds
+
+
+VOCAB_SIZES = (1024, 2048, 4096, 8192, 16384, 0)  # FR-Spec head sizes compared (0: the whole vocabulary)
+
+
+def vocab_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], sizes=VOCAB_SIZES,
+                on_progress: Progress = None) -> pd.DataFrame:
+    """What the draft head's size K does (Zhao et al. 2025): c measured here, the rule's alpha on this
+    prompt, and the theory's speedup at the config's gamma for each K (draft-model drafter only)."""
+    config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX), drafter="model")
+    rows = []
+    for i, k in enumerate(sizes):
+        if on_progress:
+            on_progress(i, len(sizes), f"K = {k or 'all'} ({i + 1} of {len(sizes)})")
+        sized = config.replace(draft_vocab=k)
+        trace = speculative_decode(sized, prompt_ids=prompt_ids, pair=pair)
+        c = cost_ratio(sized, pair, prompt_ids + trace.output_ids[:1])
+        alpha, blocks = trace.stats.alpha_estimate, realised_blocks(trace)
+        rows.append(dict(draft_vocab=k or pair.vocab_size, cost_ratio=c, alpha=alpha, tokens_per_round=trace.stats.mean_tokens_per_round,
+                         expected_speedup=expected_speedup_for_blocks(alpha, blocks, c), tokens_per_s=trace.stats.tokens_per_s))
+    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -192,14 +252,14 @@ def score_draft(config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_
     """Target logits at the k+1 positions after ``prefix`` (one pass over prefix + draft) and the
     draft's logits at the k drafted positions (one teacher-forced pass, or the parallel drafter's one
     pass), or None for n-gram."""
-    target_state = KVCachedSequence(pair.target.model.config)
+    target_state = KVCachedSequence()
     target_logits = target_state.feed(full_forward, pair.target, prefix + draft_ids, len(draft_ids) + 1)
     if config.drafter in PARALLEL_DRAFTERS:  # every slot's q comes from the same one pass
         return target_logits[:, : pair.vocab_size], _parallel_logits(config, pair, prefix)[: len(draft_ids), : pair.vocab_size]
     draft = _draft_forward(config, pair)
     if draft is None:
         return target_logits[:, : pair.vocab_size], None
-    draft_state = KVCachedSequence(draft[0].model.config)
+    draft_state = KVCachedSequence()
     draft_logits = draft_state.feed(draft[1], draft[0], prefix + draft_ids[:-1], len(draft_ids))
     return target_logits[:, : pair.vocab_size], draft_logits[:, : pair.vocab_size]
 
@@ -254,72 +314,6 @@ def lossy_departures(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int
 
 
 # ---------------------------------------------------------------------------------------------
-# 4. Losslessness lab
-
-
-ARMS = ("speculative sampling", "target sampling", "broken rule")
-
-
-def sample_first_tokens(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], samples: int, tokens: int,
-                        on_progress: Progress = None) -> pd.DataFrame:
-    """``samples`` runs per arm of the first ``tokens`` tokens, seeds 0..samples-1.
-
-    Arms: speculative sampling (the config's drafter), plain autoregressive target sampling, and
-    speculative sampling with :class:`BrokenResidualRule`. Speculative runs generate tokens + 1 so the
-    first round really drafts (at least ``tokens`` drafted tokens); only the first ``tokens`` count.
-    """
-    samples, tokens = min(samples, LAB_SAMPLES_MAX), min(tokens, LAB_TOKENS_MAX)
-    config = config.replace(rule="sample", max_new_tokens=tokens + 1, gamma=max(config.gamma, tokens))
-    broken = BrokenResidualRule(config.temperature, config.top_k, config.top_p)
-    rows = []
-    for s in range(samples):
-        seeded = config.replace(seed=s)
-        spec = speculative_decode(seeded, prompt_ids=prompt_ids, pair=pair).output_ids
-        plain = autoregressive_decode(seeded.replace(max_new_tokens=tokens), pair, prompt_ids)[0]
-        bad = speculative_decode(seeded, prompt_ids=prompt_ids, pair=pair, rule=broken).output_ids
-        for arm, ids in zip(ARMS, (spec, plain, bad)):
-            rows += [dict(arm=arm, seed=s, position=i + 1, token_id=t) for i, t in enumerate(ids[:tokens])]
-        _tick(on_progress, s + 1, samples)
-    return pd.DataFrame(rows)
-
-
-def first_token_probs(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> torch.Tensor:
-    """The exact (warped) target distribution of the first new token."""
-    state = KVCachedSequence(pair.target.model.config)
-    logits = state.feed(full_forward, pair.target, prompt_ids, 1)[-1, : pair.vocab_size]
-    return rule_for(config.replace(rule="sample")).target_distribution(logits).cpu()
-
-
-def goodness_of_fit(token_ids: list[int], probs: torch.Tensor) -> float:
-    """Chi-square p-value of observed first tokens against exact probabilities (rare tokens pooled)."""
-    n = len(token_ids)
-    counts = Counter(token_ids)
-    expected = probs.double().numpy() * n
-    keep = np.flatnonzero(expected >= 5)
-    observed = [counts.get(int(i), 0) for i in keep]
-    expected_kept = expected[keep].tolist()
-    rest_obs, rest_exp = n - sum(observed), n - sum(expected_kept)
-    if rest_exp >= 1e-9:
-        observed, expected_kept = observed + [rest_obs], expected_kept + [rest_exp]
-    if len(observed) < 2:
-        return 1.0
-    expected_kept = np.asarray(expected_kept) * (sum(observed) / sum(expected_kept))
-    return float(chisquare(observed, expected_kept).pvalue)
-
-
-def two_sample_p(a: list[int], b: list[int]) -> float:
-    """Chi-square test of homogeneity between two samples of token ids (sparse tokens pooled)."""
-    ca, cb = Counter(a), Counter(b)
-    tokens = [t for t in set(ca) | set(cb) if ca[t] + cb[t] >= 10]
-    table = [[ca[t] for t in tokens] + [len(a) - sum(ca[t] for t in tokens)],
-             [cb[t] for t in tokens] + [len(b) - sum(cb[t] for t in tokens)]]
-    table = [list(col) for col in zip(*table) if sum(col) > 0]
-    if len(table) < 2:
-        return 1.0
-    return float(chi2_contingency(np.array(table).T)[1])
-
-
-# ---------------------------------------------------------------------------------------------
 # 5. Parallel verification, measured
 
 
@@ -330,7 +324,7 @@ def verification_timing(pair: ModelPair, prefix: list[int], block: list[int], re
     drafted positions in parallel, so one pass costs about as much as one token while memory-bound).
     """
     repeats = min(repeats, TIMING_REPEATS_MAX)
-    state = KVCachedSequence(pair.target.model.config)
+    state = KVCachedSequence()
     state.feed(full_forward, pair.target, prefix, 1)
     parallel, sequential = [], []
     for _ in range(repeats + 1):

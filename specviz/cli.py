@@ -6,6 +6,7 @@ Examples::
     python -m specviz trace --target ./big --draft ./small --drafter model --rule sample --samples 100
     python -m specviz generate --prompt "Write a haiku" --drafter ngram
     python -m specviz train-drafter --kind blockwise --seed 0
+    python -m specviz train-draft --seed 0
 """
 
 from __future__ import annotations
@@ -34,7 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
     generate = commands.add_parser("generate", help="run and print the generated text")
     for sub in (trace, generate):
         sub.add_argument("--target", default=d.target, help="target model: 'embedded' (default), a hub id, or a save_pretrained directory")
-        sub.add_argument("--draft", default=None, help="draft model spec (for --drafter model)")
+        sub.add_argument("--draft", default=None, help="draft model spec (for --drafter model); with the embedded target the "
+                                                        "default is 'embedded-draft', the shipped distilled draft")
+        sub.add_argument("--draft-vocab", type=int, default=None,
+                         help="FR-Spec: the draft's head scores only its K most frequent tokens (0 = all; default: the "
+                              "size the draft ships with, 8192 for embedded-draft)")
         sub.add_argument("--drafter", choices=DRAFTERS, default=d.drafter,
                          help="who drafts: a draft model, the target with layers skipped, n-gram prompt lookup, or a "
                               "token tree (Recursive Speculative Decoding; from --draft if given, else layer-skip)")
@@ -61,6 +66,16 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--beam-width", type=int, default=d.beam_width, help="tree drafter, beam mode: nodes kept per level")
         sub.add_argument("--top-n", type=int, default=d.top_n, help="top tokens recorded per distribution")
         sub.add_argument("--device", default=d.device, help="auto (CUDA if available), cpu, cuda, cuda:N")
+    draft = commands.add_parser("train-draft", help="distil the embedded draft model from the embedded target")
+    draft.add_argument("--layers", type=_int_list, default=None, help="the target's decoder layers the draft starts from (default 0,10,20,29)")
+    draft.add_argument("--epochs", type=float, default=None, help="passes over the teacher text (default 8)")
+    draft.add_argument("--divergence", choices=("fkl", "tvd"), default="fkl", help="forward KL (default) or total variation")
+    draft.add_argument("--temperatures", default=None,
+                       help="comma-separated: the target answers each prompt once per temperature, 0 = greedy (default 0)")
+    draft.add_argument("--draft-vocab", type=int, default=None, help="FR-Spec head size the engine uses by default (default 8192)")
+    draft.add_argument("--seed", type=int, default=0)
+    draft.add_argument("--device", default="auto")
+    draft.add_argument("--out", default=None, help="weights file (default: the shipped specviz/weights/smollm2-135m-draft.safetensors)")
     train = commands.add_parser("train-drafter", help="train a parallel drafter (blockwise heads or mask-query) on the target's own text")
     train.add_argument("--kind", choices=("blockwise", "maskquery"), required=True, help="which drafter to train")
     train.add_argument("--target", default="embedded", help="target model spec (default: the embedded SmolLM2-135M-Instruct)")
@@ -86,7 +101,7 @@ def config_from_args(args: argparse.Namespace) -> DecodeConfig:
         target=args.target, draft=args.draft, drafter=args.drafter, rule=args.rule, gamma=args.gamma,
         beta=args.beta, tau=args.tau, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
         seed=args.seed, max_new_tokens=args.max_new_tokens, chat_template=not args.no_chat_template,
-        skip_layers=tuple(args.skip_layers) if args.skip_layers is not None else None,
+        skip_layers=tuple(args.skip_layers) if args.skip_layers is not None else None, draft_vocab=args.draft_vocab,
         exit_threshold=args.exit_threshold, ngram_max=args.ngram_max, tree_mode=args.tree_mode, branching=args.branching,
         tree_depth=args.tree_depth, beam_width=args.beam_width, top_n=args.top_n, device=args.device,
     ).validated()
@@ -109,9 +124,43 @@ def train(args: argparse.Namespace) -> None:
                    window=args.window, steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed)
 
 
+def train_draft(args: argparse.Namespace) -> None:
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from .draft_model import WEIGHTS_FILE
+    from .draft_training import TrainSettings
+    from .draft_training import train_draft as run_training
+    from .models import load_model
+
+    try:
+        temperatures = tuple(float(t) for t in args.temperatures.split(",")) if args.temperatures else None
+    except ValueError as exc:
+        raise ConfigError(f"train-draft: --temperatures takes comma-separated numbers; got {args.temperatures!r}") from exc
+    given = dict(layers=tuple(args.layers) if args.layers else None, epochs=args.epochs, divergence=args.divergence,
+                 draft_vocab=args.draft_vocab, seed=args.seed, temperatures=temperatures)
+    settings = TrainSettings(**{k: v for k, v in given.items() if v is not None})
+    if (not 1 <= len(settings.layers) <= 8 or not 0 < settings.epochs <= 100 or settings.draft_vocab < 0
+            or not all(0 <= t <= 2 for t in settings.temperatures)):
+        raise ConfigError("train-draft: --layers takes 1 to 8 layer numbers, --epochs is in (0, 100], --draft-vocab >= 0, "
+                          "--temperatures in [0, 2]")
+    target = load_model("embedded", args.device)
+    bad = [i for i in settings.layers if not 0 <= i < target.num_layers]
+    if bad:
+        raise ConfigError(f"train-draft: layers {bad} are not layers of the target (0..{target.num_layers - 1})")
+    out = Path(args.out) if args.out else WEIGHTS_FILE
+    manifest = run_training(target, settings, out=out, command="python -m specviz " + " ".join(sys.argv[1:]))
+    print(json.dumps(manifest, indent=2))
+    print(f"saved {out} ({out.stat().st_size / 1e6:.1f} MB); settings {dataclasses.asdict(settings)}")
+
+
 def run(args: argparse.Namespace) -> None:
     if args.command == "train-drafter":
         train(args)
+        return
+    if args.command == "train-draft":
+        train_draft(args)
         return
     from .engine import load_pair, speculative_decode  # torch import deferred until the args are valid
 

@@ -10,6 +10,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+EMBEDDED, EMBEDDED_DRAFT = "embedded", "embedded-draft"  # the shipped pair's model specs
 DRAFTERS = ("model", "layerskip", "ngram", "tree", "blockwise", "maskquery")
 PARALLEL_DRAFTERS = ("blockwise", "maskquery")  # one small pass on the target's states (seed 003)
 TREE_MODES = ("constant", "beam")  # RSD-C (constant branching) | RSD-S (stochastic beam search)
@@ -31,9 +32,10 @@ class ConfigError(ValueError):
 class DecodeConfig:
     """Everything that determines a trace (together with the prompt)."""
 
-    target: str = "embedded"  # model spec: "embedded", a hub id, or a save_pretrained directory
-    draft: str | None = None  # model spec of the draft model; only used by drafter="model"
-    drafter: str = "layerskip"  # model | layerskip | ngram
+    target: str = EMBEDDED  # model spec: "embedded", a hub id, or a save_pretrained directory
+    draft: str | None = None  # draft model spec; None with the embedded target: the shipped embedded draft
+    drafter: str = "model"  # model | layerskip | ngram | tree | blockwise | maskquery
+    draft_vocab: int | None = None  # FR-Spec: the draft's head over its K most frequent tokens; 0 = all; None = its shipped choice
     rule: str = "greedy"  # greedy | sample | topbeta
     gamma: int = 4  # drafted tokens per round (block size)
     beta: int = 3  # top-beta: a draft token must be among the target's beta best (SpecDec)
@@ -61,9 +63,11 @@ class DecodeConfig:
         _check(self.rule in RULES, f"rule must be one of {', '.join(RULES)}; got {self.rule!r}")
         _check(bool(str(self.target).strip()), "target model must not be empty")
         _check(
-            self.drafter != "model" or bool(self.draft and str(self.draft).strip()),
-            "drafter 'model' needs a draft model (--draft)",
+            self.drafter != "model" or bool(self.draft_spec),
+            "drafter 'model' needs a draft model (--draft); only the embedded target has a built-in one",
         )
+        if self.draft_vocab is not None:
+            _check_int("draft_vocab", self.draft_vocab, 0, 10**7)
         _check_int("gamma", self.gamma, 1, GAMMA_MAX)
         _check_int("beta", self.beta, 1, BETA_MAX)
         _check_int("max_new_tokens", self.max_new_tokens, 1, MAX_NEW_TOKENS_MAX)
@@ -84,6 +88,14 @@ class DecodeConfig:
         if self.skip_layers is not None:
             _check(all(isinstance(i, int) and i >= 0 for i in self.skip_layers), "skip_layers must be layer indices >= 0")
         return self
+
+    @property
+    def draft_spec(self) -> str | None:
+        """The draft model to load: the one named, else the shipped embedded draft for the embedded
+        target's draft-model drafter (trees without a named draft use the layer-skip self-draft)."""
+        if self.draft and str(self.draft).strip():
+            return str(self.draft).strip()
+        return EMBEDDED_DRAFT if self.drafter == "model" and self.target == EMBEDDED else None
 
     def tree_nodes(self) -> int:
         """Drafted tokens per round of the tree drafter: sum of b^k (RSD-C) or width x depth (RSD-S)."""

@@ -19,12 +19,14 @@ shared, read-only models.
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 import torch
 from transformers import DynamicCache
-from transformers.masking_utils import create_causal_mask
+from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
 
 from .models import LoadedModel
 from .verify import Rule, one_hot
@@ -71,17 +73,51 @@ class Drafter(Protocol):
 # Forward passes with a KV cache
 
 
+def _inputs(loaded: LoadedModel, new_ids: list[int], layout: TreeLayout | None) -> dict:
+    """Model inputs for new tokens: a causal continuation of the cache, or placed by a tree layout."""
+    inputs = dict(input_ids=torch.tensor([new_ids], device=loaded.device))  # (1, T)
+    if layout is not None:
+        inputs.update(attention_mask=layout.additive_mask(loaded.model.dtype, loaded.device),
+                      position_ids=torch.tensor([layout.positions], device=loaded.device))
+    return inputs
+
+
 def full_forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int,
                  layout: TreeLayout | None = None) -> torch.Tensor:
     """Logits (n_last, V) of the last ``n_last`` positions after feeding ``new_ids`` to the cached model."""
-    ids = torch.tensor([new_ids], device=loaded.device)  # (1, T)
-    extra = {}
-    if layout is not None:
-        extra = dict(attention_mask=layout.additive_mask(loaded.model.dtype, loaded.device),
-                     position_ids=torch.tensor([layout.positions], device=loaded.device))
     with loaded.lock, torch.inference_mode():
-        out = loaded.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=n_last, **extra)
+        out = loaded.model(**_inputs(loaded, new_ids, layout), past_key_values=cache, use_cache=True, logits_to_keep=n_last)
     return out.logits[0]  # (n_last, V)
+
+
+@functools.lru_cache(maxsize=16)
+def trimmed_head(loaded: LoadedModel, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The draft's K most frequent token ids (K,) and their rows of its output head (K, H), made once."""
+    ids = loaded.vocab_ranking.order[:k].to(loaded.device)
+    return ids, loaded.model.get_output_embeddings().weight.detach()[ids].clone()
+
+
+def trimmed_head_forward(k: int) -> ForwardFn:
+    """A draft forward whose output head scores only the draft's K most frequent tokens (FR-Spec,
+    Zhao et al. 2025, arXiv 2502.14856): on a CPU the 49k-row head is most of a small draft's cost.
+
+    Logits outside those K are -inf, so q is exactly 0 there: the token is still drawn from exactly the
+    q the rules see, which keeps greedy identical and speculative sampling lossless (a token the draft
+    cannot propose only lowers acceptance).
+    """
+
+    def forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int,
+                layout: TreeLayout | None = None) -> torch.Tensor:
+        ids, rows = trimmed_head(loaded, k)
+        with loaded.lock, torch.inference_mode():
+            hidden = loaded.model.model(**_inputs(loaded, new_ids, layout), past_key_values=cache,
+                                        use_cache=True).last_hidden_state[0, -n_last:]  # (n_last, H)
+            short = hidden @ rows.T  # (n_last, K)
+        logits = torch.full((n_last, loaded.model.config.vocab_size), -math.inf, dtype=short.dtype, device=short.device)
+        logits[:, ids] = short
+        return logits  # (n_last, V)
+
+    return forward
 
 
 def states_forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int,
@@ -116,7 +152,8 @@ def layer_skip_forward(skip: frozenset[int]) -> ForwardFn:
             if layout is not None:
                 mask = layout.additive_mask(hidden.dtype, loaded.device)
             else:
-                mask = create_causal_mask(
+                make_mask = create_sliding_window_causal_mask if sliding_window(inner.config) else create_causal_mask
+                mask = make_mask(
                     config=inner.config, inputs_embeds=hidden, attention_mask=None,
                     past_key_values=cache, position_ids=position_ids,
                 )
@@ -132,6 +169,16 @@ def layer_skip_forward(skip: frozenset[int]) -> ForwardFn:
             return loaded.model.lm_head(hidden)[0]  # (n_last, V)
 
     return forward
+
+
+def sliding_window(config) -> int | None:
+    """The attention window of a model whose layers only see their last W positions (Mistral-style), else None."""
+    return getattr(config, "sliding_window", None) or None
+
+
+def has_mixed_attention(config) -> bool:
+    """Layers of different attention kinds (Gemma 2/3: sliding and full layers alternate)."""
+    return len(set(getattr(config, "layer_types", None) or ())) > 1
 
 
 def default_skip_layers(num_layers: int) -> tuple[int, ...]:
@@ -158,10 +205,13 @@ class KVCachedSequence:
     ``pending(context)`` crops the cache to the longest prefix shared with ``context`` (keeping at
     least one token un-cached, whose logits are wanted) and returns the tokens still to feed.
     Accepted tokens are therefore never recomputed; rejected ones are dropped.
+
+    The cache keeps every position in every layer, even for sliding-window models (Mistral, Gemma 2/3,
+    Phi-3): a sliding cache layer cannot be cropped, and the model applies its window in the mask.
     """
 
-    def __init__(self, config) -> None:
-        self.cache = DynamicCache(config=config)
+    def __init__(self) -> None:
+        self.cache = DynamicCache()  # full layers only (no model config given): croppable, see above
         self.ids: list[int] = []
         self.states: torch.Tensor | None = None  # (cached, H) final hidden states, when the forward returns them
 
@@ -240,7 +290,7 @@ class AutoregressiveDrafter:
     state: KVCachedSequence = field(init=False)
 
     def __post_init__(self) -> None:
-        self.state = KVCachedSequence(self.loaded.model.config)
+        self.state = KVCachedSequence()
 
     def propose(self, context: list[int], max_tokens: int, rule: Rule, generator: torch.Generator) -> DraftBlock:
         threshold = self.adaptive_exit.threshold if self.adaptive_exit else None

@@ -29,8 +29,11 @@ from .drafters import (
     check_skip_layers,
     default_skip_layers,
     full_forward,
+    has_mixed_attention,
     layer_skip_forward,
+    sliding_window,
     states_forward,
+    trimmed_head_forward,
 )
 from .models import LoadedModel, check_same_vocabulary, encode_prompt, load_model
 from .trace import (
@@ -58,7 +61,7 @@ class ModelPair:
 
 def uses_draft_model(config: DecodeConfig) -> bool:
     """The draft-model drafter always; the tree drafter when a draft model is named (else layer-skip)."""
-    return config.drafter == "model" or (config.drafter == "tree" and bool(config.draft))
+    return config.drafter == "model" or (config.drafter == "tree" and bool(config.draft_spec))
 
 
 def load_pair(config: DecodeConfig) -> ModelPair:
@@ -67,7 +70,7 @@ def load_pair(config: DecodeConfig) -> ModelPair:
     target = load_model(config.target, config.device)
     if not uses_draft_model(config):
         return ModelPair(target)
-    draft = load_model(config.draft, config.device)
+    draft = load_model(config.draft_spec, config.device)
     check_same_vocabulary(target, draft)
     return ModelPair(target, draft)
 
@@ -85,9 +88,30 @@ def layer_skip_forward_for(config: DecodeConfig, pair: ModelPair):
         skip_set = check_skip_layers(skip, num_layers)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
+    if has_mixed_attention(pair.target.model.config):
+        raise ConfigError(f"layer-skip drafting runs one attention mask for all layers; {pair.target.name} mixes sliding "
+                          "and full attention layers. Use a draft model or n-gram drafting with it.")
     if not hasattr(pair.target.model, "model") or not hasattr(pair.target.model.model, "layers"):
         raise ConfigError(f"layer-skip drafting needs a decoder-only model with model.layers; {pair.target.name} has none")
     return layer_skip_forward(skip_set)
+
+
+def draft_vocab_for(config: DecodeConfig, draft: LoadedModel) -> int:
+    """The draft head's size K for this run (0: the whole vocabulary). FR-Spec needs the draft's
+    frequency ranking; ``None`` means the size the draft was shipped with (the full vocabulary without one)."""
+    ranking = draft.vocab_ranking
+    if config.draft_vocab is None:
+        return ranking.recommended if ranking else 0
+    if config.draft_vocab and ranking is None:
+        raise ConfigError(f"A trimmed draft vocabulary (draft_vocab={config.draft_vocab}) needs a draft that ships a token "
+                          f"frequency ranking, as the embedded draft does; {draft.name} has none (use 0: all tokens)")
+    return 0 if ranking is None or config.draft_vocab >= len(ranking.order) else config.draft_vocab
+
+
+def draft_forward_for(config: DecodeConfig, draft: LoadedModel):
+    """The draft model's forward: the full output head, or FR-Spec's head over its K most frequent tokens."""
+    k = draft_vocab_for(config, draft)
+    return trimmed_head_forward(k) if k else full_forward
 
 
 def parallel_drafter(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence) -> ParallelDrafter:
@@ -110,12 +134,16 @@ def make_drafter(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSe
     if config.drafter in PARALLEL_DRAFTERS:
         return parallel_drafter(config, pair, target_state)
     if config.drafter == "model":
-        return AutoregressiveDrafter("model", pair.draft, full_forward, pair.vocab_size)
+        return AutoregressiveDrafter("model", pair.draft, draft_forward_for(config, pair.draft), pair.vocab_size)
     if config.drafter == "layerskip":
         exit_rule = AdaptiveExit(config.exit_threshold) if config.exit_threshold > 0 else None
         return AutoregressiveDrafter("layerskip", pair.target, layer_skip_forward_for(config, pair), pair.vocab_size, exit_rule)
     if config.drafter == "tree":
-        source, forward = (pair.draft, full_forward) if pair.draft else (pair.target, layer_skip_forward_for(config, pair))
+        if sliding_window(pair.target.model.config) or has_mixed_attention(pair.target.model.config):
+            raise ConfigError(f"The tree drafter needs full attention: {pair.target.name} attends through a sliding window, "
+                              "which a tree's attention mask does not model. Use a chain drafter with this model.")
+        source, forward = ((pair.draft, draft_forward_for(config, pair.draft)) if pair.draft
+                           else (pair.target, layer_skip_forward_for(config, pair)))
         return TreeDrafter(source, forward, pair.vocab_size, config.tree_mode, config.branching, config.tree_depth,
                            config.beam_width)
     return NgramDrafter(pair.vocab_size, config.ngram_max)
@@ -174,7 +202,7 @@ def draft_position(index: int, token: int, p_dist: torch.Tensor, q_dist: torch.T
     return DraftPosition(
         index=index, token_id=token, text=texts(token), p=float(p_dist[token]), q=float(q_dist[token]),
         accept_prob=verdict.accept_prob if verdict else 0.0, uniform=verdict.uniform if verdict else None,
-        accepted=status == ACCEPTED, status=status, overlap=overlap(p_dist, q_dist),
+        accepted=status == ACCEPTED, status=status, overlap=overlap(p_dist, q_dist), alpha=rule.acceptance_alpha(p_dist, q_dist),
         target_top=texts.top(p_dist, top_n), draft_top=texts.top(q_dist, top_n),
         candidates=texts.top(p_dist, beta) if rule.name == "topbeta" else None,
         tau_gap=verdict.tau_gap if verdict else None,
@@ -214,14 +242,24 @@ def verify_block(
 
 
 def truncate_at_eos(positions, correction, bonus, eos: set[int]):
-    """Cut a round's emitted tokens after the first EOS; drafted tokens past it count as not emitted."""
+    """Cut a round's emitted tokens after the first EOS; every check made after the accepted EOS (later
+    accepted tokens; in a tree, deeper siblings too) counts as not verified, and no token is emitted after it."""
     emitted = [p.token_id for p in positions if p.accepted] + [t.token_id for t in (correction, bonus) if t]
     stop = next((i for i, t in enumerate(emitted) if t in eos), None)
     if stop is None or stop == len(emitted) - 1:
         return positions, correction, bonus, emitted, stop is not None
-    for pos in [p for p in positions if p.accepted][stop + 1 :]:
+    eos_check = [i for i, p in enumerate(positions) if p.accepted][stop]
+    for pos in positions[eos_check + 1:]:
         pos.accepted, pos.status = False, NOT_VERIFIED
     return positions, None, None, emitted[: stop + 1], True
+
+
+def sync_tree_with_checks(tree: TreeRecord, positions: list[DraftPosition]) -> None:
+    """After EOS truncation: node statuses, the accepted path and residual bars follow the checks' statuses."""
+    for node, pos in zip(tree.check_nodes, positions):
+        tree.nodes[node].status = pos.status
+    tree.path = [node for node, pos in zip(tree.check_nodes, positions) if pos.accepted]
+    tree.residual_tops = [top if pos.status == REJECTED else None for top, pos in zip(tree.residual_tops, positions)]
 
 
 @dataclass
@@ -337,7 +375,7 @@ def speculative_decode(
     config.validated()
     pair = pair or load_pair(config)
     ids = prompt_ids_for(pair, config, prompt, prompt_ids)
-    target_state = KVCachedSequence(pair.target.model.config)
+    target_state = KVCachedSequence()
     run = DecodeRun(config, pair, rule or rule_for(config), make_drafter(config, pair, target_state),
                     torch.Generator().manual_seed(config.seed), TokenTexts(pair.target.tokenizer), target_state)
     play_round = tree_round if config.drafter == "tree" else chain_round
@@ -355,6 +393,8 @@ def speculative_decode(
         # leave room for the correction/bonus token within max_new_tokens and the context
         result = play_round(run, committed, max(0, min(block_size, config.max_new_tokens - new - 1, room - 1)))
         positions, correction, bonus, emitted, hit_eos = truncate_at_eos(result.positions, result.correction, result.bonus, eos)
+        if result.tree and hit_eos:
+            sync_tree_with_checks(result.tree, positions)
         record = Round(
             index=len(rounds), prefix_len=len(committed), draft=positions, correction=correction, bonus=bonus,
             emitted_ids=emitted, emitted_texts=[run.texts(t) for t in emitted], draft_ms=result.draft_ms,
@@ -386,8 +426,11 @@ def speculative_decode(
 def models_info(pair: ModelPair, config: DecodeConfig) -> dict:
     target = pair.target
     draft_name = pair.draft.name if pair.draft else f"{target.name} ({config.drafter} drafter)"
-    return {"target": target.name, "draft": draft_name, "device": str(target.device),
+    info = {"target": target.name, "draft": draft_name, "device": str(target.device),
             "dtype": str(target.model.dtype).replace("torch.", "")}
+    if pair.draft and uses_draft_model(config):
+        info["draft_vocab"] = draft_vocab_for(config, pair.draft) or pair.vocab_size  # tokens the draft's head scores
+    return info
 
 
 def summarize(rounds: list[Round], new_tokens: int, stop_reason: str, wall_ms: float) -> Stats:
@@ -404,7 +447,8 @@ def summarize(rounds: list[Round], new_tokens: int, stop_reason: str, wall_ms: f
         target_forward_passes=sum(r.target_forward_passes for r in rounds),
         draft_forward_passes=sum(r.draft_forward_passes for r in rounds),
         autoregressive_forward_passes=new_tokens,
-        alpha_estimate=sum(p.overlap for p in verified) / len(verified) if verified else 0.0,
+        alpha_estimate=sum(p.alpha for p in verified) / len(verified) if verified else 0.0,
+        mean_acceptance_length=1 + accepted / drafting if (drafting := sum(r.drafted_count > 0 for r in rounds)) else 1.0,
         stop_reason=stop_reason,
         wall_ms=wall_ms,
         tokens_per_s=new_tokens / (wall_ms / 1e3) if wall_ms > 0 else 0.0,
@@ -421,7 +465,7 @@ def autoregressive_decode(config: DecodeConfig, pair: ModelPair, prompt_ids: lis
     rule = rule_for(config)
     target, vocab_size = pair.target, pair.vocab_size
     generator = torch.Generator().manual_seed(config.seed)
-    state = KVCachedSequence(target.model.config)
+    state = KVCachedSequence()
     committed, eos = list(prompt_ids), eos_ids(target)
     started = time.perf_counter()
     while len(committed) - len(prompt_ids) < config.max_new_tokens and len(committed) < target.context_length:

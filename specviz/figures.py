@@ -109,11 +109,33 @@ def acceptance_by_position_figure(table) -> go.Figure:
 def tokens_per_round_figure(table, measured: float, expected: float) -> go.Figure:
     fig = go.Figure(go.Bar(x=table.tokens, y=table.rounds, marker_color=COLORS["bonus"][0], name="rounds"))
     for value, label, dash, where in ((measured, "measured mean", "solid", "top right"),
-                                      (expected, "(1-α^(γ+1))/(1-α)", "dash", "bottom left")):
+                                      (expected, "(1-α^(k+1))/(1-α)", "dash", "bottom left")):
         fig.add_vline(x=value, line_dash=dash, line_color="#e65100", annotation_text=f"{label} {value:.2f}",
                       annotation_position=where, annotation_bgcolor="rgba(255,255,255,0.8)")
     fig.update_layout(xaxis_title="tokens emitted in the round", yaxis_title="rounds", height=300,
                       margin=dict(l=10, r=10, t=30, b=10), title="tokens per round")
+    return fig
+
+
+def accepted_lengths_figure(table) -> go.Figure:
+    """Histogram of accepted drafted tokens per drafting round (one request)."""
+    fig = go.Figure(go.Bar(x=table.accepted, y=table.rounds, marker_color=COLORS["accepted"][0], text=table.rounds,
+                           textposition="outside"))
+    fig.update_layout(xaxis=dict(title="drafted tokens accepted in the round", dtick=1), yaxis_title="rounds", height=300,
+                      margin=dict(l=10, r=10, t=30, b=10), title="accepted length per round (this request)")
+    return fig
+
+
+def vocab_sweep_figure(table) -> go.Figure:
+    """c and alpha against the draft head size K (log axis), with the theory's speedup."""
+    fig = go.Figure()
+    x = [str(k) for k in table.draft_vocab]
+    fig.add_trace(go.Scatter(x=x, y=table.cost_ratio, name="cost ratio c", mode="lines+markers", line_color=DRAFT_COLOR))
+    fig.add_trace(go.Scatter(x=x, y=table.alpha, name="α", mode="lines+markers", line_color=COLORS["accepted"][0]))
+    fig.add_trace(go.Bar(x=x, y=table.expected_speedup, name="speedup, theory", marker_color="rgba(230,81,0,0.25)", yaxis="y2"))
+    fig.update_layout(xaxis=dict(title="draft head size K (tokens)", type="category"), yaxis=dict(title="c, α", range=[0, 1.05]),
+                      yaxis2=dict(title="speedup (theory)", overlaying="y", side="right", rangemode="tozero"), height=320,
+                      margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=1.12), title="head size K")
     return fig
 
 
@@ -155,8 +177,9 @@ def rules_grid_figure(table, token_texts: list[str]) -> go.Figure:
     return fig
 
 
-def lab_histogram_figure(counts: dict[str, dict[int, int]], exact: dict[int, float], labels: dict[int, str], n: int) -> go.Figure:
-    """Observed first-token frequencies per arm against the exact target probabilities."""
+def lab_histogram_figure(counts: dict[str, dict[int, int]], exact: dict[int, float], labels: dict[int, str], n: int,
+                         broken_law=None) -> go.Figure:
+    """Observed frequencies per arm against the exact target probabilities (and the broken rule's exact law)."""
     ids = list(exact)
     fig = go.Figure(go.Bar(name="exact target p", x=[labels[i] for i in ids], y=[exact[i] for i in ids],
                            marker_color=TARGET_COLOR))
@@ -164,6 +187,9 @@ def lab_histogram_figure(counts: dict[str, dict[int, int]], exact: dict[int, flo
     for arm, arm_counts in counts.items():
         fig.add_trace(go.Bar(name=arm, x=[labels[i] for i in ids], y=[arm_counts.get(i, 0) / n for i in ids],
                              marker_color=palette.get(arm, DRAFT_COLOR)))
+    if broken_law is not None:
+        fig.add_trace(go.Scatter(name="broken rule, exact law", x=[labels[i] for i in ids], y=[float(broken_law[i]) for i in ids],
+                                 mode="markers", marker=dict(symbol="line-ew-open", size=28, color=COLORS["rejected"][0])))
     fig.update_layout(barmode="group", height=340, yaxis_title="frequency", margin=dict(l=10, r=10, t=30, b=10),
                       legend=dict(orientation="h", y=1.08))
     return fig

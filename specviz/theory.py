@@ -6,7 +6,12 @@ draft/target cost ratio c (time of one draft forward / time of one target forwar
   E[tokens per round] = (1 - alpha^(gamma+1)) / (1 - alpha)                      (Eq. 1)
   expected wall-time speedup = (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma*c + 1))   (Thm. 3.8)
 
-alpha is estimated from a trace as the mean over verified positions of sum_x min(p(x), q(x)).
+alpha is the probability that the rule in use accepts a fresh draft token, estimated from a trace as
+the mean over verified positions of each rule's own definition (verify.Rule.acceptance_alpha):
+speculative sampling sum_x min(p(x), q(x)); greedy 1[argmax q = argmax p]; top-beta + tau whether the
+draft's token passes. A trace's rounds do not all draft gamma tokens (trees draft their depth, parallel
+drafters min(gamma, k) and nothing in round 1, adaptive exit stops early, the last rounds are clipped
+by max_new_tokens), so the ``*_for_blocks`` forms evaluate Eq. 1 at each round's realised block size k_r.
 """
 
 from __future__ import annotations
@@ -27,3 +32,18 @@ def expected_speedup(alpha: float, gamma: int, cost_ratio: float) -> float:
 def best_gamma(alpha: float, cost_ratio: float, gamma_max: int = 16) -> int:
     """The block size in 1..gamma_max with the highest expected speedup."""
     return max(range(1, gamma_max + 1), key=lambda g: expected_speedup(alpha, g, cost_ratio))
+
+
+def expected_tokens_for_blocks(alpha: float, blocks: list[int]) -> float:
+    """Mean over rounds of Eq. 1 at each round's realised block size k_r."""
+    if not blocks:
+        return 0.0
+    return sum(expected_tokens_per_round(alpha, k) for k in blocks) / len(blocks)
+
+
+def expected_speedup_for_blocks(alpha: float, blocks: list[int], cost_ratio: float) -> float:
+    """Expected tokens over expected cost, in target-forward units, for the realised blocks:
+    sum_r E[tokens | k_r] / sum_r (k_r c + 1)."""
+    if not blocks:
+        return 0.0
+    return sum(expected_tokens_per_round(alpha, k) for k in blocks) / sum(k * cost_ratio + 1.0 for k in blocks)

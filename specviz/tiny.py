@@ -14,7 +14,7 @@ import torch
 from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Whitespace
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, PreTrainedTokenizerFast
 
 WORDS = ["<unk>", "<eos>"] + [f"w{i}" for i in range(30)]  # a 32-token vocabulary
 
@@ -27,18 +27,21 @@ def make_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
 
 def make_tiny_model(
     directory: Path, *, seed: int, layers: int, hidden: int, words: list[str] = WORDS,
-    like: str | None = None, noise: float = 0.0,
+    like: str | None = None, noise: float = 0.0, sliding_window: int | None = None,
 ) -> str:
-    """Save a random Llama (sharp logits from a large init, so argmax ties never occur); return its path."""
+    """Save a random Llama (sharp logits from a large init, so argmax ties never occur); return its path.
+    With ``sliding_window`` it is a Mistral instead, whose layers attend to their last W positions only."""
     torch.manual_seed(seed)
-    config = LlamaConfig(
+    architecture, config_class = (MistralForCausalLM, MistralConfig) if sliding_window else (LlamaForCausalLM, LlamaConfig)
+    window = dict(sliding_window=sliding_window) if sliding_window else {}
+    config = config_class(
         vocab_size=len(words), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, eos_token_id=1,
-        bos_token_id=None, pad_token_id=None, initializer_range=0.3, tie_word_embeddings=False,
+        bos_token_id=None, pad_token_id=None, initializer_range=0.3, tie_word_embeddings=False, **window,
     )
-    model = LlamaForCausalLM(config).eval()
+    model = architecture(config).eval()
     if like is not None:
-        reference = LlamaForCausalLM.from_pretrained(like).state_dict()
+        reference = architecture.from_pretrained(like).state_dict()
         with torch.no_grad():
             for name, param in model.named_parameters():
                 param.copy_(reference[name] + noise * reference[name].std() * torch.randn_like(param))

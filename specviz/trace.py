@@ -38,7 +38,8 @@ class DraftPosition:
     uniform: float | None  # the draw u (speculative sampling only)
     accepted: bool
     status: str  # accepted | rejected | not_verified (after the first rejection)
-    overlap: float  # sum_x min(p(x), q(x)): this position's expected acceptance, alpha's estimator
+    overlap: float  # sum_x min(p(x), q(x)): what speculative sampling would accept here
+    alpha: float  # the probability THIS round's rule accepts a fresh draft here (verify.Rule.acceptance_alpha)
     target_top: TopTokens
     draft_top: TopTokens
     candidates: TopTokens | None = None  # top-beta: the target's beta best tokens
@@ -124,7 +125,8 @@ class Stats:
     target_forward_passes: int
     draft_forward_passes: int
     autoregressive_forward_passes: int  # what plain decoding would need: one per new token
-    alpha_estimate: float  # mean of sum(min(p, q)) over verified positions
+    alpha_estimate: float  # mean over verified positions of the rule's own alpha (DraftPosition.alpha)
+    mean_acceptance_length: float  # vLLM's: 1 + accepted drafted tokens per drafting round
     stop_reason: str  # eos | max_new_tokens | context
     wall_ms: float
     tokens_per_s: float

@@ -134,7 +134,7 @@ class TreeDrafter:
     state: KVCachedSequence = field(init=False)
 
     def __post_init__(self) -> None:
-        self.state = KVCachedSequence(self.loaded.model.config)
+        self.state = KVCachedSequence()
         self.cache_index: dict[int, int] = {}
 
     def propose_tree(self, context: list[int], max_depth: int, rule: Rule, generator: torch.Generator) -> DraftTree:

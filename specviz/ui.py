@@ -25,7 +25,7 @@ from .urlstate import parse_query, to_query
 
 log = logging.getLogger(__name__)
 
-EMBEDDED_PAIR = "Embedded: SmolLM2-135M-Instruct, layer-skip self-draft (runs offline)"
+EMBEDDED_PAIR = "Embedded: SmolLM2-135M-Instruct + its distilled 4-layer draft (runs offline)"
 CUSTOM_PAIR = "Custom model ids or directories"
 PAIR_PRESETS = {  # label -> (target, draft); the hub pairs share a tokenizer within each family
     EMBEDDED_PAIR: (EMBEDDED, None),
@@ -63,7 +63,7 @@ def cached_pair(target: str, draft: str | None, drafter: str, device: str) -> Mo
 
 
 def _draft_spec(config: DecodeConfig) -> str | None:
-    return config.draft if uses_draft_model(config) else None
+    return config.draft_spec if uses_draft_model(config) else None
 
 
 class ResultStore:
@@ -196,7 +196,7 @@ def init_state_from_url(defaults: DecodeConfig) -> None:
     c = state.config
     st.session_state.update(
         sv_initialized=True, url_messages=state.messages, pair=_pair_label(c.target, c.draft),
-        custom_target=c.target, custom_draft=c.draft or "", drafter=c.drafter, rule=c.rule, gamma=c.gamma,
+        custom_target=c.target, custom_draft=c.draft or "", drafter=c.drafter, draft_vocab=c.draft_vocab, rule=c.rule, gamma=c.gamma,
         beta=c.beta, tau=c.tau, temperature=c.temperature, top_k=c.top_k, top_p=c.top_p, seed=c.seed,
         max_new_tokens=c.max_new_tokens, chat_template=c.chat_template,
         skip_layers=",".join(map(str, c.skip_layers)) if c.skip_layers is not None else "",
@@ -204,6 +204,17 @@ def init_state_from_url(defaults: DecodeConfig) -> None:
         tree_depth=c.tree_depth, beam_width=c.beam_width,
         prompt=state.prompt if state.prompt is not None else DEFAULT_PROMPT, round=state.round,
     )
+
+
+DRAFT_VOCAB_CHOICES = (None, 1024, 2048, 4096, 8192, 16384, 32768, 0)  # None: as shipped; 0: every token
+
+
+def _vocab_order(k: int | None) -> tuple[int, int]:
+    return (0, 0) if k is None else (2, 0) if k == 0 else (1, k)
+
+
+def _vocab_label(k: int | None) -> str:
+    return "as shipped" if k is None else "all tokens" if k == 0 else f"top {k:,} tokens"
 
 
 def _apply_prompt_preset() -> None:
@@ -240,6 +251,10 @@ def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
                   "(from the draft model when the pair has one, else the layer-skip self-draft) · blockwise heads / "
                   "[MASK] queries: trained parallel drafters on the target's own states (embedded model)")
     layerskip, ngram, tree = ss.drafter == "layerskip", ss.drafter == "ngram", ss.drafter == "tree"
+    sb.selectbox("Draft head (FR-Spec vocabulary)", sorted({*DRAFT_VOCAB_CHOICES, ss.draft_vocab}, key=_vocab_order), key="draft_vocab",
+                 format_func=_vocab_label, disabled=ss.drafter not in ("model", "tree"),
+                 help="the draft model scores only its K most frequent tokens (Zhao et al. 2025): cheaper drafting, q = 0 "
+                      "elsewhere, every rule stays exact. 'as shipped' uses the draft's own choice (8,192 for the embedded draft)")
     uses_skip = layerskip or (tree and draft is None)
     sb.radio("Tree", TREE_MODES, key="tree_mode", horizontal=True, disabled=not tree,
              format_func={"constant": "RSD-C: constant branching", "beam": "RSD-S: stochastic beam"}.get)
@@ -271,7 +286,7 @@ def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
         st.warning(message)
     try:
         config = DecodeConfig(
-            target=target, draft=draft, drafter=ss.drafter, rule=ss.rule, gamma=ss.gamma, beta=ss.beta, tau=float(ss.tau),
+            target=target, draft=draft, drafter=ss.drafter, draft_vocab=ss.draft_vocab, rule=ss.rule, gamma=ss.gamma, beta=ss.beta, tau=float(ss.tau),
             temperature=float(ss.temperature), top_k=ss.top_k, top_p=float(ss.top_p), seed=int(ss.seed),
             max_new_tokens=ss.max_new_tokens, chat_template=ss.chat_template, skip_layers=_skip_layers(ss.skip_layers),
             exit_threshold=float(ss.exit_threshold), ngram_max=ss.ngram_max, tree_mode=ss.tree_mode, branching=ss.branching,

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from .config import ConfigError, DecodeConfig
 
 # Settable from a URL. The device and the recorded top-N are the server's business, not a link's.
-URL_FIELDS = ("target", "draft", "drafter", "rule", "gamma", "beta", "tau", "temperature", "top_k", "top_p",
+URL_FIELDS = ("target", "draft", "drafter", "draft_vocab", "rule", "gamma", "beta", "tau", "temperature", "top_k", "top_p",
               "seed", "max_new_tokens", "chat_template", "skip_layers", "exit_threshold", "ngram_max", "tree_mode",
               "branching", "tree_depth", "beam_width")
 PROMPT_CHARS_MAX = 4000
@@ -36,6 +36,8 @@ def _parse(name: str, raw: str, default):
         return raw.lower() in ("1", "true")
     if name == "draft":
         return raw or None
+    if name == "draft_vocab":
+        return None if raw.strip().lower() in ("", "auto") else int(raw)
     if isinstance(default, bool):
         raise ValueError
     if isinstance(default, int):
@@ -47,8 +49,8 @@ def _parse(name: str, raw: str, default):
 
 def _default_of(name: str, defaults: DecodeConfig):
     value = getattr(defaults, name)
-    if value is None:  # typed by the field: skip_layers / draft
-        return "" if name == "draft" else ()
+    if value is None:  # typed by the field: skip_layers / draft / draft_vocab
+        return {"draft": "", "draft_vocab": 0}.get(name, ())
     return value
 
 
@@ -95,7 +97,7 @@ def to_query(config: DecodeConfig, prompt: str, round_index: int, defaults: Deco
         elif isinstance(value, bool):
             query[name] = "1" if value else "0"
         else:
-            query[name] = "" if value is None else str(value)
+            query[name] = ("auto" if name == "draft_vocab" else "") if value is None else str(value)
     query["prompt"] = prompt
     if round_index > 1:
         query["round"] = str(round_index)

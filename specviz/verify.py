@@ -143,6 +143,14 @@ class GreedyRule:
         accepted = token == int(torch.argmax(target_probs))
         return Verdict(accepted=accepted, accept_prob=1.0 if accepted else 0.0)
 
+    def acceptance_alpha(self, target_probs: torch.Tensor, draft_probs: torch.Tensor) -> float:
+        """alpha here: the probability this rule accepts a fresh draft at this position, i.e. the q-mass
+        of the tokens that pass ``check``. The draft proposes argmax q deterministically, so that is 1 if
+        argmax q passes, else 0. Greedy: argmax q = argmax p. Top-beta (inherits this): argmax q is in
+        the target's top beta and within tau of its top-1."""
+        token = int(torch.argmax(draft_probs))
+        return 1.0 if self.check(token, target_probs, draft_probs, None).accepted else 0.0
+
     def correction(self, target_probs, draft_probs, generator) -> int:
         return int(torch.argmax(target_probs))
 
@@ -178,14 +186,23 @@ class SpeculativeSamplingRule:
     def draft_token(self, draft_probs: torch.Tensor, generator: torch.Generator) -> int:
         return sample(draft_probs, generator)
 
+    def acceptance_alpha(self, target_probs: torch.Tensor, draft_probs: torch.Tensor) -> float:
+        """alpha here: P(accept x), x ~ q = sum_x q(x) min(1, p(x)/q(x)) = sum_x min(p(x), q(x)) over the
+        warped p and q (Leviathan et al. 2023, Def. 3.1 and Thm. 3.5)."""
+        return overlap(target_probs, draft_probs)
+
     def check(self, token: int, target_probs, draft_probs, generator) -> Verdict:
         p, q = float(target_probs[token]), float(draft_probs[token])
         accept_prob = 1.0 if q <= 0 else min(1.0, p / q)
         u = uniform(generator)
         return Verdict(accepted=u < accept_prob, accept_prob=accept_prob, uniform=u)
 
+    def correction_distribution(self, target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
+        """What a rejection resamples from: the residual norm(max(0, p - q))."""
+        return residual_distribution(target_probs, draft_probs)
+
     def correction(self, target_probs, draft_probs, generator) -> int:
-        return sample(residual_distribution(target_probs, draft_probs), generator)
+        return sample(self.correction_distribution(target_probs, draft_probs), generator)
 
     def bonus(self, target_probs, generator) -> int:
         return sample(target_probs, generator)
@@ -227,11 +244,17 @@ class BrokenResidualRule(SpeculativeSamplingRule):
 
     name: str = "broken-residual"
 
-    def correction(self, target_probs, draft_probs, generator) -> int:
-        return sample(target_probs, generator)
+    def correction_distribution(self, target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
+        return target_probs
 
 
 Rule = GreedyRule | SpeculativeSamplingRule | TopBetaRule
+
+ALPHA_DEFINITIONS = {  # what alpha means under each rule (Rule.acceptance_alpha), stated beside every figure of it
+    "greedy": "α = share of verified positions where argmax q = argmax p (greedy accepts exactly those)",
+    "sample": "α = mean over verified positions of Σₓ min(p(x), q(x)) on the warped p and q (P(accept) of a fresh x ~ q)",
+    "topbeta": "α = share of verified positions where argmax q is in the target's top β within τ of its top-1",
+}
 
 
 def make_rule(name: str, *, beta: int = 3, tau: float = 5.0, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> Rule:

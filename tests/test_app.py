@@ -14,7 +14,9 @@ APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
 def make_app(params: dict[str, str]) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
+    # Each run's work is bounded (tiny models, or a few tokens of the embedded one); the generous timeout
+    # only keeps a busy 2-core machine from failing a run that is merely slow.
+    at = AppTest.from_file(APP, default_timeout=1800)
     for key, value in params.items():
         at.query_params[key] = value
     return at

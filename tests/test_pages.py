@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from specviz import analysis
+from specviz.config import DecodeConfig
+from specviz.engine import speculative_decode
+
 from .test_app import make_app
 
 
@@ -20,12 +24,21 @@ def open_page(params, page: str):
     return at
 
 
-def test_metrics_page(params):
+def test_metrics_page(params, tiny_dirs, tiny_pair):
     at = open_page(params, "metrics")
     assert not at.error, [e.value for e in at.error]
-    labels = [m.label for m in at.metric]
-    assert "α (mean Σ min(p, q))" in labels and "speedup" in labels
-    assert len(at.get("plotly_chart")) == 2
+    values = {m.label: m.value for m in at.metric}
+    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", max_new_tokens=16, gamma=3,
+                          device="cpu")
+    trace = speculative_decode(config, prompt=params["prompt"], pair=tiny_pair)  # the page's trace, recomputed
+    check = analysis.theory_check(trace)
+    assert values["α (greedy)"] == f"{trace.stats.alpha_estimate:.3f}"
+    assert values["tokens per round, measured"] == f"{trace.stats.mean_tokens_per_round:.2f}"
+    assert values["(1 − α^(k+1)) / (1 − α), realised k"] == f"{check.expected_tokens_per_round:.2f}"
+    assert values["mean acceptance length (vLLM)"] == f"{trace.stats.mean_acceptance_length:.2f}"
+    assert values["target passes"] == str(trace.stats.target_forward_passes)
+    assert {"speedup, measured", "speedup, theory", "cost ratio c (draft / target token)"} <= set(values)
+    assert len(at.get("plotly_chart")) == 3  # acceptance by position, tokens per round, accepted lengths
     assert any(b.label.startswith("Download metrics") for b in at.get("download_button"))
 
 
@@ -50,12 +63,17 @@ def test_compare_rules_page(params):
 
 
 def test_losslessness_page(params):
-    at = open_page(params, "losslessness")
-    at.slider[-2].set_value(40).run()  # samples per arm (the page's sliders come after the sidebar's)
-    at.button[0].click().run()
+    at = open_page(params, "losslessness")  # the exact first-token test runs at once, at N = 20,000
     assert not at.exception and not at.error
-    assert [m.label.split(":")[0] for m in at.metric] == ["speculative sampling", "target sampling", "broken rule"]
+    labels = [m.label.split(":")[0] for m in at.metric]
+    assert labels == ["speculative sampling", "target sampling", "broken rule", "power against the broken rule"]
+    values = {m.label.split(":")[0]: m.value for m in at.metric}
+    assert float(values["broken rule"]) < 0.01 and float(values["speculative sampling"]) > 0.001
     assert len(at.get("plotly_chart")) == 1
+    at.slider(key="lab_samples").set_value(30).run()
+    at.button(key="lab_decode").click().run()  # later positions: real decoding, independent seeds per arm
+    assert not at.exception and not at.error
+    assert len(at.dataframe[0].value) == 2  # positions 1 and 2
 
 
 def test_parallel_page(params):

@@ -9,6 +9,7 @@ import torch
 
 from specviz.config import ConfigError, DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
+from specviz.models import load_model
 from specviz.trace import Trace
 from specviz.tree import remove_and_renormalise
 from specviz.verify import gumbel_top_k, softmax32
@@ -110,3 +111,20 @@ def test_tree_bounds_are_checked(tiny_dirs):
         tree_config(tiny_dirs, branching=8, tree_depth=4).validated()
     with pytest.raises(ConfigError, match="tree_mode"):
         tree_config(tiny_dirs, tree_mode="forest").validated()
+
+
+def test_a_tree_round_that_accepts_eos_records_nothing_after_it(tiny_dirs):
+    """draft = target accepts the whole greedy path; this prompt's path reaches EOS before the tree's depth."""
+    target = load_model(tiny_dirs["target"], "cpu")
+    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["target"], drafter="tree", rule="greedy",
+                          tree_depth=4, branching=1, max_new_tokens=40, device="cpu")
+    trace = speculative_decode(config, prompt_ids=[29, 14, 26, 30, 15, 3], pair=ModelPair(target, target))
+    assert trace.stats.stop_reason == "eos"
+    last = trace.rounds[-1]
+    assert last.emitted_ids[-1] == 1 and last.correction is None and last.bonus is None  # EOS was an accepted node
+    for rnd in trace.rounds:
+        path_tokens = [rnd.tree.nodes[i].token_id for i in rnd.tree.path]
+        assert path_tokens == rnd.emitted_ids[: len(path_tokens)]
+        assert len(rnd.emitted_ids) == len(path_tokens) + (rnd.correction is not None or rnd.bonus is not None)
+        accepted = [n.index for n in rnd.tree.nodes[1:] if n.status == "accepted"]
+        assert accepted == rnd.tree.path

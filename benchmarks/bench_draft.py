@@ -1,0 +1,137 @@
+"""Benchmark: the shipped embedded draft against the embedded target alone, in one process, on held-out prompts.
+
+Prints, from one run:
+  - the target alone (transformers' greedy / sampled ``generate``), tokens/s;
+  - the engine (recording every round) with the embedded draft, per gamma, greedy, with the FR-Spec head
+    (K tokens) and the full head: acceptance alpha (greedy: argmax q = argmax p), tokens per round, tokens/s,
+    speedup over the target alone, the theory (1 - a^(g+1)) / ((1 - a)(g c + 1)) at the measured alpha and c,
+    and whether the output is token-identical to the target's own greedy text;
+  - speculative sampling at temperature 0.7 at every gamma against the target's own sampling;
+  - transformers' assisted generation with the same target, the same (full-head) draft and the same fixed
+    number of draft tokens, against the engine with the same draft;
+  - the draft's cost ratio c for each head size K, and where the engine's time goes (draft, verify, the rest).
+
+    .venv/bin/python benchmarks/bench_draft.py [--max-new-tokens 64] [--prompts 6] [--gammas 1,2,3,4,5,6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from specviz.analysis import cost_ratio
+from specviz.config import EMBEDDED_DRAFT, DecodeConfig
+from specviz.draft_model import embedded_draft_dir
+from specviz.draft_training import HELDOUT_FILE
+from specviz.engine import load_pair, prompt_ids_for, speculative_decode
+from specviz.teacher_text import read_prompt_file
+from specviz.theory import expected_speedup_for_blocks
+
+
+def target_generate(pair, prompt_ids, max_new_tokens: int, temperature: float, seed: int, **extra) -> tuple[list[int], float]:
+    """The target's own ``generate`` (greedy at temperature 0): (new ids, seconds)."""
+    ids = torch.tensor([prompt_ids], device=pair.target.device)
+    sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature else dict(do_sample=False)
+    torch.manual_seed(seed)
+    started = time.perf_counter()
+    with torch.inference_mode():
+        out = pair.target.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, **sampling, **extra)
+    return out[0, len(prompt_ids):].tolist(), time.perf_counter() - started
+
+
+def engine_runs(config: DecodeConfig, pair, prompts: list[list[int]]):
+    """One trace per prompt with the engine (every round recorded, as the app records it)."""
+    return [speculative_decode(config.replace(seed=i), prompt_ids=p, pair=pair) for i, p in enumerate(prompts)]
+
+
+def summarise(traces) -> dict:
+    """Totals over traces: tokens/s, greedy-or-rule alpha, tokens per round, realised blocks, time split."""
+    verified = [pos for t in traces for r in t.rounds for pos in r.draft if pos.status != "not_verified"]
+    rounds = [r for t in traces for r in t.rounds]
+    wall = sum(t.stats.wall_ms for t in traces) / 1e3
+    tokens = sum(t.stats.new_tokens for t in traces)
+    draft_s, verify_s = sum(r.draft_ms for r in rounds) / 1e3, sum(r.verify_ms for r in rounds) / 1e3
+    return dict(tokens=tokens, seconds=wall, tps=tokens / wall, alpha=sum(p.alpha for p in verified) / max(1, len(verified)),
+                tokens_per_round=tokens / max(1, len(rounds)), blocks=[r.drafted_count for r in rounds],
+                draft_s=draft_s, verify_s=verify_s, other_s=wall - draft_s - verify_s, outputs=[t.output_ids for t in traces])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--prompts", type=int, default=6, help="how many held-out prompts (specviz/data/heldout_prompts.txt)")
+    parser.add_argument("--gammas", default="1,2,3,4,5,6")
+    parser.add_argument("--vocab-sizes", default="2048,4096,8192,16384,0", help="FR-Spec head sizes for the c table (0 = all)")
+    args = parser.parse_args()
+    gammas = [int(g) for g in args.gammas.split(",")]
+    n = args.max_new_tokens
+    base = DecodeConfig(max_new_tokens=n, device=args.device, top_n=10)
+    pair = load_pair(base)
+    texts = read_prompt_file(HELDOUT_FILE)[: args.prompts]
+    prompts = [prompt_ids_for(pair, base, t, None) for t in texts]
+    shipped_k = pair.draft.vocab_ranking.recommended
+    print(f"device {pair.target.device} ({pair.target.model.dtype}); {len(prompts)} held-out prompts x {n} new tokens; "
+          f"draft {pair.draft.name} ({pair.draft.model.config.num_hidden_layers} layers), shipped head K={shipped_k}")
+
+    # warm-up, then the target alone
+    target_generate(pair, prompts[0], 8, 0.0, 0)
+    greedy = [target_generate(pair, p, n, 0.0, 0) for p in prompts]
+    target_greedy_tps = sum(len(ids) for ids, _ in greedy) / sum(s for _, s in greedy)
+    sampled = [target_generate(pair, p, n, 0.7, i) for i, p in enumerate(prompts)]
+    target_sample_tps = sum(len(ids) for ids, _ in sampled) / sum(s for _, s in sampled)
+    print(f"\ntarget alone (transformers generate): greedy {target_greedy_tps:.1f} tok/s, sampling T=0.7 {target_sample_tps:.1f} tok/s")
+
+    print("\n## draft cost ratio c = one draft token / one target token (cached, one-token forwards)")
+    prefix = prompts[0] + greedy[0][0][:8]
+    costs = {}
+    for k in [int(x) for x in args.vocab_sizes.split(",")]:
+        costs[k] = statistics.median(cost_ratio(base.replace(draft_vocab=k), pair, prefix, repeats=15) for _ in range(3))
+        print(f"K={k or 'all':>6}: c = {costs[k]:.3f}")
+
+    best = {}
+    for rule, temperature, target_tps in (("greedy", 1.0, target_greedy_tps), ("sample", 0.7, target_sample_tps)):
+        for k in sorted({shipped_k, 0}, reverse=True):
+            label = f"{rule}{' T=0.7' if rule == 'sample' else ''}, head K={k or 'all'}"
+            print(f"\n## engine, {label}")
+            print(f"{'gamma':>5} {'alpha':>6} {'tok/round':>9} {'tok/s':>7} {'speedup':>8} {'theory':>7} {'meas/theory':>11} "
+                  f"{'identical':>9}  time split draft/verify/other (s)")
+            c = costs.get(k) if k in costs else cost_ratio(base.replace(draft_vocab=k), pair, prefix, repeats=15)
+            for gamma in gammas:
+                config = base.replace(rule=rule, temperature=temperature, gamma=gamma, draft_vocab=k)
+                s = summarise(engine_runs(config, pair, prompts))
+                speedup = s["tps"] / target_tps
+                theory = expected_speedup_for_blocks(s["alpha"], s["blocks"], c)
+                same = s["outputs"] == [ids for ids, _ in greedy] if rule == "greedy" else "-"
+                print(f"{gamma:5d} {s['alpha']:6.3f} {s['tokens_per_round']:9.2f} {s['tps']:7.1f} {speedup:7.2f}x {theory:6.2f}x "
+                      f"{speedup / theory:10.2f}x {str(same):>9}  {s['draft_s']:.1f}/{s['verify_s']:.1f}/{s['other_s']:.1f}")
+                if speedup > best.get(label, (0,))[0]:
+                    best[label] = (speedup, gamma, speedup / theory)
+
+    print("\n## transformers' assisted generation vs the engine: same target, same full-head draft, fixed draft tokens")
+    assistant = AutoModelForCausalLM.from_pretrained(str(embedded_draft_dir()), dtype=pair.target.model.dtype,
+                                                     use_safetensors=True, trust_remote_code=False).to(pair.target.device).eval()
+    for gamma in (3, 4, 5):
+        assistant.generation_config.num_assistant_tokens = gamma
+        assistant.generation_config.num_assistant_tokens_schedule = "constant"
+        assistant.generation_config.assistant_confidence_threshold = 0.0
+        runs = [target_generate(pair, p, n, 0.0, 0, assistant_model=assistant) for p in prompts]
+        hf_tps = sum(len(ids) for ids, _ in runs) / sum(sec for _, sec in runs)
+        ours = summarise(engine_runs(base.replace(gamma=gamma, draft_vocab=0), pair, prompts))
+        same = [ids for ids, _ in runs] == ours["outputs"]
+        print(f"gamma {gamma}: transformers {hf_tps:.1f} tok/s, engine (recording) {ours['tps']:.1f} tok/s -> "
+              f"ratio {ours['tps'] / hf_tps:.2f}x (goal >= 1.0); same tokens: {same}")
+
+    print("\n## best gamma per setting (speedup over the target alone; measured / theory)")
+    for label, (speedup, gamma, ratio) in best.items():
+        print(f"{label:32s} gamma {gamma}: {speedup:.2f}x, {ratio:.2f} of theory")
+    print(f"(draft spec: {EMBEDDED_DRAFT}; held-out prompts from {Path(HELDOUT_FILE).name})")
+
+
+if __name__ == "__main__":
+    main()

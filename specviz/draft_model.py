@@ -1,0 +1,124 @@
+"""The embedded draft model: SmolLM2-135M cut to a few of its own layers, distilled from itself.
+
+Shipped as ``specviz/weights/smollm2-135m-draft.safetensors``: the draft's decoder layers and final
+norm (float16) and ``vocab_order``, every token id ranked by how often the target generated it in
+the training text (FR-Spec's frequency-ranked draft vocabulary, Zhao et al. 2025, arXiv 2502.14856).
+Its manifest ``smollm2-135m-draft.json`` says how it was made (command, seed, steps, data, loss,
+measured acceptance). The embedding, and the output head tied to it, are the target's own, read at
+load time, which keeps the shipped file small.
+
+On first use the draft is materialised as a standard ``save_pretrained`` directory in the cache
+(``embedded_draft_dir``), so transformers' own ``generate(assistant_model=...)`` can load exactly the
+same draft, and the ranking sits beside it in ``vocab_order.safetensors``.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+from transformers import AutoConfig, AutoTokenizer, GenerationConfig, LlamaForCausalLM, PreTrainedModel
+
+from .models import ModelLoadError, cache_root, embedded_model_dir, materialise
+
+EMBEDDED_DRAFT_NAME = "SmolLM2-135M draft (embedded, distilled)"
+WEIGHTS_FILE = Path(__file__).parent / "weights" / "smollm2-135m-draft.safetensors"
+MANIFEST_FILE = WEIGHTS_FILE.with_suffix(".json")
+VOCAB_ORDER_FILE = "vocab_order.safetensors"  # beside a materialised draft: its FR-Spec token ranking
+SHARED_WEIGHTS = ("model.embed_tokens.weight", "lm_head.weight")  # the target's, never shipped
+
+
+def cut_model(target: PreTrainedModel, layer_ids: list[int]) -> LlamaForCausalLM:
+    """A new Llama made of the target's embedding, the decoder layers ``layer_ids`` (in order) and its
+    final norm: the draft's starting point before distillation (a layer subset of the target)."""
+    config = copy.deepcopy(target.config)
+    config.num_hidden_layers = len(layer_ids)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # the GGUF origin of the target's weights does not apply here
+    draft = LlamaForCausalLM(config)
+    state = {name: value for name, value in target.state_dict().items() if not name.startswith("model.layers.")}
+    for new, old in enumerate(layer_ids):
+        prefix = f"model.layers.{old}."
+        state.update({f"model.layers.{new}.{name[len(prefix):]}": value
+                      for name, value in target.state_dict().items() if name.startswith(prefix)})
+    draft.load_state_dict(state, strict=False)
+    draft.tie_weights()
+    return draft.to(target.dtype).eval()
+
+
+def save_shipped(draft: PreTrainedModel, vocab_order: torch.Tensor, manifest: dict, path: Path = WEIGHTS_FILE) -> None:
+    """Write the draft's own weights (float16, without the target's embedding) and the manifest; the
+    manifest's ``draft_vocab`` is the head size K the engine uses by default."""
+    tensors = {name: value.detach().to(torch.float16).contiguous().cpu()
+               for name, value in draft.state_dict().items() if name not in SHARED_WEIGHTS}
+    tensors["vocab_order"] = vocab_order.to(torch.int32).contiguous()
+    metadata = {"num_hidden_layers": str(draft.config.num_hidden_layers), "draft_vocab": str(manifest.get("draft_vocab", 0)),
+                "format": "pt"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(path), metadata=metadata)
+    path.with_suffix(".json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+
+
+def read_manifest(path: Path = MANIFEST_FILE) -> dict:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
+def embedded_draft_dir() -> Path:
+    """The shipped draft as a ``save_pretrained`` directory in the cache, made on first use.
+
+    The directory's name carries a digest of the shipped file, so retrained weights never meet a
+    stale copy.
+    """
+    if not WEIGHTS_FILE.is_file():
+        raise ModelLoadError(f"The embedded draft's weights {WEIGHTS_FILE} are missing: train them with "
+                             "`python -m specviz train-draft`")
+    base = embedded_model_dir()
+    with safe_open(str(WEIGHTS_FILE), framework="pt") as f:
+        layers, draft_vocab = int(f.metadata()["num_hidden_layers"]), f.metadata().get("draft_vocab", "0")
+
+    def write(staging: Path) -> None:
+        shipped = load_file(str(WEIGHTS_FILE))
+        vocab_order = shipped.pop("vocab_order")
+        with safe_open(str(base / "model.safetensors"), framework="pt") as f:  # tied: stored under either name
+            shared = next(name for name in SHARED_WEIGHTS if name in f.keys())
+            shipped["model.embed_tokens.weight"] = f.get_tensor(shared)
+        config = AutoConfig.from_pretrained(base)
+        config.num_hidden_layers = layers
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        save_file({name: value.float().contiguous() for name, value in shipped.items()}, str(staging / "model.safetensors"),
+                  metadata={"format": "pt"})
+        save_file({"vocab_order": vocab_order}, str(staging / VOCAB_ORDER_FILE), metadata={"draft_vocab": draft_vocab})
+        config.save_pretrained(staging)
+        GenerationConfig.from_pretrained(base).save_pretrained(staging)
+        AutoTokenizer.from_pretrained(base).save_pretrained(staging)
+
+    return materialise(cache_root() / f"smollm2-135m-draft-{_digest(WEIGHTS_FILE)}", write)
+
+
+@dataclass(frozen=True)
+class VocabRanking:
+    """A draft's token ids, most frequent in the target's text first, and the head size K it was shipped
+    to use (FR-Spec: the draft scores only ``order[:K]``; q is zero elsewhere)."""
+
+    order: torch.Tensor  # (V,) int64
+    recommended: int  # 0: the full vocabulary
+
+
+def read_vocab_ranking(model_dir: Path) -> VocabRanking | None:
+    """The ranking saved beside a draft directory, or None for a draft without one."""
+    path = model_dir / VOCAB_ORDER_FILE
+    if not path.is_file():
+        return None
+    with safe_open(str(path), framework="pt") as f:
+        return VocabRanking(f.get_tensor("vocab_order").long(), int(f.metadata().get("draft_vocab", 0)))

@@ -1,0 +1,124 @@
+"""The shipped embedded draft: it loads, fits the target, stays exact (full and trimmed head), and is the trained one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from scipy.stats import chisquare
+from transformers import AutoModelForCausalLM, DynamicCache
+
+from specviz.config import EMBEDDED, ConfigError, DecodeConfig
+from specviz.draft_model import MANIFEST_FILE, WEIGHTS_FILE, embedded_draft_dir
+from specviz.draft_training import HELDOUT_FILE
+from specviz.engine import ModelPair, draft_forward_for, load_pair, speculative_decode
+from specviz.models import VocabularyMismatchError, encode_prompt, load_model
+from specviz.teacher_text import read_prompt_file
+from specviz.verify import SpeculativeSamplingRule, softmax32
+
+from .conftest import target_greedy
+
+PROMPT = "Explain what a hash table is and why it is fast."
+
+
+@pytest.fixture(scope="module")
+def pair(embedded) -> ModelPair:
+    return load_pair(DecodeConfig(device="cpu"))
+
+
+def test_the_default_pair_is_the_embedded_target_and_its_shipped_draft(pair, embedded):
+    config = DecodeConfig()
+    assert (config.target, config.drafter, config.draft_spec) == (EMBEDDED, "model", "embedded-draft")
+    assert pair.target is embedded and pair.draft.spec == "embedded-draft"
+    assert pair.draft.tokenizer.get_vocab() == pair.target.tokenizer.get_vocab()
+    draft_config = pair.draft.model.config
+    assert draft_config.hidden_size == pair.target.model.config.hidden_size and draft_config.num_hidden_layers == 4
+    assert pair.draft.vocab_ranking.recommended == json.loads(MANIFEST_FILE.read_text())["draft_vocab"]
+    # the draft's embedding and tied head are the target's own
+    assert torch.equal(pair.draft.model.get_input_embeddings().weight, pair.target.model.get_input_embeddings().weight)
+
+
+def test_shipped_files_are_small_and_the_manifest_says_how_they_were_made():
+    assert WEIGHTS_FILE.stat().st_size < 30e6
+    manifest = json.loads(MANIFEST_FILE.read_text())
+    for field in ("command", "seed", "steps", "response_tokens", "final_loss", "heldout_greedy_acceptance", "draft_vocab"):
+        assert field in manifest, field
+    assert manifest["command"].startswith("python -m specviz train-draft")
+
+
+def test_materialised_directory_is_a_standard_checkpoint_with_the_same_logits(pair):
+    directory = embedded_draft_dir()
+    plain = AutoModelForCausalLM.from_pretrained(str(directory), use_safetensors=True, trust_remote_code=False).eval()
+    ids = torch.tensor([pair.target.tokenizer("The capital of France is")["input_ids"]])
+    with torch.inference_mode():
+        assert torch.allclose(plain(ids).logits, pair.draft.model(ids).logits, atol=1e-5)
+
+
+@pytest.mark.parametrize("gamma,draft_vocab", [(2, None), (4, None), (6, None), (4, 0), (3, 1024)])
+def test_greedy_with_the_shipped_draft_is_identical_to_the_targets_generate(pair, gamma, draft_vocab):
+    config = DecodeConfig(gamma=gamma, draft_vocab=draft_vocab, max_new_tokens=24, device="cpu")
+    trace = speculative_decode(config, prompt=PROMPT, pair=pair)
+    assert trace.output_ids == target_greedy(pair.target, trace.prompt_ids, 24)
+    expected_k = {None: pair.draft.vocab_ranking.recommended, 0: pair.vocab_size}.get(draft_vocab, draft_vocab)
+    assert trace.models["draft_vocab"] == expected_k
+
+
+def test_a_trimmed_head_gives_zero_q_outside_its_tokens(pair):
+    config = DecodeConfig(draft_vocab=1024, rule="sample", device="cpu")
+    trace = speculative_decode(config.replace(max_new_tokens=12), prompt=PROMPT, pair=pair)
+    allowed = set(pair.draft.vocab_ranking.order[:1024].tolist())
+    for rnd in trace.rounds:
+        for pos in rnd.draft:
+            assert pos.token_id in allowed and set(pos.draft_top.ids) <= allowed
+
+
+@pytest.mark.parametrize("draft_vocab", [0, 1024])
+def test_sampling_with_the_shipped_draft_follows_p(pair, draft_vocab):
+    """The engine's sampling rule on the shipped draft's real q (full or trimmed): 3000 first tokens drawn as the
+    engine draws them (x ~ q, check, residual) follow p; the power check: the same test rejects q itself."""
+    ids = encode_prompt(pair.target.tokenizer, "Name a colour.", True)
+    with torch.inference_mode():
+        p = softmax32(pair.target.model(torch.tensor([ids])).logits[0, -1])
+    forward = draft_forward_for(DecodeConfig(draft_vocab=draft_vocab), pair.draft)
+    logits = forward(pair.draft, ids, DynamicCache(), 0, 1)[-1]
+    rule = SpeculativeSamplingRule()
+    q = rule.draft_distribution(logits)
+    generator = torch.Generator().manual_seed(0)
+    draws = []
+    for _ in range(3000):
+        x = rule.draft_token(q, generator)
+        draws.append(x if rule.check(x, p, q, generator).accepted else rule.correction(p, q, generator))
+    top = torch.topk(p, 12).indices.tolist()
+
+    def p_value(probs: torch.Tensor) -> float:
+        observed = [draws.count(t) for t in top] + [sum(d not in top for d in draws)]
+        expected = [float(probs[t]) * 3000 for t in top] + [float(1 - probs[top].sum()) * 3000]
+        return float(chisquare(observed, expected).pvalue)
+
+    assert p_value(p) > 1e-3
+    assert p_value(q) < 1e-6
+
+
+def test_held_out_greedy_acceptance_shows_the_shipped_draft_is_the_trained_one(pair):
+    prompts = read_prompt_file(HELDOUT_FILE)[:3]
+    config = DecodeConfig(gamma=4, max_new_tokens=32, top_n=1, device="cpu")
+    traces = [speculative_decode(config, prompt=p, pair=pair) for p in prompts]
+    verified = [pos for t in traces for r in t.rounds for pos in r.draft if pos.status != "not_verified"]
+    assert sum(p.accepted for p in verified) / len(verified) >= 0.5
+
+
+def test_a_draft_for_another_vocabulary_is_refused_with_a_message(tiny_dirs):
+    with pytest.raises(VocabularyMismatchError, match="different tokenizers"):
+        load_pair(DecodeConfig(target=tiny_dirs["target"], draft="embedded-draft", drafter="model", device="cpu"))
+
+
+def test_bad_draft_settings_get_clear_messages(tiny_dirs, tiny_pair):
+    with pytest.raises(ConfigError, match="needs a draft model"):
+        DecodeConfig(target=tiny_dirs["target"], drafter="model").validated()
+    with pytest.raises(ConfigError, match="draft_vocab"):
+        DecodeConfig(draft_vocab=-5).validated()
+    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", draft_vocab=16, device="cpu")
+    with pytest.raises(ConfigError, match="frequency ranking"):
+        speculative_decode(config, prompt_ids=[3, 7, 5], pair=tiny_pair)
+    assert load_model(tiny_dirs["draft"], "cpu").vocab_ranking is None

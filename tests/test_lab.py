@@ -1,0 +1,87 @@
+"""The losslessness lab: exact laws, the rule simulated from fixed p and q, power, independent arms."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specviz import lab
+from specviz.config import DecodeConfig
+from specviz.verify import BrokenResidualRule, SpeculativeSamplingRule, softmax32
+
+PROMPT = [3, 7, 5, 9, 3, 7]
+
+
+@pytest.fixture(scope="module")
+def config(tiny_dirs):
+    return DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", rule="sample",
+                        gamma=3, max_new_tokens=8, seed=0, device="cpu")
+
+
+def hand_made() -> tuple[torch.Tensor, torch.Tensor]:
+    p = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    q = torch.tensor([0.1, 0.6, 0.1, 0.2])
+    return p, q
+
+
+def test_exact_laws_speculative_is_p_and_broken_has_its_closed_form():
+    p, q = hand_made()
+    assert torch.allclose(lab.output_law(SpeculativeSamplingRule(), p, q), p, atol=1e-6)
+    # sum min(p, q) = 0.1 + 0.3 + 0.1 + 0.05 = 0.55, so broken = min(p, q) + 0.45 p
+    broken = lab.output_law(BrokenResidualRule(), p, q)
+    assert torch.allclose(broken, torch.tensor([0.1 + 0.225, 0.3 + 0.135, 0.1 + 0.0675, 0.05 + 0.0225]), atol=1e-6)
+
+
+def test_the_simulated_rule_follows_its_exact_law():
+    p, q = hand_made()
+    for rule in (SpeculativeSamplingRule(), BrokenResidualRule()):
+        ids = lab.simulate_rule(rule, p, q, 20_000, seed=1).tolist()
+        assert lab.goodness_of_fit(ids, lab.output_law(rule, p, q)) > 1e-3
+    broken_ids = lab.simulate_rule(BrokenResidualRule(), p, q, 20_000, seed=1).tolist()
+    assert lab.goodness_of_fit(broken_ids, p) < 1e-6  # and the broken one is far from p
+
+
+def test_power_grows_with_n_and_is_zero_for_the_null_itself():
+    p, q = hand_made()
+    broken = lab.output_law(BrokenResidualRule(), p, q)
+    assert lab.chi_square_power(p, broken, 20) < lab.chi_square_power(p, broken, 200) < lab.chi_square_power(p, broken, 2000)
+    assert lab.chi_square_power(p, broken, 2000) > 0.99
+    assert lab.chi_square_power(p, p, 2000) == pytest.approx(0.01, abs=1e-6)  # only the test's own level
+
+
+def test_first_drafted_position_is_the_models_own_p_and_q(config, tiny_pair):
+    position = lab.first_drafted_position(config, tiny_pair, PROMPT)
+    with torch.inference_mode():
+        p = softmax32(tiny_pair.target.model(torch.tensor([PROMPT])).logits[0, -1])
+        q = softmax32(tiny_pair.draft.model(torch.tensor([PROMPT])).logits[0, -1])
+    assert position.context == PROMPT
+    assert torch.allclose(position.target_probs, p, atol=1e-5) and torch.allclose(position.draft_probs, q, atol=1e-5)
+
+
+def test_exact_lab_catches_the_broken_rule_on_a_real_pair(config, tiny_pair):
+    result = lab.exact_lab(config, tiny_pair, PROMPT, 20_000)
+    assert result.p_values["speculative sampling"] > 1e-3
+    assert result.p_values["target sampling"] > 1e-3
+    assert result.p_values["broken rule"] < 1e-3
+    assert result.broken_power > 0.99
+    assert all(len(ids) == 20_000 for ids in result.samples.values())
+    assert result.samples["speculative sampling"] != result.samples["broken rule"]  # independent streams
+
+
+def test_parallel_drafters_are_tested_at_their_first_drafted_token(embedded):
+    config = DecodeConfig(drafter="blockwise", rule="sample", device="cpu")
+    ids = embedded.tokenizer("Name three colours.")["input_ids"]
+    from specviz.engine import ModelPair
+
+    position = lab.first_drafted_position(config, ModelPair(embedded), ids)
+    assert position.context[:-1] == ids and position.draft_probs is not None
+    assert position.draft_probs.sum() == pytest.approx(1.0, abs=1e-4)
+
+
+def test_sequences_have_one_row_per_arm_sample_and_position(config, tiny_pair):
+    table = lab.sample_sequences(config, tiny_pair, PROMPT, samples=30, tokens=2)
+    assert (table.position == 1).sum() == 3 * 30  # every decode has a first token (a second unless it was EOS)
+    assert set(table.position) == {1, 2} and table.groupby(["arm", "sample"]).size().max() == 2
+    assert set(table.arm) == set(lab.ARMS)
+    first = {arm: table[(table.arm == arm) & (table.position == 1)].token_id.tolist() for arm in lab.ARMS}
+    assert first["speculative sampling"] != first["target sampling"]  # arms draw from different seeds
