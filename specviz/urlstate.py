@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from .config import ConfigError, DecodeConfig
 
 # Settable from a URL. The device and the recorded top-N are the server's business, not a link's.
-URL_FIELDS = ("target", "draft", "drafter", "draft_vocab", "rule", "gamma", "beta", "tau", "temperature", "top_k", "top_p",
+# Applied in this order, each checked with those before it: the draft comes before the target, so a
+# link naming both a new target and its draft is valid at every step.
+URL_FIELDS = ("draft", "drafter", "target", "draft_vocab", "rule", "gamma", "beta", "tau", "temperature", "top_k", "top_p",
               "seed", "max_new_tokens", "chat_template", "skip_layers", "exit_threshold", "ngram_max", "tree_mode",
               "branching", "tree_depth", "beam_width")
 PROMPT_CHARS_MAX = 4000

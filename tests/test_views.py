@@ -30,9 +30,10 @@ def test_url_round_trip():
 
 def test_url_bad_values_fall_back_one_by_one():
     state = parse_query({"gamma": "0", "beta": "x", "temperature": "-1", "top_p": "nan", "rule": "greedy",
-                         "drafter": "model", "round": "zero", "seed": "7"}, DEFAULTS)
+                         "drafter": "model", "target": "org/other-model", "round": "zero", "seed": "7"}, DEFAULTS)
     assert (state.config.gamma, state.config.beta, state.config.temperature) == (4, 3, 1.0)
-    assert state.config.drafter == "layerskip"  # "model" without a draft model is refused
+    assert state.config.drafter == "model"  # valid: the embedded target has its shipped draft
+    assert state.config.target == "embedded"  # another target without a draft model is refused
     assert state.config.seed == 7 and state.round == 1
     assert len(state.messages) == 6
     assert all("ignored" in m for m in state.messages)
