@@ -16,15 +16,14 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 import torch
-from scipy.stats import chi2_contingency, chisquare
 
 from .config import PARALLEL_DRAFTERS, DecodeConfig
 from .drafters import KVCachedSequence, full_forward
-from .engine import ModelPair, autoregressive_decode, draft_forward_for, layer_skip_forward_for, parallel_drafter, rule_for, speculative_decode
+from .engine import ModelPair, autoregressive_decode, draft_forward_for, layer_skip_forward_for, parallel_drafter, speculative_decode
 from .parallel_drafters import draft_logits, target_states, window_memory
 from .theory import expected_speedup_for_blocks, expected_tokens_for_blocks
 from .trace import NOT_VERIFIED, Trace
-from .verify import BrokenResidualRule, GreedyRule, SpeculativeSamplingRule, TopBetaRule, one_hot
+from .verify import GreedyRule, SpeculativeSamplingRule, TopBetaRule, one_hot
 
 Progress = Callable[[int, int], None] | None
 
