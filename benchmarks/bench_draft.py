@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM
 
-from specviz.analysis import cost_ratio
+from specviz.analysis import cost_ratio, realised_blocks
 from specviz.config import EMBEDDED_DRAFT, DecodeConfig
 from specviz.draft_model import embedded_draft_dir
 from specviz.draft_training import HELDOUT_FILE
@@ -57,7 +57,7 @@ def summarise(traces) -> dict:
     tokens = sum(t.stats.new_tokens for t in traces)
     draft_s, verify_s = sum(r.draft_ms for r in rounds) / 1e3, sum(r.verify_ms for r in rounds) / 1e3
     return dict(tokens=tokens, seconds=wall, tps=tokens / wall, alpha=sum(p.alpha for p in verified) / max(1, len(verified)),
-                tokens_per_round=tokens / max(1, len(rounds)), blocks=[r.drafted_count for r in rounds],
+                tokens_per_round=tokens / max(1, len(rounds)), blocks=[k for t in traces for k in realised_blocks(t)],
                 draft_s=draft_s, verify_s=verify_s, other_s=wall - draft_s - verify_s, outputs=[t.output_ids for t in traces])
 
 

@@ -34,14 +34,18 @@ VOCAB_ORDER_FILE = "vocab_order.safetensors"  # beside a materialised draft: its
 SHARED_WEIGHTS = ("model.embed_tokens.weight", "lm_head.weight")  # the target's, never shipped
 
 
+def draft_config(config, layers: int):
+    """The target's config with ``layers`` decoder layers; the GGUF origin of its weights does not apply."""
+    config.num_hidden_layers = layers
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    return config
+
+
 def cut_model(target: PreTrainedModel, layer_ids: list[int]) -> LlamaForCausalLM:
     """A new Llama made of the target's embedding, the decoder layers ``layer_ids`` (in order) and its
     final norm: the draft's starting point before distillation (a layer subset of the target)."""
-    config = copy.deepcopy(target.config)
-    config.num_hidden_layers = len(layer_ids)
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config  # the GGUF origin of the target's weights does not apply here
-    draft = LlamaForCausalLM(config)
+    draft = LlamaForCausalLM(draft_config(copy.deepcopy(target.config), len(layer_ids)))
     state = {name: value for name, value in target.state_dict().items() if not name.startswith("model.layers.")}
     for new, old in enumerate(layer_ids):
         prefix = f"model.layers.{old}."
@@ -92,10 +96,7 @@ def embedded_draft_dir() -> Path:
         with safe_open(str(base / "model.safetensors"), framework="pt") as f:  # tied: stored under either name
             shared = next(name for name in SHARED_WEIGHTS if name in f.keys())
             shipped["model.embed_tokens.weight"] = f.get_tensor(shared)
-        config = AutoConfig.from_pretrained(base)
-        config.num_hidden_layers = layers
-        if hasattr(config, "quantization_config"):
-            del config.quantization_config
+        config = draft_config(AutoConfig.from_pretrained(base), layers)
         save_file({name: value.float().contiguous() for name, value in shipped.items()}, str(staging / "model.safetensors"),
                   metadata={"format": "pt"})
         save_file({"vocab_order": vocab_order}, str(staging / VOCAB_ORDER_FILE), metadata={"draft_vocab": draft_vocab})

@@ -22,6 +22,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
+from .engine import eos_ids
 from .models import LoadedModel, cache_root, encode_prompt
 
 PAD = -1  # pad value in stored id tensors (never a real token id)
@@ -73,8 +74,7 @@ def generate_batch(target: LoadedModel, prompt_ids: list[list[int]], new_tokens:
     responses = out.sequences[:, width:].cpu()  # (B, R)
     logits = torch.stack(out.logits, dim=1).float().cpu()  # (B, R, V) raw logits of every step
     top = torch.topk(torch.log_softmax(logits, dim=-1), top_k, dim=-1)  # (B, R, K)
-    eos = set(target.model.generation_config.eos_token_id if isinstance(target.model.generation_config.eos_token_id, list)
-              else [target.model.generation_config.eos_token_id])
+    eos = eos_ids(target)
     rows, lengths = [], []
     for prompt, response in zip(prompt_ids, responses.tolist()):
         stop = next((i + 1 for i, t in enumerate(response) if t in eos), len(response))  # keep the EOS itself
