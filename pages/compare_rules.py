@@ -32,7 +32,7 @@ elif rounds:
     st.markdown("β = 1 is exactly greedy decoding. β > 1 trades fidelity for longer accepted runs: the whole output is "
                 "decoded again for each β and compared token by token with the target's greedy output.")
     key = ui.trace_key(config, prompt, "departures")
-    if ui.result_store().get(key) is not None or st.button("Decode with β = 1..5"):
+    if ui.known(key) or st.button("Decode with β = 1..5"):
         def departures(on_progress):
             pair = ui.pair_for(config)
             return analysis.lossy_departures(config, pair, trace.prompt_ids, on_progress)

@@ -17,7 +17,7 @@ st.markdown("Each block size γ runs the sidebar's configuration once (at most "
 gammas = st.multiselect("Block sizes γ", list(range(1, 17)), default=[1, 2, 3, 4, 6, 8], max_selections=analysis.SWEEP_GAMMAS_MAX)
 if config is not None and gammas:
     key = ui.trace_key(config, prompt, "sweep", tuple(sorted(gammas)))
-    if ui.result_store().get(key) is None and not st.button("Run the sweep", type="primary"):
+    if not ui.known(key) and not st.button("Run the sweep", type="primary"):
         st.info("Press the button to run the sweep (it decodes once per γ, plus one autoregressive baseline).")
         st.stop()
 
@@ -49,7 +49,7 @@ st.markdown("On a CPU most of a small draft's time is its output head over the w
             "token outside the K can only be rejected. Smaller K: cheaper drafts (lower c), slightly lower α.")
 if config is not None and config.drafter == "model":
     vocab_key = ui.trace_key(config, prompt, "vocab-sweep")
-    if ui.result_store().get(vocab_key) is not None or st.button("Compare head sizes", key="vocab_sweep"):
+    if ui.known(vocab_key) or st.button("Compare head sizes", key="vocab_sweep"):
         def compute_vocab(on_progress):
             pair = ui.pair_for(config)
             if pair.draft.vocab_ranking is None:

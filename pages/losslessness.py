@@ -61,7 +61,7 @@ if config is not None:
     samples = left.slider("Decodes per arm", 20, lab.SEQUENCE_SAMPLES_MAX, 100, step=10, key="lab_samples")
     tokens = right.slider("Tokens per decode (M)", 2, lab.SEQUENCE_TOKENS_MAX, 2, key="lab_tokens")
     key = ui.trace_key(lab_config, prompt, "lab-sequences", samples, tokens)
-    if ui.result_store().get(key) is not None or st.button("Decode the samples", type="primary", key="lab_decode"):
+    if ui.known(key) or st.button("Decode the samples", type="primary", key="lab_decode"):
         def compute_sequences(on_progress):
             pair = ui.pair_for(lab_config)
             return lab.sample_sequences(lab_config, pair, prompt_ids_for(pair, lab_config, prompt, None), samples, tokens,

@@ -50,7 +50,7 @@ if config is not None:
                     "them too, for the end-to-end speedup. Draft cost is per round that drafted: the parallel drafters "
                     "make one small pass, the autoregressive drafts make γ passes of a full (or nearly full) model.")
         key = ui.trace_key(config, "|".join(ui.PROMPT_PRESETS.values()), "drafters", tuple(kinds))
-        if ui.result_store().get(key) is not None or st.button("Compare the drafters", type="primary"):
+        if ui.known(key) or st.button("Compare the drafters", type="primary"):
             def compare(on_progress):
                 prompts = [prompt_ids_for(pair, config, p, None) for p in ui.PROMPT_PRESETS.values()]
                 return analysis.compare_drafters(config, pair, prompts, kinds, on_progress)

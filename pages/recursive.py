@@ -36,7 +36,7 @@ if config is not None:
                     "and a chain drafting as many tokens per round as the tree has nodes. A tree buys more accepted "
                     "tokens per target pass by hedging over alternatives; a chain of equal budget spends it on one guess.")
         key = ui.trace_key(tree_config, prompt, "tree_vs_chain")
-        if ui.result_store().get(key) is not None or st.button("Run the comparison"):
+        if ui.known(key) or st.button("Run the comparison"):
             def compare(on_progress):
                 pair = ui.pair_for(tree_config)
                 return analysis.tree_vs_chain(tree_config, pair, prompt_ids_for(pair, tree_config, prompt, None), on_progress)

@@ -1,25 +1,27 @@
 """Streamlit glue (the only module that imports streamlit): cached loaders, controls, URL state.
 
-Models are loaded once per process with ``st.cache_resource`` and shared by every session; traces
-are cached per (configuration, prompt) in a bounded process-wide store, so stepping through rounds
-never recomputes anything. Every user error becomes a message in the page, never a traceback.
+Models are loaded once per process with ``st.cache_resource`` and shared by every session; every
+page's computation (traces, sweeps, comparisons, lab runs) goes through one process-wide
+:class:`~specviz.sharedwork.SharedWork`: computed once however many sessions ask, queued fairly,
+kept in a store bounded by bytes. Every user error becomes a message in the page, never a traceback.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
-from collections import OrderedDict
+from functools import partial
 
 import streamlit as st
 import torch
 from streamlit.runtime.pages_manager import PagesManager
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from .config import BETA_MAX, GAMMA_MAX, MAX_NEW_TOKENS_MAX, TREE_MODES, ConfigError, DecodeConfig
 from .engine import ModelPair, load_pair, speculative_decode, uses_draft_model
 from .models import EMBEDDED, ModelLoadError, VocabularyMismatchError
+from .sharedwork import Place, SharedWork
 from .trace import Trace
 from .urlstate import parse_query, to_query
 
@@ -45,7 +47,9 @@ PROMPT_PRESETS = {
 }
 DEFAULT_PROMPT = PROMPT_PRESETS["Translation (seed 000)"]
 USER_ERRORS = (ConfigError, ModelLoadError, VocabularyMismatchError)
-TRACE_STORE_SIZE = 128
+STORE_MAX_BYTES = int(float(os.environ.get("SPECVIZ_STORE_MB", "1024")) * 2**20)  # finished results kept, by size
+WORKERS = max(1, int(os.environ.get("SPECVIZ_WORKERS", "1")))  # computations running at once in this process
+POLL_SECONDS = 0.25  # how often a waiting page refreshes its place in the queue
 
 
 def app_defaults() -> DecodeConfig:
@@ -66,29 +70,21 @@ def _draft_spec(config: DecodeConfig) -> str | None:
     return config.draft_spec if uses_draft_model(config) else None
 
 
-class ResultStore:
-    """A bounded LRU of finished results (traces, sweeps, samples) shared by all sessions."""
-
-    def __init__(self, size: int) -> None:
-        self.size, self.lock, self.items = size, threading.Lock(), OrderedDict()
-
-    def get(self, key):
-        with self.lock:
-            if key in self.items:
-                self.items.move_to_end(key)
-                return self.items[key]
-        return None
-
-    def put(self, key, value) -> None:
-        with self.lock:
-            self.items[key] = value
-            while len(self.items) > self.size:
-                self.items.popitem(last=False)
+def describe_failure(exc: BaseException) -> str:
+    """The message a page shows for a failed computation (user errors verbatim, the rest summarised)."""
+    if isinstance(exc, USER_ERRORS):
+        return str(exc)
+    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
+        return ("Out of memory: this model pair, prompt or max new tokens is too large for this machine. "
+                "Pick smaller models or fewer tokens.")
+    log.error("computation failed", exc_info=exc)
+    return f"Computation failed: {type(exc).__name__}: {str(exc)[:300]}"
 
 
 @st.cache_resource(show_spinner=False)
-def result_store() -> ResultStore:
-    return ResultStore(TRACE_STORE_SIZE)
+def shared_work() -> SharedWork:
+    """The process's one pool of shared computations (see :mod:`specviz.sharedwork`)."""
+    return SharedWork(STORE_MAX_BYTES, WORKERS, describe_failure)
 
 
 def trace_key(config: DecodeConfig, prompt: str, *extra) -> tuple:
@@ -99,37 +95,69 @@ def show_user_errors(fn):
     """Run ``fn()``; turn any failure into a message in the page (the app keeps serving). None on failure."""
     try:
         return fn()
-    except USER_ERRORS as exc:
-        st.error(str(exc))
-    except (torch.OutOfMemoryError, MemoryError):
-        st.error("Out of memory: this model pair, prompt or max new tokens is too large for this machine. "
-                 "Pick smaller models or fewer tokens.")
     except Exception as exc:  # noqa: BLE001 - the page must keep serving; the log keeps the traceback
-        log.exception("computation failed")
-        st.error(f"Computation failed: {type(exc).__name__}: {str(exc)[:300]}")
+        st.error(describe_failure(exc))
     return None
 
 
 def pair_for(config: DecodeConfig) -> ModelPair:
+    """The process's shared model pair for ``config`` (a spinner when a page, not a worker, loads it)."""
+    load = partial(cached_pair, config.target, _draft_spec(config), config.drafter, config.device)
+    if get_script_run_ctx(suppress_warning=True) is None:
+        return load()
     with st.spinner(f"Loading {config.target}" + (f" and {config.draft}" if _draft_spec(config) else "") + " …"):
-        return cached_pair(config.target, _draft_spec(config), config.drafter, config.device)
+        return load()
+
+
+def _session_id() -> str:
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return ctx.session_id if ctx is not None else "no-session"
+
+
+def _show_place(box, place: Place, label: str) -> None:
+    """Tell a waiting page where its computation stands: its place in line, or the shared progress."""
+    if place.state == "queued":
+        wait = "estimating the wait" if place.wait_s is None else f"~{place.wait_s:.0f} s"
+        runs = "run" if place.ahead == 1 else "runs"
+        box.info(f"{label}: waiting in line, {place.ahead} {runs} ahead of yours, {wait}. "
+                 "Change a setting to cancel.", icon="⏳")
+        return
+    done, total, text = place.progress
+    others = place.sharers - 1
+    shared = f" · shared with {others} other session{'s' if others != 1 else ''}" if others > 0 else ""
+    box.progress(min(1.0, done / max(1, total)), text=f"{text or label}{shared}")
+
+
+def known(key: tuple) -> bool:
+    """Whether ``key``'s result is stored or being computed (a page then shows it without a button press)."""
+    return shared_work().known(key)
 
 
 def remembered(key: tuple, compute, label: str):
-    """A shared cached result, or ``compute(on_progress)`` under a progress bar (errors become messages)."""
-    cached = result_store().get(key)
+    """The shared result for ``key``, computed once for every session that asks (None on failure).
+
+    ``compute(on_progress)`` runs on the process's work pool (:class:`SharedWork`): identical requests
+    wait for one run, distinct ones queue first come first served, and the page shows its place in
+    line or the run's progress until the result (or the failure's message) arrives. A rerun (the user
+    changed a setting) or a closed tab leaves the queue.
+    """
+    work = shared_work()
+    cached = work.cached(key)
     if cached is not None:
         return cached
-    bar = st.progress(0.0, text=label)
-
-    def on_progress(done: int, total: int, text: str | None = None) -> None:
-        bar.progress(min(1.0, done / max(1, total)), text=text or f"{label} {done}/{total}")
-
-    result = show_user_errors(lambda: compute(on_progress))
-    bar.empty()
-    if result is not None:
-        result_store().put(key, result)
-    return result
+    session = _session_id()
+    job = work.submit(key, compute, session, label)
+    box = st.empty()
+    try:
+        while not job.finished.wait(POLL_SECONDS):
+            _show_place(box, work.place(job), label)
+    finally:
+        work.leave(job, session)
+    box.empty()
+    if job.error is not None:
+        st.error(job.error)
+        return None
+    return job.result
 
 
 def get_trace(config: DecodeConfig, prompt: str) -> Trace | None:

@@ -13,9 +13,10 @@ from scipy.stats import chisquare
 
 from specviz.config import ConfigError, DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
+from specviz.lab import chi_square_power, output_law
 from specviz.models import ModelLoadError, VocabularyMismatchError, load_model
 from specviz.trace import Trace
-from specviz.verify import softmax32
+from specviz.verify import BrokenResidualRule, softmax32
 
 from .conftest import target_greedy
 
@@ -97,16 +98,19 @@ def _chi_square_p(counts: Counter, probs: torch.Tensor, n: int) -> float:
 
 
 def test_speculative_sampling_preserves_target_distribution(tiny_dirs, tiny_pair):
-    n = 3000
+    n = 800  # enough: the power check below computes the chance of catching the broken rule at this n
     with torch.inference_mode():
         logits = tiny_pair.target.model(torch.tensor([PROMPT])).logits[0, -1]
         draft_logits = tiny_pair.draft.model(torch.tensor([PROMPT])).logits[0, -1]
     p, q = softmax32(logits), softmax32(draft_logits)
     assert float(torch.minimum(p, q).sum()) < 0.9  # the pair really differs, so rejections happen
+    broken = output_law(BrokenResidualRule(), p, q)  # resampling from p instead of the residual
+    assert chi_square_power(p, broken, n, level=1e-3) > 0.999
     config = tiny_config(tiny_dirs, rule="sample", gamma=3, max_new_tokens=4)
     counts = _first_token_counts(config, tiny_pair, n)
     assert _chi_square_p(counts, p, n) > 1e-3
-    # power check: the same test rejects the draft's own distribution
+    # and the same test, on these very samples, rejects the broken rule's law and the draft's own
+    assert _chi_square_p(counts, broken, n) < 1e-3
     assert _chi_square_p(counts, q, n) < 1e-6
 
 

@@ -7,15 +7,16 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
-from scipy.stats import chisquare
 
 from specviz.config import ConfigError, DecodeConfig
-from specviz.engine import ModelPair, speculative_decode
+from specviz.engine import ModelPair, eos_ids, speculative_decode
+from specviz.lab import chi_square_power
 from specviz.parallel_drafters import default_weights, load_drafter, save_drafter
 from specviz.training import generate_corpus, train_drafter
 from specviz.verify import softmax32
 
 from .conftest import target_greedy
+from .test_engine import _chi_square_p
 
 TINY_PROMPTS = [" ".join(f"w{(3 * i + j) % 30}" for j in range(6)) for i in range(12)]
 PROMPT = [int(w[1:]) + 2 for w in TINY_PROMPTS[0].split()]  # ids of a training prompt (w_i has id i + 2)
@@ -78,25 +79,41 @@ def test_top_beta_one_is_greedy(tiny_dirs, tiny_pair, tiny_weights, kind):
     assert trace.output_ids == target_greedy(tiny_pair.target, PROMPT, 24)
 
 
+def joint_law_of_two_tokens(target, prompt: list[int]) -> torch.Tensor:
+    """P(t1 = a, t2 = b) = p(a | prompt) p(b | prompt, a), flattened to index a * V + b.
+
+    An end-of-sequence first token ends the output: its row holds p(eos) in column 0 (see ``cell``).
+    """
+    with torch.inference_mode():
+        p1 = softmax32(target.model(torch.tensor([prompt])).logits[0, -1])
+        p2 = softmax32(target.model(torch.tensor([prompt + [a] for a in range(len(p1))])).logits[:, -1])
+        for eos in eos_ids(target):
+            p2[eos] = 0.0
+            p2[eos, 0] = 1.0
+        return (p1[:, None] * p2).reshape(-1)
+
+
+def cell(output_ids: list[int], vocab: int) -> int:
+    """The joint law's index of an output's first two tokens (column 0 when the first one ended it)."""
+    return output_ids[0] * vocab + (output_ids[1] if len(output_ids) > 1 else 0)
+
+
 @pytest.mark.parametrize("kind", ["blockwise", "maskquery"])
 def test_speculative_sampling_with_a_parallel_draft_is_lossless(tiny_dirs, tiny_pair, tiny_weights, kind):
     """The second token is the first one a parallel draft proposes: test the joint law of tokens 1 and 2."""
-    n = 3000
+    n = 1000
+    joint = joint_law_of_two_tokens(tiny_pair.target, PROMPT)
+    vocab = int(len(joint) ** 0.5)
+    # power: a second token drawn ignoring the first (a broken cache or position) would be caught
+    ignoring_first = (joint.reshape(vocab, vocab).sum(1)[:, None] * joint.reshape(vocab, vocab).sum(0)[None, :]).reshape(-1)
+    assert chi_square_power(joint, ignoring_first, n, level=1e-3) > 0.999
     config = parallel_config(tiny_dirs, tiny_weights[0][kind], kind, rule="sample", max_new_tokens=3)
     pair = ModelPair(tiny_pair.target)
-    counts = Counter(tuple(speculative_decode(config.replace(seed=s), prompt_ids=PROMPT, pair=pair).output_ids[:2])
-                     for s in range(n))
-    with torch.inference_mode():
-        p1 = softmax32(tiny_pair.target.model(torch.tensor([PROMPT])).logits[0, -1]).double()
-        first = [t for t in range(len(p1)) if p1[t] * n >= 1]
-        p2 = {t: softmax32(tiny_pair.target.model(torch.tensor([PROMPT + [t]])).logits[0, -1]).double() for t in first}
-    cells = [(a, b) for a in first for b in range(len(p1)) if p1[a] * p2[a][b] * n >= 5]
-    expected = [float(p1[a] * p2[a][b] * n) for a, b in cells]
-    observed = [counts.get(c, 0) for c in cells]
-    expected.append(n - sum(expected))
-    observed.append(n - sum(observed))
-    assert chisquare(observed, expected).pvalue > 1e-3
-    assert any(r.draft for r in speculative_decode(config, prompt_ids=PROMPT, pair=pair).rounds)
+    traces = [speculative_decode(config.replace(seed=s), prompt_ids=PROMPT, pair=pair) for s in range(n)]
+    counts = Counter(cell(t.output_ids, vocab) for t in traces)
+    assert _chi_square_p(counts, joint, n) > 1e-3
+    assert _chi_square_p(counts, ignoring_first, n) < 1e-3
+    assert sum(len(r.draft) for t in traces for r in t.rounds) > n // 2  # the parallel draft really proposed tokens
 
 
 def test_weights_round_trip_and_mismatch_errors(tiny_dirs, tiny_pair, tiny_weights, tmp_path):

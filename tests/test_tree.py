@@ -9,6 +9,7 @@ import torch
 
 from specviz.config import ConfigError, DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
+from specviz.lab import chi_square_power
 from specviz.models import load_model
 from specviz.trace import Trace
 from specviz.tree import remove_and_renormalise
@@ -53,10 +54,11 @@ def test_one_child_per_node_is_standard_speculative_sampling(tiny_dirs, tiny_pai
 @pytest.mark.parametrize("changes", [dict(tree_mode="constant", branching=3, tree_depth=2),
                                      dict(tree_mode="beam", beam_width=4, tree_depth=2)])
 def test_recursive_rejection_sampling_preserves_target_distribution(tiny_dirs, tiny_pair, changes):
-    n = 2000
+    n = 700  # the power check below: the draft's own law would be caught with certainty at this n
     with torch.inference_mode():
         p = softmax32(tiny_pair.target.model(torch.tensor([PROMPT])).logits[0, -1])
         q = softmax32(tiny_pair.draft.model(torch.tensor([PROMPT])).logits[0, -1])
+    assert chi_square_power(p, q, n, level=1e-6) > 0.999
     config = tree_config(tiny_dirs, rule="sample", max_new_tokens=3, **changes)
     counts = Counter(speculative_decode(config.replace(seed=s), prompt_ids=PROMPT, pair=tiny_pair).output_ids[0] for s in range(n))
     assert _chi_square_p(counts, p, n) > 1e-3

@@ -1,0 +1,135 @@
+"""The shared work pool: one computation per key, a fair first-come queue, failures reach every waiter."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import torch
+
+from specviz.sharedwork import ByteBoundedStore, SharedWork, approx_bytes
+
+NO_HANG = 600  # a guard against a hang, never reached by a working pool however slow the machine
+
+
+def gated(gate: threading.Event, value, calls: list | None = None):
+    """A computation that blocks until ``gate`` opens, then returns ``value``."""
+
+    def compute(on_progress):
+        if calls is not None:
+            calls.append(value)
+        on_progress(0, 1, "waiting for the gate")
+        assert gate.wait(NO_HANG)
+        return value
+
+    return compute
+
+
+def wait_until(predicate) -> None:
+    while not predicate():
+        threading.Event().wait(0.01)
+
+
+def test_many_concurrent_requests_for_one_key_compute_once_and_all_get_the_result():
+    work, calls, gate = SharedWork(max_bytes=2**20), [], threading.Event()
+    start, results = threading.Barrier(25), {}
+
+    def session(i: int) -> None:
+        start.wait()
+        job = work.submit("trace", gated(gate, "the trace", calls), f"s{i}", "Decoding")
+        assert job.finished.wait(NO_HANG)
+        results[i] = job.result
+
+    threads = [threading.Thread(target=session, args=(i,)) for i in range(25)]
+    for t in threads:
+        t.start()
+    wait_until(lambda: "trace" in work.jobs and len(work.jobs["trace"].waiters) == 25)
+    assert work.place(work.jobs["trace"]).sharers == 25
+    gate.set()
+    for t in threads:
+        t.join(NO_HANG)
+    assert results == {i: "the trace" for i in range(25)}
+    assert calls == ["the trace"] and work.computed == {"trace": 1}
+    assert work.cached("trace") == "the trace"  # later sessions read the store
+
+
+def test_a_failure_reaches_every_waiter_as_a_message_and_is_not_stored():
+    work, gate = SharedWork(max_bytes=2**20, describe_error=lambda exc: f"failed: {exc}"), threading.Event()
+
+    def broken(on_progress):
+        assert gate.wait(NO_HANG)
+        raise ValueError("the model is gone")
+
+    jobs = [work.submit("trace", broken, f"s{i}", "Decoding") for i in range(5)]
+    assert all(job is jobs[0] for job in jobs)
+    gate.set()
+    assert jobs[0].finished.wait(NO_HANG)
+    assert jobs[0].state == "failed" and jobs[0].error == "failed: the model is gone"
+    assert work.cached("trace") is None and not work.known("trace")
+    again = work.submit("trace", lambda on_progress: "recovered", "s0", "Decoding")  # a retry computes anew
+    assert again.finished.wait(NO_HANG) and again.result == "recovered"
+
+
+def test_distinct_work_queues_first_come_first_served_with_places():
+    work, gate, order = SharedWork(max_bytes=2**20, workers=1), threading.Event(), []
+    first = work.submit("a", gated(gate, "a", order), "s1", "Decoding")
+    wait_until(lambda: first.state == "running")
+    second = work.submit("b", gated(gate, "b", order), "s2", "Decoding")
+    third = work.submit("c", gated(gate, "c", order), "s3", "Decoding")
+    assert (work.place(first).state, work.place(first).ahead) == ("running", 0)
+    assert (work.place(second).state, work.place(second).ahead) == ("queued", 1)
+    assert work.place(third).ahead == 2
+    assert work.place(third).wait_s is None  # no run of this label has finished: no estimate yet
+    gate.set()
+    assert third.finished.wait(NO_HANG)
+    assert order == ["a", "b", "c"]
+
+
+def test_the_wait_estimate_counts_the_runs_ahead():
+    work, gate = SharedWork(max_bytes=2**20, workers=1), threading.Event()
+    work.durations["Decoding"] = [10.0]
+    running = work.submit("a", gated(gate, "a"), "s1", "Decoding")
+    wait_until(lambda: running.state == "running")
+    queued = work.submit("b", gated(gate, "b"), "s2", "Decoding")
+    wait = work.place(queued).wait_s
+    assert 10.0 < wait <= 20.0  # what is left of the running one plus its own run
+    gate.set()
+    assert queued.finished.wait(NO_HANG)
+
+
+def test_one_session_holds_one_queued_run_and_a_run_nobody_waits_for_is_dropped():
+    work, gate = SharedWork(max_bytes=2**20, workers=1), threading.Event()
+    blocker = work.submit("busy", gated(gate, "busy"), "teacher", "Decoding")
+    wait_until(lambda: blocker.state == "running")
+    shared = work.submit("x", gated(gate, "x"), "s1", "Decoding")
+    work.submit("x", gated(gate, "x"), "s2", "Decoding")
+    replaced = work.submit("y", gated(gate, "y"), "s1", "Decoding")  # s1 changed its settings
+    assert shared.state == "queued" and shared.waiters == {"s2"}  # s2 still waits for x
+    mine = work.submit("z", gated(gate, "z"), "s1", "Decoding")
+    assert replaced.state == "dropped" and replaced.finished.is_set()  # nobody else wanted y
+    assert [job.key for job in work.queue] == ["x", "z"]
+    work.leave(mine, "s1")  # the tab closed
+    assert mine.state == "dropped" and [job.key for job in work.queue] == ["x"]
+    gate.set()
+    assert shared.finished.wait(NO_HANG) and shared.result == "x"
+    assert "y" not in work.computed and "z" not in work.computed
+
+
+def test_store_is_bounded_by_bytes_and_evicts_the_least_recently_used():
+    megabyte = np.zeros(2**20, dtype=np.uint8)
+    store = ByteBoundedStore(max_bytes=int(2.5 * 2**20))
+    assert store.put("a", megabyte.copy()) and store.put("b", megabyte.copy())
+    assert store.get("a") is not None  # a is now the most recently used
+    assert store.put("c", megabyte.copy())
+    assert store.get("b") is None and store.get("a") is not None and store.get("c") is not None
+    assert store.bytes <= store.max_bytes
+    assert not store.put("huge", np.zeros(3 * 2**20, dtype=np.uint8))  # larger than the whole store
+    assert store.get("huge") is None
+
+
+def test_approx_bytes_counts_buffers_and_shared_objects_once():
+    tensor = torch.zeros(1000, dtype=torch.float32)
+    assert approx_bytes(tensor) >= 4000
+    assert approx_bytes([tensor, tensor]) < 2 * approx_bytes(tensor)
+    rows = [{"token": f"t{i}", "p": 0.5} for i in range(1000)]
+    assert approx_bytes(rows) > 1000 * 100  # a thousand small dicts with their strings
