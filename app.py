@@ -1,9 +1,18 @@
 """specviz: the Streamlit entry point: page config, the sidebar shared by every page, navigation."""
 
+import logging
+import os
+
 import streamlit as st
 
 from specviz import ui
 
+if os.environ.get("SPECVIZ_LOG_LEVEL") and not logging.getLogger("specviz").handlers:
+    # e.g. SPECVIZ_LOG_LEVEL=INFO logs every shared computation (benchmarks/bench_class.py counts them)
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    logging.getLogger("specviz").addHandler(handler)
+    logging.getLogger("specviz").setLevel(os.environ["SPECVIZ_LOG_LEVEL"].upper())
 st.set_page_config(**ui.PAGE_CONFIG)
 navigation = st.navigation([
     st.Page("pages/round_view.py", title="Round view", icon="🔎", default=True),

@@ -6,6 +6,7 @@ from specviz import analysis, figures, theory, ui
 from specviz.config import ConfigError
 from specviz.engine import prompt_ids_for
 from specviz.verify import ALPHA_DEFINITIONS
+from specviz.registry import drafter_spec
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Gamma sweep: which block size pays?")
@@ -47,7 +48,7 @@ st.subheader("Draft vocabulary: what the head size K does (FR-Spec)")
 st.markdown("On a CPU most of a small draft's time is its output head over the whole vocabulary. FR-Spec (Zhao et al. 2025) "
             "lets the draft score only its K most frequent tokens: q is zero elsewhere, so every rule stays exact, and a "
             "token outside the K can only be rejected. Smaller K: cheaper drafts (lower c), slightly lower α.")
-if config is not None and config.drafter == "model":
+if config is not None and drafter_spec(config.drafter).draft_model == "always":
     vocab_key = ui.trace_key(config, prompt, "vocab-sweep")
     if ui.known(vocab_key) or st.button("Compare head sizes", key="vocab_sweep"):
         def compute_vocab(on_progress):

@@ -6,6 +6,7 @@ import streamlit as st
 
 from specviz import figures, lab, ui
 from specviz.engine import prompt_ids_for
+from specviz.registry import drafter_spec
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Losslessness lab")
@@ -33,7 +34,7 @@ if config is not None:
         if result is None:
             st.info("This drafter proposes nothing at this prompt (no n-gram match), so there is no drafted token to test.")
         else:
-            if lab_config.drafter in ("blockwise", "maskquery"):
+            if drafter_spec(lab_config.drafter).requires_model_outputs:
                 st.caption(f"A parallel drafter drafts from round 2, so this is the token after the prompt and the "
                            f"target's top token {tokenizer.decode(result.position.context[-1:])!r}.")
             cols = st.columns(4)

@@ -6,6 +6,7 @@ import streamlit as st
 from specviz import analysis, figures, ui
 from specviz.engine import prompt_ids_for
 from specviz.parallel_drafters import default_weights, load_drafter
+from specviz.registry import DRAFTER_SPECS
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Parallel drafters: Blockwise heads vs [MASK] queries")
@@ -44,7 +45,7 @@ if config is not None:
         st.dataframe(pd.DataFrame(files), hide_index=True, width="stretch")
 
         st.subheader("Acceptance by position and draft cost, on the same prompts")
-        kinds = ["blockwise", "maskquery", "layerskip"] + (["model"] if pair.draft else [])
+        kinds = [s.name for s in DRAFTER_SPECS if s.requires_model_outputs] + ["layerskip"] + (["model"] if pair.draft else [])
         st.markdown(f"Each drafter decodes the same {analysis.COMPARE_PROMPTS_MAX} preset prompts (at most "
                     f"{analysis.SWEEP_TOKENS_MAX} new tokens each) with the sidebar's rule and γ; the target alone decodes "
                     "them too, for the end-to-end speedup. Draft cost is per round that drafted: the parallel drafters "

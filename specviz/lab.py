@@ -24,9 +24,10 @@ import pandas as pd
 import torch
 from scipy.stats import chi2, chi2_contingency, chisquare, ncx2
 
-from .config import PARALLEL_DRAFTERS, DecodeConfig
+from .config import DecodeConfig
 from .drafters import KVCachedSequence, full_forward, states_forward
 from .engine import ModelPair, autoregressive_decode, make_drafter, rule_for, speculative_decode
+from .registry import drafter_spec
 from .verify import BrokenResidualRule, SpeculativeSamplingRule
 
 LAB_SAMPLES_MAX = 100_000  # exact-law arm: vectorised draws, no model call per sample
@@ -60,10 +61,10 @@ def first_drafted_position(config: DecodeConfig, pair: ModelPair, prompt_ids: li
     Tree drafters draw their first level from the draft model (or the layer-skip draft) at the prompt.
     """
     config = config.replace(rule="sample")
-    if config.drafter == "tree":
+    if drafter_spec(config.drafter).tree:
         config = config.replace(drafter="model" if config.draft_spec else "layerskip")
     rule = rule_for(config)
-    parallel = config.drafter in PARALLEL_DRAFTERS
+    parallel = drafter_spec(config.drafter).requires_model_outputs
     state = KVCachedSequence()
     logits = state.feed(states_forward if parallel else full_forward, pair.target, list(prompt_ids), 1)[-1, : pair.vocab_size]
     context = list(prompt_ids)

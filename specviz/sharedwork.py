@@ -20,7 +20,9 @@ settings) never cancels work others are waiting for. Nothing here imports stream
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
+import logging
 import sys
 import threading
 import time
@@ -32,6 +34,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+log = logging.getLogger(__name__)
 ProgressFn = Callable[..., None]  # on_progress(done, total, text=None)
 Compute = Callable[[ProgressFn], Any]
 ARRAY_HEADER_BYTES = 112  # a numpy array's object header (its sys.getsizeof counts an owned buffer too)
@@ -236,16 +239,24 @@ class SharedWork:
             result, error = None, self.describe_error(exc)
         if error is None:
             self.store.put(job.key, result)
+        seconds = time.monotonic() - job.started
+        log.info("computed %s %s in %.2f s for %d session(s)%s", job.label, key_digest(job.key), seconds, len(job.waiters),
+                 "" if error is None else f": {error}")
         with self.lock:
             self.running.remove(job)
             del self.jobs[job.key]
-            self.durations.setdefault(job.label, []).append(time.monotonic() - job.started)
+            self.durations.setdefault(job.label, []).append(seconds)
             del self.durations[job.label][:-20]
             self.computed[job.key] = self.computed.get(job.key, 0) + 1
             job.result, job.error, job.state = result, error, "done" if error is None else "failed"
             for session in [s for s, j in self.session_job.items() if j is job]:
                 del self.session_job[session]
         job.finished.set()
+
+
+def key_digest(key: Hashable) -> str:
+    """A short stable name for a key, for the log (the load benchmark counts computations by it)."""
+    return hashlib.sha256(repr(key).encode()).hexdigest()[:12]
 
 
 def _queue_wait(remaining: list[float], workers: int) -> float:

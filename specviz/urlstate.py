@@ -10,14 +10,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from .config import ConfigError, DecodeConfig
+from .config import ConfigError, DecodeConfig, field_params, format_value, parse_value
 
-# Settable from a URL. The device and the recorded top-N are the server's business, not a link's.
-# Applied in this order, each checked with those before it: the draft comes before the target, so a
-# link naming both a new target and its draft is valid at every step.
-URL_FIELDS = ("draft", "drafter", "target", "draft_vocab", "rule", "gamma", "beta", "tau", "temperature", "top_k", "top_p",
-              "seed", "max_new_tokens", "chat_template", "skip_layers", "exit_threshold", "ngram_max", "tree_mode",
-              "branching", "tree_depth", "beam_width")
+# Settable from a URL: the fields whose Param allows it (not the device, the recorded top-N or a
+# weights path: those are the server's business). Applied in this order, each checked with those
+# before it: the draft and the drafter come before the target, so a link naming a new target and its
+# draft is valid at every step.
+URL_FIELDS = ("draft", "drafter") + tuple(name for name, p in field_params().items() if p.url and name not in ("draft", "drafter"))
 PROMPT_CHARS_MAX = 4000
 
 
@@ -29,33 +28,6 @@ class UrlState:
     messages: tuple[str, ...]  # one line per value that was ignored, and why
 
 
-def _parse(name: str, raw: str, default):
-    if name == "skip_layers":
-        return tuple(int(x) for x in raw.split(",") if x.strip()) if raw.strip() else None
-    if name == "chat_template":
-        if raw.lower() not in ("1", "0", "true", "false"):
-            raise ValueError
-        return raw.lower() in ("1", "true")
-    if name == "draft":
-        return raw or None
-    if name == "draft_vocab":
-        return None if raw.strip().lower() in ("", "auto") else int(raw)
-    if isinstance(default, bool):
-        raise ValueError
-    if isinstance(default, int):
-        return int(raw)
-    if isinstance(default, float):
-        return float(raw)
-    return raw
-
-
-def _default_of(name: str, defaults: DecodeConfig):
-    value = getattr(defaults, name)
-    if value is None:  # typed by the field: skip_layers / draft / draft_vocab
-        return {"draft": "", "draft_vocab": 0}.get(name, ())
-    return value
-
-
 def parse_query(params: Mapping[str, str], defaults: DecodeConfig) -> UrlState:
     """Read a URL's query parameters into a validated config; bad values fall back with a message."""
     config, messages = defaults, []
@@ -64,7 +36,7 @@ def parse_query(params: Mapping[str, str], defaults: DecodeConfig) -> UrlState:
             continue
         raw = str(params[name])
         try:
-            candidate = config.replace(**{name: _parse(name, raw, _default_of(name, defaults))})
+            candidate = config.replace(**{name: parse_value(name, raw)})
             candidate.validated()
         except (ValueError, ConfigError) as exc:
             reason = str(exc) if isinstance(exc, ConfigError) else "malformed"
@@ -94,12 +66,7 @@ def to_query(config: DecodeConfig, prompt: str, round_index: int, defaults: Deco
         value = getattr(config, name)
         if value == getattr(defaults, name):
             continue
-        if name == "skip_layers":
-            query[name] = ",".join(str(i) for i in value) if value is not None else ""
-        elif isinstance(value, bool):
-            query[name] = "1" if value else "0"
-        else:
-            query[name] = ("auto" if name == "draft_vocab" else "") if value is None else str(value)
+        query[name] = format_value(value)
     query["prompt"] = prompt
     if round_index > 1:
         query["round"] = str(round_index)

@@ -151,6 +151,10 @@ class GreedyRule:
         token = int(torch.argmax(draft_probs))
         return 1.0 if self.check(token, target_probs, draft_probs, None).accepted else 0.0
 
+    def candidates(self, target_probs: torch.Tensor) -> tuple[int, ...] | None:
+        """The target's tokens a draft may be at this position, when the rule has such a list."""
+        return None
+
     def correction(self, target_probs, draft_probs, generator) -> int:
         return int(torch.argmax(target_probs))
 
@@ -191,6 +195,9 @@ class SpeculativeSamplingRule:
         warped p and q (Leviathan et al. 2023, Def. 3.1 and Thm. 3.5)."""
         return overlap(target_probs, draft_probs)
 
+    def candidates(self, target_probs: torch.Tensor) -> tuple[int, ...] | None:
+        return None
+
     def check(self, token: int, target_probs, draft_probs, generator) -> Verdict:
         p, q = float(target_probs[token]), float(draft_probs[token])
         accept_prob = 1.0 if q <= 0 else min(1.0, p / q)
@@ -223,10 +230,13 @@ class TopBetaRule(GreedyRule):
     beta: int = 3
     tau: float = 5.0
 
+    def candidates(self, target_probs: torch.Tensor) -> tuple[int, ...]:
+        """The target's beta most likely tokens, most likely first."""
+        return tuple(int(i) for i in torch.topk(target_probs, self.beta).indices)
+
     def check(self, token: int, target_probs, draft_probs, generator) -> Verdict:
-        top = torch.topk(target_probs, self.beta)
-        candidates = tuple(int(i) for i in top.indices)
-        tau_gap = math.log(float(top.values[0])) - math.log(max(float(target_probs[token]), 1e-45))
+        candidates = self.candidates(target_probs)
+        tau_gap = math.log(float(target_probs[candidates[0]])) - math.log(max(float(target_probs[token]), 1e-45))
         accepted = token in candidates and tau_gap <= self.tau
         return Verdict(
             accepted=accepted, accept_prob=1.0 if accepted else 0.0, tau_gap=tau_gap, candidates=candidates
@@ -257,12 +267,26 @@ ALPHA_DEFINITIONS = {  # what alpha means under each rule (Rule.acceptance_alpha
 }
 
 
-def make_rule(name: str, *, beta: int = 3, tau: float = 5.0, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> Rule:
-    """The rule object for a config's ``rule`` name."""
-    if name == "greedy":
-        return GreedyRule()
-    if name == "sample":
-        return SpeculativeSamplingRule(temperature=temperature, top_k=top_k, top_p=top_p)
-    if name == "topbeta":
-        return TopBetaRule(beta=beta, tau=tau)
-    raise ValueError(f"unknown rule {name!r}")
+def check_block(rule: Rule, token_ids: list[int], target_probs, draft_probs, generator: torch.Generator | None) -> list[Verdict | None]:
+    """Check drafted tokens left to right and stop at the first rejection (Leviathan et al. 2023, Alg. 1):
+    one verdict per token, None for the tokens after a rejection (never checked). The one walk the
+    engine and the compare-rules page share."""
+    verdicts: list[Verdict | None] = []
+    rejected = False
+    for token, p, q in zip(token_ids, target_probs, draft_probs):
+        verdict = None if rejected else rule.check(token, p, q, generator)
+        rejected = rejected or not verdict.accepted
+        verdicts.append(verdict)
+    return verdicts
+
+
+def greedy_rule(config) -> GreedyRule:
+    return GreedyRule()
+
+
+def sampling_rule(config) -> SpeculativeSamplingRule:
+    return SpeculativeSamplingRule(temperature=config.temperature, top_k=config.top_k, top_p=config.top_p)
+
+
+def top_beta_rule(config) -> TopBetaRule:
+    return TopBetaRule(beta=config.beta, tau=config.tau)

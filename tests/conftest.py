@@ -27,6 +27,16 @@ def tiny_pair(tiny_dirs) -> ModelPair:
     return ModelPair(load_model(tiny_dirs["target"], "cpu"), load_model(tiny_dirs["draft"], "cpu"))
 
 
+TINY_TEXT_PROMPT = "w3 w7 w5 w9 w3 w7"  # the tiny tokenizer's words
+
+
+@pytest.fixture
+def tiny_params(tiny_dirs) -> dict[str, str]:
+    """URL query parameters that open the app on the tiny pair."""
+    return {"target": tiny_dirs["target"], "draft": tiny_dirs["draft"], "drafter": "model", "prompt": TINY_TEXT_PROMPT,
+            "max_new_tokens": "12", "gamma": "3"}
+
+
 @pytest.fixture(scope="session")
 def embedded():
     os.environ.setdefault("SPECVIZ_CACHE", str(Path.home() / ".cache" / "specviz"))

@@ -9,7 +9,6 @@ from streamlit.testing.v1 import AppTest
 
 from specviz.ui import shared_work
 
-PROMPT = "w3 w7 w5 w9 w3 w7"
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
@@ -24,12 +23,6 @@ def make_app(params: dict[str, str]) -> AppTest:
 
 def html_of(at: AppTest) -> str:
     return "\n".join(m.value for m in at.markdown)
-
-
-@pytest.fixture
-def tiny_params(tiny_dirs) -> dict[str, str]:
-    return {"target": tiny_dirs["target"], "draft": tiny_dirs["draft"], "drafter": "model", "prompt": PROMPT,
-            "max_new_tokens": "12", "gamma": "3"}
 
 
 def test_round_view_renders_and_steps(tiny_params):

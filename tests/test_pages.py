@@ -7,6 +7,7 @@ import pytest
 from specviz import analysis
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
+from specviz.registry import DRAFTERS
 
 from .test_app import make_app
 
@@ -117,7 +118,7 @@ def test_parallel_drafters_page_on_the_embedded_model(embedded):
     at.button[-1].click().run()
     assert not at.exception and not at.error
     summary = at.dataframe[1].value
-    assert list(summary.drafter)[:2] == ["Blockwise heads", "Mask-query (Spec-Drafter)"]
+    assert list(summary.drafter)[:2] == [DRAFTERS["blockwise"].label, DRAFTERS["maskquery"].label]
 
 
 @pytest.mark.parametrize("page", ["round_view", "metrics", "gamma_sweep", "compare_rules", "losslessness", "parallel",

@@ -11,6 +11,7 @@ import torch
 from specviz.config import ConfigError, DecodeConfig
 from specviz.engine import ModelPair, eos_ids, speculative_decode
 from specviz.lab import chi_square_power
+from specviz.registry import DRAFTERS
 from specviz.parallel_drafters import default_weights, load_drafter, save_drafter
 from specviz.training import generate_corpus, train_drafter
 from specviz.verify import softmax32
@@ -151,7 +152,7 @@ def test_compare_drafters_on_the_embedded_model(embedded):
     pair = ModelPair(embedded)
     prompts = [[1, 9690, 198, 2683, 359, 253], [1, 4093, 198, 26843, 2, 198]]
     summary, by_position = compare_drafters(config, pair, prompts, ["blockwise", "maskquery", "layerskip"])
-    assert list(summary.drafter) == ["Blockwise heads", "Mask-query (Spec-Drafter)", "Layer-skip self-draft"]
+    assert list(summary.drafter) == [DRAFTERS[k].label for k in ("blockwise", "maskquery", "layerskip")]
     assert (summary.draft_passes_per_round.iloc[:2] == 1).all()  # parallel: one pass per drafting round
     assert summary.draft_passes_per_round.iloc[2] > 1  # autoregressive self-draft: one pass per token
     for _, rows in by_position.groupby("drafter"):

@@ -1,0 +1,161 @@
+"""A class on one server: N real Chromium sessions against a real ``streamlit run app.py``.
+
+Usage: ``.venv/bin/python benchmarks/bench_class.py [--sessions 30] [--tokens 32]``
+
+Phases, after one warm-up session has loaded the models (on a seed nobody uses later):
+1. **one link**: every session opens the same teacher's link at once;
+2. **same link again**: everyone reopens it (the trace is stored: what remains is rendering);
+3. **different seeds**: every session opens its own seed at once (distinct work, queued fairly).
+For each phase it prints time to first paint (the round's rows drawn) p50 / p95 / max, the server's
+CPU seconds, errors (exceptions or error boxes on a page, or no paint at all), and how many times a
+trace was computed (the server logs each shared computation; ``SPECVIZ_LOG_LEVEL=INFO``).
+A benchmark, not a test: nothing is asserted, the figures are printed from one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from playwright.async_api import async_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+PAINTED = ".sv-rows"  # the round view's rows: the student sees the round
+FAILED = '[data-testid="stException"], [data-testid="stAlertContentError"]'
+COMPUTED = re.compile(r"computed (Decoding) (\w+) in ([\d.]+) s for (\d+) session")
+
+
+class Server:
+    """``streamlit run app.py`` with its log read in the background."""
+
+    def __init__(self, port: int) -> None:
+        env = {**os.environ, "SPECVIZ_DEVICE": "cpu", "SPECVIZ_LOG_LEVEL": "INFO"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+             "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.url, self.lines = f"http://127.0.0.1:{port}", []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip())
+
+    def wait_healthy(self) -> None:
+        while True:
+            try:
+                if urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2).status == 200:
+                    return
+            except OSError:
+                if self.process.poll() is not None:
+                    raise RuntimeError("streamlit exited:\n" + "\n".join(self.lines[-30:]))
+                time.sleep(0.5)
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def computations(self) -> list[tuple[str, float, int]]:
+        return [(m[2], float(m[3]), int(m[4])) for m in map(COMPUTED.search, list(self.lines)) if m]
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+async def open_session(browser, url: str, timeout_s: float) -> tuple[float | None, str | None]:
+    """Seconds from navigation to the first painted round, and an error (None when all went well)."""
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    page = await context.new_page()
+    start = time.monotonic()
+    try:
+        await page.goto(url, timeout=timeout_s * 1000)
+        await page.wait_for_selector(f"{PAINTED}, {FAILED}", timeout=timeout_s * 1000)
+        elapsed = time.monotonic() - start
+        failed = await page.locator(FAILED).count()
+        return (None, "error shown on the page") if failed else (elapsed, None)
+    except Exception as exc:  # noqa: BLE001 - a benchmark counts failures instead of stopping
+        return None, f"{type(exc).__name__}: {str(exc)[:120]}"
+    finally:
+        await context.close()
+
+
+async def phase(browser, server: Server, urls: list[str], timeout_s: float) -> dict:
+    cpu, logged = server.cpu_seconds(), len(server.computations())
+    start = time.monotonic()
+    results = await asyncio.gather(*(open_session(browser, url, timeout_s) for url in urls))
+    wall = time.monotonic() - start
+    await asyncio.sleep(1.0)  # let the last log lines arrive
+    times = sorted(t for t, _ in results if t is not None)
+    computations = server.computations()[logged:]
+    return dict(
+        sessions=len(urls), painted=len(times), errors=[e for _, e in results if e], wall_s=wall,
+        p50=statistics.median(times) if times else None,
+        p95=times[min(len(times) - 1, int(round(0.95 * len(times))) - 1)] if times else None,
+        max=times[-1] if times else None, cpu_s=server.cpu_seconds() - cpu,
+        traces_computed=len(computations), keys=len({key for key, _, _ in computations}),
+        trace_s=statistics.mean(s for _, s, _ in computations) if computations else None,
+    )
+
+
+def report(name: str, r: dict) -> None:
+    def fmt(x):
+        return "-" if x is None else f"{x:.1f}"
+
+    print(f"{name:<16} sessions {r['sessions']:>3} · painted {r['painted']:>3} · errors {len(r['errors'])} · "
+          f"first paint p50 {fmt(r['p50'])} s, p95 {fmt(r['p95'])} s, max {fmt(r['max'])} s · "
+          f"server CPU {r['cpu_s']:.1f} s · traces computed {r['traces_computed']} "
+          f"({r['keys']} distinct, {fmt(r['trace_s'])} s each) · wall {r['wall_s']:.1f} s")
+    for error in sorted(set(r["errors"]))[:5]:
+        print(f"{'':<16} error: {error}")
+
+
+async def main(sessions: int, tokens: int, timeout_s: float, browser_nice: int) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = Server(port)
+    try:
+        server.wait_healthy()
+        # The students' browsers stand in for their own laptops: started from here after the server,
+        # they inherit this niceness, so 30 renderers do not take the server's CPU on a 2-core box.
+        os.nice(browser_nice)
+        link = f"{server.url}/?max_new_tokens={tokens}"
+        async with async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            warm = await phase(browser, server, [f"{link}&seed=999999"], timeout_s)
+            report("warm-up (load)", warm)
+            one = await phase(browser, server, [f"{link}&seed=1"] * sessions, timeout_s)
+            report("one link", one)
+            again = await phase(browser, server, [f"{link}&seed=1"] * sessions, timeout_s)
+            report("same link again", again)  # the trace is stored: page and browser costs alone
+            many = await phase(browser, server, [f"{link}&seed={100 + i}" for i in range(sessions)], timeout_s)
+            report("different seeds", many)
+            await browser.close()
+        print(f"machine: {os.cpu_count()} CPU cores shared by the server and the browsers (browsers at nice "
+              f"{browser_nice}); {tokens} new tokens per trace; embedded default pair")
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=30)
+    parser.add_argument("--tokens", type=int, default=32, help="max new tokens of every trace")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds a session may wait before it counts as failed")
+    parser.add_argument("--browser-nice", type=int, default=19,
+                        help="niceness of the browsers (0: they compete with the server for the CPU as equals)")
+    args = parser.parse_args()
+    asyncio.run(main(args.sessions, args.tokens, args.timeout, args.browser_nice))

@@ -1,0 +1,25 @@
+"""Analyses behind the teaching pages, one module per page; pure data in, plain data (pandas) out.
+
+Every long computation takes ``on_progress(done, total)`` so a page can show a progress bar, and
+every size is bounded (``common``) so one user cannot occupy the machine for minutes. No streamlit.
+"""
+
+from .common import COMPARE_BETAS, LAB_SAMPLES_MAX, LAB_TOKENS_MAX, SWEEP_GAMMAS_MAX, SWEEP_TOKENS_MAX, TIMING_REPEATS_MAX
+from .cost import cost_ratio
+from .drafters import COMPARE_PROMPTS_MAX, compare_drafters, drafter_attention
+from .metrics import (
+    SpeedupCheck, TheoryCheck, acceptance_by_position, accepted_lengths, measured_speedup, realised_blocks, theory_check,
+    tokens_per_round,
+)
+from .rules import compare_rules_on_draft, lossy_departures, score_draft
+from .sweep import VOCAB_SIZES, gamma_sweep, vocab_sweep
+from .timing import verification_mask, verification_timing
+from .tree_vs_chain import tree_vs_chain
+
+__all__ = [
+    "COMPARE_BETAS", "COMPARE_PROMPTS_MAX", "LAB_SAMPLES_MAX", "LAB_TOKENS_MAX", "SWEEP_GAMMAS_MAX", "SWEEP_TOKENS_MAX",
+    "TIMING_REPEATS_MAX", "VOCAB_SIZES", "SpeedupCheck", "TheoryCheck", "acceptance_by_position", "accepted_lengths",
+    "compare_drafters", "compare_rules_on_draft", "cost_ratio", "drafter_attention", "gamma_sweep", "lossy_departures",
+    "measured_speedup", "realised_blocks", "score_draft", "theory_check", "tokens_per_round", "tree_vs_chain",
+    "verification_mask", "verification_timing", "vocab_sweep",
+]

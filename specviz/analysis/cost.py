@@ -1,0 +1,62 @@
+"""The cost ratio c of a drafter on this device: draft time per drafted token over one target forward."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from ..config import DecodeConfig
+from ..drafters import KVCachedSequence, full_forward
+from ..engine import ModelPair, parallel_drafter
+from ..parallel_drafters import draft_logits, target_states, window_memory
+from ..registry import drafter_spec
+
+
+def _one_token_ms(loaded, forward, prefix: list[int], repeats: int) -> float:
+    """Median milliseconds of one cached one-token forward after ``prefix``."""
+    state = KVCachedSequence()
+    state.feed(forward, loaded, prefix[:-1], 1)
+    times = []
+    for _ in range(repeats + 1):
+        started = time.perf_counter()
+        state.feed(forward, loaded, prefix[-1:], 1)
+        times.append(time.perf_counter() - started)
+        state.pending(prefix)  # crops the token back off
+    return statistics.median(times[1:]) * 1e3
+
+
+def parallel_inputs(config: DecodeConfig, pair: ModelPair, prefix: list[int]):
+    """(drafter, memory): a parallel drafter and the target-state window it reads after ``prefix``
+    (the states of prefix[:-1], as a run's cache would hold them; prefix[-1] is the pending token)."""
+    drafter = parallel_drafter(config, pair, KVCachedSequence())
+    states = target_states(pair.target, prefix[:-1])
+    return drafter, window_memory(states, len(prefix) - 1, drafter.meta.window)
+
+
+def parallel_logits(config: DecodeConfig, pair: ModelPair, prefix: list[int]) -> torch.Tensor:
+    """A parallel drafter's logits (k, V) after ``prefix``: one pass over the target's states."""
+    drafter, memory = parallel_inputs(config, pair, prefix)
+    return draft_logits(drafter.module, pair.target, memory, prefix[-1])
+
+
+def cost_ratio(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats: int = 5) -> float:
+    """c = draft time per drafted token / time of one target forward, measured here (0 for n-gram).
+
+    Autoregressive drafts pay one forward per token; a parallel drafter pays one small pass for all
+    its k tokens (on states the verification pass already computed), so its c is that pass over k."""
+    target_ms = _one_token_ms(pair.target, full_forward, prefix, repeats)
+    if drafter_spec(config.drafter).requires_model_outputs:
+        drafter, memory = parallel_inputs(config, pair, prefix)  # the states come from verification: not timed
+        draft_logits(drafter.module, pair.target, memory, prefix[-1])  # warm-up
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            k = len(draft_logits(drafter.module, pair.target, memory, prefix[-1]))
+            times.append((time.perf_counter() - started) * 1e3 / k)
+        return statistics.median(times) / target_ms
+    draft = drafter_spec(config.drafter).draft_source(config, pair)
+    if draft is None:
+        return 0.0
+    return _one_token_ms(draft[0], draft[1], prefix, repeats) / target_ms

@@ -1,0 +1,98 @@
+"""Metrics of one trace (the Metrics and theory page). Pure data in, plain data (pandas) out; no streamlit."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..config import DecodeConfig
+from ..engine import ModelPair, autoregressive_decode
+from ..theory import expected_speedup_for_blocks, expected_tokens_for_blocks
+from ..trace import NOT_VERIFIED, Trace
+
+from .cost import cost_ratio
+
+
+def acceptance_by_position(trace: Trace) -> pd.DataFrame:
+    """Per drafted position i (1-based), as vLLM reports acceptance:
+    ``acceptance_rate`` = accepted_i / verified_i, conditional on tokens 1..i-1 accepted;
+    ``accepted_per_draft`` = accepted_i / rounds that drafted at least i tokens (vLLM's per-position rate)."""
+    verified, accepted, drafted = Counter(), Counter(), Counter()
+    for r in trace.rounds:
+        drafted.update(range(1, len(r.draft) + 1))
+        for pos in r.draft:
+            if pos.status != NOT_VERIFIED:
+                verified[pos.index + 1] += 1
+                accepted[pos.index + 1] += pos.accepted
+    positions = sorted(verified)
+    return pd.DataFrame({
+        "position": positions,
+        "verified": [verified[i] for i in positions],
+        "accepted": [accepted[i] for i in positions],
+        "acceptance_rate": [accepted[i] / verified[i] for i in positions],
+        "accepted_per_draft": [accepted[i] / drafted[i] for i in positions],
+    })
+
+
+def tokens_per_round(trace: Trace) -> pd.DataFrame:
+    """Histogram of tokens emitted per round."""
+    counts = Counter(len(r.emitted_ids) for r in trace.rounds)
+    sizes = list(range(1, max(counts, default=1) + 1))
+    return pd.DataFrame({"tokens": sizes, "rounds": [counts.get(k, 0) for k in sizes]})
+
+
+def accepted_lengths(trace: Trace) -> pd.DataFrame:
+    """This request's histogram of accepted drafted tokens per drafting round (0 .. the largest block)."""
+    counts = Counter(r.accepted_count for r in trace.rounds if r.drafted_count)
+    largest = max((len(r.draft) for r in trace.rounds), default=0)
+    return pd.DataFrame({"accepted": list(range(largest + 1)), "rounds": [counts.get(k, 0) for k in range(largest + 1)]})
+
+
+def realised_blocks(trace: Trace) -> list[int]:
+    """Tokens each round drafted in a chain (trees: their depth, the longest path a round can accept)."""
+    return [max((n.depth for n in r.tree.nodes), default=0) if r.tree else len(r.draft) for r in trace.rounds]
+
+
+@dataclass(frozen=True)
+class TheoryCheck:
+    alpha: float  # mean over verified positions of the rule's own alpha (ALPHA_DEFINITIONS)
+    mean_block: float  # mean realised block size k_r
+    measured_tokens_per_round: float
+    expected_tokens_per_round: float  # Eq. 1 averaged over the realised blocks
+    mean_acceptance_length: float  # vLLM: 1 + accepted per drafting round
+    target_passes: int
+    autoregressive_passes: int
+    blocks: tuple[int, ...]
+
+
+def theory_check(trace: Trace) -> TheoryCheck:
+    """Measured mean tokens per round next to (1 - alpha^(k_r+1)) / (1 - alpha) at each realised k_r."""
+    alpha, blocks = trace.stats.alpha_estimate, realised_blocks(trace)
+    return TheoryCheck(alpha, sum(blocks) / max(1, len(blocks)), trace.stats.mean_tokens_per_round,
+                       expected_tokens_for_blocks(alpha, blocks), trace.stats.mean_acceptance_length,
+                       trace.stats.target_forward_passes, trace.stats.autoregressive_forward_passes, tuple(blocks))
+
+
+@dataclass(frozen=True)
+class SpeedupCheck:
+    speculative_s: float
+    autoregressive_s: float
+    cost_ratio: float  # c measured here
+    expected: float  # the theory at the trace's alpha, realised blocks and c
+
+    @property
+    def measured(self) -> float:
+        return self.autoregressive_s / self.speculative_s
+
+
+def measured_speedup(trace: Trace, pair: ModelPair, repeats: int = 1) -> SpeedupCheck:
+    """The target alone against the trace's own wall time (same target, prompt and length, this process),
+    with the theory's speedup at the trace's alpha, realised blocks and the c measured now."""
+    config = DecodeConfig.from_dict(trace.config).replace(max_new_tokens=max(1, len(trace.output_ids)))
+    ar_seconds = statistics.median(autoregressive_decode(config, pair, trace.prompt_ids)[1] for _ in range(repeats))
+    c = cost_ratio(config, pair, trace.prompt_ids + trace.output_ids[:1])
+    expected = expected_speedup_for_blocks(trace.stats.alpha_estimate, realised_blocks(trace), c)
+    return SpeedupCheck(trace.stats.wall_ms / 1e3, ar_seconds, c, expected)

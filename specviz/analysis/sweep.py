@@ -1,0 +1,70 @@
+"""The gamma sweep and the draft head sweep (the Gamma sweep page). Pure data in, plain data (pandas) out; no streamlit."""
+
+from __future__ import annotations
+
+
+import pandas as pd
+
+from ..config import DecodeConfig
+from ..engine import ModelPair, autoregressive_decode, speculative_decode
+from ..theory import expected_speedup_for_blocks, expected_tokens_for_blocks
+
+from .cost import cost_ratio
+from .metrics import realised_blocks
+from .common import SWEEP_GAMMAS_MAX, SWEEP_TOKENS_MAX, Progress
+
+
+def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], gammas: list[int],
+                on_progress: Progress = None) -> tuple[pd.DataFrame, float, float]:
+    """Run each block size once; return (table, cost ratio c, autoregressive seconds).
+
+    Table columns: measured tokens per round and speedup next to the closed forms evaluated at the
+    alpha each run measured.
+    """
+    gammas = sorted(set(gammas))[:SWEEP_GAMMAS_MAX]
+    config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX))
+    steps = len(gammas) + 2  # the baseline, c, then one run per gamma
+
+    def tick(done: int, text: str) -> None:
+        if on_progress:
+            on_progress(done, steps, text)
+
+    tick(0, "the target alone (baseline)")
+    ar_ids, ar_seconds = autoregressive_decode(config, pair, prompt_ids)
+    tick(1, "measuring the cost ratio c")
+    c = cost_ratio(config, pair, prompt_ids + ar_ids[:1])
+    rows = []
+    for i, gamma in enumerate(gammas):
+        tick(2 + i, f"γ = {gamma} ({i + 1} of {len(gammas)} block sizes)")
+        trace = speculative_decode(config.replace(gamma=gamma), prompt_ids=prompt_ids, pair=pair)
+        s, blocks = trace.stats, realised_blocks(trace)
+        ar_same_length = ar_seconds * s.new_tokens / max(1, len(ar_ids))
+        rows.append(dict(
+            gamma=gamma, alpha=s.alpha_estimate, acceptance_rate=s.acceptance_rate, mean_block=sum(blocks) / max(1, len(blocks)),
+            tokens_per_round=s.mean_tokens_per_round, expected_tokens_per_round=expected_tokens_for_blocks(s.alpha_estimate, blocks),
+            speedup=ar_same_length / (s.wall_ms / 1e3), expected_speedup=expected_speedup_for_blocks(s.alpha_estimate, blocks, c),
+            target_passes=s.target_forward_passes, new_tokens=s.new_tokens, wall_s=s.wall_ms / 1e3,
+        ))
+    tick(steps, f"done: {len(gammas)} block sizes")
+    return pd.DataFrame(rows), c, ar_seconds
+
+
+VOCAB_SIZES = (1024, 2048, 4096, 8192, 16384, 0)  # FR-Spec head sizes compared (0: the whole vocabulary)
+
+
+def vocab_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], sizes=VOCAB_SIZES,
+                on_progress: Progress = None) -> pd.DataFrame:
+    """What the draft head's size K does (Zhao et al. 2025): c measured here, the rule's alpha on this
+    prompt, and the theory's speedup at the config's gamma for each K (draft-model drafter only)."""
+    config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX), drafter="model")
+    rows = []
+    for i, k in enumerate(sizes):
+        if on_progress:
+            on_progress(i, len(sizes), f"K = {k or 'all'} ({i + 1} of {len(sizes)})")
+        sized = config.replace(draft_vocab=k)
+        trace = speculative_decode(sized, prompt_ids=prompt_ids, pair=pair)
+        c = cost_ratio(sized, pair, prompt_ids + trace.output_ids[:1])
+        alpha, blocks = trace.stats.alpha_estimate, realised_blocks(trace)
+        rows.append(dict(draft_vocab=k or pair.vocab_size, cost_ratio=c, alpha=alpha, tokens_per_round=trace.stats.mean_tokens_per_round,
+                         expected_speedup=expected_speedup_for_blocks(alpha, blocks, c), tokens_per_s=trace.stats.tokens_per_s))
+    return pd.DataFrame(rows)

@@ -1,0 +1,45 @@
+"""Parallel verification, measured (the Parallel verification page). Pure data in, plain data (pandas) out; no streamlit."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+from ..drafters import KVCachedSequence, full_forward
+from ..engine import ModelPair
+
+from .common import TIMING_REPEATS_MAX
+
+
+def verification_timing(pair: ModelPair, prefix: list[int], block: list[int], repeats: int = 5) -> dict:
+    """Median ms of ONE target forward over the gamma block versus gamma one-token forwards.
+
+    Both start from the same cached prefix (Leviathan et al. 2023, Sec. 4: the target scores all
+    drafted positions in parallel, so one pass costs about as much as one token while memory-bound).
+    """
+    repeats = min(repeats, TIMING_REPEATS_MAX)
+    state = KVCachedSequence()
+    state.feed(full_forward, pair.target, prefix, 1)
+    parallel, sequential = [], []
+    for _ in range(repeats + 1):
+        started = time.perf_counter()
+        state.feed(full_forward, pair.target, block, len(block))
+        parallel.append(time.perf_counter() - started)
+        state.pending(prefix + [0])  # crop back to the prefix
+        started = time.perf_counter()
+        for token in block:
+            state.feed(full_forward, pair.target, [token], 1)
+        sequential.append(time.perf_counter() - started)
+        state.pending(prefix + [0])
+    return dict(gamma=len(block), parallel_ms=statistics.median(parallel[1:]) * 1e3,
+                sequential_ms=statistics.median(sequential[1:]) * 1e3, repeats=repeats)
+
+
+def verification_mask(prefix_len: int, gamma: int) -> np.ndarray:
+    """The causal mask of the verification pass: gamma+1 queries (last prefix token + drafted tokens)
+    against prefix_len + gamma keys; 1 where query i may attend to key j (j <= prefix_len - 1 + i)."""
+    keys = np.arange(prefix_len + gamma)
+    queries = np.arange(prefix_len - 1, prefix_len + gamma)
+    return (keys[None, :] <= queries[:, None]).astype(int)

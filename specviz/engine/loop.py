@@ -1,0 +1,200 @@
+"""The round loop: draft, verify in ONE target pass, accept a prefix, emit a correction or bonus.
+
+A round (Leviathan et al. 2023, Alg. 1; Xia et al. 2022, Fig. 1):
+  1. draft: the drafter proposes k <= gamma tokens;
+  2. verify: one target forward over the uncached context tail + the k drafted tokens gives the
+     target's p at the k+1 positions after the prefix;
+  3. accept: the rule checks drafted tokens left to right and stops at the first rejection;
+  4. emit: the accepted prefix plus the rule's correction (after a rejection) or bonus token;
+  5. crop: both KV caches drop what was rejected; the accepted prefix is never recomputed.
+Every random draw comes from one seeded CPU generator, so a config and seed reproduce the trace.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from ..config import DecodeConfig
+from ..drafters import Drafter, KVCachedSequence, full_forward, states_forward
+from ..registry import drafter_spec
+from ..trace import DraftPosition, EmittedToken, Round, Trace, TreeRecord
+from ..tree import TreeDrafter, recursive_rejection, score_tree
+from ..verify import Rule
+from .factory import make_drafter, rule_for
+from .pair import ModelPair, eos_ids, load_pair, prompt_ids_for
+from .records import (
+    TokenTexts, draft_position, models_info, summarize, sync_tree_with_checks, tree_record, truncate_at_eos, verify_block,
+)
+
+
+@dataclass
+class RoundResult:
+    """What one round produced, before EOS truncation and recording."""
+
+    positions: list[DraftPosition]
+    correction: EmittedToken | None
+    bonus: EmittedToken | None
+    draft_ms: float
+    verify_ms: float
+    draft_forward_passes: int
+    target_positions: int
+    exit_threshold: float | None = None
+    tree: TreeRecord | None = None
+
+
+@dataclass
+class DecodeRun:
+    """Per-run state: the shared models plus this run's rule, drafter, caches and random stream."""
+
+    config: DecodeConfig
+    pair: ModelPair
+    rule: Rule
+    drafter: Drafter | TreeDrafter
+    generator: torch.Generator
+    texts: TokenTexts
+    target_state: KVCachedSequence
+
+    @property
+    def target_forward(self):
+        """Drafters that read the target's hidden states (parallel drafters) need runs that keep them."""
+        return states_forward if drafter_spec(self.config.drafter).requires_model_outputs else full_forward
+
+    def target_probs(self, logits: torch.Tensor) -> list[torch.Tensor]:
+        return [self.rule.target_distribution(row).cpu() for row in logits]  # float32, one per position
+
+
+def chain_round(run: DecodeRun, committed: list[int], max_draft: int) -> RoundResult:
+    """A standard round: a block of up to ``max_draft`` tokens, then ONE target pass over it."""
+    config, pair = run.config, run.pair
+    # 1. draft
+    t0 = time.perf_counter()
+    block = run.drafter.propose(committed, max_draft, run.rule, run.generator)
+    t1 = time.perf_counter()
+    # 2. verify: ONE target forward over the uncached tail + drafted tokens -> p at k+1 positions
+    k = len(block.token_ids)
+    feed = run.target_state.pending(committed) + block.token_ids
+    logits = run.target_state.feed(run.target_forward, pair.target, feed, k + 1)[:, : pair.vocab_size]  # (k+1, V)
+    # 3.-4. accept a prefix, then the correction or the bonus
+    positions, correction, bonus = verify_block(block, run.target_probs(logits), run.rule, run.generator, run.texts,
+                                                config.top_n)
+    t2 = time.perf_counter()
+    # 5. adapt the drafter; caches are cropped lazily to the new context at the next round
+    run.drafter.update(k, sum(p.accepted for p in positions))
+    return RoundResult(positions, correction, bonus, (t1 - t0) * 1e3, (t2 - t1) * 1e3, block.forward_passes, k + 1,
+                       block.exit_threshold)
+
+
+def tree_round(run: DecodeRun, committed: list[int], max_depth: int) -> RoundResult:
+    """A Recursive Speculative Decoding round: draft a tree, score every node in ONE target pass,
+    walk it with recursive rejection sampling, keep the accepted path's KV entries."""
+    config, pair, texts = run.config, run.pair, run.texts
+    t0 = time.perf_counter()
+    tree = run.drafter.propose_tree(committed, max_depth, run.rule, run.generator)
+    t1 = time.perf_counter()
+    target_probs = run.target_probs(score_tree(run.target_state, full_forward, pair.target, committed, tree, pair.vocab_size))
+    checks, path, final_p, leaf = recursive_rejection(tree, target_probs, run.rule, run.generator)
+    token = run.rule.bonus(final_p, run.generator)
+    positions = [draft_position(tree.nodes[c.node].depth - 1, c.token_id, c.target_probs, c.draft_probs, c.verdict,
+                                run.rule, texts, config.top_n) for c in checks]
+    p_here = target_probs[path[-1] if path else 0]
+    emitted = EmittedToken(token_id=token, text=texts(token), prob=float(final_p[token]), target_prob=float(p_here[token]),
+                           source="target" if leaf or not run.rule.stochastic else "residual",
+                           distribution_top=texts.top(final_p, config.top_n), target_top=texts.top(p_here, config.top_n),
+                           residual_top=texts.top(final_p, config.top_n) if run.rule.stochastic and not leaf else None)
+    t2 = time.perf_counter()
+    record = tree_record(tree, checks, path, target_probs, run.rule, texts, config)
+    run.target_state.keep(list(range(len(committed))) + [len(committed) + node - 1 for node in path])
+    run.drafter.commit(len(committed), path)
+    return RoundResult(positions, None if leaf else emitted, emitted if leaf else None, (t1 - t0) * 1e3, (t2 - t1) * 1e3,
+                       tree.forward_passes, len(tree.nodes), tree=record)
+
+
+def speculative_decode(
+    config: DecodeConfig,
+    prompt: str | None = None,
+    prompt_ids: list[int] | None = None,
+    pair: ModelPair | None = None,
+    on_round: Callable[[Round, int], None] | None = None,
+    rule: Rule | None = None,
+) -> Trace:
+    """Run speculative decoding for a config and record every round into a :class:`Trace`.
+
+    ``on_round(record, new_tokens_so_far)`` is called after each round (progress bars). ``rule``
+    overrides the config's rule (the losslessness lab passes a deliberately broken one).
+    """
+    config.validated()
+    pair = pair or load_pair(config)
+    ids = prompt_ids_for(pair, config, prompt, prompt_ids)
+    target_state = KVCachedSequence()
+    run = DecodeRun(config, pair, rule or rule_for(config), make_drafter(config, pair, target_state),
+                    torch.Generator().manual_seed(config.seed), TokenTexts(pair.target.tokenizer), target_state)
+    drafts_trees = drafter_spec(config.drafter).tree
+    play_round = tree_round if drafts_trees else chain_round
+    block_size = config.tree_depth if drafts_trees else config.gamma
+    eos = eos_ids(pair.target)
+    committed = list(ids)
+    rounds: list[Round] = []
+    stop_reason = "max_new_tokens"
+    started = time.perf_counter()
+    while (new := len(committed) - len(ids)) < config.max_new_tokens:
+        room = pair.target.context_length - len(committed)
+        if room <= 0:
+            stop_reason = "context"
+            break
+        # leave room for the correction/bonus token within max_new_tokens and the context
+        result = play_round(run, committed, max(0, min(block_size, config.max_new_tokens - new - 1, room - 1)))
+        positions, correction, bonus, emitted, hit_eos = truncate_at_eos(result.positions, result.correction, result.bonus, eos)
+        if result.tree and hit_eos:
+            sync_tree_with_checks(result.tree, positions)
+        record = Round(
+            index=len(rounds), prefix_len=len(committed), draft=positions, correction=correction, bonus=bonus,
+            emitted_ids=emitted, emitted_texts=[run.texts(t) for t in emitted], draft_ms=result.draft_ms,
+            verify_ms=result.verify_ms, draft_forward_passes=result.draft_forward_passes, target_forward_passes=1,
+            target_positions=result.target_positions, exit_threshold=result.exit_threshold, tree=result.tree,
+        )
+        rounds.append(record)
+        committed.extend(emitted)
+        if on_round:
+            on_round(record, len(committed) - len(ids))
+        if hit_eos:
+            stop_reason = "eos"
+            break
+    wall_ms = (time.perf_counter() - started) * 1e3
+    output_ids = committed[len(ids):]
+    return Trace(
+        config=config.to_dict(),
+        models=models_info(pair, config),
+        prompt_text=prompt if prompt_ids is None else None,
+        prompt_ids=ids,
+        prompt_tokens=[run.texts(t) for t in ids],
+        output_ids=output_ids,
+        output_text=pair.target.tokenizer.decode(output_ids, skip_special_tokens=False),
+        rounds=rounds,
+        stats=summarize(rounds, len(output_ids), stop_reason, wall_ms),
+    )
+
+
+def autoregressive_decode(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> tuple[list[int], float]:
+    """The baseline: the target alone, one forward per token with a KV cache, same rule warp and seed.
+
+    Greedy rules take argmax p; the sampling rule samples from the warped p with the same seeded
+    generator. Returns (new token ids, seconds). Used for wall-clock speedups and as plain target
+    sampling in the losslessness lab.
+    """
+    rule = rule_for(config)
+    target, vocab_size = pair.target, pair.vocab_size
+    generator = torch.Generator().manual_seed(config.seed)
+    state = KVCachedSequence()
+    committed, eos = list(prompt_ids), eos_ids(target)
+    started = time.perf_counter()
+    while len(committed) - len(prompt_ids) < config.max_new_tokens and len(committed) < target.context_length:
+        logits = state.feed(full_forward, target, state.pending(committed), 1)[-1, :vocab_size]
+        token = rule.bonus(rule.target_distribution(logits).cpu(), generator)
+        committed.append(token)
+        if token in eos:
+            break
+    return committed[len(prompt_ids):], time.perf_counter() - started

@@ -1,0 +1,191 @@
+"""The sidebar shared by every page, generated from the config's fields and the registries, and the
+URL that mirrors it (a copied link reopens the same state)."""
+
+from __future__ import annotations
+
+
+import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
+
+from ..config import ConfigError, DecodeConfig, field_params, field_type, format_value, parse_value
+from ..models import EMBEDDED
+from ..registry import DRAFTER_SPECS, RULE_SPECS, drafter_spec, rule_spec
+from ..urlstate import parse_query, to_query
+from .work import app_defaults
+
+
+EMBEDDED_PAIR = "Embedded: SmolLM2-135M-Instruct + its distilled 4-layer draft (runs offline)"
+CUSTOM_PAIR = "Custom model ids or directories"
+PAIR_PRESETS = {  # label -> (target, draft); the hub pairs share a tokenizer within each family
+    EMBEDDED_PAIR: (EMBEDDED, None),
+    "SmolLM2-135M → SmolLM2-360M-Instruct": ("HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    "SmolLM2-135M → SmolLM2-1.7B-Instruct": ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    "Qwen2.5-0.5B → Qwen2.5-1.5B-Instruct": ("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
+    "Qwen2.5-0.5B → Qwen2.5-7B-Instruct": ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
+    "distilgpt2 → gpt2-large": ("gpt2-large", "distilgpt2"),
+    CUSTOM_PAIR: None,
+}
+PROMPT_PRESETS = {
+    "Translation (seed 000)": "Translate to English: Machen sich Hunderte Millionen von Autofahrern Sorgen über ihre Privatsphäre?",
+    "Explain": "Explain speculative decoding to a student in three sentences.",
+    "Code": "Write a Python function that returns the n-th Fibonacci number.",
+    "List": "List the days of the week, one per line.",
+    "Story": "Once upon a time, in a small village by the sea,",
+}
+DEFAULT_PROMPT = PROMPT_PRESETS["Translation (seed 000)"]
+
+
+PAGE_CONFIG = dict(page_title="specviz: speculative decoding, seen", page_icon="✓", layout="wide")
+
+
+def draw_shared_sidebar() -> None:
+    """Draw the sidebar once per run (app.py does it before running the page) and keep its result."""
+    defaults = app_defaults()
+    config, prompt = sidebar_controls(defaults)
+    st.session_state.update(sv_config=config, sv_prompt=prompt, sv_defaults=defaults, sv_sidebar_drawn=True)
+
+
+def shared_controls() -> tuple[DecodeConfig | None, str, DecodeConfig]:
+    """The sidebar's config (None if invalid; the sidebar showed why), prompt and defaults.
+
+    app.py draws the sidebar for every page, so its widgets keep their values whichever page is open.
+    A page opened straight from a link on a freshly started server runs without app.py (streamlit's
+    pages/ folder mode until the first st.navigation call), so it then draws the sidebar itself.
+    The URL is updated here, from the page, so a copied link reopens this state on this page.
+    """
+    ss = st.session_state
+    if not ss.pop("sv_sidebar_drawn", False) and "sv_config" not in ss:
+        # Streamlit ran this page without app.py (its pages/ folder mode, used until the first
+        # st.navigation call). Leave that mode as st.navigation itself does, so the next run goes
+        # through app.py, and draw the sidebar here for this one run.
+        PagesManager.uses_pages_directory = False
+        st.set_page_config(**PAGE_CONFIG)
+        draw_shared_sidebar()
+        ss.pop("sv_sidebar_drawn")
+    config, prompt, defaults = ss.get("sv_config"), ss.get("sv_prompt", DEFAULT_PROMPT), ss.get("sv_defaults") or app_defaults()
+    if config is not None:
+        write_url(config, prompt, ss.get("round", 1), defaults)
+    return config, prompt, defaults
+
+
+def _pair_label(target: str, draft: str | None) -> str:
+    for label, pair in PAIR_PRESETS.items():
+        if pair and pair[0] == target and (pair[1] == draft or pair[1] is None):
+            return label
+    return CUSTOM_PAIR
+
+
+def widget_value(name: str, value):
+    """A config value as its widget holds it (the text box of skip_layers holds text)."""
+    return format_value(value) if field_params()[name].widget == "text" else value
+
+
+def config_value(name: str, widget_state):
+    """A widget's state as the config field's value (text is parsed; numbers keep the field's type)."""
+    if field_params()[name].widget == "text":
+        try:
+            return parse_value(name, widget_state)
+        except ValueError as exc:
+            raise ConfigError(f"{field_params()[name].label}: malformed value {widget_state!r}") from exc
+    return float(widget_state) if field_type(name) == "float" else widget_state
+
+
+def init_state_from_url(defaults: DecodeConfig) -> None:
+    """On a session's first run, seed every widget from the URL (bad values: message + default)."""
+    if st.session_state.get("sv_initialized"):
+        return
+    state = parse_query(st.query_params.to_dict(), defaults)
+    c = state.config
+    st.session_state.update({name: widget_value(name, getattr(c, name)) for name, p in field_params().items() if p.widget != "none"})
+    st.session_state.update(
+        sv_initialized=True, url_messages=state.messages, pair=_pair_label(c.target, c.draft),
+        custom_target=c.target, custom_draft=c.draft or "",
+        prompt=state.prompt if state.prompt is not None else DEFAULT_PROMPT, round=state.round,
+    )
+
+
+def _apply_prompt_preset() -> None:
+    st.session_state.prompt = PROMPT_PRESETS[st.session_state.prompt_preset]
+
+
+def field_enabled(name: str, ss) -> bool:
+    """A widget is enabled when the chosen drafter or rule reads its field (fields no registry entry
+    claims are always on) and its Param's ``when`` condition holds."""
+    described = field_params()[name]
+    claimed = {f for spec in (*DRAFTER_SPECS, *RULE_SPECS) for f in spec.fields}
+    used = set(drafter_spec(ss.drafter).fields) | set(rule_spec(ss.rule).fields)
+    condition = described.when is None or ss.get(described.when[0]) == described.when[1]
+    return (name not in claimed or name in used) and condition
+
+
+def draw_field(container, name: str, ss) -> None:
+    """The widget a config field's Param describes, keyed by the field's name."""
+    p = field_params()[name]
+    common = dict(key=name, help=p.help, disabled=not field_enabled(name, ss))
+    if p.widget in ("radio", "select"):
+        options = list(p.choices) + ([ss[name]] if ss.get(name) not in p.choices else [])
+        labels = dict(zip(p.choices, p.choice_labels))
+        draw = container.radio if p.widget == "radio" else container.selectbox
+        extra = dict(horizontal=True) if p.widget == "radio" else {}
+        draw(p.label, options, format_func=lambda v: labels.get(v, str(v)), **extra, **common)
+    elif p.widget == "slider":
+        low, high = p.shown or (p.low, p.high)
+        if p.step is not None:
+            container.slider(p.label, float(low), float(high), step=p.step, **common)
+        else:
+            container.slider(p.label, int(low), int(high), **common)
+    elif p.widget == "number":
+        container.number_input(p.label, min_value=int(p.low), max_value=min(int(p.high), 2**31 - 1), step=1, **common)
+    elif p.widget == "text":
+        container.text_input(p.label, placeholder="default", **common)
+    elif p.widget == "checkbox":
+        container.checkbox(p.label, **common)
+
+
+def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
+    """Render the sidebar; return the chosen config (None with a message when it is invalid) and prompt.
+
+    Every config widget is drawn from its field's Param (label, range, help) and enabled by the
+    registry entries of the chosen drafter and rule; only the model pair and the prompt are drawn here.
+    """
+    init_state_from_url(defaults)
+    ss = st.session_state
+    sb = st.sidebar
+    sb.header("Models")
+    sb.selectbox("Model pair", list(PAIR_PRESETS), key="pair")
+    if ss.pair == CUSTOM_PAIR:
+        sb.text_input("Target model (hub id or directory)", key="custom_target")
+        sb.text_input("Draft model (hub id or directory)", key="custom_draft")
+        target, draft = ss.custom_target.strip(), ss.custom_draft.strip() or None
+    else:
+        target, draft = PAIR_PRESETS[ss.pair]
+    drawn = [name for name, p in field_params().items() if p.widget != "none"]
+    for section in ("Models", "Verification"):
+        if section != "Models":
+            sb.header(section)
+        for name in drawn:
+            if field_params()[name].section == section:
+                draw_field(sb, name, ss)
+    sb.header("Prompt")
+    sb.selectbox("Preset", list(PROMPT_PRESETS), key="prompt_preset", index=None, placeholder="Pick a preset prompt…",
+                 on_change=_apply_prompt_preset)
+    sb.text_area("Prompt", key="prompt", height=120)
+    for name in drawn:
+        if field_params()[name].section == "Prompt":
+            draw_field(sb, name, ss)
+    for message in ss.get("url_messages", ()):
+        st.warning(message)
+    try:
+        chosen = {name: config_value(name, ss[name]) for name in drawn}
+        config = DecodeConfig(target=target, draft=draft, device=defaults.device, **chosen).validated()
+    except ConfigError as exc:
+        st.error(str(exc))
+        return None, ss.prompt
+    return config, ss.prompt
+
+
+def write_url(config: DecodeConfig, prompt: str, round_index: int, defaults: DecodeConfig) -> None:
+    """Mirror the state into the address bar so a copied link reopens this exact view."""
+    query = to_query(config, prompt, round_index, defaults)
+    if query != st.query_params.to_dict():
+        st.query_params.from_dict(query)

@@ -1,0 +1,86 @@
+"""One place per concept: the registries and the self-describing config drive the CLI, the URL, the
+sidebar and the engine; the oracle drafter was added through that path alone."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from specviz.cli import build_parser, config_from_args
+from specviz.config import ConfigError, DecodeConfig, field_params, format_value, parse_value
+from specviz.engine import make_drafter, rule_for, speculative_decode
+from specviz.registry import DRAFTERS, RULES
+from specviz.urlstate import URL_FIELDS, parse_query, to_query
+
+from .conftest import target_greedy
+from .test_app import make_app
+from .test_engine import PROMPT, tiny_config
+
+
+def test_every_config_field_describes_itself():
+    assert list(field_params()) == [f.name for f in dataclasses.fields(DecodeConfig)]
+    for name, described in field_params().items():
+        assert described.label and described.help, name
+        if described.low is not None:
+            default = getattr(DecodeConfig(), name)
+            assert default is None or described.low <= default <= described.high, name
+    assert set(URL_FIELDS) == {n for n, p in field_params().items() if p.url}
+    assert not {"device", "top_n", "parallel_weights"} & set(URL_FIELDS)  # the server's business, not a link's
+
+
+def test_cli_options_are_generated_from_the_fields_and_the_registries():
+    parser = build_parser()
+    trace = next(a for a in parser._actions if a.dest == "command").choices["trace"]
+    options = {a.dest: a for a in trace._actions}
+    assert list(options["drafter"].choices) == list(DRAFTERS)
+    assert list(options["rule"].choices) == list(RULES)
+    args = parser.parse_args(["trace", "--prompt", "hi", "--drafter", "oracle", "--gamma", "5", "--skip-layers", "1,2",
+                              "--no-chat-template", "--draft-vocab", "2048", "--tau", "2.5"])
+    config = config_from_args(args)
+    assert (config.drafter, config.gamma, config.skip_layers, config.chat_template, config.draft_vocab, config.tau) == \
+        ("oracle", 5, (1, 2), False, 2048, 2.5)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["trace", "--prompt", "hi", "--gamma", "five"])
+    with pytest.raises(ConfigError, match="gamma"):
+        config_from_args(parser.parse_args(["trace", "--prompt", "hi", "--gamma", "99"]))
+
+
+def test_values_round_trip_through_text_as_url_and_cli_share_it():
+    config = DecodeConfig(drafter="tree", skip_layers=(3, 4), chat_template=False, draft_vocab=0, tau=1.5, top_p=0.9)
+    for name in URL_FIELDS:
+        assert parse_value(name, format_value(getattr(config, name))) == getattr(config, name), name
+    state = parse_query(to_query(config, "a prompt", 3, DecodeConfig()), DecodeConfig())
+    assert state.config == config and state.round == 3 and not state.messages
+    bad = parse_query({"drafter": "telepathy", "gamma": "99"}, DecodeConfig())
+    assert bad.config == DecodeConfig() and len(bad.messages) == 2
+
+
+def test_the_engine_builds_drafters_and_rules_from_the_registries(tiny_dirs, tiny_pair):
+    for name in RULES:
+        assert rule_for(DecodeConfig(rule=name)).name == name
+    for name in ("model", "layerskip", "ngram", "oracle"):
+        drafter = make_drafter(tiny_config(tiny_dirs, drafter=name), tiny_pair)
+        assert hasattr(drafter, "propose"), name
+
+
+@pytest.mark.parametrize("rule", ["greedy", "sample"])
+def test_the_oracle_drafter_accepts_everything_and_stays_exact(tiny_dirs, tiny_pair, rule):
+    config = tiny_config(tiny_dirs, drafter="oracle", rule=rule, gamma=3, max_new_tokens=17, seed=4)
+    trace = speculative_decode(config, prompt_ids=PROMPT, pair=tiny_pair)
+    stats = trace.stats
+    assert stats.drafted_tokens > 0 and stats.acceptance_rate == 1.0 and stats.alpha_estimate == pytest.approx(1.0, abs=1e-4)  # q = p up to float rounding
+    full_rounds = [r for r in trace.rounds if len(r.draft) == 3]
+    assert full_rounds and all(len(r.emitted_ids) == 4 for r in full_rounds)  # gamma accepted + the bonus
+    if rule == "greedy":
+        assert trace.output_ids == target_greedy(tiny_pair.target, PROMPT, 17)
+
+
+def test_the_sidebar_offers_every_registered_drafter_and_rule(tiny_params):
+    at = make_app({**tiny_params, "drafter": "oracle"}).run()
+    assert not at.exception
+    assert at.radio(key="drafter").options == [spec.label for spec in DRAFTERS.values()]
+    assert at.radio(key="rule").options == [spec.label for spec in RULES.values()]
+    assert at.radio(key="drafter").value == "oracle"
+    assert at.slider(key="gamma").disabled is False and at.slider(key="ngram_max").disabled is True
+    assert at.subheader[0].value.startswith("Round 1 of")
