@@ -25,7 +25,7 @@ import torch
 from scipy.stats import chi2, chi2_contingency, chisquare, ncx2
 
 from .config import DecodeConfig
-from .drafters import KVCachedSequence, full_forward, states_forward
+from .forwards import KVCachedSequence, full_forward, states_forward
 from .engine import ModelPair, autoregressive_decode, make_drafter, rule_for, speculative_decode
 from .registry import drafter_spec
 from .verify import BrokenResidualRule, SpeculativeSamplingRule

@@ -9,7 +9,8 @@ acceptance alone is not speed, the draft must also be cheap.
 
 from __future__ import annotations
 
-from .drafters import AutoregressiveDrafter, KVCachedSequence, full_forward
+from .drafters import AutoregressiveDrafter
+from .forwards import KVCachedSequence, full_forward
 
 
 def oracle_source(config, pair):

@@ -26,7 +26,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from .drafters import DraftBlock, KVCachedSequence
+from .drafters import DraftBlock
+from .forwards import KVCachedSequence
 from .models import LoadedModel
 from .verify import Rule
 

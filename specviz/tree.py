@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .drafters import ForwardFn, KVCachedSequence, TreeLayout
+from .forwards import ForwardFn, KVCachedSequence, TreeLayout
 from .models import LoadedModel
-from .verify import Rule, Verdict, gumbel_top_k, residual_distribution
+from .distributions import gumbel_top_k, residual_distribution
+from .verify import Rule, Verdict
 
 
 

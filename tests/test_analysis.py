@@ -10,7 +10,7 @@ from specviz import analysis
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
 from specviz.tables import token_table
-from specviz.verify import softmax32
+from specviz.distributions import softmax32
 
 PROMPT = [3, 7, 5, 9, 3, 7]
 

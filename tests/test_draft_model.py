@@ -16,7 +16,8 @@ from specviz.draft_training import HELDOUT_FILE
 from specviz.engine import ModelPair, draft_forward_for, load_pair, speculative_decode
 from specviz.models import VocabularyMismatchError, encode_prompt, load_model
 from specviz.teacher_text import read_prompt_file
-from specviz.verify import SpeculativeSamplingRule, softmax32
+from specviz.distributions import softmax32
+from specviz.verify import SpeculativeSamplingRule
 
 from .conftest import target_greedy
 

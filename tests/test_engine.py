@@ -16,7 +16,8 @@ from specviz.engine import ModelPair, load_pair, speculative_decode
 from specviz.lab import chi_square_power, output_law
 from specviz.models import ModelLoadError, VocabularyMismatchError, load_model
 from specviz.trace import Trace
-from specviz.verify import BrokenResidualRule, softmax32
+from specviz.distributions import softmax32
+from specviz.verify import BrokenResidualRule
 
 from .conftest import target_greedy
 

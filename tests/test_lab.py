@@ -7,7 +7,8 @@ import torch
 
 from specviz import lab
 from specviz.config import DecodeConfig
-from specviz.verify import BrokenResidualRule, SpeculativeSamplingRule, softmax32
+from specviz.distributions import softmax32
+from specviz.verify import BrokenResidualRule, SpeculativeSamplingRule
 
 PROMPT = [3, 7, 5, 9, 3, 7]
 

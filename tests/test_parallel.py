@@ -14,7 +14,7 @@ from specviz.lab import chi_square_power
 from specviz.registry import DRAFTERS
 from specviz.parallel_drafters import default_weights, load_drafter, save_drafter
 from specviz.training import generate_corpus, train_drafter
-from specviz.verify import softmax32
+from specviz.distributions import softmax32
 
 from .conftest import target_greedy
 from .test_engine import _chi_square_p

@@ -13,7 +13,7 @@ from specviz.lab import chi_square_power
 from specviz.models import load_model
 from specviz.trace import Trace
 from specviz.tree import remove_and_renormalise
-from specviz.verify import gumbel_top_k, softmax32
+from specviz.distributions import gumbel_top_k, softmax32
 
 from .conftest import target_greedy
 from .test_engine import PROMPT, _chi_square_p

@@ -5,14 +5,8 @@ import math
 import pytest
 import torch
 
-from specviz.verify import (
-    GreedyRule,
-    SpeculativeSamplingRule,
-    TopBetaRule,
-    overlap,
-    residual_distribution,
-    sampling_distribution,
-)
+from specviz.distributions import overlap, residual_distribution, sampling_distribution
+from specviz.verify import GreedyRule, SpeculativeSamplingRule, TopBetaRule
 
 P = torch.tensor([0.5, 0.3, 0.15, 0.05])  # target
 Q = torch.tensor([0.2, 0.6, 0.15, 0.05])  # draft

@@ -8,7 +8,7 @@ import time
 import torch
 
 from ..config import DecodeConfig
-from ..drafters import KVCachedSequence, full_forward
+from ..forwards import KVCachedSequence, full_forward
 from ..engine import ModelPair, parallel_drafter
 from ..parallel_drafters import draft_logits, target_states, window_memory
 from ..registry import drafter_spec

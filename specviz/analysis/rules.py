@@ -7,11 +7,12 @@ import pandas as pd
 import torch
 
 from ..config import DecodeConfig
-from ..drafters import KVCachedSequence, full_forward
+from ..forwards import KVCachedSequence, full_forward
 from ..engine import ModelPair, autoregressive_decode, speculative_decode
 from ..engine.records import status_of
 from ..registry import drafter_spec
-from ..verify import GreedyRule, SpeculativeSamplingRule, TopBetaRule, check_block, one_hot
+from ..distributions import one_hot
+from ..verify import GreedyRule, SpeculativeSamplingRule, TopBetaRule, check_block
 
 from .cost import parallel_logits
 from .common import COMPARE_BETAS, Progress, _tick

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from ..drafters import KVCachedSequence, full_forward
+from ..forwards import KVCachedSequence, full_forward
 from ..engine import ModelPair
 
 from .common import TIMING_REPEATS_MAX

@@ -7,18 +7,10 @@ an autoregressive drafter drafts with, which the analysis pages use to time it a
 from __future__ import annotations
 
 from ..config import ConfigError, DecodeConfig
-from ..drafters import (
-    AdaptiveExit,
-    AutoregressiveDrafter,
-    KVCachedSequence,
-    NgramDrafter,
-    check_skip_layers,
-    default_skip_layers,
-    full_forward,
-    has_mixed_attention,
-    layer_skip_forward,
-    sliding_window,
-    trimmed_head_forward,
+from ..drafters import AdaptiveExit, AutoregressiveDrafter, NgramDrafter
+from ..forwards import (
+    KVCachedSequence, check_skip_layers, default_skip_layers, full_forward, has_mixed_attention, layer_skip_forward,
+    sliding_window, trimmed_head_forward,
 )
 from ..models import LoadedModel
 from ..parallel_drafters import ParallelDrafter, default_weights, load_drafter

@@ -19,7 +19,8 @@ from typing import Callable
 import torch
 
 from ..config import DecodeConfig
-from ..drafters import Drafter, KVCachedSequence, full_forward, states_forward
+from ..drafters import Drafter
+from ..forwards import KVCachedSequence, full_forward, states_forward
 from ..registry import drafter_spec
 from ..trace import DraftPosition, EmittedToken, Round, Trace, TreeRecord
 from ..tree import TreeDrafter, recursive_rejection, score_tree

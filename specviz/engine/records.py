@@ -10,7 +10,8 @@ from ..trace import (
     ACCEPTED, NOT_VERIFIED, REJECTED, DraftPosition, EmittedToken, Round, Stats, TopTokens, TreeNodeRecord, TreeRecord,
 )
 from ..tree import DraftTree
-from ..verify import Rule, Verdict, check_block, overlap, residual_distribution
+from ..distributions import overlap, residual_distribution
+from ..verify import Rule, Verdict, check_block
 from .pair import ModelPair, uses_draft_model
 from .factory import draft_vocab_for
 
