@@ -16,6 +16,7 @@ if os.environ.get("SPECVIZ_LOG_LEVEL") and not logging.getLogger("specviz").hand
 st.set_page_config(**ui.PAGE_CONFIG)
 navigation = st.navigation([
     st.Page("pages/round_view.py", title="Round view", icon="🔎", default=True),
+    st.Page("pages/lesson_player.py", title="Lesson player", icon="🎓"),
     st.Page("pages/metrics.py", title="Metrics and theory", icon="📈"),
     st.Page("pages/gamma_sweep.py", title="Gamma sweep", icon="🎚️"),
     st.Page("pages/compare_rules.py", title="Compare rules", icon="⚖️"),

@@ -4,7 +4,8 @@ Usage: ``.venv/bin/python benchmarks/bench_class.py [--sessions 30] [--tokens 32
 
 Phases, after one warm-up session has loaded the models (on a seed nobody uses later):
 1. **one link**: every session opens the same teacher's link at once;
-2. **same link again**: everyone reopens it (the trace is stored: what remains is rendering);
+2. **same link again**: one session, then everyone, reopen it (the trace is stored: what remains
+   is the server's page runs and the browsers' rendering);
 3. **different seeds**: every session opens its own seed at once (distinct work, queued fairly).
 For each phase it prints time to first paint (the round's rows drawn) p50 / p95 / max, the server's
 CPU seconds, errors (exceptions or error boxes on a page, or no paint at all), and how many times a
@@ -139,6 +140,8 @@ async def main(sessions: int, tokens: int, timeout_s: float, browser_nice: int) 
             report("warm-up (load)", warm)
             one = await phase(browser, server, [f"{link}&seed=1"] * sessions, timeout_s)
             report("one link", one)
+            alone = await phase(browser, server, [f"{link}&seed=1"], timeout_s)
+            report("one, stored", alone)  # one page on the stored trace: the floor of first paint
             again = await phase(browser, server, [f"{link}&seed=1"] * sessions, timeout_s)
             report("same link again", again)  # the trace is stored: page and browser costs alone
             many = await phase(browser, server, [f"{link}&seed={100 + i}" for i in range(sessions)], timeout_s)

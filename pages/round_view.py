@@ -3,6 +3,7 @@
 import streamlit as st
 
 from specviz import figures, render, tables, ui
+from specviz.player import lesson_html
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Speculative decoding, round by round")
@@ -44,6 +45,7 @@ elif trace is not None:
     round_view()
     st.markdown("##### Output (colour: how each token was produced; underline alternates per round)")
     st.markdown(render.output_html(trace), unsafe_allow_html=True)
-    left, right = st.columns(2)
+    left, middle, right = st.columns(3)
     left.download_button("Download trace (JSON)", trace.to_json(indent=1), "specviz-trace.json", "application/json")
-    right.download_button("Download tokens (CSV)", tables.token_table(trace).to_csv(index=False), "specviz-tokens.csv", "text/csv")
+    middle.download_button("Download tokens (CSV)", tables.token_table(trace).to_csv(index=False), "specviz-tokens.csv", "text/csv")
+    right.download_button("Download the lesson (HTML, no server needed)", lesson_html(trace), "specviz-lesson.html", "text/html")

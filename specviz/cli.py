@@ -5,6 +5,7 @@ Examples::
     python -m specviz trace --prompt "Hello" --drafter layerskip --rule greedy --gamma 4 --out -
     python -m specviz trace --target ./big --draft ./small --drafter model --rule sample --samples 100
     python -m specviz generate --prompt "Write a haiku" --drafter ngram
+    python -m specviz html --prompt "Explain gravity" --rule sample --out lesson.html
     python -m specviz train-drafter --kind blockwise --seed 0
     python -m specviz train-draft --seed 0
 """
@@ -33,7 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     trace = commands.add_parser("trace", help="run and write the full trace(s) as JSON")
     generate = commands.add_parser("generate", help="run and print the generated text")
-    for sub in (trace, generate):
+    lesson = commands.add_parser("html", help="run and write ONE self-contained HTML lesson: the round player, "
+                                              "presenter view and quiz, openable with no server and no network")
+    lesson.add_argument("--out", required=True, help="the HTML file to write")
+    lesson.add_argument("--title", default=None, help="the lesson's title (default: models, rule and gamma)")
+    for sub in (trace, generate, lesson):
         add_config_options(sub)
         prompt = sub.add_mutually_exclusive_group(required=True)
         prompt.add_argument("--prompt", help="prompt text (the chat template is applied for chat models)")
@@ -153,9 +158,16 @@ def run(args: argparse.Namespace) -> None:
 
     config = config_from_args(args)
     pair = load_pair(config)
-    if args.command == "generate":
+    if args.command in ("generate", "html"):
         trace = speculative_decode(config, prompt=args.prompt, prompt_ids=args.prompt_ids, pair=pair)
-        print(trace.output_text)
+        if args.command == "generate":
+            print(trace.output_text)
+            return
+        from .player import lesson_html
+
+        with open(args.out, "w", encoding="utf-8") as out:
+            out.write(lesson_html(trace, args.title))
+        print(f"wrote {args.out}: {len(trace.rounds)} rounds, open it in any browser")
         return
     if not 1 <= args.samples <= 100_000:
         raise ConfigError(f"--samples must be in [1, 100000]; got {args.samples}")

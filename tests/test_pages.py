@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from specviz import analysis
@@ -136,3 +138,16 @@ def test_every_page_runs_on_the_embedded_default(embedded, page):
         assert not at.exception
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert at.get("plotly_chart") or at.dataframe or at.metric
+
+
+def test_lesson_player_page_sends_the_whole_trace_and_keeps_the_linked_view(params):
+    at = make_app({**params, "view": "quiz"})
+    at.switch_page("pages/lesson_player.py").run()
+    assert not at.exception and not at.error
+    assert at.query_params["view"] in ("quiz", ["quiz"])  # a teacher's quiz link stays a quiz link
+    page = at.get("iframe")[0].proto.srcdoc
+    trace = json.loads(page.split('<script id="trace-data" type="application/json">')[1].split("</script>")[0].replace("<\\/", "</"))
+    assert len(trace["rounds"]) >= 2 and '{"view": "quiz", "round": 1}' in page
+    bad = make_app({**params, "view": "cinema"})
+    bad.switch_page("pages/lesson_player.py").run()
+    assert not bad.exception and any("view='cinema'" in w.value for w in bad.warning)

@@ -184,8 +184,10 @@ def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
     return config, ss.prompt
 
 
-def write_url(config: DecodeConfig, prompt: str, round_index: int, defaults: DecodeConfig) -> None:
-    """Mirror the state into the address bar so a copied link reopens this exact view."""
-    query = to_query(config, prompt, round_index, defaults)
+def write_url(config: DecodeConfig, prompt: str, round_index: int, defaults: DecodeConfig,
+              extra: dict[str, str] | None = None) -> None:
+    """Mirror the state into the address bar so a copied link reopens this exact view (``extra``: a
+    page's own parameters, such as the lesson player's view)."""
+    query = {**to_query(config, prompt, round_index, defaults), **(extra or {})}
     if query != st.query_params.to_dict():
         st.query_params.from_dict(query)

@@ -1,0 +1,27 @@
+"""The lesson player: the whole trace stepped in the browser, with a presenter view and a quiz."""
+
+import streamlit as st
+
+from specviz import ui
+from specviz.player import VIEWS, lesson_html
+
+requested_view = st.query_params.get("view", "step")  # read before the sidebar rewrites the URL
+config, prompt, defaults = ui.shared_controls()
+st.title("Lesson player")
+st.caption("Every round of the trace is sent to the page once and drawn there: First/Prev/Next/Last, the slider, "
+           "the arrow keys, Home/End and space (autoplay) need no server round trip. **Present** shows one round in "
+           "large type with the rule's formula and each acceptance test spelled out; **Quiz** asks for each drafted "
+           "token whether the target will accept it before revealing the verdict, and keeps a score. A teacher's link "
+           "with `view=quiz` or `view=present` opens straight into that view.")
+if requested_view not in VIEWS:
+    st.warning(f"URL parameter view={str(requested_view)[:20]!r} ignored (must be one of {', '.join(VIEWS)}); showing step")
+    requested_view = "step"
+view = st.segmented_control("View", VIEWS, default=requested_view, key="player_view") or "step"
+trace = ui.get_trace(config, prompt) if config else None
+if trace is not None and not trace.rounds:
+    st.info("Nothing was generated (the model ended at once).")
+elif trace is not None:
+    ui.write_url(config, prompt, st.session_state.get("round", 1), defaults, extra={"view": view} if view != "step" else None)
+    page = lesson_html(trace, view=view, round_index=min(st.session_state.get("round", 1), len(trace.rounds)))
+    st.iframe(page, height=1100 if view != "present" else 1300)
+    st.download_button("Download this lesson (one HTML file, opens with no server)", page, "specviz-lesson.html", "text/html")

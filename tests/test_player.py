@@ -1,0 +1,146 @@
+"""The standalone lesson player in real Chromium, opened from file:// with the network blocked."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+from specviz.engine import speculative_decode
+from specviz.player import embedded_json, lesson_html
+
+from .test_browser import CHROMIUM_ARGS
+from .test_engine import PROMPT, tiny_config
+
+
+@pytest.fixture(scope="module")
+def sampled_trace(tiny_dirs, tiny_pair):
+    trace = speculative_decode(tiny_config(tiny_dirs, rule="sample", gamma=3, max_new_tokens=16, seed=5), prompt_ids=PROMPT,
+                               pair=tiny_pair)
+    assert len(trace.rounds) >= 3 and any(p.status == "rejected" for r in trace.rounds for p in r.draft)
+    return trace
+
+
+@pytest.fixture(scope="module")
+def offline_browser():
+    """Chromium with every request that is not a local file refused, and the refused ones counted."""
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        context = browser.new_context()
+        refused: list[str] = []
+
+        def guard(route):
+            if route.request.url.startswith("file://"):
+                route.continue_()
+            else:
+                refused.append(route.request.url)
+                route.abort()
+
+        context.route("**/*", guard)
+        yield context, refused
+        browser.close()
+
+
+def open_lesson(context, path, fragment: str = ""):
+    page = context.new_page()
+    page.set_default_timeout(600_000)  # bounded work; a busy machine may be slow, never wrong
+    page.goto(path.as_uri() + fragment)
+    page.wait_for_selector("#rows .label")
+    return page
+
+
+def round_title(page) -> str:
+    return page.locator("#title").inner_text()
+
+
+def test_the_lesson_renders_every_round_and_steps_with_the_keyboard(sampled_trace, offline_browser, tmp_path):
+    context, refused = offline_browser
+    path = tmp_path / "lesson.html"
+    path.write_text(lesson_html(sampled_trace), encoding="utf-8")
+    page = open_lesson(context, path)
+    count = len(sampled_trace.rounds)
+    assert round_title(page) == f"Round 1 of {count}"
+    for index, rnd in enumerate(sampled_trace.rounds, start=1):
+        marks = page.locator("#rows .mark").all_inner_texts()
+        expected = ["✓" if p.status == "accepted" else "✗" if p.status == "rejected" else "·" for p in rnd.draft]
+        assert marks == expected, index
+        assert page.locator(".tok.draft").count() == len(rnd.draft)
+        assert page.locator(".tok.rejected").count() == sum(p.status == "rejected" for p in rnd.draft)
+        assert page.locator(".tok.correction").count() == (rnd.correction is not None)
+        assert page.locator(".card").count() == len(rnd.draft) + (rnd.correction is not None or rnd.bonus is not None)
+        if index < count:
+            page.keyboard.press("ArrowRight")
+            assert round_title(page) == f"Round {index + 1} of {count}"
+            assert f"round={index + 1}" in page.evaluate("location.hash")
+    page.keyboard.press("Home")
+    assert round_title(page) == f"Round 1 of {count}"
+    page.keyboard.press("End")
+    assert round_title(page) == f"Round {count} of {count}"
+    at, rejected = next((i, p) for i, r in enumerate(sampled_trace.rounds, start=1) for p in r.draft if p.status == "rejected")
+    linked = open_lesson(context, path, f"#round={at}")  # a copied link opens its round
+    assert round_title(linked) == f"Round {at} of {count}"
+    assert f"= {rejected.accept_prob:.3f} vs u = {rejected.uniform:.3f} → reject" in linked.locator("#cards").inner_text()
+    assert refused == []  # the file needs nothing from the network
+
+
+def test_the_quiz_scores_known_answers_and_reveals_the_verdicts(sampled_trace, offline_browser, tmp_path):
+    context, _ = offline_browser
+    path = tmp_path / "quiz.html"
+    path.write_text(lesson_html(sampled_trace, view="quiz"), encoding="utf-8")
+    index, rnd = next((i, r) for i, r in enumerate(sampled_trace.rounds, start=1) if any(p.status == "rejected" for p in r.draft))
+    page = open_lesson(context, path, f"#round={index}&view=quiz")
+    verified = [p for p in rnd.draft if p.status != "not_verified"]
+    assert page.locator("#rows .mark").all_inner_texts() == ["?"] * len(rnd.draft)  # hidden until answered
+    assert page.locator(".test").count() == 0
+    for position in verified:  # answer every token right
+        guess = "accepted" if position.status == "accepted" else "rejected"
+        page.locator(f'button[data-quiz="{index}:{position.index}"][data-guess="{guess}"]').click()
+    assert page.locator("#score").inner_text() == f"Score: {len(verified)} / {len(verified)}"
+    assert "✗" in page.locator("#rows .mark").all_inner_texts()  # revealed
+    assert page.locator(".verdict-ok").count() == len(verified)
+    other = next(i for i, r in enumerate(sampled_trace.rounds, start=1) if i != index and r.draft)
+    page.keyboard.press("Home")
+    for _ in range(other - 1):
+        page.keyboard.press("ArrowRight")
+    wrong = sampled_trace.rounds[other - 1].draft[0]
+    page.locator(f'button[data-quiz="{other}:0"][data-guess="{"rejected" if wrong.accepted else "accepted"}"]').click()
+    assert page.locator("#score").inner_text() == f"Score: {len(verified)} / {len(verified) + 1}"
+    assert page.locator(".verdict-bad").count() == 1
+
+
+def test_the_presenter_view_shows_the_rule_in_large_type(sampled_trace, offline_browser, tmp_path):
+    context, _ = offline_browser
+    path = tmp_path / "present.html"
+    path.write_text(lesson_html(sampled_trace), encoding="utf-8")
+    page = open_lesson(context, path, "#view=present")
+    assert page.evaluate("document.body.classList.contains('present')")
+    assert "min(1, p(x̃ᵢ)/q(x̃ᵢ))" in page.locator("#formula").inner_text()
+    size = float(page.evaluate("parseFloat(getComputedStyle(document.querySelector('.tok')).fontSize)"))
+    page.locator("#view-step").click()
+    assert float(page.evaluate("parseFloat(getComputedStyle(document.querySelector('.tok')).fontSize)")) < size
+
+
+def test_the_lesson_file_cannot_be_broken_out_of(sampled_trace):
+    hostile = sampled_trace.without_timings()
+    hostile.prompt_text = "</script><script>alert(1)</script>"
+    page = lesson_html(hostile, title="<b>class</b>")
+    assert "</script><script>alert(1)" not in page and "<b>class</b>" not in page
+    assert json.loads(embedded_json(hostile).replace("<\\/", "</"))["prompt_text"] == hostile.prompt_text
+    with pytest.raises(ValueError, match="view"):
+        lesson_html(hostile, view="cinema")
+
+
+def test_cli_writes_the_standalone_lesson(tiny_dirs, tmp_path):
+    out = tmp_path / "cli.html"
+    done = subprocess.run([sys.executable, "-m", "specviz", "html", "--target", tiny_dirs["target"], "--draft", tiny_dirs["draft"],
+                           "--prompt-ids", ",".join(map(str, PROMPT)), "--max-new-tokens", "8", "--device", "cpu",
+                           "--out", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    text = out.read_text(encoding="utf-8")
+    data = json.loads(text.split('<script id="trace-data" type="application/json">')[1].split("</script>")[0].replace("<\\/", "</"))
+    assert len(data["output_ids"]) == 8
+    assert not re.search(r'<(script|link|img)[^>]+(src|href)=', text)  # every script and style is inline
