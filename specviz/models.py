@@ -15,12 +15,15 @@ import functools
 import importlib.util
 import os
 import shutil
+import socket
 import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
+import huggingface_hub
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
@@ -148,14 +151,31 @@ def model_source(spec: str) -> tuple[str, str]:
     return spec, spec
 
 
+HUB_PROBE_SECONDS = 3.0
+
+
+def hub_reachable() -> bool:
+    """Whether the model hub accepts a connection now (``HUB_PROBE_SECONDS`` at most). Offline, hub ids
+    are then looked up in the local cache only, so an unknown id fails at once instead of waiting out
+    the hub client's retries, and a cached model still loads."""
+    host = urlparse(huggingface_hub.constants.ENDPOINT).hostname
+    try:
+        socket.create_connection((host, 443), timeout=HUB_PROBE_SECONDS).close()
+    except OSError:
+        return False
+    return True
+
+
 def _load_pretrained(source: str, device: torch.device) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    common = dict(trust_remote_code=False)
+    offline = not Path(source).is_dir() and not hub_reachable()
+    common = dict(trust_remote_code=False, local_files_only=offline)
     try:
         AutoConfig.from_pretrained(source, **common)
     except Exception as exc:  # noqa: BLE001 - any failure here means "no such model"
+        where = "in the local cache (the model hub is unreachable from this machine)" if offline else "on the model hub"
         raise ModelLoadError(
-            f"Unknown model {source!r}: it is neither a local model directory nor a model the hub "
-            f"could provide ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+            f"Unknown model {source!r}: it is neither a local model directory nor a model found {where} "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
         ) from exc
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **common)
