@@ -14,7 +14,7 @@ st.markdown("The target checks all γ drafted tokens in ONE forward pass (seed 0
 trace = ui.get_trace(config, prompt) if config else None
 if trace is not None and trace.output_ids:
     repeats = st.slider("Timing repeats (median)", 1, analysis.TIMING_REPEATS_MAX, 5)
-    gamma = int(trace.config["gamma"])
+    gamma = trace.config.gamma
     block = (trace.output_ids * gamma)[:gamma]  # real continuation tokens as the block to verify
 
     def compute(on_progress):

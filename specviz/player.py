@@ -27,8 +27,7 @@ def embedded_json(trace: Trace) -> str:
 
 
 def lesson_title(trace: Trace) -> str:
-    config = trace.config
-    return f"specviz lesson · {trace.models['target']} ← {trace.models['draft']} · {config['rule']} · γ = {config['gamma']}"
+    return f"specviz lesson · {trace.models['target']} ← {trace.models['draft']} · {trace.config.rule} · γ = {trace.config.gamma}"
 
 
 VIEWS = ("step", "present", "quiz")

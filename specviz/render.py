@@ -121,11 +121,11 @@ def _emitted_cells(rnd: Round) -> list[str]:
 
 def round_rows_html(trace: Trace, rnd: Round) -> str:
     """The six rows of one round (seed 000's layout) as an HTML block."""
-    gamma = int(trace.config["gamma"])
-    beta = int(trace.config["beta"]) if trace.config["rule"] == "topbeta" else 3
+    gamma = trace.config.gamma
+    beta = trace.config.beta if trace.config.rule == "topbeta" else 3
     tail = _prefix_tail(trace, rnd)
     prompt = trace.prompt_text if trace.prompt_text is not None else "".join(trace.prompt_tokens)
-    verify_label = f"Verify (β = {beta})" if trace.config["rule"] == "topbeta" else "Verify"
+    verify_label = f"Verify (β = {beta})" if trace.config.rule == "topbeta" else "Verify"
     verify = [_verify_column("", "", cell) for cell in tail] + [_verify_cell(p, rnd, beta) for p in rnd.draft]
     if rnd.bonus:
         verify.append(_verify_column("", '<span style="color:#0d47a1">+</span>', token_box(rnd.bonus.text, "bonus", title="bonus token")))

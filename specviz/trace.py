@@ -13,6 +13,8 @@ import types
 import typing
 from dataclasses import dataclass, field
 
+from .config import DecodeConfig
+
 ACCEPTED, REJECTED, NOT_VERIFIED = "accepted", "rejected", "not_verified"
 
 
@@ -134,7 +136,7 @@ class Stats:
 
 @dataclass
 class Trace:
-    config: dict
+    config: DecodeConfig  # everything that determined it (with the prompt)
     models: dict  # names of target / draft, device, dtype
     prompt_text: str | None
     prompt_ids: list[int]
@@ -171,7 +173,8 @@ def _build(tp, data):
         return None
     if dataclasses.is_dataclass(tp):
         hints = typing.get_type_hints(tp)
-        return tp(**{f.name: _build(hints[f.name], data[f.name]) for f in dataclasses.fields(tp) if f.init})
+        # fields a trace written by an older version lacks take their defaults
+        return tp(**{f.name: _build(hints[f.name], data[f.name]) for f in dataclasses.fields(tp) if f.init and f.name in data})
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -179,4 +182,6 @@ def _build(tp, data):
     if origin is list:
         (item,) = typing.get_args(tp)
         return [_build(item, x) for x in data]
+    if origin is tuple:
+        return tuple(data)
     return data

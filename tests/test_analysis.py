@@ -53,7 +53,7 @@ def test_sampling_alpha_is_the_overlap_recomputed_from_the_models(config, tiny_p
 def test_theory_uses_the_realised_block_of_every_round(trace):
     check = analysis.theory_check(trace)
     blocks = [len(r.draft) for r in trace.rounds]
-    assert list(check.blocks) == blocks and min(blocks) < trace.config["gamma"]  # the last round is clipped
+    assert list(check.blocks) == blocks and min(blocks) < trace.config.gamma  # the last round is clipped
     expected = sum(sum(check.alpha**i for i in range(k + 1)) for k in blocks) / len(blocks)
     assert check.expected_tokens_per_round == pytest.approx(expected)
 

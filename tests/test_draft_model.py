@@ -56,11 +56,18 @@ def test_materialised_directory_is_a_standard_checkpoint_with_the_same_logits(pa
         assert torch.allclose(plain(ids).logits, pair.draft.model(ids).logits, atol=1e-5)
 
 
+@pytest.fixture(scope="module")
+def reference(pair) -> tuple[list[int], list[int]]:
+    """The prompt's ids and the target's own greedy 24 tokens (transformers' generate), computed once."""
+    ids = encode_prompt(pair.target.tokenizer, PROMPT, True)
+    return ids, target_greedy(pair.target, ids, 24)
+
+
 @pytest.mark.parametrize("gamma,draft_vocab", [(2, None), (4, None), (6, None), (4, 0), (3, 1024)])
-def test_greedy_with_the_shipped_draft_is_identical_to_the_targets_generate(pair, gamma, draft_vocab):
+def test_greedy_with_the_shipped_draft_is_identical_to_the_targets_generate(pair, reference, gamma, draft_vocab):
     config = DecodeConfig(gamma=gamma, draft_vocab=draft_vocab, max_new_tokens=24, device="cpu")
     trace = speculative_decode(config, prompt=PROMPT, pair=pair)
-    assert trace.output_ids == target_greedy(pair.target, trace.prompt_ids, 24)
+    assert trace.prompt_ids == reference[0] and trace.output_ids == reference[1]
     expected_k = {None: pair.draft.vocab_ranking.recommended, 0: pair.vocab_size}.get(draft_vocab, draft_vocab)
     assert trace.models["draft_vocab"] == expected_k
 

@@ -107,7 +107,8 @@ def test_speculative_sampling_preserves_target_distribution(tiny_dirs, tiny_pair
     assert float(torch.minimum(p, q).sum()) < 0.9  # the pair really differs, so rejections happen
     broken = output_law(BrokenResidualRule(), p, q)  # resampling from p instead of the residual
     assert chi_square_power(p, broken, n, level=1e-3) > 0.999
-    config = tiny_config(tiny_dirs, rule="sample", gamma=3, max_new_tokens=4)
+    # two new tokens: one round drafts one token and checks it, so the first token is the checked one
+    config = tiny_config(tiny_dirs, rule="sample", gamma=3, max_new_tokens=2)
     counts = _first_token_counts(config, tiny_pair, n)
     assert _chi_square_p(counts, p, n) > 1e-3
     # and the same test, on these very samples, rejects the broken rule's law and the draft's own

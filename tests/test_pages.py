@@ -112,7 +112,7 @@ def test_round_view_shows_tree_rounds(params):
 
 
 def test_parallel_drafters_page_on_the_embedded_model(embedded):
-    at = open_page({"max_new_tokens": "8", "prompt": "Explain speculative decoding in one sentence."}, "parallel_drafters")
+    at = open_page({"max_new_tokens": "4", "prompt": "Explain speculative decoding in one sentence."}, "parallel_drafters")
     assert not at.error, [e.value for e in at.error]
     assert len(at.get("plotly_chart")) == 2  # the two real attention patterns
     files = at.dataframe[0].value

@@ -54,7 +54,7 @@ def test_round_rows_show_marks_struck_corrections_and_masks(trace):
     rejected_round = next(r for r in trace.rounds if r.correction)
     page = render.round_rows_html(trace, rejected_round)
     assert page.count("sv-tok sv-struck") == sum(p.status != "accepted" for p in rejected_round.draft)
-    assert "✗" in page and page.count(">[MASK]<") == len(rejected_round.draft) + trace.config["gamma"]
+    assert "✗" in page and page.count(">[MASK]<") == len(rejected_round.draft) + trace.config.gamma
     assert render.COLORS["correction"][1] in page
     full_round = next((r for r in trace.rounds if r.bonus), None)
     if full_round is not None:

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..config import DecodeConfig
 from ..engine import ModelPair, autoregressive_decode
 from ..theory import expected_speedup_for_blocks, expected_tokens_for_blocks
 from ..trace import NOT_VERIFIED, Trace
@@ -91,7 +90,7 @@ class SpeedupCheck:
 def measured_speedup(trace: Trace, pair: ModelPair, repeats: int = 1) -> SpeedupCheck:
     """The target alone against the trace's own wall time (same target, prompt and length, this process),
     with the theory's speedup at the trace's alpha, realised blocks and the c measured now."""
-    config = DecodeConfig.from_dict(trace.config).replace(max_new_tokens=max(1, len(trace.output_ids)))
+    config = trace.config.replace(max_new_tokens=max(1, len(trace.output_ids)))
     ar_seconds = statistics.median(autoregressive_decode(config, pair, trace.prompt_ids)[1] for _ in range(repeats))
     c = cost_ratio(config, pair, trace.prompt_ids + trace.output_ids[:1])
     expected = expected_speedup_for_blocks(trace.stats.alpha_estimate, realised_blocks(trace), c)

@@ -167,7 +167,7 @@ def speculative_decode(
     wall_ms = (time.perf_counter() - started) * 1e3
     output_ids = committed[len(ids):]
     return Trace(
-        config=config.to_dict(),
+        config=config,
         models=models_info(pair, config),
         prompt_text=prompt if prompt_ids is None else None,
         prompt_ids=ids,
