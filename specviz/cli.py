@@ -165,6 +165,8 @@ def run(args: argparse.Namespace) -> None:
             return
         from .player import lesson_html
 
+        if not trace.rounds:
+            raise ConfigError("Nothing was generated (the model ended at once), so there is no lesson to write")
         with open(args.out, "w", encoding="utf-8") as out:
             out.write(lesson_html(trace, args.title))
         print(f"wrote {args.out}: {len(trace.rounds)} rounds, open it in any browser")

@@ -22,8 +22,9 @@ TEMPLATE = Path(__file__).with_name("player_template.html")
 
 
 def embedded_json(trace: Trace) -> str:
-    """The trace as JSON that cannot end its <script> element early (``</`` is written ``<\\/``)."""
-    return trace.to_json().replace("</", "<\\/")
+    """The trace as JSON with no ``<`` left in it (written ``\\u003c``, still the same JSON), so no text in
+    it can end or comment out its <script> element."""
+    return trace.to_json().replace("<", "\\u003c")
 
 
 def lesson_title(trace: Trace) -> str:

@@ -145,7 +145,7 @@ class SharedWork:
         self.jobs: dict[Hashable, Job] = {}  # queued or running, by key
         self.session_job: dict[str, Job] = {}  # the one job each session waits for
         self.durations: dict[str, list[float]] = {}  # label -> recent run times, for estimates
-        self.computed: dict[Hashable, int] = {}  # key -> times computed (the load benchmark reads it)
+        self.computed: dict[str, int] = {}  # key_digest(key) -> times computed (small, whatever the keys hold)
         self.numbers = itertools.count()
         self.threads = [threading.Thread(target=self._work, name=f"specviz-work-{i}", daemon=True) for i in range(workers)]
         for thread in self.threads:
@@ -170,6 +170,11 @@ class SharedWork:
             previous = self.session_job.get(session)
             if previous is not None and previous.key != key:
                 self._leave(previous, session)
+            stored = self.store.get(key)
+            if stored is not None:  # finished since the caller last looked: never compute it twice
+                job = Job(key, label, compute, next(self.numbers), state="done", result=stored)
+                job.finished.set()
+                return job
             job = self.jobs.get(key)
             if job is None:
                 job = Job(key, label, compute, next(self.numbers))
@@ -230,15 +235,20 @@ class SharedWork:
             self._run(job)
 
     def _run(self, job: Job) -> None:
+        """Run one job; whatever happens, it ends (done or failed) and every waiter is woken."""
         def on_progress(done: int, total: int, text: str | None = None) -> None:
             job.progress = (done, total, text)
 
+        result, error = None, "Computation failed"
         try:
             result, error = job.compute(on_progress), None
-        except Exception as exc:  # noqa: BLE001 - every waiter must hear of it, and the worker must live on
-            result, error = None, self.describe_error(exc)
-        if error is None:
             self.store.put(job.key, result)
+        except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it, and the worker must live on
+            error = _safe_description(self.describe_error, exc)
+        finally:
+            self._finish(job, result, error)
+
+    def _finish(self, job: Job, result: Any, error: str | None) -> None:
         seconds = time.monotonic() - job.started
         log.info("computed %s %s in %.2f s for %d session(s)%s", job.label, key_digest(job.key), seconds, len(job.waiters),
                  "" if error is None else f": {error}")
@@ -247,11 +257,19 @@ class SharedWork:
             del self.jobs[job.key]
             self.durations.setdefault(job.label, []).append(seconds)
             del self.durations[job.label][:-20]
-            self.computed[job.key] = self.computed.get(job.key, 0) + 1
+            digest = key_digest(job.key)
+            self.computed[digest] = self.computed.get(digest, 0) + 1
             job.result, job.error, job.state = result, error, "done" if error is None else "failed"
             for session in [s for s, j in self.session_job.items() if j is job]:
                 del self.session_job[session]
         job.finished.set()
+
+
+def _safe_description(describe: Callable[[BaseException], str], exc: BaseException) -> str:
+    try:
+        return describe(exc)
+    except Exception:  # noqa: BLE001 - a failing description must not kill the worker either
+        return f"Computation failed: {type(exc).__name__}"
 
 
 def key_digest(key: Hashable) -> str:

@@ -28,8 +28,18 @@ class UrlState:
     messages: tuple[str, ...]  # one line per value that was ignored, and why
 
 
-def parse_query(params: Mapping[str, str], defaults: DecodeConfig) -> UrlState:
-    """Read a URL's query parameters into a validated config; bad values fall back with a message."""
+def _whole_link(params: Mapping[str, str], defaults: DecodeConfig) -> DecodeConfig | None:
+    """Every URL field applied at once, if they parse and validate together (values that are only valid
+    together, such as a wide tree with a shallow depth, need this); None otherwise."""
+    try:
+        config = defaults.replace(**{name: parse_value(name, str(params[name])) for name in URL_FIELDS if name in params})
+        return config.validated()
+    except (ValueError, ConfigError):
+        return None
+
+
+def _field_by_field(params: Mapping[str, str], defaults: DecodeConfig) -> tuple[DecodeConfig, list[str]]:
+    """Apply the URL fields in order, each checked with those before it; explain each one ignored."""
     config, messages = defaults, []
     for name in URL_FIELDS:
         if name not in params:
@@ -43,6 +53,14 @@ def parse_query(params: Mapping[str, str], defaults: DecodeConfig) -> UrlState:
             messages.append(f"URL parameter {name}={raw[:40]!r} ignored ({reason}); using {getattr(defaults, name)!r}")
             continue
         config = candidate
+    return config, messages
+
+
+def parse_query(params: Mapping[str, str], defaults: DecodeConfig) -> UrlState:
+    """Read a URL's query parameters into a validated config; bad values fall back with a message."""
+    config, messages = _whole_link(params, defaults), []
+    if config is None:  # the link does not hold as a whole: keep what holds, field by field
+        config, messages = _field_by_field(params, defaults)
     prompt = params.get("prompt")
     if prompt is not None and len(prompt) > PROMPT_CHARS_MAX:
         messages.append(f"URL parameter prompt is {len(prompt)} characters long; it was cut to {PROMPT_CHARS_MAX}")

@@ -129,7 +129,7 @@ def test_the_lesson_file_cannot_be_broken_out_of(sampled_trace):
     hostile.prompt_text = "</script><script>alert(1)</script>"
     page = lesson_html(hostile, title="<b>class</b>")
     assert "</script><script>alert(1)" not in page and "<b>class</b>" not in page
-    assert json.loads(embedded_json(hostile).replace("<\\/", "</"))["prompt_text"] == hostile.prompt_text
+    assert json.loads(embedded_json(hostile))["prompt_text"] == hostile.prompt_text
     with pytest.raises(ValueError, match="view"):
         lesson_html(hostile, view="cinema")
 
@@ -141,6 +141,6 @@ def test_cli_writes_the_standalone_lesson(tiny_dirs, tmp_path):
                            "--out", str(out)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     text = out.read_text(encoding="utf-8")
-    data = json.loads(text.split('<script id="trace-data" type="application/json">')[1].split("</script>")[0].replace("<\\/", "</"))
+    data = json.loads(text.split('<script id="trace-data" type="application/json">')[1].split("</script>")[0])
     assert len(data["output_ids"]) == 8
     assert not re.search(r'<(script|link|img)[^>]+(src|href)=', text)  # every script and style is inline

@@ -52,6 +52,8 @@ def test_values_round_trip_through_text_as_url_and_cli_share_it():
         assert parse_value(name, format_value(getattr(config, name))) == getattr(config, name), name
     state = parse_query(to_query(config, "a prompt", 3, DecodeConfig()), DecodeConfig())
     assert state.config == config and state.round == 3 and not state.messages
+    wide = DecodeConfig(drafter="tree", branching=8, tree_depth=2)  # valid only together (8 + 64 nodes)
+    assert parse_query(to_query(wide, "p", 1, DecodeConfig()), DecodeConfig()).config == wide
     bad = parse_query({"drafter": "telepathy", "gamma": "99"}, DecodeConfig())
     assert bad.config == DecodeConfig() and len(bad.messages) == 2
 

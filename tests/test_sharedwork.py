@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import torch
 
-from specviz.sharedwork import ByteBoundedStore, SharedWork, approx_bytes
+from specviz.sharedwork import ByteBoundedStore, SharedWork, approx_bytes, key_digest
 
 NO_HANG = 600  # a guard against a hang, never reached by a working pool however slow the machine
 
@@ -49,7 +49,7 @@ def test_many_concurrent_requests_for_one_key_compute_once_and_all_get_the_resul
     for t in threads:
         t.join(NO_HANG)
     assert results == {i: "the trace" for i in range(25)}
-    assert calls == ["the trace"] and work.computed == {"trace": 1}
+    assert calls == ["the trace"] and work.computed == {key_digest("trace"): 1}
     assert work.cached("trace") == "the trace"  # later sessions read the store
 
 
@@ -68,6 +68,18 @@ def test_a_failure_reaches_every_waiter_as_a_message_and_is_not_stored():
     assert work.cached("trace") is None and not work.known("trace")
     again = work.submit("trace", lambda on_progress: "recovered", "s0", "Decoding")  # a retry computes anew
     assert again.finished.wait(NO_HANG) and again.result == "recovered"
+
+
+def test_a_worker_survives_anything_a_computation_raises():
+    work = SharedWork(max_bytes=2**20, workers=1, describe_error=lambda exc: 1 / 0)  # even a broken description
+
+    def leaves(on_progress):
+        raise SystemExit("not an Exception")
+
+    failed = work.submit("a", leaves, "s1", "Decoding")
+    assert failed.finished.wait(NO_HANG) and failed.state == "failed" and failed.error.startswith("Computation failed")
+    after = work.submit("b", lambda on_progress: "still working", "s1", "Decoding")
+    assert after.finished.wait(NO_HANG) and after.result == "still working"
 
 
 def test_distinct_work_queues_first_come_first_served_with_places():
@@ -112,7 +124,7 @@ def test_one_session_holds_one_queued_run_and_a_run_nobody_waits_for_is_dropped(
     assert mine.state == "dropped" and [job.key for job in work.queue] == ["x"]
     gate.set()
     assert shared.finished.wait(NO_HANG) and shared.result == "x"
-    assert "y" not in work.computed and "z" not in work.computed
+    assert key_digest("y") not in work.computed and key_digest("z") not in work.computed
 
 
 def test_store_is_bounded_by_bytes_and_evicts_the_least_recently_used():

@@ -129,9 +129,8 @@ def remembered(key: tuple, compute, label: str):
     cached = work.cached(key)
     if cached is not None:
         return cached
-    session = _session_id()
+    session, box, shown, sent = _session_id(), st.empty(), None, 0.0
     job = work.submit(key, compute, session, label)
-    box, shown, sent = st.empty(), None, 0.0
     try:
         while not job.finished.wait(POLL_SECONDS):
             # redraw when the message changes, and now and then regardless: each redraw is also where
