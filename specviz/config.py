@@ -7,6 +7,7 @@ Every entry point (CLI, app, URL query parameters) builds a :class:`DecodeConfig
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -171,11 +172,13 @@ class DecodeConfig:
         return cls(**d)
 
 
+@functools.cache
 def field_params() -> dict[str, Param]:
     """Every config field's :class:`Param`, in field order."""
     return {f.name: f.metadata["param"] for f in dataclasses.fields(DecodeConfig)}
 
 
+@functools.cache
 def field_type(name: str) -> str:
     """The field's annotation as written, e.g. "int", "float", "str | None", "tuple[int, ...] | None"."""
     return next(f.type for f in dataclasses.fields(DecodeConfig) if f.name == name)

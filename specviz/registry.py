@@ -100,6 +100,7 @@ RULE_SPECS = (
              "Xia et al. 2023); lossy", ("beta", "tau"), "specviz.verify:top_beta_rule", lossless=False),
 )
 DRAFTERS = {spec.name: spec for spec in DRAFTER_SPECS}
+CLAIMED_FIELDS = frozenset(f for spec in (*DRAFTER_SPECS, *RULE_SPECS) for f in spec.fields)  # read only by some entries
 RULES = {spec.name: spec for spec in RULE_SPECS}
 
 

@@ -9,7 +9,7 @@ from streamlit.runtime.pages_manager import PagesManager
 
 from ..config import ConfigError, DecodeConfig, field_params, field_type, format_value, parse_value
 from ..models import EMBEDDED
-from ..registry import DRAFTER_SPECS, RULE_SPECS, drafter_spec, rule_spec
+from ..registry import CLAIMED_FIELDS, drafter_spec, rule_spec
 from ..urlstate import parse_query, to_query
 from .work import app_defaults
 
@@ -112,10 +112,9 @@ def field_enabled(name: str, ss) -> bool:
     """A widget is enabled when the chosen drafter or rule reads its field (fields no registry entry
     claims are always on) and its Param's ``when`` condition holds."""
     described = field_params()[name]
-    claimed = {f for spec in (*DRAFTER_SPECS, *RULE_SPECS) for f in spec.fields}
     used = set(drafter_spec(ss.drafter).fields) | set(rule_spec(ss.rule).fields)
     condition = described.when is None or ss.get(described.when[0]) == described.when[1]
-    return (name not in claimed or name in used) and condition
+    return (name not in CLAIMED_FIELDS or name in used) and condition
 
 
 def draw_field(container, name: str, ss) -> None:
