@@ -6,6 +6,7 @@ from specviz import ui
 from specviz.player import VIEWS, lesson_html
 
 requested_view = st.query_params.get("view", "step")  # read before the sidebar rewrites the URL
+linked_round = ui.linked_round()
 config, prompt, defaults = ui.shared_controls()
 st.title("Lesson player")
 st.caption("Every round of the trace is sent to the page once and drawn there: First/Prev/Next/Last, the slider, "
@@ -21,7 +22,8 @@ trace = ui.get_trace(config, prompt) if config else None
 if trace is not None and not trace.rounds:
     st.info("Nothing was generated (the model ended at once).")
 elif trace is not None:
-    ui.write_url(config, prompt, st.session_state.get("round", 1), defaults, extra={"view": view} if view != "step" else None)
-    page = lesson_html(trace, view=view, round_index=min(st.session_state.get("round", 1), len(trace.rounds)))
-    st.iframe(page, height=1100 if view != "present" else 1300)
+    shown = min(linked_round, len(trace.rounds))
+    ui.write_url(config, prompt, shown, defaults, extra={"view": view} if view != "step" else None)
+    page = lesson_html(trace, view=view, round_index=shown, sync_url=True)
+    st.iframe(page, height=1150 if view != "present" else 1400)
     st.download_button("Download this lesson (one HTML file, opens with no server)", page, "specviz-lesson.html", "text/html")

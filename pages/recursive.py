@@ -4,7 +4,9 @@ import streamlit as st
 
 from specviz import analysis, ui
 from specviz.engine import prompt_ids_for
+from specviz.player import lesson_html
 
+linked_round = ui.linked_round()  # read before the sidebar rewrites the URL
 config, prompt, defaults = ui.shared_controls()
 st.title("Recursive Speculative Decoding: a tree of drafts")
 st.markdown("Jeon et al. 2024 (seed 002). Each **draft iteration** expands the tree one level with one draft forward "
@@ -15,21 +17,16 @@ st.markdown("Jeon et al. 2024 (seed 002). Each **draft iteration** expands the t
             "with min(1, pᵢ(xᵢ)/qᵢ(xᵢ)); after a rejection pᵢ₊₁ = norm(max(0, pᵢ − qᵢ)) and qᵢ₊₁ is q without the "
             "rejected siblings; if every sibling fails the correction is drawn from the last residual. The output is "
             "distributed exactly as the target's. The sidebar's tree settings apply (drafter forced to *tree*); the "
-            "drafts come from the pair's draft model, or from the layer-skip self-draft for the embedded model.")
+            "drafts come from the pair's draft model, or from the layer-skip self-draft for the embedded model. Every "
+            "round is in the page: step with the buttons, the slider or the arrow keys.")
 if config is not None:
     tree_config = config.replace(drafter="tree")
     trace = ui.get_trace(tree_config, prompt)
     if trace is not None and trace.rounds:
         st.markdown(ui.summary_line(trace))
-        count = len(trace.rounds)
-        shown = ui.round_navigation(count)
-        rnd = trace.rounds[shown - 1]
-        st.subheader(f"Round {shown} of {count}: {rnd.accepted_count} accepted on a tree of {rnd.drafted_count} drafted "
-                     f"tokens, {len(rnd.emitted_ids)} emitted")
-        if rnd.tree.levels:
-            ui.show_tree_round(rnd, key=f"rsd_{shown}")
-        else:
-            st.info("No room to draft in this round (max new tokens reached): the target emitted one token itself.")
+        shown = min(linked_round, len(trace.rounds))
+        ui.write_url(config, prompt, shown, defaults)
+        st.iframe(lesson_html(trace, round_index=shown, sync_url=True), height=1350)
 
         st.subheader("Against standard speculative decoding on the same prompt")
         st.markdown("Same draft source and prompt: a chain with as many draft passes per round as the tree has levels, "

@@ -1,8 +1,11 @@
 """Drafters: who proposes the gamma tokens the target then verifies in one pass.
 
-One interface with two verbs, so new drafters plug in without touching the round loop:
-``propose(context, max_tokens, rule, generator) -> DraftBlock`` and ``update(drafted, accepted)``
-(adapt the strategy from how many drafted tokens the target accepted).
+One interface with two verbs, so every drafter (chains and trees) plugs into the same round loop:
+``propose(context, max_tokens, rule, generator)`` returns a proposal (a :class:`DraftBlock` chain, or a
+:class:`specviz.tree.DraftTree`) and ``update(drafted, accepted_path)`` tells the drafter how its
+proposal fared, so it can adapt its strategy or keep the accepted part of its caches. A proposal's
+drafted tokens are nodes 1..n; a chain is a tree with one child per node (node i is its i-th token),
+so its accepted path is always ``[1, ..., accepted]``.
 
 - :class:`AutoregressiveDrafter` with :func:`full_forward`: a separate small draft model with its
   own KV cache (Leviathan et al. 2023; Chen et al. 2023).
@@ -38,13 +41,17 @@ class DraftBlock:
     forward_passes: int = 0
     exit_threshold: float | None = None  # the adaptive exit threshold in force (layer-skip)
 
+    @property
+    def size(self) -> int:
+        return len(self.token_ids)  # drafted tokens
+
 
 class Drafter(Protocol):
     kind: str
 
-    def propose(self, context: list[int], max_tokens: int, rule: Rule, generator: torch.Generator) -> DraftBlock: ...
+    def propose(self, context: list[int], max_tokens: int, rule: Rule, generator: torch.Generator): ...
 
-    def update(self, drafted: int, accepted: int) -> None: ...
+    def update(self, drafted: int, accepted_path: list[int]) -> None: ...
 
 
 # ---------------------------------------------------------------------------------------------
@@ -107,9 +114,9 @@ class AutoregressiveDrafter:
             feed = [token]
         return block
 
-    def update(self, drafted: int, accepted: int) -> None:
+    def update(self, drafted: int, accepted_path: list[int]) -> None:
         if self.adaptive_exit:
-            self.adaptive_exit.update(drafted, accepted)
+            self.adaptive_exit.update(drafted, len(accepted_path))
 
 
 @dataclass
@@ -128,7 +135,7 @@ class NgramDrafter:
         tokens = lookup_continuation(context, self.ngram_max, max_tokens)
         return DraftBlock(token_ids=tokens, draft_probs=[one_hot(t, self.vocab_size) for t in tokens])
 
-    def update(self, drafted: int, accepted: int) -> None:
+    def update(self, drafted: int, accepted_path: list[int]) -> None:
         """Prompt lookup has no strategy to adapt."""
 
 

@@ -202,5 +202,5 @@ class ParallelDrafter:
             block.draft_probs.append(draft_probs)
         return block
 
-    def update(self, drafted: int, accepted: int) -> None:
+    def update(self, drafted: int, accepted_path: list[int]) -> None:
         """A trained drafter has no strategy to adapt."""

@@ -202,6 +202,45 @@ def rrs_flow_html(rnd: Round) -> str:
     return CSS + f'<div class="sv-rows">{"".join(rows)}</div>'
 
 
+def tree_svg(rnd: Round) -> str:
+    """The whole draft tree as a standalone SVG picture (seed 002's tree): depth left to right, siblings in
+    draw order top to bottom, the accepted path thick and green, rejected nodes red, unchecked grey, and the
+    round's correction or bonus token after the path's end."""
+    tree, column, row_height = rnd.tree, 130, 34
+    by_depth: dict[int, list[int]] = {}
+    for node in tree.nodes:
+        by_depth.setdefault(node.depth, []).append(node.index)
+    tallest = max(len(members) for members in by_depth.values())
+    xy = {index: (20 + column * depth, row_height * (rank + 1 + (tallest - len(members)) / 2))
+          for depth, members in by_depth.items() for rank, index in enumerate(members)}
+    parts = []
+    for node in tree.nodes[1:]:
+        (x0, y0), (x1, y1) = xy[node.parent], xy[node.index]
+        on_path = node.index in tree.path
+        parts.append(f'<line x1="{x0 + 8}" y1="{y0}" x2="{x1 - 8}" y2="{y1}" stroke="{COLORS["accepted"][0] if on_path else "#bdbdbd"}" '
+                     f'stroke-width="{4 if on_path else 1.5}"/>')
+    for node in tree.nodes:
+        style = "prefix" if node.index == 0 else NODE_STYLE.get(node.status, "not_verified")
+        x, y = xy[node.index]
+        label = html.escape(display_text(node.text))
+        parts.append(f'<circle cx="{x}" cy="{y}" r="7" fill="{COLORS[style][0]}"><title>node {node.index}: q = {node.q:.3f} '
+                     f'({node.status})</title></circle><text x="{x + 11}" y="{y - 9}" font-size="13" '
+                     f'font-family="ui-monospace, Menlo, monospace" fill="{COLORS[style][0]}">{label}</text>')
+    extra = rnd.correction or rnd.bonus
+    if extra is not None:
+        kind = "correction" if rnd.correction else "bonus"
+        x, y = xy[tree.path[-1] if tree.path else 0]
+        parts.append(f'<line x1="{x + 8}" y1="{y}" x2="{x + column * 0.7 - 9}" y2="{y}" stroke="{COLORS[kind][0]}" stroke-dasharray="4 3"/>'
+                     f'<rect x="{x + column * 0.7 - 8}" y="{y - 8}" width="16" height="16" fill="{COLORS[kind][0]}"/>'
+                     f'<text x="{x + column * 0.7 + 12}" y="{y + 5}" font-size="13" font-weight="bold" '
+                     f'font-family="ui-monospace, Menlo, monospace" fill="{COLORS[kind][0]}">{html.escape(display_text(extra.text))} ({kind})</text>')
+    width = 20 + column * (max(by_depth) + 1) + 120
+    height = row_height * (tallest + 1)
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="sv-tree" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" role="img" aria-label="the draft tree of this round">'
+            f'<rect width="100%" height="100%" fill="white"/>{"".join(parts)}</svg>')
+
+
 def output_chain_html(rnd: Round) -> str:
     """The root followed by the round's emitted tokens, as seed 002's output column."""
     tree = rnd.tree

@@ -136,12 +136,15 @@ class TreeDrafter:
 
     def __post_init__(self) -> None:
         self.state = KVCachedSequence()
-        self.cache_index: dict[int, int] = {}
+        self.cache_index: dict[int, int] = {}  # tree node -> its column in the draft's KV cache
+        self.context_len = 0  # the committed context the last tree grew from
 
-    def propose_tree(self, context: list[int], max_depth: int, rule: Rule, generator: torch.Generator) -> DraftTree:
+    def propose(self, context: list[int], max_depth: int, rule: Rule, generator: torch.Generator) -> DraftTree:
+        """A tree of at most ``max_depth`` levels below the context's last token, one draft pass per level."""
         root = TreeNode(index=0, parent=-1, depth=0, token_id=context[-1], draft_prob=1.0, sibling_rank=0)
         tree = DraftTree(nodes=[root], levels=[], draft_probs={})
         self.cache_index = {}
+        self.context_len = len(context)
         frontier = [0]
         for _ in range(min(self.depth, max_depth)):
             self._score(tree, frontier, context, rule)
@@ -182,10 +185,10 @@ class TreeDrafter:
             added.append(node.index)
         return added
 
-    def commit(self, context_len: int, path: list[int]) -> None:
+    def update(self, drafted: int, accepted_path: list[int]) -> None:
         """Keep the committed context and the accepted path's cached nodes; drop the rest of the tree."""
-        kept = list(range(min(context_len, len(self.state.ids))))  # fewer when this round drafted nothing
-        for node in path:
+        kept = list(range(min(self.context_len, len(self.state.ids))))  # fewer when this round drafted nothing
+        for node in accepted_path:
             if node not in self.cache_index:
                 break
             kept.append(self.cache_index[node])

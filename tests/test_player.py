@@ -49,12 +49,18 @@ def open_lesson(context, path, fragment: str = ""):
     page = context.new_page()
     page.set_default_timeout(600_000)  # bounded work; a busy machine may be slow, never wrong
     page.goto(path.as_uri() + fragment)
-    page.wait_for_selector("#rows .label")
+    page.wait_for_selector("#seed .sv-rows, #rows .label")
     return page
 
 
 def round_title(page) -> str:
-    return page.locator("#title").inner_text()
+    """"Round 3 of 7", without the counts that follow it."""
+    return page.locator("#title").inner_text().split(":")[0]
+
+
+def verdict_marks(page) -> list[str]:
+    """The check or cross over each drafted token in the Verify row (render.py marks unverified ones with a grey ✗)."""
+    return [m for m in page.locator("#seed .sv-verify .sv-mark").all_inner_texts() if m.strip() in ("✓", "✗")]
 
 
 def test_the_lesson_renders_every_round_and_steps_with_the_keyboard(sampled_trace, offline_browser, tmp_path):
@@ -65,12 +71,12 @@ def test_the_lesson_renders_every_round_and_steps_with_the_keyboard(sampled_trac
     count = len(sampled_trace.rounds)
     assert round_title(page) == f"Round 1 of {count}"
     for index, rnd in enumerate(sampled_trace.rounds, start=1):
-        marks = page.locator("#rows .mark").all_inner_texts()
-        expected = ["✓" if p.status == "accepted" else "✗" if p.status == "rejected" else "·" for p in rnd.draft]
-        assert marks == expected, index
-        assert page.locator(".tok.draft").count() == len(rnd.draft)
-        assert page.locator(".tok.rejected").count() == sum(p.status == "rejected" for p in rnd.draft)
-        assert page.locator(".tok.correction").count() == (rnd.correction is not None)
+        labels = page.locator("#seed .sv-label").all_inner_texts()
+        assert labels == ["Prompt", "Decoder input", "Draft", "Verify", "Output", "Next input"], index  # seed 000's rows
+        assert verdict_marks(page) == ["✓" if p.status == "accepted" else "✗" for p in rnd.draft], index
+        assert page.locator("#seed .sv-struck").count() == sum(p.status != "accepted" for p in rnd.draft)
+        assert page.locator('#seed .sv-tok[title="correction"]').count() == 2 * (rnd.correction is not None)  # Output, Next input
+        assert page.locator('#seed .sv-tok[title="bonus token"]').count() == 3 * (rnd.bonus is not None)  # + Verify
         assert page.locator(".card").count() == len(rnd.draft) + (rnd.correction is not None or rnd.bonus is not None)
         if index < count:
             page.keyboard.press("ArrowRight")
@@ -78,6 +84,10 @@ def test_the_lesson_renders_every_round_and_steps_with_the_keyboard(sampled_trac
             assert f"round={index + 1}" in page.evaluate("location.hash")
     page.keyboard.press("Home")
     assert round_title(page) == f"Round 1 of {count}"
+    page.keyboard.press(" ")  # autoplay: one round per 1.5 s, in the page
+    page.wait_for_function("document.getElementById('title').textContent.startsWith('Round 2 of')")
+    page.keyboard.press(" ")
+    assert page.locator("#play").get_attribute("aria-pressed") == "false"
     page.keyboard.press("End")
     assert round_title(page) == f"Round {count} of {count}"
     at, rejected = next((i, p) for i, r in enumerate(sampled_trace.rounds, start=1) for p in r.draft if p.status == "rejected")
@@ -100,7 +110,7 @@ def test_the_quiz_scores_known_answers_and_reveals_the_verdicts(sampled_trace, o
         guess = "accepted" if position.status == "accepted" else "rejected"
         page.locator(f'button[data-quiz="{index}:{position.index}"][data-guess="{guess}"]').click()
     assert page.locator("#score").inner_text() == f"Score: {len(verified)} / {len(verified)}"
-    assert "✗" in page.locator("#rows .mark").all_inner_texts()  # revealed
+    assert "✗" in verdict_marks(page)  # revealed
     assert page.locator(".verdict-ok").count() == len(verified)
     other = next(i for i, r in enumerate(sampled_trace.rounds, start=1) if i != index and r.draft)
     page.keyboard.press("Home")
@@ -119,9 +129,51 @@ def test_the_presenter_view_shows_the_rule_in_large_type(sampled_trace, offline_
     page = open_lesson(context, path, "#view=present")
     assert page.evaluate("document.body.classList.contains('present')")
     assert "min(1, p(x̃ᵢ)/q(x̃ᵢ))" in page.locator("#formula").inner_text()
-    size = float(page.evaluate("parseFloat(getComputedStyle(document.querySelector('.tok')).fontSize)"))
+    size = float(page.evaluate("parseFloat(getComputedStyle(document.querySelector('.sv-tok')).fontSize)"))
     page.locator("#view-step").click()
-    assert float(page.evaluate("parseFloat(getComputedStyle(document.querySelector('.tok')).fontSize)")) < size
+    assert float(page.evaluate("parseFloat(getComputedStyle(document.querySelector('.sv-tok')).fontSize)")) < size
+
+
+@pytest.fixture(scope="module")
+def tree_trace(tiny_dirs, tiny_pair):
+    config = tiny_config(tiny_dirs, drafter="tree", rule="sample", branching=2, tree_depth=2, max_new_tokens=12, seed=2)
+    return speculative_decode(config, prompt_ids=PROMPT, pair=tiny_pair)
+
+
+def test_tree_rounds_step_in_the_browser_with_their_tree_picture(tree_trace, offline_browser, tmp_path):
+    context, refused = offline_browser
+    path = tmp_path / "tree.html"
+    path.write_text(lesson_html(tree_trace), encoding="utf-8")
+    page = open_lesson(context, path)
+    count = len(tree_trace.rounds)
+    for index, rnd in enumerate(tree_trace.rounds, start=1):
+        assert round_title(page) == f"Round {index} of {count}"
+        assert page.locator("#seed svg.sv-tree circle").count() == len(rnd.tree.nodes)
+        assert page.locator("#seed h4").all_inner_texts()[2] == "Recursive rejection sampling"
+        assert page.locator(".card").count() == len(rnd.draft) + 1  # each sibling check, then the correction or bonus
+        page.keyboard.press("ArrowRight")
+    assert refused == []
+
+
+def test_a_round_downloads_as_svg_and_png(sampled_trace, tree_trace, offline_browser, tmp_path):
+    context, _ = offline_browser
+    for name, trace in (("chain", sampled_trace), ("tree", tree_trace)):
+        path = tmp_path / f"{name}.html"
+        path.write_text(lesson_html(trace), encoding="utf-8")
+        page = open_lesson(context, path, "#round=2")
+        with page.expect_download() as svg:
+            page.locator("#svg").click()
+        picture = svg.value.path().read_text(encoding="utf-8")
+        assert svg.value.suggested_filename == "specviz-round-2.svg" and picture.startswith("<svg")
+        assert ("<circle" in picture) == (name == "tree")  # a tree round exports its tree
+        with page.expect_download() as png:
+            page.locator("#png").click()
+        data = png.value.path().read_bytes()
+        assert png.value.suggested_filename == "specviz-round-2.png" and data[:8] == b"\x89PNG\r\n\x1a\n"
+        width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+        shown = page.evaluate("(() => { const d = new DOMParser().parseFromString(roundSvg(), 'image/svg+xml').documentElement;"
+                              " return [+d.getAttribute('width'), +d.getAttribute('height')]; })()")
+        assert (width, height) == (2 * shown[0], 2 * shown[1])  # rasterised at twice the picture's size
 
 
 def test_the_lesson_file_cannot_be_broken_out_of(sampled_trace):

@@ -14,7 +14,7 @@ from specviz.registry import DRAFTERS, RULES
 from specviz.urlstate import URL_FIELDS, parse_query, to_query
 
 from .conftest import target_greedy
-from .test_app import make_app
+from .test_app import make_app, player_of
 from .test_engine import PROMPT, tiny_config
 
 
@@ -85,4 +85,5 @@ def test_the_sidebar_offers_every_registered_drafter_and_rule(tiny_params):
     assert at.radio(key="rule").options == [spec.label for spec in RULES.values()]
     assert at.radio(key="drafter").value == "oracle"
     assert at.slider(key="gamma").disabled is False and at.slider(key="ngram_max").disabled is True
-    assert at.subheader[0].value.startswith("Round 1 of")
+    trace, _, _ = player_of(at)
+    assert trace["config"]["drafter"] == "oracle" and trace["rounds"]

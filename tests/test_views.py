@@ -1,11 +1,15 @@
-"""Pure view code: URL state, tables, HTML rows and figures, on a real trace from the tiny pair."""
+"""Pure view code: URL state, tables, HTML rows, the tree picture and the player's drawings, on real traces from the tiny pair."""
 
 from __future__ import annotations
+
+import html
+import json
+from xml.etree import ElementTree
 
 import pandas as pd
 import pytest
 
-from specviz import figures, render, tables
+from specviz import player, render, tables
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
 from specviz.urlstate import parse_query, to_query
@@ -63,22 +67,25 @@ def test_round_rows_show_marks_struck_corrections_and_masks(trace):
     assert output.count("<span") == len(trace.output_ids)
 
 
-def test_pq_bars_mark_the_drafted_token_and_show_the_draw(trace):
-    pos = trace.rounds[0].draft[0]
-    fig = figures.pq_bars(pos)
-    target_bar, draft_bar = fig.data
-    assert (target_bar.name, draft_bar.name) == ("target p", "draft q")
-    i = [x.endswith(f"({pos.token_id})") for x in target_bar.x].index(True)
-    assert target_bar.y[i] == pytest.approx(pos.p) and draft_bar.y[i] == pytest.approx(pos.q)
-    assert target_bar.marker.line.width[i] == 3 and sum(target_bar.marker.line.width) == 3
-    assert f"u = {pos.uniform:.2f}" in fig.layout.title.text
+def test_the_player_carries_each_rounds_seed_rows_and_one_stylesheet(trace):
+    page = player.lesson_html(trace)
+    drawings = json.loads(page.split('<script id="drawings" type="application/json">')[1].split("</script>")[0])
+    assert [d["rows"] for d in drawings] == [render.round_rows_html(trace, r).removeprefix(render.CSS) for r in trace.rounds]
+    assert page.count(render.CSS) == 1
 
 
-def test_residual_bars_mark_the_correction(trace):
-    rnd = next(r for r in trace.rounds if r.correction)
-    fig = figures.emitted_bars(rnd.correction, "correction")
-    (bar,) = fig.data
-    assert bar.name.startswith("residual")
-    i = [x.endswith(f"({rnd.correction.token_id})") for x in bar.x].index(True)
-    assert bar.marker.color[i] == render.COLORS["correction"][0]
-    assert sum(bar.y) <= 1.0 + 1e-6
+def test_tree_svg_draws_every_node_edge_and_the_accepted_path(tiny_dirs, tiny_pair):
+    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="tree", rule="sample", branching=2,
+                          tree_depth=3, max_new_tokens=16, seed=1, device="cpu")
+    rounds = speculative_decode(config, prompt_ids=[3, 7, 5, 9], pair=tiny_pair).rounds
+    rnd = max(rounds, key=lambda r: (len(r.tree.path), len(r.tree.nodes)))
+    svg = render.tree_svg(rnd)
+    ElementTree.fromstring(svg)  # well-formed, so it stands alone as a file
+    nodes = rnd.tree.nodes
+    assert svg.count("<circle") == len(nodes) and svg.count("<title>node ") == len(nodes)
+    extra = rnd.correction or rnd.bonus
+    assert svg.count("<line") == len(nodes) - 1 + (extra is not None)  # parent -> child edges, then the emitted token
+    assert svg.count('stroke-width="4"') == len(rnd.tree.path)  # the accepted path is drawn thick
+    for node in nodes[1:]:
+        style = {"accepted": "accepted", "rejected": "rejected"}.get(node.status, "not_verified")
+        assert f'fill="{render.COLORS[style][0]}">{html.escape(render.display_text(node.text))}</text>' in svg

@@ -1,12 +1,15 @@
 """The round loop: draft, verify in ONE target pass, accept a prefix, emit a correction or bonus.
 
-A round (Leviathan et al. 2023, Alg. 1; Xia et al. 2022, Fig. 1):
-  1. draft: the drafter proposes k <= gamma tokens;
-  2. verify: one target forward over the uncached context tail + the k drafted tokens gives the
-     target's p at the k+1 positions after the prefix;
-  3. accept: the rule checks drafted tokens left to right and stops at the first rejection;
-  4. emit: the accepted prefix plus the rule's correction (after a rejection) or bonus token;
-  5. crop: both KV caches drop what was rejected; the accepted prefix is never recomputed.
+A round (Leviathan et al. 2023, Alg. 1; Xia et al. 2022, Fig. 1; Jeon et al. 2024 for trees), the
+same for every drafter through its two verbs (``propose``, ``update``):
+  1. draft: the drafter proposes k <= gamma tokens (a chain) or a tree of at most tree_depth levels;
+  2. verify: one target forward over the uncached context tail + the drafted tokens gives the
+     target's p after the prefix and after every drafted token (trees: with a tree attention mask);
+  3. accept: the rule walks the proposal from the top and stops at the first rejection (trees:
+     recursive rejection sampling among siblings);
+  4. emit: the accepted path plus the rule's correction (after a rejection) or bonus token;
+  5. update: the drafter learns its accepted path; both KV caches drop what was rejected, so the
+     accepted prefix is never recomputed.
 Every random draw comes from one seeded CPU generator, so a config and seed reproduce the trace.
 """
 
@@ -19,11 +22,11 @@ from typing import Callable
 import torch
 
 from ..config import DecodeConfig
-from ..drafters import Drafter
+from ..drafters import DraftBlock, Drafter
 from ..forwards import KVCachedSequence, full_forward, states_forward
 from ..registry import drafter_spec
 from ..trace import DraftPosition, EmittedToken, Round, Trace, TreeRecord
-from ..tree import TreeDrafter, recursive_rejection, score_tree
+from ..tree import DraftTree, recursive_rejection, score_tree
 from ..verify import Rule
 from .factory import make_drafter, rule_for
 from .pair import ModelPair, eos_ids, load_pair, prompt_ids_for
@@ -33,18 +36,29 @@ from .records import (
 
 
 @dataclass
-class RoundResult:
-    """What one round produced, before EOS truncation and recording."""
+class Verified:
+    """Steps 2-4 of a round: what the ONE target pass and the rule's walk made of a proposal.
+
+    ``accepted_path``: the proposal's accepted nodes from the top (a chain's are ``[1, ..., accepted]``).
+    """
 
     positions: list[DraftPosition]
     correction: EmittedToken | None
     bonus: EmittedToken | None
+    accepted_path: list[int]
+    target_positions: int
+    tree: TreeRecord | None = None
+
+
+@dataclass
+class RoundResult:
+    """What one round produced, before EOS truncation and recording."""
+
+    verified: Verified
     draft_ms: float
     verify_ms: float
     draft_forward_passes: int
-    target_positions: int
     exit_threshold: float | None = None
-    tree: TreeRecord | None = None
 
 
 @dataclass
@@ -54,7 +68,7 @@ class DecodeRun:
     config: DecodeConfig
     pair: ModelPair
     rule: Rule
-    drafter: Drafter | TreeDrafter
+    drafter: Drafter
     generator: torch.Generator
     texts: TokenTexts
     target_state: KVCachedSequence
@@ -64,54 +78,61 @@ class DecodeRun:
         """Drafters that read the target's hidden states (parallel drafters) need runs that keep them."""
         return states_forward if drafter_spec(self.config.drafter).requires_model_outputs else full_forward
 
+    @property
+    def verify(self) -> Callable[["DecodeRun", list[int], DraftBlock | DraftTree], "Verified"]:
+        """How this drafter's proposals are verified: a tree (the registry's ``tree`` flag) or a chain."""
+        return verify_tree if drafter_spec(self.config.drafter).tree else verify_chain
+
     def target_probs(self, logits: torch.Tensor) -> list[torch.Tensor]:
         return [self.rule.target_distribution(row).cpu() for row in logits]  # float32, one per position
 
 
-def chain_round(run: DecodeRun, committed: list[int], max_draft: int) -> RoundResult:
-    """A standard round: a block of up to ``max_draft`` tokens, then ONE target pass over it."""
-    config, pair = run.config, run.pair
-    # 1. draft
-    t0 = time.perf_counter()
-    block = run.drafter.propose(committed, max_draft, run.rule, run.generator)
-    t1 = time.perf_counter()
-    # 2. verify: ONE target forward over the uncached tail + drafted tokens -> p at k+1 positions
-    k = len(block.token_ids)
+def verify_chain(run: DecodeRun, committed: list[int], block: DraftBlock) -> Verified:
+    """A block of k tokens: ONE causal target forward over the uncached tail + the block gives p at the
+    k+1 positions after the prefix; the rule checks left to right and stops at the first rejection.
+    The target's cache is cropped lazily to the new context at the next round."""
+    k = block.size
     feed = run.target_state.pending(committed) + block.token_ids
-    logits = run.target_state.feed(run.target_forward, pair.target, feed, k + 1)[:, : pair.vocab_size]  # (k+1, V)
-    # 3.-4. accept a prefix, then the correction or the bonus
+    logits = run.target_state.feed(run.target_forward, run.pair.target, feed, k + 1)[:, : run.pair.vocab_size]  # (k+1, V)
     positions, correction, bonus = verify_block(block, run.target_probs(logits), run.rule, run.generator, run.texts,
-                                                config.top_n)
-    t2 = time.perf_counter()
-    # 5. adapt the drafter; caches are cropped lazily to the new context at the next round
-    run.drafter.update(k, sum(p.accepted for p in positions))
-    return RoundResult(positions, correction, bonus, (t1 - t0) * 1e3, (t2 - t1) * 1e3, block.forward_passes, k + 1,
-                       block.exit_threshold)
+                                                run.config.top_n)
+    accepted = sum(p.accepted for p in positions)
+    return Verified(positions, correction, bonus, list(range(1, accepted + 1)), k + 1)
 
 
-def tree_round(run: DecodeRun, committed: list[int], max_depth: int) -> RoundResult:
-    """A Recursive Speculative Decoding round: draft a tree, score every node in ONE target pass,
-    walk it with recursive rejection sampling, keep the accepted path's KV entries."""
-    config, pair, texts = run.config, run.pair, run.texts
-    t0 = time.perf_counter()
-    tree = run.drafter.propose_tree(committed, max_depth, run.rule, run.generator)
-    t1 = time.perf_counter()
-    target_probs = run.target_probs(score_tree(run.target_state, full_forward, pair.target, committed, tree, pair.vocab_size))
-    checks, path, final_p, leaf = recursive_rejection(tree, target_probs, run.rule, run.generator)
-    token = run.rule.bonus(final_p, run.generator)
+def verify_tree(run: DecodeRun, committed: list[int], tree: DraftTree) -> Verified:
+    """A Recursive Speculative Decoding tree: ONE target pass over every node (tree attention), walked
+    with recursive rejection sampling; the target's cache keeps only the accepted path's entries."""
+    config, rule, texts = run.config, run.rule, run.texts
+    target_probs = run.target_probs(score_tree(run.target_state, full_forward, run.pair.target, committed, tree,
+                                               run.pair.vocab_size))
+    checks, path, final_p, leaf = recursive_rejection(tree, target_probs, rule, run.generator)
+    token = rule.bonus(final_p, run.generator)
     positions = [draft_position(tree.nodes[c.node].depth - 1, c.token_id, c.target_probs, c.draft_probs, c.verdict,
-                                run.rule, texts, config.top_n) for c in checks]
+                                rule, texts, config.top_n) for c in checks]
     p_here = target_probs[path[-1] if path else 0]
     emitted = EmittedToken(token_id=token, text=texts(token), prob=float(final_p[token]), target_prob=float(p_here[token]),
-                           source="target" if leaf or not run.rule.stochastic else "residual",
+                           source="target" if leaf or not rule.stochastic else "residual",
                            distribution_top=texts.top(final_p, config.top_n), target_top=texts.top(p_here, config.top_n),
-                           residual_top=texts.top(final_p, config.top_n) if run.rule.stochastic and not leaf else None)
-    t2 = time.perf_counter()
-    record = tree_record(tree, checks, path, target_probs, run.rule, texts, config)
+                           residual_top=texts.top(final_p, config.top_n) if rule.stochastic and not leaf else None)
+    record = tree_record(tree, checks, path, target_probs, rule, texts, config)
     run.target_state.keep(list(range(len(committed))) + [len(committed) + node - 1 for node in path])
-    run.drafter.commit(len(committed), path)
-    return RoundResult(positions, None if leaf else emitted, emitted if leaf else None, (t1 - t0) * 1e3, (t2 - t1) * 1e3,
-                       tree.forward_passes, len(tree.nodes), tree=record)
+    return Verified(positions, None if leaf else emitted, emitted if leaf else None, path, len(tree.nodes), record)
+
+
+def play_round(run: DecodeRun, committed: list[int], max_block: int) -> RoundResult:
+    """One round with any drafter, chain or tree, through the drafters' two verbs."""
+    # 1. draft: up to max_block tokens (a chain) or levels (a tree)
+    t0 = time.perf_counter()
+    proposal = run.drafter.propose(committed, max_block, run.rule, run.generator)
+    t1 = time.perf_counter()
+    # 2.-4. verify in ONE target pass, accept a path, then the correction or the bonus
+    verified = run.verify(run, committed, proposal)
+    t2 = time.perf_counter()
+    # 5. tell the drafter how its proposal fared (adaptive exit; a tree keeps its accepted path's caches)
+    run.drafter.update(proposal.size, verified.accepted_path)
+    return RoundResult(verified, (t1 - t0) * 1e3, (t2 - t1) * 1e3, proposal.forward_passes,
+                       getattr(proposal, "exit_threshold", None))
 
 
 def speculative_decode(
@@ -133,9 +154,7 @@ def speculative_decode(
     target_state = KVCachedSequence()
     run = DecodeRun(config, pair, rule or rule_for(config), make_drafter(config, pair, target_state),
                     torch.Generator().manual_seed(config.seed), TokenTexts(pair.target.tokenizer), target_state)
-    drafts_trees = drafter_spec(config.drafter).tree
-    play_round = tree_round if drafts_trees else chain_round
-    block_size = config.tree_depth if drafts_trees else config.gamma
+    block_size = config.tree_depth if drafter_spec(config.drafter).tree else config.gamma
     eos = eos_ids(pair.target)
     committed = list(ids)
     rounds: list[Round] = []
@@ -148,14 +167,16 @@ def speculative_decode(
             break
         # leave room for the correction/bonus token within max_new_tokens and the context
         result = play_round(run, committed, max(0, min(block_size, config.max_new_tokens - new - 1, room - 1)))
-        positions, correction, bonus, emitted, hit_eos = truncate_at_eos(result.positions, result.correction, result.bonus, eos)
-        if result.tree and hit_eos:
-            sync_tree_with_checks(result.tree, positions)
+        verified = result.verified
+        positions, correction, bonus, emitted, hit_eos = truncate_at_eos(verified.positions, verified.correction,
+                                                                         verified.bonus, eos)
+        if verified.tree and hit_eos:
+            sync_tree_with_checks(verified.tree, positions)
         record = Round(
             index=len(rounds), prefix_len=len(committed), draft=positions, correction=correction, bonus=bonus,
             emitted_ids=emitted, emitted_texts=[run.texts(t) for t in emitted], draft_ms=result.draft_ms,
             verify_ms=result.verify_ms, draft_forward_passes=result.draft_forward_passes, target_forward_passes=1,
-            target_positions=result.target_positions, exit_threshold=result.exit_threshold, tree=result.tree,
+            target_positions=verified.target_positions, exit_threshold=result.exit_threshold, tree=verified.tree,
         )
         rounds.append(record)
         committed.extend(emitted)

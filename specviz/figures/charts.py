@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from .rounds import DRAFT_COLOR, TARGET_COLOR
-
 from ..render import COLORS, display_text
 
+TARGET_COLOR, DRAFT_COLOR = "#37474f", "#9575cd"  # "target p" and "draft q", as the lesson player's bars
 
 
 def acceptance_by_position_figure(table) -> go.Figure:

@@ -75,13 +75,21 @@ def _pair_label(target: str, draft: str | None) -> str:
     return CUSTOM_PAIR
 
 
+UNSET = "unset"  # a choice widget's stand-in for a None choice (streamlit draws a None selection as empty)
+
+
 def widget_value(name: str, value):
-    """A config value as its widget holds it (the text box of skip_layers holds text)."""
-    return format_value(value) if field_params()[name].widget == "text" else value
+    """A config value as its widget holds it (the text box of skip_layers holds text; a None choice, UNSET)."""
+    widget = field_params()[name].widget
+    if widget == "text":
+        return format_value(value)
+    return UNSET if value is None and widget in ("radio", "select") else value
 
 
 def config_value(name: str, widget_state):
     """A widget's state as the config field's value (text is parsed; numbers keep the field's type)."""
+    if widget_state == UNSET and field_params()[name].widget in ("radio", "select"):
+        return None
     if field_params()[name].widget == "text":
         try:
             return parse_value(name, widget_state)
@@ -122,8 +130,9 @@ def draw_field(container, name: str, ss) -> None:
     p = field_params()[name]
     common = dict(key=name, help=p.help, disabled=not field_enabled(name, ss))
     if p.widget in ("radio", "select"):
-        options = list(p.choices) + ([ss[name]] if ss.get(name) not in p.choices else [])
-        labels = dict(zip(p.choices, p.choice_labels))
+        choices = [widget_value(name, c) for c in p.choices]
+        options = choices + ([ss[name]] if ss.get(name) not in choices else [])
+        labels = dict(zip(choices, p.choice_labels))
         draw = container.radio if p.widget == "radio" else container.selectbox
         extra = dict(horizontal=True) if p.widget == "radio" else {}
         draw(p.label, options, format_func=lambda v: labels.get(v, str(v)), **extra, **common)
