@@ -33,8 +33,10 @@ from playwright.async_api import async_playwright
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
-PAINTED = ".sv-rows"  # the round view's rows: the student sees the round
 FAILED = '[data-testid="stException"], [data-testid="stAlertContentError"]'
+# The student sees the round: the round view's player (an iframe of the same origin) has drawn its rows, or an error shows.
+PAINTED_OR_FAILED = f"""() => document.querySelector('{FAILED}') !== null ||
+    [...document.querySelectorAll('iframe')].some(f => f.contentDocument && f.contentDocument.querySelector('.sv-rows'))"""
 COMPUTED = re.compile(r"computed (Decoding) (\w+) in ([\d.]+) s for (\d+) session")
 
 
@@ -83,7 +85,7 @@ async def open_session(browser, url: str, timeout_s: float) -> tuple[float | Non
     start = time.monotonic()
     try:
         await page.goto(url, timeout=timeout_s * 1000)
-        await page.wait_for_selector(f"{PAINTED}, {FAILED}", timeout=timeout_s * 1000)
+        await page.wait_for_function(PAINTED_OR_FAILED, timeout=timeout_s * 1000, polling=100)
         elapsed = time.monotonic() - start
         failed = await page.locator(FAILED).count()
         return (None, "error shown on the page") if failed else (elapsed, None)

@@ -24,6 +24,6 @@ if trace is not None and not trace.rounds:
 elif trace is not None:
     shown = min(linked_round, len(trace.rounds))
     ui.write_url(config, prompt, shown, defaults, extra={"view": view} if view != "step" else None)
-    page = lesson_html(trace, view=view, round_index=shown, sync_url=True)
+    page = lesson_html(trace, view=view, round_index=shown)
     st.iframe(page, height=1150 if view != "present" else 1400)
     st.download_button("Download this lesson (one HTML file, opens with no server)", page, "specviz-lesson.html", "text/html")

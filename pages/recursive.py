@@ -26,7 +26,7 @@ if config is not None:
         st.markdown(ui.summary_line(trace))
         shown = min(linked_round, len(trace.rounds))
         ui.write_url(config, prompt, shown, defaults)
-        st.iframe(lesson_html(trace, round_index=shown, sync_url=True), height=1350)
+        st.iframe(lesson_html(trace, round_index=shown), height=1350)
 
         st.subheader("Against standard speculative decoding on the same prompt")
         st.markdown("Same draft source and prompt: a chain with as many draft passes per round as the tree has levels, "

@@ -21,7 +21,7 @@ elif trace is not None:
     st.markdown(ui.summary_line(trace))
     shown = min(linked_round, len(trace.rounds))
     ui.write_url(config, prompt, shown, defaults)
-    player = lesson_html(trace, round_index=shown, sync_url=True)
+    player = lesson_html(trace, round_index=shown)
     st.iframe(player, height=1350 if trace.rounds[0].tree is not None else 1150)
     st.markdown("##### Output (colour: how each token was produced; underline alternates per round)")
     st.markdown(render.output_html(trace), unsafe_allow_html=True)

@@ -7,8 +7,8 @@ its output chain (seed 002). The page's own script swaps rounds and draws the p-
 residual bars and the acceptance test of each drafted token with its numbers, so stepping costs no
 server round trip. Views: ``step``, ``present`` (large type for a projector, the rule's formula under
 the round) and ``quiz`` (predict each verdict before it is revealed; a running score). The URL's hash
-keeps the round and the view (``#round=3&view=quiz``); inside the app the player also writes the
-round into the page's own address (``sync_url``), so a copied link reopens it. A round downloads as
+keeps the round and the view (``#round=3&view=quiz``); inside the app (an ``about:srcdoc`` frame of the
+app's origin) the player writes the round into the page's own address instead, so a copied link reopens it. A round downloads as
 SVG or PNG for slides. No network access is needed to open the file: every script and style is inline.
 """
 
@@ -59,17 +59,15 @@ def lesson_title(trace: Trace) -> str:
 VIEWS = ("step", "present", "quiz")
 
 
-def lesson_html(trace: Trace, title: str | None = None, view: str = "step", round_index: int = 1,
-                sync_url: bool = False) -> str:
+def lesson_html(trace: Trace, title: str | None = None, view: str = "step", round_index: int = 1) -> str:
     """The standalone lesson: the player template with this trace, its title and the view and round it
-    opens on (a hash in the file's URL, ``#round=3&view=quiz``, takes precedence). ``sync_url``: the
-    player is embedded in the app and keeps the app page's ``round`` query parameter up to date."""
+    opens on (a hash in the file's URL, ``#round=3&view=quiz``, takes precedence)."""
     if view not in VIEWS:
         raise ValueError(f"view must be one of {', '.join(VIEWS)}; got {view!r}")
     drawings = [round_drawing(trace, rnd) for rnd in trace.rounds]
     fills = {"__TITLE__": html.escape(title or lesson_title(trace)), "__TRACE_JSON__": embedded_json(trace),
              "__DRAWINGS_JSON__": script_safe(json.dumps(drawings)), "__SEED_CSS__": render.CSS,
              "__LEGEND__": _bare(render.legend_html()),
-             "__START__": json.dumps({"view": view, "round": int(round_index), "sync_url": sync_url})}
+             "__START__": json.dumps({"view": view, "round": int(round_index)})}
     # one pass, so text inside a filled value is never taken for a placeholder
     return re.sub("|".join(fills), lambda match: fills[match.group(0)], TEMPLATE.read_text(encoding="utf-8"))

@@ -10,6 +10,7 @@ Pure functions from trace records to HTML strings; the page only displays them.
 from __future__ import annotations
 
 import html
+import re
 
 from .tables import KIND_ACCEPTED, KIND_BONUS, KIND_CORRECTION, emitted_tokens
 from .trace import ACCEPTED, REJECTED, DraftPosition, Round, Trace
@@ -27,6 +28,7 @@ COLORS = {
 }
 KIND_STYLE = {KIND_ACCEPTED: "accepted", KIND_CORRECTION: "correction", KIND_BONUS: "bonus"}
 CONTEXT_TAIL = 5  # prefix tokens shown before each round's new tokens
+CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f]")
 
 CSS = """
 <style>
@@ -54,8 +56,9 @@ CSS = """
 
 
 def display_text(text: str) -> str:
-    """A token as a box shows it: newlines and tabs visible, blank tokens as open boxes."""
-    shown = text.replace("\n", "↵").replace("\t", "⇥")
+    """A token as a box shows it: newlines and tabs visible, other control characters (byte-fallback
+    tokens, which an SVG picture may not hold) as U+FFFD, blank tokens as open boxes."""
+    shown = CONTROL_CHARACTERS.sub("\ufffd", text.replace("\n", "↵").replace("\t", "⇥"))
     if not shown.strip():
         return "␣" * max(1, len(shown))
     return shown.strip()

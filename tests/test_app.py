@@ -45,7 +45,7 @@ def test_round_view_sends_every_round_to_the_browser_once(tiny_params):
     for row in ("Decoder input", "Draft", "Verify", "Output", "Next input", "[MASK]"):
         assert row in drawings[0]["rows"]
     assert any("✓" in d["rows"] or "✗" in d["rows"] for d in drawings)
-    assert start == {"view": "step", "round": 1, "sync_url": True}  # the player keeps the page's link on its round
+    assert start == {"view": "step", "round": 1}  # the player keeps the page's link on its round
     last = len(trace["rounds"])
     linked = make_app({**tiny_params, "round": str(last)}).run()
     assert player_of(linked)[2]["round"] == last and linked.query_params["round"] == str(last)

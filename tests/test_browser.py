@@ -71,6 +71,11 @@ def test_round_view_in_chromium(app_url):
         page.wait_for_function("() => location.search.includes('round=2')", timeout=600_000)  # the link reopens this round
         player.locator("body").press("ArrowRight")
         assert player.locator("#title").inner_text().startswith("Round 3 of")
+        page.wait_for_function("() => location.search.includes('round=3')", timeout=600_000)
+        page.reload()  # what a copied link does: it opens on the round the page showed
+        player = page.frame_locator("iframe").first
+        player.locator("#seed .sv-rows").wait_for(timeout=600_000)
+        assert player.locator("#title").inner_text().startswith("Round 3 of")
         page.screenshot(path=str(ARTIFACTS / "round_view.png"), full_page=True)
 
         # a sidebar edit re-runs the trace and lands in the URL (what a teacher then shares)

@@ -146,7 +146,7 @@ def test_lesson_player_page_sends_the_whole_trace_and_keeps_the_linked_view(para
     assert not at.exception and not at.error
     assert at.query_params["view"] in ("quiz", ["quiz"])  # a teacher's quiz link stays a quiz link
     trace, _, start = player_of(at)
-    assert len(trace["rounds"]) >= 2 and start == {"view": "quiz", "round": 1, "sync_url": True}
+    assert len(trace["rounds"]) >= 2 and start == {"view": "quiz", "round": 1}
     bad = make_app({**params, "view": "cinema"})
     bad.switch_page("pages/lesson_player.py").run()
     assert not bad.exception and any("view='cinema'" in w.value for w in bad.warning)

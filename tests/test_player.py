@@ -45,6 +45,11 @@ def offline_browser():
         browser.close()
 
 
+def write_lesson(path, trace, **options):
+    path.write_text(lesson_html(trace, **options), encoding="utf-8")
+    return path
+
+
 def open_lesson(context, path, fragment: str = ""):
     page = context.new_page()
     page.set_default_timeout(600_000)  # bounded work; a busy machine may be slow, never wrong
@@ -65,8 +70,7 @@ def verdict_marks(page) -> list[str]:
 
 def test_the_lesson_renders_every_round_and_steps_with_the_keyboard(sampled_trace, offline_browser, tmp_path):
     context, refused = offline_browser
-    path = tmp_path / "lesson.html"
-    path.write_text(lesson_html(sampled_trace), encoding="utf-8")
+    path = write_lesson(tmp_path / "lesson.html", sampled_trace)
     page = open_lesson(context, path)
     count = len(sampled_trace.rounds)
     assert round_title(page) == f"Round 1 of {count}"
@@ -99,8 +103,7 @@ def test_the_lesson_renders_every_round_and_steps_with_the_keyboard(sampled_trac
 
 def test_the_quiz_scores_known_answers_and_reveals_the_verdicts(sampled_trace, offline_browser, tmp_path):
     context, _ = offline_browser
-    path = tmp_path / "quiz.html"
-    path.write_text(lesson_html(sampled_trace, view="quiz"), encoding="utf-8")
+    path = write_lesson(tmp_path / "quiz.html", sampled_trace, view="quiz")
     index, rnd = next((i, r) for i, r in enumerate(sampled_trace.rounds, start=1) if any(p.status == "rejected" for p in r.draft))
     page = open_lesson(context, path, f"#round={index}&view=quiz")
     verified = [p for p in rnd.draft if p.status != "not_verified"]
@@ -124,8 +127,7 @@ def test_the_quiz_scores_known_answers_and_reveals_the_verdicts(sampled_trace, o
 
 def test_the_presenter_view_shows_the_rule_in_large_type(sampled_trace, offline_browser, tmp_path):
     context, _ = offline_browser
-    path = tmp_path / "present.html"
-    path.write_text(lesson_html(sampled_trace), encoding="utf-8")
+    path = write_lesson(tmp_path / "present.html", sampled_trace)
     page = open_lesson(context, path, "#view=present")
     assert page.evaluate("document.body.classList.contains('present')")
     assert "min(1, p(x̃ᵢ)/q(x̃ᵢ))" in page.locator("#formula").inner_text()
@@ -142,8 +144,7 @@ def tree_trace(tiny_dirs, tiny_pair):
 
 def test_tree_rounds_step_in_the_browser_with_their_tree_picture(tree_trace, offline_browser, tmp_path):
     context, refused = offline_browser
-    path = tmp_path / "tree.html"
-    path.write_text(lesson_html(tree_trace), encoding="utf-8")
+    path = write_lesson(tmp_path / "tree.html", tree_trace)
     page = open_lesson(context, path)
     count = len(tree_trace.rounds)
     for index, rnd in enumerate(tree_trace.rounds, start=1):
@@ -158,8 +159,7 @@ def test_tree_rounds_step_in_the_browser_with_their_tree_picture(tree_trace, off
 def test_a_round_downloads_as_svg_and_png(sampled_trace, tree_trace, offline_browser, tmp_path):
     context, _ = offline_browser
     for name, trace in (("chain", sampled_trace), ("tree", tree_trace)):
-        path = tmp_path / f"{name}.html"
-        path.write_text(lesson_html(trace), encoding="utf-8")
+        path = write_lesson(tmp_path / f"{name}.html", trace)
         page = open_lesson(context, path, "#round=2")
         with page.expect_download() as svg:
             page.locator("#svg").click()
@@ -179,8 +179,9 @@ def test_a_round_downloads_as_svg_and_png(sampled_trace, tree_trace, offline_bro
 def test_the_lesson_file_cannot_be_broken_out_of(sampled_trace):
     hostile = sampled_trace.without_timings()
     hostile.prompt_text = "</script><script>alert(1)</script>"
+    hostile.rounds[0].draft[0].text = "</script><img src=x onerror=alert(2)>"  # a token text reaches the drawings too
     page = lesson_html(hostile, title="<b>class</b>")
-    assert "</script><script>alert(1)" not in page and "<b>class</b>" not in page
+    assert "</script><script>alert(1)" not in page and "<b>class</b>" not in page and "<img src=x" not in page
     assert json.loads(embedded_json(hostile))["prompt_text"] == hostile.prompt_text
     with pytest.raises(ValueError, match="view"):
         lesson_html(hostile, view="cinema")

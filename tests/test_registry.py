@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from specviz import ui
 from specviz.cli import build_parser, config_from_args
 from specviz.config import ConfigError, DecodeConfig, field_params, format_value, parse_value
 from specviz.engine import make_drafter, rule_for, speculative_decode
@@ -76,6 +77,12 @@ def test_the_oracle_drafter_accepts_everything_and_stays_exact(tiny_dirs, tiny_p
     assert full_rounds and all(len(r.emitted_ids) == 4 for r in full_rounds)  # gamma accepted + the bonus
     if rule == "greedy":
         assert trace.output_ids == target_greedy(tiny_pair.target, PROMPT, 17)
+
+
+def test_a_none_choice_round_trips_through_its_widget():
+    """Streamlit draws a None selection as an empty box, so "as shipped" (draft_vocab=None) is held as UNSET."""
+    assert ui.widget_value("draft_vocab", None) == ui.UNSET and ui.config_value("draft_vocab", ui.UNSET) is None
+    assert ui.config_value("draft_vocab", ui.widget_value("draft_vocab", 4096)) == 4096
 
 
 def test_the_sidebar_offers_every_registered_drafter_and_rule(tiny_params):

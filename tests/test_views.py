@@ -89,3 +89,5 @@ def test_tree_svg_draws_every_node_edge_and_the_accepted_path(tiny_dirs, tiny_pa
     for node in nodes[1:]:
         style = {"accepted": "accepted", "rejected": "rejected"}.get(node.status, "not_verified")
         assert f'fill="{render.COLORS[style][0]}">{html.escape(render.display_text(node.text))}</text>' in svg
+    nodes[1].text = "\x01</svg><b>"  # a byte-fallback token and markup still make a well-formed picture
+    ElementTree.fromstring(render.tree_svg(rnd))

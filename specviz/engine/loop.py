@@ -132,7 +132,7 @@ def play_round(run: DecodeRun, committed: list[int], max_block: int) -> RoundRes
     # 5. tell the drafter how its proposal fared (adaptive exit; a tree keeps its accepted path's caches)
     run.drafter.update(proposal.size, verified.accepted_path)
     return RoundResult(verified, (t1 - t0) * 1e3, (t2 - t1) * 1e3, proposal.forward_passes,
-                       getattr(proposal, "exit_threshold", None))
+                       proposal.exit_threshold)
 
 
 def speculative_decode(

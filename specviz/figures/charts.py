@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from ..render import COLORS, display_text
 
-TARGET_COLOR, DRAFT_COLOR = "#37474f", "#9575cd"  # "target p" and "draft q", as the lesson player's bars
+TARGET_COLOR, DRAFT_COLOR = "#37474f", "#9575cd"  # "target p" and "draft q" in every chart
 
 
 def acceptance_by_position_figure(table) -> go.Figure:

@@ -7,7 +7,7 @@ player, :mod:`specviz.player`). Pages use these through ``from specviz import ui
 """
 
 from .controls import (
-    CUSTOM_PAIR, DEFAULT_PROMPT, EMBEDDED_PAIR, PAGE_CONFIG, PAIR_PRESETS, PROMPT_PRESETS, config_value, draw_field,
+    CUSTOM_PAIR, DEFAULT_PROMPT, EMBEDDED_PAIR, PAGE_CONFIG, PAIR_PRESETS, PROMPT_PRESETS, UNSET, config_value, draw_field,
     draw_shared_sidebar, field_enabled, init_state_from_url, shared_controls, sidebar_controls, widget_value, write_url,
 )
 from .views import linked_round, summary_line
@@ -17,7 +17,7 @@ from .work import (
 )
 
 __all__ = [
-    "CUSTOM_PAIR", "DEFAULT_PROMPT", "EMBEDDED_PAIR", "PAGE_CONFIG", "PAIR_PRESETS", "PROMPT_PRESETS", "app_defaults",
+    "CUSTOM_PAIR", "DEFAULT_PROMPT", "EMBEDDED_PAIR", "PAGE_CONFIG", "PAIR_PRESETS", "PROMPT_PRESETS", "UNSET", "app_defaults",
     "cached_pair", "config_value", "describe_failure", "draw_field", "draw_shared_sidebar",
     "field_enabled", "get_trace", "init_state_from_url", "known", "linked_round", "pair_for", "place_message", "remembered",
     "shared_controls", "shared_work", "show_user_errors", "sidebar_controls",

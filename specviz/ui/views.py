@@ -16,10 +16,11 @@ def summary_line(trace: Trace) -> str:
 
 
 def linked_round() -> int:
-    """The 1-based round the page's link names: the lesson player writes it there as it steps, so a copied
-    link (or a rerun after a sidebar edit) reopens that round. No or a bad value means round 1 (a bad one
-    is reported once, with the link's other values, by the sidebar). Read it before ``shared_controls``
-    rewrites the URL; it is kept in the session so the other pages' links carry it."""
+    """The 1-based round the page's link names: the lesson player writes it into the address bar as it
+    steps, so a copied link reopens that round (the server itself does not see those steps; the player
+    remembers them for its own reruns). No or a bad value means round 1 (a bad one is reported once, with
+    the link's other values, by the sidebar). Read it before ``shared_controls`` rewrites the URL; it is
+    kept in the session so the other pages' links carry it."""
     try:
         shown = max(1, int(st.query_params.get("round", "1")))
     except ValueError:
