@@ -71,9 +71,50 @@ THING_FORMS = ["Explain how {t} works.", "Describe {t} in three sentences.", "Wh
                "Write a short paragraph about the history of {t}."]
 TASK_FORMS = ["Give step-by-step instructions to {t}.", "What is the best way to {t}?", "I want to {t}. Where do I start?"]
 LIST_FORMS = ["List five {x}.", "Give me a list of {x}.", "Name three {x} and say one thing about each."]
+EVERYDAY_PROMPTS = 1100  # drawn from the everyday forms above (about 20 minutes of the target's answers on 2 cores)
 MATERIAL_FORMS = ["Summarize the following text in two sentences:\n\n{p}", "Continue this text:\n\n{p}",
                   "What is the main idea of this passage?\n\n{p}", "Rewrite this paragraph in plain language:\n\n{p}",
                   "Write three questions a student might ask about this text:\n\n{p}"]
+# Everyday topics, situations and forms: breadth of subject matter matters most for held-out acceptance
+# (the first draft, distilled on the 803 prompts above alone, accepted 0.76 of its training prompts' tokens
+# but 0.32 of held-out ones).
+TOPICS = ["dolphins", "the moon", "coffee", "the Roman Empire", "volcanoes", "electric cars", "wasps",
+          "the Olympic Games", "chocolate", "earthquakes", "the Great Wall of China", "owls", "tea ceremonies", "glaciers",
+          "the human brain", "deserts", "the violin", "coral reefs", "the Eiffel Tower", "wolves", "rainforests",
+          "the printing of money", "bicycles in cities", "the ancient Egyptians", "penicillin", "lightning", "sharks",
+          "the Amazon river", "jazz music", "yoga", "the stock market", "recycling", "dinosaurs", "the Moon landing",
+          "elephants", "the Vikings", "pizza", "tornadoes", "the Mona Lisa", "honey badgers", "tides", "the Sahara",
+          "public libraries", "the Industrial Revolution", "octopuses", "bread making", "the Northern Lights", "kangaroos",
+          "video games", "the Silk Road", "mushrooms", "the ozone layer", "marathons", "the Great Barrier Reef",
+          "origami", "the Titanic", "hummingbirds", "cheese", "the Pyramids", "bamboo", "smartphones", "whales",
+          "the French Revolution", "snowflakes", "football", "the Internet of Things", "rice farming", "comets",
+          "the Sistine Chapel", "seals", "table tennis", "the metric system", "ants",
+          "public transport", "the Renaissance painters", "tsunamis", "bats", "spices", "the human skeleton", "deserts at night",
+          "sign language", "the Moon's phases", "hot air balloons", "the piano's history", "tigers", "vaccination campaigns",
+          "solar eclipses", "the Arctic", "coffee shops", "robots in factories", "the ancient Greeks", "sleep in animals",
+          "wind power", "trains", "museums", "forests in autumn", "the first computers", "opera", "camels", "clouds"]
+TOPIC_FORMS = ["Tell me about {t}.", "Write a short paragraph about {t}.", "What are three interesting facts about {t}?",
+               "Explain {t} to a child.", "Why are people interested in {t}?", "Write a short poem about {t}.",
+               "Write a limerick about {t}.", "Give me a quiz question about {t} and its answer.",
+               "What would a beginner want to know about {t}?", "Summarize what you know about {t} in three sentences.",
+               "Write a tweet about {t}.", "Describe {t} to someone who has never heard of it."]
+SITUATIONS = ["a friend who moved to another city", "a colleague who helped you with a project", "a teacher at the end of the year",
+              "a hotel about a lost umbrella", "a company about a late delivery", "a landlord about a broken heater",
+              "a team before a big match", "a customer who waited too long", "a neighbour who lent you a ladder",
+              "a school about a field trip", "a library about an overdue book", "a cousin about a family reunion"]
+SITUATION_FORMS = ["Write a short email to {s}.", "Write a thank-you note to {s}.", "Write a friendly message to {s}."]
+SCENES = ["a busy market in the morning", "a quiet beach at sunset", "a train station at night", "a kitchen before a holiday dinner",
+          "a mountain village after snow", "a school playground at noon", "a city park in spring", "a thunderstorm over a lake",
+          "an old bookshop", "a football stadium on match day", "a farm at dawn", "a rainy afternoon in a cafe"]
+DIALOGUES = ["a doctor and a patient", "two friends planning a trip", "a teacher and a student", "a shopkeeper and a tourist",
+             "a librarian and a child", "a pilot and a passenger", "a chef and a new cook", "two neighbours about a lost cat"]
+COMPARISONS = [("cats", "dogs"), ("tea", "coffee"), ("trains", "planes"), ("books", "films"), ("summer", "winter"),
+               ("cities", "villages"), ("email", "letters"), ("running", "swimming"), ("Python", "JavaScript"),
+               ("the sun", "the moon"), ("rivers", "lakes"), ("paper books", "e-readers"), ("walking", "cycling")]
+ADVICE = ["I can't focus when I study.", "I want to eat more vegetables.", "I am nervous about a presentation.",
+          "My plants keep dying.", "I want to make new friends in a new town.", "I spend too much time on my phone.",
+          "I want to start running but I get tired quickly.", "I forget people's names.", "My room is always messy.",
+          "I want to learn a new language.", "I have trouble waking up early.", "I want to write a book."]
 # standard-library modules whose docstrings are paragraphs of English
 DOC_MODULES = ["argparse", "asyncio", "base64", "bisect", "calendar", "collections", "contextlib", "copy", "csv",
                "dataclasses", "datetime", "decimal", "difflib", "email", "enum", "fractions", "functools", "glob",
@@ -131,6 +172,14 @@ def prompts(rng: random.Random) -> list[str]:
     out += [f"Translate to English: {s}" for s in FOREIGN]
     out += [f"Write a short story about {c} who {e}." for c in CHARACTERS for e in EVENTS]
     out += [f"Write a short poem about {t}." for t in THINGS[:20]]
+    everyday = [form.format(t=t) for t in TOPICS for form in TOPIC_FORMS]
+    everyday += [form.format(s=s) for s in SITUATIONS for form in SITUATION_FORMS]
+    everyday += [f"Describe {scene}." for scene in SCENES] + [f"Write a short story set in {scene}." for scene in SCENES]
+    everyday += [f"Write a short dialogue between {who}." for who in DIALOGUES]
+    everyday += [f"What are the differences between {a} and {b}?" for a, b in COMPARISONS]
+    everyday += [f"Compare {a} and {b} in a short paragraph." for a, b in COMPARISONS]
+    everyday += [f"{problem} What should I do?" for problem in ADVICE] + [f"{problem} Give me three tips." for problem in ADVICE]
+    out += rng.sample(everyday, min(len(everyday), EVERYDAY_PROMPTS))
     material = python_material()
     out += [rng.choice(MATERIAL_FORMS).format(p=p) for p in material]
     rng.shuffle(out)

@@ -26,13 +26,15 @@ PAIR_PRESETS = {  # label -> (target, draft); the hub pairs share a tokenizer wi
     CUSTOM_PAIR: None,
 }
 PROMPT_PRESETS = {
-    "Translation (seed 000)": "Translate to English: Machen sich Hunderte Millionen von Autofahrern Sorgen über ihre Privatsphäre?",
     "Explain": "Explain speculative decoding to a student in three sentences.",
+    "Translation (seed 000)": "Translate to English: Machen sich Hunderte Millionen von Autofahrern Sorgen über ihre Privatsphäre?",
     "Code": "Write a Python function that returns the n-th Fibonacci number.",
     "List": "List the days of the week, one per line.",
     "Story": "Once upon a time, in a small village by the sea,",
 }
-DEFAULT_PROMPT = PROMPT_PRESETS["Translation (seed 000)"]
+# The lesson's own subject, and a request of the kind the embedded draft was distilled on (none of its training
+# prompts): the shipped draft accepts about half its tokens here, a third on seed 000's German sentence.
+DEFAULT_PROMPT = PROMPT_PRESETS["Explain"]
 
 
 PAGE_CONFIG = dict(page_title="specviz: speculative decoding, seen", page_icon="✓", layout="wide")

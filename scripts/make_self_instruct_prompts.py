@@ -1,0 +1,80 @@
+"""Write the target's own user requests: specviz/data/self_instruct_prompts.txt, the draft's second prompt set.
+
+Magpie (Xu et al. 2024, arXiv 2406.08464): an instruction-tuned model given only the chat template's
+opening of a user turn writes a plausible user request itself. Sampled at temperature 1 from the
+embedded SmolLM2-135M-Instruct, these requests are as varied as the chats the model was tuned on, so
+the draft learns from the target's answers to the kind of request it expects, not only to our templates
+(the template-only draft accepted 0.76 of its training prompts' tokens but far fewer on held-out ones).
+
+Run once (its output is committed, so training is reproducible without it; about 5 minutes on 2 cores):
+    .venv/bin/python scripts/make_self_instruct_prompts.py [--count 4000] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from specviz.models import load_model
+
+DATA = Path(__file__).resolve().parent.parent / "specviz" / "data"
+OUT = DATA / "self_instruct_prompts.txt"
+HELDOUT = DATA / "heldout_prompts.txt"
+MARK = "\uE000"  # a private-use character: where the user's words would go in the template
+
+
+def user_turn_opening(tokenizer) -> list[int]:
+    """The chat template's tokens up to where a user's message starts (system turn included)."""
+    text = tokenizer.apply_chat_template([{"role": "user", "content": MARK}], tokenize=False)
+    return list(tokenizer(text[: text.index(MARK)], add_special_tokens=False)["input_ids"])
+
+
+def acceptable(request: str) -> bool:
+    """A request worth answering: a few words of text, not a fragment of markup or a wall of text."""
+    words = request.split()
+    return 4 <= len(words) <= 80 and request[:1].isalnum() and "<|" not in request and "http" not in request
+
+
+def sample_requests(target, count: int, seed: int, batch_size: int = 64, max_tokens: int = 64) -> list[str]:
+    """``count`` distinct acceptable requests, sampled at temperature 1 in batches from the same opening."""
+    opening = torch.tensor([user_turn_opening(target.tokenizer)] * batch_size)
+    heldout = {line.strip() for line in HELDOUT.read_text(encoding="utf-8").splitlines()}
+    eos = target.model.generation_config.eos_token_id
+    found: dict[str, None] = {}
+    bar = tqdm(total=count, desc="requests")
+    batch = 0
+    while len(found) < count:
+        torch.manual_seed(seed + batch)
+        with torch.inference_mode():
+            out = target.model.generate(input_ids=opening, attention_mask=torch.ones_like(opening), do_sample=True,
+                                        temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=max_tokens, eos_token_id=eos,
+                                        pad_token_id=target.tokenizer.pad_token_id or 0)
+        for row in out[:, opening.shape[1]:].tolist():
+            stop = next((i for i, t in enumerate(row) if t == eos or (isinstance(eos, list) and t in eos)), None)
+            if stop is None:
+                continue  # ran past max_tokens: a wall of text, not a request
+            request = target.tokenizer.decode(row[:stop], skip_special_tokens=True).strip()
+            if acceptable(request) and request not in heldout and request not in found and len(found) < count:
+                found[request] = None
+                bar.update(1)
+        batch += 1
+    bar.close()
+    return list(found)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=4000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    requests = sample_requests(load_model("embedded", "cpu"), args.count, args.seed)
+    OUT.write_text("\n".join(r.replace("\n", "\\n") for r in requests) + "\n", encoding="utf-8")
+    print(f"wrote {len(requests)} requests to {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
