@@ -18,6 +18,8 @@ if requested_view not in VIEWS:
     st.warning(f"URL parameter view={str(requested_view)[:20]!r} ignored (must be one of {', '.join(VIEWS)}); showing step")
     requested_view = "step"
 view = st.segmented_control("View", VIEWS, default=requested_view, key="player_view") or "step"
+if view == "present":  # a projector shows the round, not the settings: the sidebar hides until the view changes
+    st.html("<style>[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'] {display: none;}</style>")
 trace = ui.get_trace(config, prompt) if config else None
 if trace is not None and not trace.rounds:
     st.info("Nothing was generated (the model ended at once).")

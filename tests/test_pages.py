@@ -147,6 +147,11 @@ def test_lesson_player_page_sends_the_whole_trace_and_keeps_the_linked_view(para
     assert at.query_params["view"] in ("quiz", ["quiz"])  # a teacher's quiz link stays a quiz link
     trace, _, start = player_of(at)
     assert len(trace["rounds"]) >= 2 and start == {"view": "quiz", "round": 1}
+    present = make_app({**params, "view": "present"})
+    present.switch_page("pages/lesson_player.py").run()
+    assert player_of(present)[2]["view"] == "present"
+    assert "[data-testid='stSidebar']" in " ".join(e.proto.body for e in present.get("html"))  # the sidebar hides
+    assert not any("stSidebar" in e.proto.body for e in at.get("html"))  # only in the presenter view
     bad = make_app({**params, "view": "cinema"})
     bad.switch_page("pages/lesson_player.py").run()
     assert not bad.exception and any("view='cinema'" in w.value for w in bad.warning)
