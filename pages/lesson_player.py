@@ -3,7 +3,7 @@
 import streamlit as st
 
 from specviz import ui
-from specviz.player import VIEWS, lesson_html
+from specviz.player import VIEWS
 
 requested_view = st.query_params.get("view", "step")  # read before the sidebar rewrites the URL
 linked_round = ui.linked_round()
@@ -24,8 +24,5 @@ trace = ui.get_trace(config, prompt) if config else None
 if trace is not None and not trace.rounds:
     st.info("Nothing was generated (the model ended at once).")
 elif trace is not None:
-    shown = min(linked_round, len(trace.rounds))
-    ui.write_url(config, prompt, shown, defaults, extra={"view": view} if view != "step" else None)
-    page = lesson_html(trace, view=view, round_index=shown)
-    st.iframe(page, height=1150 if view != "present" else 1400)
+    page = ui.show_player(trace, config, prompt, defaults, linked_round, view)
     st.download_button("Download this lesson (one HTML file, opens with no server)", page, "specviz-lesson.html", "text/html")

@@ -4,7 +4,6 @@ import streamlit as st
 
 from specviz import analysis, ui
 from specviz.engine import prompt_ids_for
-from specviz.player import lesson_html
 
 linked_round = ui.linked_round()  # read before the sidebar rewrites the URL
 config, prompt, defaults = ui.shared_controls()
@@ -24,9 +23,7 @@ if config is not None:
     trace = ui.get_trace(tree_config, prompt)
     if trace is not None and trace.rounds:
         st.markdown(ui.summary_line(trace))
-        shown = min(linked_round, len(trace.rounds))
-        ui.write_url(config, prompt, shown, defaults)
-        st.iframe(lesson_html(trace, round_index=shown), height=1350)
+        ui.show_player(trace, config, prompt, defaults, linked_round)  # the link keeps the sidebar's config
 
         st.subheader("Against standard speculative decoding on the same prompt")
         st.markdown("Same draft source and prompt: a chain with as many draft passes per round as the tree has levels, "

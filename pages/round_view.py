@@ -4,7 +4,6 @@ stepped in the browser (the lesson player in its step view: no server round trip
 import streamlit as st
 
 from specviz import render, tables, ui
-from specviz.player import lesson_html
 
 linked_round = ui.linked_round()  # read before the sidebar rewrites the URL
 config, prompt, defaults = ui.shared_controls()
@@ -19,12 +18,9 @@ if trace is not None and not trace.rounds:
     st.info("Nothing was generated (the model ended at once).")
 elif trace is not None:
     st.markdown(ui.summary_line(trace))
-    shown = min(linked_round, len(trace.rounds))
-    ui.write_url(config, prompt, shown, defaults)
-    player = lesson_html(trace, round_index=shown)
-    st.iframe(player, height=1350 if trace.rounds[0].tree is not None else 1150)
+    player = ui.show_player(trace, config, prompt, defaults, linked_round)
     st.markdown("##### Output (colour: how each token was produced; underline alternates per round)")
-    st.markdown(render.output_html(trace), unsafe_allow_html=True)
+    st.markdown(render.CSS + render.output_html(trace), unsafe_allow_html=True)
     left, middle, right = st.columns(3)
     left.download_button("Download trace (JSON)", trace.to_json(indent=1), "specviz-trace.json", "application/json")
     middle.download_button("Download tokens (CSV)", tables.token_table(trace).to_csv(index=False), "specviz-tokens.csv", "text/csv")

@@ -168,12 +168,12 @@ def train_draft(target: LoadedModel, settings: TrainSettings, *, out: Path, comm
     started = time.perf_counter()
     # The target's own requests are answered at the lowest temperature only: sampled answers to text it
     # sampled itself add least for their CPU time. One cache folder per prompt file and temperature.
-    prompt_sets = [(read_prompt_file(TEMPLATE_PROMPTS), list(settings.temperatures)),
-                   (read_prompt_file(SELF_INSTRUCT_PROMPTS), [min(settings.temperatures)])]
-    prompts = [p for prompt_set, _ in prompt_sets for p in prompt_set]
-    batches = [batch for prompt_set, temperatures in prompt_sets
+    temperatures_of = {TEMPLATE_PROMPTS: list(settings.temperatures), SELF_INSTRUCT_PROMPTS: [min(settings.temperatures)]}
+    prompt_sets = {path: read_prompt_file(path) for path in temperatures_of}
+    prompts = [p for prompt_set in prompt_sets.values() for p in prompt_set]
+    batches = [batch for path, prompt_set in prompt_sets.items()
                for batch in generate_teacher_text(target, prompt_set, new_tokens=settings.new_tokens,
-                                                  temperatures=temperatures, seed=settings.seed, top_k=settings.top_k,
+                                                  temperatures=temperatures_of[path], seed=settings.seed, top_k=settings.top_k,
                                                   batch_size=settings.generation_batch, progress=progress)]
     text_s = time.perf_counter() - started
     model, losses = distil(target, batches, settings, progress)
@@ -186,7 +186,7 @@ def train_draft(target: LoadedModel, settings: TrainSettings, *, out: Path, comm
         "command": command, "seed": settings.seed, "target": target.spec, "layers_from_target": list(settings.layers),
         "divergence": settings.divergence, "steps": len(losses), "rows_per_step": settings.rows_per_step, "lr": settings.lr,
         "prompts": len(prompts), "answers": len(response_rows(batches)),
-        "temperatures": {path.name: temperatures for path, (_, temperatures) in zip((TEMPLATE_PROMPTS, SELF_INSTRUCT_PROMPTS), prompt_sets)},
+        "temperatures": {path.name: temperatures for path, temperatures in temperatures_of.items()},
         "response_tokens": int(sum(int((b.total_lens - b.prompt_lens).sum()) for b in batches)),
         "teacher_top_k": settings.top_k, "final_loss": round(sum(losses[-20:]) / len(losses[-20:]), 4),
         "first_loss": round(sum(losses[:20]) / len(losses[:20]), 4),

@@ -35,20 +35,15 @@ def embedded_json(trace: Trace) -> str:
     return script_safe(trace.to_json())
 
 
-def _bare(fragment: str) -> str:
-    """A render.py fragment without its leading stylesheet (the player carries it once)."""
-    return fragment.removeprefix(render.CSS)
-
-
 def round_drawing(trace: Trace, rnd: Round) -> dict[str, str]:
     """One round's seed drawing: ``rows`` (HTML) and, for a tree round, ``svg`` (the tree alone, for export)."""
     if rnd.tree is None:
-        return {"rows": _bare(render.round_rows_html(trace, rnd))}
+        return {"rows": render.round_rows_html(trace, rnd)}
     svg = render.tree_svg(rnd)
-    rows = ("<h4>Draft iterations (one draft forward pass each)</h4>" + _bare(render.tree_bands_html(rnd)) +
+    rows = ("<h4>Draft iterations (one draft forward pass each)</h4>" + render.tree_bands_html(rnd) +
             f"<h4>The draft tree (accepted path in green); ONE target pass scored all {len(rnd.tree.nodes) - 1} "
-            f"drafted nodes</h4>{svg}<h4>Recursive rejection sampling</h4>" + _bare(render.rrs_flow_html(rnd)) +
-            _bare(render.output_chain_html(rnd)))
+            f"drafted nodes</h4>{svg}<h4>Recursive rejection sampling</h4>" + render.rrs_flow_html(rnd) +
+            render.output_chain_html(rnd))
     return {"rows": rows, "svg": svg}
 
 
@@ -67,7 +62,7 @@ def lesson_html(trace: Trace, title: str | None = None, view: str = "step", roun
     drawings = [round_drawing(trace, rnd) for rnd in trace.rounds]
     fills = {"__TITLE__": html.escape(title or lesson_title(trace)), "__TRACE_JSON__": embedded_json(trace),
              "__DRAWINGS_JSON__": script_safe(json.dumps(drawings)), "__SEED_CSS__": render.CSS,
-             "__LEGEND__": _bare(render.legend_html()),
+             "__LEGEND__": render.legend_html(),
              "__START__": json.dumps({"view": view, "round": int(round_index)})}
     # one pass, so text inside a filled value is never taken for a placeholder
     return re.sub("|".join(fills), lambda match: fills[match.group(0)], TEMPLATE.read_text(encoding="utf-8"))

@@ -4,7 +4,8 @@ Rows (Xia et al. 2022, Fig. 1; Zhang et al. 2023, Fig. 1): Prompt; Decoder input
 per drafted slot); Draft; Verify (a check or a cross on each drafted token, the target's best
 candidates under it, a rejected token struck through with the correction above it, the bonus
 token when all were accepted); Output; Next input (output + [MASK] x gamma).
-Pure functions from trace records to HTML strings; the page only displays them.
+Pure functions from trace records to HTML fragments; whoever shows them includes the stylesheet
+``CSS`` once (the lesson player in its head, a Streamlit page before its fragment).
 """
 
 from __future__ import annotations
@@ -140,14 +141,14 @@ def round_rows_html(trace: Trace, rnd: Round) -> str:
         _row("Output", tail + _emitted_cells(rnd)),
         _row("Next input", tail + _emitted_cells(rnd) + _masks(gamma)),
     ]
-    return CSS + f'<div class="sv-rows">{"".join(rows)}</div>'
+    return f'<div class="sv-rows">{"".join(rows)}</div>'
 
 
 def legend_html() -> str:
     items = [("accepted draft ✓", "accepted"), ("rejected draft ✗", "rejected"), ("correction (resampled)", "correction"),
              ("bonus token", "bonus"), ("drafted", "draft"), ("not verified", "not_verified"), ("[MASK] slot", "mask")]
     boxes = [token_box(label, style, mask=style == "mask") for label, style in items]
-    return CSS + f'<div class="sv-legend">{"".join(boxes)}</div>'
+    return f'<div class="sv-legend">{"".join(boxes)}</div>'
 
 
 def output_html(trace: Trace) -> str:
@@ -157,7 +158,7 @@ def output_html(trace: Trace) -> str:
         fg, bg = COLORS[KIND_STYLE[kind]]
         spans.append(f'<span class="sv-r{round_number % 2}" style="background:{bg};color:{fg}" '
                      f'title="round {round_number}: {kind}">{html.escape(text)}</span>')
-    return CSS + f'<div class="sv-out">{"".join(spans)}</div>'
+    return f'<div class="sv-out">{"".join(spans)}</div>'
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,7 +181,7 @@ def tree_bands_html(rnd: Round) -> str:
                     f'padding:4px 8px"><div class="sv-label">iteration {level + 1}</div>{"".join(feed)}'
                     f'<span class="sv-ellipsis">&nbsp;→ draft model →&nbsp;</span>{"".join(drew)}</div>')
         inputs = drafted
-    return CSS + f'<div class="sv-rows">{"".join(rows)}</div>'
+    return f'<div class="sv-rows">{"".join(rows)}</div>'
 
 
 def rrs_flow_html(rnd: Round) -> str:
@@ -202,7 +203,7 @@ def rrs_flow_html(rnd: Round) -> str:
         kind = "correction" if rnd.correction else "bonus"
         what = "from the last residual" if extra.source == "residual" else "from p"
         rows.append(_row(kind, [token_box(extra.text, kind), f'<span class="sv-cand">{what}, prob {extra.prob:.3f}</span>']))
-    return CSS + f'<div class="sv-rows">{"".join(rows)}</div>'
+    return f'<div class="sv-rows">{"".join(rows)}</div>'
 
 
 def tree_svg(rnd: Round) -> str:
@@ -253,4 +254,4 @@ def output_chain_html(rnd: Round) -> str:
     extra = rnd.correction or rnd.bonus
     if extra is not None:
         cells += ['<span class="sv-ellipsis">→</span>', token_box(extra.text, "correction" if rnd.correction else "bonus")]
-    return CSS + f'<div class="sv-rows">{_row("Output", cells)}</div>'
+    return f'<div class="sv-rows">{_row("Output", cells)}</div>'

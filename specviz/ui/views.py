@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ..config import DecodeConfig
+from ..player import lesson_html
 from ..trace import Trace
+from .controls import write_url
 
 
 def summary_line(trace: Trace) -> str:
@@ -27,3 +30,16 @@ def linked_round() -> int:
         shown = 1
     st.session_state.round = shown
     return shown
+
+
+def show_player(trace: Trace, config: DecodeConfig, prompt: str, defaults: DecodeConfig, linked: int,
+                view: str = "step") -> str:
+    """The lesson player for a computed trace, opened on the linked round (clipped to the trace) with the
+    page's link (``config``: the sidebar's, which may differ from the trace's own) on it; every round is in the page, so stepping needs no server. Returns the player's
+    HTML, which is also the lesson download."""
+    shown = min(linked, len(trace.rounds))
+    write_url(config, prompt, shown, defaults, extra={"view": view} if view != "step" else None)
+    page = lesson_html(trace, view=view, round_index=shown)
+    tall = view == "present" or trace.rounds[0].tree is not None  # large type, or a tree picture per round
+    st.iframe(page, height=1400 if tall else 1150)
+    return page
