@@ -7,6 +7,8 @@ Phases, after one warm-up session has loaded the models (on a seed nobody uses l
 2. **same link again**: one session, then everyone, reopen it (the trace is stored: what remains
    is the server's page runs and the browsers' rendering);
 3. **different seeds**: every session opens its own seed at once (distinct work, queued fairly).
+With ``--floor`` it first measures the browsers' own share: the same N sessions opening a bare Streamlit
+page (one line of text, no models, no player) on this machine, the least any Streamlit page costs here.
 For each phase it prints time to first paint (the round's rows drawn) p50 / p95 / max, the server's
 CPU seconds, errors (exceptions or error boxes on a page, or no paint at all), and how many times a
 trace was computed (the server logs each shared computation; ``SPECVIZ_LOG_LEVEL=INFO``).
@@ -23,6 +25,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -37,16 +40,18 @@ FAILED = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 # The student sees the round: the round view's player (an iframe of the same origin) has drawn its rows, or an error shows.
 PAINTED_OR_FAILED = f"""() => document.querySelector('{FAILED}') !== null ||
     [...document.querySelectorAll('iframe')].some(f => f.contentDocument && f.contentDocument.querySelector('.sv-rows'))"""
+BARE_PAINTED = """() => document.querySelector('[data-testid="stMarkdownContainer"]') !== null"""
+BARE_APP = 'import streamlit as st\nst.write("A bare page: no models, no player.")\n'
 COMPUTED = re.compile(r"computed (Decoding) (\w+) in ([\d.]+) s for (\d+) session")
 
 
 class Server:
     """``streamlit run app.py`` with its log read in the background."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, app: Path = ROOT / "app.py") -> None:
         env = {**os.environ, "SPECVIZ_DEVICE": "cpu", "SPECVIZ_LOG_LEVEL": "INFO"}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+            [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port),
              "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.url, self.lines = f"http://127.0.0.1:{port}", []
@@ -78,14 +83,14 @@ class Server:
         self.process.wait(timeout=30)
 
 
-async def open_session(browser, url: str, timeout_s: float) -> tuple[float | None, str | None]:
-    """Seconds from navigation to the first painted round, and an error (None when all went well)."""
+async def open_session(browser, url: str, timeout_s: float, painted: str) -> tuple[float | None, str | None]:
+    """Seconds from navigation until ``painted`` holds (the first round drawn), and an error (None when all went well)."""
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     page = await context.new_page()
     start = time.monotonic()
     try:
         await page.goto(url, timeout=timeout_s * 1000)
-        await page.wait_for_function(PAINTED_OR_FAILED, timeout=timeout_s * 1000, polling=100)
+        await page.wait_for_function(painted, timeout=timeout_s * 1000, polling=100)
         elapsed = time.monotonic() - start
         failed = await page.locator(FAILED).count()
         return (None, "error shown on the page") if failed else (elapsed, None)
@@ -95,10 +100,10 @@ async def open_session(browser, url: str, timeout_s: float) -> tuple[float | Non
         await context.close()
 
 
-async def phase(browser, server: Server, urls: list[str], timeout_s: float) -> dict:
+async def phase(browser, server: Server, urls: list[str], timeout_s: float, painted: str = PAINTED_OR_FAILED) -> dict:
     cpu, logged = server.cpu_seconds(), len(server.computations())
     start = time.monotonic()
-    results = await asyncio.gather(*(open_session(browser, url, timeout_s) for url in urls))
+    results = await asyncio.gather(*(open_session(browser, url, timeout_s, painted) for url in urls))
     wall = time.monotonic() - start
     await asyncio.sleep(1.0)  # let the last log lines arrive
     times = sorted(t for t, _ in results if t is not None)
@@ -142,11 +147,27 @@ async def keep_browsers_nice(niceness: int) -> None:
         await asyncio.sleep(0.5)
 
 
-async def main(sessions: int, tokens: int, timeout_s: float, browser_nice: int, seeds: bool) -> None:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = Server(port)
+        return s.getsockname()[1]
+
+
+async def bare_page_floor(browser, sessions: int, timeout_s: float, folder: Path) -> None:
+    """N sessions on a one-line Streamlit page: what the browsers and Streamlit's front end cost here alone."""
+    app = folder / "bare_page.py"
+    app.write_text(BARE_APP, encoding="utf-8")
+    server = Server(free_port(), app)
+    try:
+        server.wait_healthy()
+        report("bare page, one", await phase(browser, server, [server.url], timeout_s, BARE_PAINTED))
+        report("bare page", await phase(browser, server, [server.url] * sessions, timeout_s, BARE_PAINTED))
+    finally:
+        server.stop()
+
+
+async def main(sessions: int, tokens: int, timeout_s: float, browser_nice: int, seeds: bool, floor: bool) -> None:
+    server = Server(free_port())
     try:
         server.wait_healthy()
         # The students' browsers stand in for their own laptops: kept at this niceness, 30 renderers do not
@@ -155,6 +176,9 @@ async def main(sessions: int, tokens: int, timeout_s: float, browser_nice: int, 
         link = f"{server.url}/?max_new_tokens={tokens}"
         async with async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            if floor:
+                with tempfile.TemporaryDirectory() as folder:
+                    await bare_page_floor(browser, sessions, timeout_s, Path(folder))
             warm = await phase(browser, server, [f"{link}&seed=999999"], timeout_s)
             report("warm-up (load)", warm)
             one = await phase(browser, server, [f"{link}&seed=1"] * sessions, timeout_s)
@@ -183,5 +207,6 @@ if __name__ == "__main__":
     parser.add_argument("--browser-nice", type=int, default=19,
                         help="niceness of the browsers (0: they compete with the server for the CPU as equals)")
     parser.add_argument("--no-seeds", action="store_true", help="skip the different-seeds phase (the longest)")
+    parser.add_argument("--floor", action="store_true", help="first measure N sessions on a bare one-line Streamlit page")
     args = parser.parse_args()
-    asyncio.run(main(args.sessions, args.tokens, args.timeout, args.browser_nice, not args.no_seeds))
+    asyncio.run(main(args.sessions, args.tokens, args.timeout, args.browser_nice, not args.no_seeds, args.floor))

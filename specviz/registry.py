@@ -52,6 +52,14 @@ class DrafterSpec:
     def uses_draft_model(self, config) -> bool:
         return self.draft_model == "always" or (self.draft_model == "if named" and bool(config.draft_spec))
 
+    def reads(self, draft_named: bool) -> tuple[str, ...]:
+        """The fields it reads with or without a named draft model: one that drafts from the draft model
+        only "if named" reads the draft's head size then, and the self-draft's skipped layers otherwise."""
+        if self.draft_model != "if named":
+            return self.fields
+        unused = "skip_layers" if draft_named else "draft_vocab"
+        return tuple(f for f in self.fields if f != unused)
+
 
 @dataclass(frozen=True)
 class RuleSpec:

@@ -94,3 +94,21 @@ def test_the_sidebar_offers_every_registered_drafter_and_rule(tiny_params):
     assert at.slider(key="gamma").disabled is False and at.slider(key="ngram_max").disabled is True
     trace, _, _ = player_of(at)
     assert trace["config"]["drafter"] == "oracle" and trace["rounds"]
+
+
+def test_a_tree_reads_the_draft_head_with_a_draft_model_and_the_skipped_layers_without():
+    tree = DRAFTERS["tree"]
+    assert "draft_vocab" in tree.reads(True) and "skip_layers" not in tree.reads(True)
+    assert "skip_layers" in tree.reads(False) and "draft_vocab" not in tree.reads(False)
+    assert DRAFTERS["layerskip"].reads(True) == DRAFTERS["layerskip"].fields  # only "if named" drafters depend on it
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_the_sidebar_enables_what_the_tree_will_read(tiny_params, named):
+    params = {**tiny_params, "drafter": "tree", "tree_depth": "2", "max_new_tokens": "4"}
+    if not named:
+        params.pop("draft")
+    at = make_app(params).run()
+    assert not at.exception
+    assert at.selectbox(key="draft_vocab").disabled is not named
+    assert at.text_input(key="skip_layers").disabled is named

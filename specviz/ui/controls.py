@@ -118,11 +118,18 @@ def _apply_prompt_preset() -> None:
     st.session_state.prompt = PROMPT_PRESETS[st.session_state.prompt_preset]
 
 
+def chosen_pair(ss) -> tuple[str, str | None]:
+    """(target, draft or None) as the sidebar's pair choice (or its custom text boxes) names them."""
+    if ss.pair == CUSTOM_PAIR:
+        return ss.custom_target.strip(), ss.custom_draft.strip() or None
+    return PAIR_PRESETS[ss.pair]
+
+
 def field_enabled(name: str, ss) -> bool:
     """A widget is enabled when the chosen drafter or rule reads its field (fields no registry entry
     claims are always on) and its Param's ``when`` condition holds."""
     described = field_params()[name]
-    used = set(drafter_spec(ss.drafter).fields) | set(rule_spec(ss.rule).fields)
+    used = set(drafter_spec(ss.drafter).reads(bool(chosen_pair(ss)[1]))) | set(rule_spec(ss.rule).fields)
     condition = described.when is None or ss.get(described.when[0]) == described.when[1]
     return (name not in CLAIMED_FIELDS or name in used) and condition
 
@@ -166,9 +173,7 @@ def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
     if ss.pair == CUSTOM_PAIR:
         sb.text_input("Target model (hub id or directory)", key="custom_target")
         sb.text_input("Draft model (hub id or directory)", key="custom_draft")
-        target, draft = ss.custom_target.strip(), ss.custom_draft.strip() or None
-    else:
-        target, draft = PAIR_PRESETS[ss.pair]
+    target, draft = chosen_pair(ss)
     drawn = [name for name, p in field_params().items() if p.widget != "none"]
     for section in ("Models", "Verification"):
         if section != "Models":
