@@ -14,7 +14,9 @@ st.markdown("Each block size γ runs the sidebar's configuration once (at most "
             f"{analysis.SWEEP_GAMMAS_MAX} values of γ and {analysis.SWEEP_TOKENS_MAX} new tokens per run). The theory "
             "curves use each run's measured α, each round's realised block size k (the last rounds are clipped by the "
             "token budget) and the draft/target cost ratio **c** measured on this device: "
-            "E[tokens/round] = (1 − α^(k+1)) / (1 − α) and speedup = Σ (1 − α^(k+1)) / (1 − α) over Σ (kc + 1).")
+            "E[tokens/round] = (1 − α^(k+1)) / (1 − α) and speedup = Σ (1 − α^(k+1)) / (1 − α) over Σ (kc + 1). "
+            "That speedup prices the target's one pass over k + 1 tokens as one step (true on hardware with parallelism to "
+            "spare); the dotted curve prices it at its cost v(k) measured here: Σ (1 − α^(k+1)) / (1 − α) over Σ (kc + v(k)).")
 gammas = st.multiselect("Block sizes γ", list(range(1, 17)), default=[1, 2, 3, 4, 6, 8], max_selections=analysis.SWEEP_GAMMAS_MAX)
 if config is not None and gammas:
     key = ui.trace_key(config, prompt, "sweep", tuple(sorted(gammas)))

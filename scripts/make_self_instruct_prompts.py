@@ -1,4 +1,4 @@
-"""Write the target's own user requests: specviz/data/self_instruct_prompts.txt, the draft's second prompt set.
+"""Write the target's own user requests: specviz/data/self_instruct_seed<N>.txt, the draft's second prompt set.
 
 Magpie (Xu et al. 2024, arXiv 2406.08464): an instruction-tuned model given only the chat template's
 opening of a user turn writes a plausible user request itself. Sampled at temperature 1 from the
@@ -6,8 +6,12 @@ embedded SmolLM2-135M-Instruct, these requests are as varied as the chats the mo
 the draft learns from the target's answers to the kind of request it expects, not only to our templates
 (the template-only draft accepted 0.76 of its training prompts' tokens but far fewer on held-out ones).
 
-Run once (its output is committed, so training is reproducible without it; about 5 minutes on 2 cores):
-    .venv/bin/python scripts/make_self_instruct_prompts.py [--count 4000] [--seed 0]
+Each seed writes a file of its own, distinct from the requests of every other seed's file, so more
+requests are added by a new seed and the teacher answers already cached for earlier files stay valid.
+Run once per seed (the output is committed, so training is reproducible without it; about 6 minutes
+per 1,000 requests on 2 cores):
+    .venv/bin/python scripts/make_self_instruct_prompts.py --count 1000 --seed 0
+    .venv/bin/python scripts/make_self_instruct_prompts.py --count 2000 --seed 1
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from tqdm import tqdm
 from specviz.models import load_model
 
 DATA = Path(__file__).resolve().parent.parent / "specviz" / "data"
-OUT = DATA / "self_instruct_prompts.txt"
 HELDOUT = DATA / "heldout_prompts.txt"
 MARK = "\uE000"  # a private-use character: where the user's words would go in the template
 
@@ -38,16 +41,20 @@ def acceptable(request: str) -> bool:
     return 4 <= len(words) <= 80 and request[:1].isalnum() and "<|" not in request and "http" not in request
 
 
-def sample_requests(target, count: int, seed: int, batch_size: int = 64, max_tokens: int = 64) -> list[str]:
-    """``count`` distinct acceptable requests, sampled at temperature 1 in batches from the same opening."""
+def seed_file(seed: int) -> Path:
+    return DATA / f"self_instruct_seed{seed}.txt"
+
+
+def sample_requests(target, count: int, seed: int, taken: set[str], batch_size: int = 64, max_tokens: int = 64) -> list[str]:
+    """``count`` distinct acceptable requests not in ``taken``, sampled at temperature 1 in batches from
+    the same opening; batch b of seed s is drawn from torch seed s * 1,000,000 + b."""
     opening = torch.tensor([user_turn_opening(target.tokenizer)] * batch_size)
-    heldout = {line.strip() for line in HELDOUT.read_text(encoding="utf-8").splitlines()}
     eos = target.model.generation_config.eos_token_id
     found: dict[str, None] = {}
     bar = tqdm(total=count, desc="requests")
     batch = 0
     while len(found) < count:
-        torch.manual_seed(seed + batch)
+        torch.manual_seed(seed * 1_000_000 + batch)
         with torch.inference_mode():
             out = target.model.generate(input_ids=opening, attention_mask=torch.ones_like(opening), do_sample=True,
                                         temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=max_tokens, eos_token_id=eos,
@@ -57,7 +64,7 @@ def sample_requests(target, count: int, seed: int, batch_size: int = 64, max_tok
             if stop is None:
                 continue  # ran past max_tokens: a wall of text, not a request
             request = target.tokenizer.decode(row[:stop], skip_special_tokens=True).strip()
-            if acceptable(request) and request not in heldout and request not in found and len(found) < count:
+            if acceptable(request) and request not in taken and request not in found and len(found) < count:
                 found[request] = None
                 bar.update(1)
         batch += 1
@@ -67,12 +74,15 @@ def sample_requests(target, count: int, seed: int, batch_size: int = 64, max_tok
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=4000)
+    parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    requests = sample_requests(load_model("embedded", "cpu"), args.count, args.seed)
-    OUT.write_text("\n".join(r.replace("\n", "\\n") for r in requests) + "\n", encoding="utf-8")
-    print(f"wrote {len(requests)} requests to {OUT}")
+    out = seed_file(args.seed)
+    others = [path for path in sorted(DATA.glob("self_instruct_seed*.txt")) if path != out]
+    taken = {line.strip() for path in [HELDOUT, *others] for line in path.read_text(encoding="utf-8").splitlines()}
+    requests = sample_requests(load_model("embedded", "cpu"), args.count, args.seed, taken)
+    out.write_text("\n".join(r.replace("\n", "\\n") for r in requests) + "\n", encoding="utf-8")
+    print(f"wrote {len(requests)} requests to {out}")
     return 0
 
 

@@ -1,10 +1,11 @@
 """Distil the embedded draft model from the target: ``python -m specviz train-draft``.
 
 Reproducible from ``--seed``:
-  1. text: the target answers every prompt of ``specviz/data/draft_prompts.txt`` (our templates; greedily
-     and sampled at T = 0.7) and of ``self_instruct_prompts.txt`` (requests the target wrote itself,
-     Magpie-style; greedily), keeping its top-k log-probabilities at every generated position
-     (teacher_text.py, cached per prompt file): soft labels carry the whole distribution, which sampling needs;
+  1. text: the target answers every prompt of ``specviz/data/draft_prompts.txt`` (our templates) and of
+     every ``self_instruct_seed<N>.txt`` (requests the target wrote itself, Magpie-style), greedily and
+     sampled at T = 0.7, keeping its top-k log-probabilities at every generated position
+     (teacher_text.py, cached per prompt file and temperature): soft labels carry the whole
+     distribution, which sampling needs;
   2. init: the draft is the target's embedding, a few of its decoder layers and its final norm
      (``cut_model``); the embedding and the tied output head stay frozen (they are the target's);
   3. distil: minimise the forward KL  KL(p || q) = sum_x p(x) (log p(x) - log q(x))  from the target's p
@@ -40,7 +41,11 @@ from .teacher_text import TeacherBatch, generate_teacher_text, read_prompt_file
 
 DATA = Path(__file__).parent / "data"
 TEMPLATE_PROMPTS = DATA / "draft_prompts.txt"  # scripts/make_draft_prompts.py
-SELF_INSTRUCT_PROMPTS = DATA / "self_instruct_prompts.txt"  # scripts/make_self_instruct_prompts.py
+
+def prompt_files() -> list[Path]:
+    """The templates, then every seed's file of self-written requests (scripts/make_self_instruct_prompts.py)."""
+    return [TEMPLATE_PROMPTS, *sorted(DATA.glob("self_instruct_seed*.txt"))]
+
 HELDOUT_FILE = DATA / "heldout_prompts.txt"
 # Spread over the depth: after 60 steps the KL was 3.7 for layers 0,10,20,29 against 3.9 for 0,1,28,29 and 4.9 for 0,1,2,3.
 DEFAULT_LAYERS = (0, 10, 20, 29)
@@ -52,7 +57,7 @@ class TrainSettings:
     new_tokens: int = 96  # tokens the target answers per prompt (the held-out checks read 48-64)
     temperatures: tuple[float, ...] = (0.0, 0.7)  # greedy answers and sampled ones (the T = 0.7 lesson samples at 0.7)
     top_k: int = 32  # the teacher's top-k kept per position (> 0.9 of p's mass on this model's text)
-    epochs: float = 2.5  # 8 epochs on 803 answers overfitted (accepted 0.76 of training tokens, 0.31 held out)
+    epochs: float = 2.0  # 8 epochs on 803 answers overfitted (accepted 0.76 of training tokens, 0.31 held out)
     rows_per_step: int = 8
     lr: float = 1e-3
     warmup: int = 20
@@ -166,14 +171,12 @@ def heldout_acceptance(target: LoadedModel, draft: LoadedModel, prompts: list[st
 def train_draft(target: LoadedModel, settings: TrainSettings, *, out: Path, command: str, progress: bool = True) -> dict:
     """Steps 1-5 above; returns the manifest written beside the weights."""
     started = time.perf_counter()
-    # The target's own requests are answered at the lowest temperature only: sampled answers to text it
-    # sampled itself add least for their CPU time. One cache folder per prompt file and temperature.
-    temperatures_of = {TEMPLATE_PROMPTS: list(settings.temperatures), SELF_INSTRUCT_PROMPTS: [min(settings.temperatures)]}
-    prompt_sets = {path: read_prompt_file(path) for path in temperatures_of}
+    # One cache folder per prompt file (a new seed's file leaves the others' answers valid).
+    prompt_sets = {path: read_prompt_file(path) for path in prompt_files()}
     prompts = [p for prompt_set in prompt_sets.values() for p in prompt_set]
-    batches = [batch for path, prompt_set in prompt_sets.items()
+    batches = [batch for prompt_set in prompt_sets.values()
                for batch in generate_teacher_text(target, prompt_set, new_tokens=settings.new_tokens,
-                                                  temperatures=temperatures_of[path], seed=settings.seed, top_k=settings.top_k,
+                                                  temperatures=list(settings.temperatures), seed=settings.seed, top_k=settings.top_k,
                                                   batch_size=settings.generation_batch, progress=progress)]
     text_s = time.perf_counter() - started
     model, losses = distil(target, batches, settings, progress)
@@ -186,7 +189,8 @@ def train_draft(target: LoadedModel, settings: TrainSettings, *, out: Path, comm
         "command": command, "seed": settings.seed, "target": target.spec, "layers_from_target": list(settings.layers),
         "divergence": settings.divergence, "steps": len(losses), "rows_per_step": settings.rows_per_step, "lr": settings.lr,
         "prompts": len(prompts), "answers": len(response_rows(batches)),
-        "temperatures": {path.name: temperatures for path, temperatures in temperatures_of.items()},
+        "prompt_files": {path.name: len(prompt_set) for path, prompt_set in prompt_sets.items()},
+        "temperatures": list(settings.temperatures),
         "response_tokens": int(sum(int((b.total_lens - b.prompt_lens).sum()) for b in batches)),
         "teacher_top_k": settings.top_k, "final_loss": round(sum(losses[-20:]) / len(losses[-20:]), 4),
         "first_loss": round(sum(losses[:20]) / len(losses[:20]), 4),

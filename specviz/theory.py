@@ -16,6 +16,8 @@ by max_new_tokens), so the ``*_for_blocks`` forms evaluate Eq. 1 at each round's
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 
 def expected_tokens_per_round(alpha: float, gamma: int) -> float:
     """E[tokens per round] = (1 - alpha^(gamma+1)) / (1 - alpha); gamma + 1 when alpha = 1."""
@@ -41,9 +43,18 @@ def expected_tokens_for_blocks(alpha: float, blocks: list[int]) -> float:
     return sum(expected_tokens_per_round(alpha, k) for k in blocks) / len(blocks)
 
 
-def expected_speedup_for_blocks(alpha: float, blocks: list[int], cost_ratio: float) -> float:
+def expected_speedup_for_blocks(alpha: float, blocks: list[int], cost_ratio: float,
+                                verify_cost: Mapping[int, float] | None = None) -> float:
     """Expected tokens over expected cost, in target-forward units, for the realised blocks:
-    sum_r E[tokens | k_r] / sum_r (k_r c + 1)."""
+    sum_r E[tokens | k_r] / sum_r (k_r c + v(k_r)).
+
+    v(k) is the cost of the target's one pass over k + 1 tokens (the k drafted ones and the token before
+    them) in units of a one-token step. Thm. 3.8 takes v = 1: the pass over gamma + 1 tokens runs in
+    parallel on compute that a one-token step leaves idle (Leviathan et al. 2023, Sec. 3.3-3.4). On a
+    small CPU there is little idle compute and a pass over 5 tokens can cost 1.4x a one-token step, so
+    passing the measured v (:func:`specviz.analysis.verification_costs`) prices what this device pays.
+    """
     if not blocks:
         return 0.0
-    return sum(expected_tokens_per_round(alpha, k) for k in blocks) / sum(k * cost_ratio + 1.0 for k in blocks)
+    v = verify_cost or {}
+    return sum(expected_tokens_per_round(alpha, k) for k in blocks) / sum(k * cost_ratio + v.get(k, 1.0) for k in blocks)

@@ -130,7 +130,11 @@ def test_gamma_sweep_progress_counts_its_real_steps(config, tiny_pair):
     calls = []
     table, c, _ = analysis.gamma_sweep(config.replace(rule="greedy", max_new_tokens=10), tiny_pair, PROMPT, [1, 2, 4],
                                        lambda done, total, text: calls.append((done, total, text)))
-    assert {total for _, total, _ in calls} == {3 + 2}  # three block sizes, the baseline and c
+    assert {total for _, total, _ in calls} == {3 + 3}  # three block sizes, the baseline, c and the verification costs
     assert calls[-1][0] == calls[-1][1] and [done for done, _, _ in calls] == sorted(done for done, _, _ in calls)
     assert [text for _, _, text in calls if "γ =" in text] == [f"γ = {g} ({i} of 3 block sizes)" for i, g in enumerate((1, 2, 4), 1)]
     assert list(table.gamma) == [1, 2, 4] and c > 0
+    # the theory priced with the measured pass over k + 1 tokens: a dearer pass than one step predicts less
+    assert (table.verify_cost > 0).all()
+    for row in table.itertuples():
+        assert (row.expected_speedup_verify_measured < row.expected_speedup) == (row.verify_cost > 1.0)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from specviz.config import DecodeConfig
 from specviz.ui import shared_work
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -76,7 +77,7 @@ def test_bad_url_values_fall_back_with_a_message(tiny_params):
     assert not at.exception and not at.error
     warnings = " ".join(w.value for w in at.warning)
     assert "gamma" in warnings and "top_p" in warnings and "rule" in warnings and "round" in warnings
-    assert at.slider(key="gamma").value == 4  # the default
+    assert at.slider(key="gamma").value == DecodeConfig().gamma  # the default
 
 
 @pytest.mark.parametrize("change,message", [

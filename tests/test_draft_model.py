@@ -109,7 +109,7 @@ def test_held_out_greedy_acceptance_shows_the_shipped_draft_is_the_trained_one(p
     config = DecodeConfig(gamma=4, max_new_tokens=32, top_n=1, device="cpu")
     traces = [speculative_decode(config, prompt=p, pair=pair) for p in prompts]
     verified = [pos for t in traces for r in t.rounds for pos in r.draft if pos.status != "not_verified"]
-    # a cut of these layers before training agrees with the target on ~0% of tokens; the shipped draft: 0.44 here
+    # a cut of these layers before training agrees with the target on ~0% of tokens; the shipped draft: 0.41 here
     assert sum(p.accepted for p in verified) / len(verified) >= 0.35
 
 

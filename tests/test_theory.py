@@ -6,7 +6,7 @@ import pytest
 
 from specviz.config import DecodeConfig
 from specviz.engine import autoregressive_decode
-from specviz.theory import best_gamma, expected_speedup, expected_tokens_per_round
+from specviz.theory import best_gamma, expected_speedup, expected_speedup_for_blocks, expected_tokens_per_round
 
 from .conftest import target_greedy
 
@@ -38,6 +38,15 @@ def test_speedup_and_best_gamma():
     assert best_gamma(0.3, 1.0, 16) == 1
     g = best_gamma(0.8, 0.05, 16)
     assert all(expected_speedup(0.8, g, 0.05) >= expected_speedup(0.8, k, 0.05) for k in range(1, 17))
+
+
+def test_the_speedup_can_price_verification_at_its_measured_cost():
+    alpha, c = 0.6, 0.1
+    assert expected_speedup_for_blocks(alpha, [3, 3], c) == pytest.approx(expected_speedup(alpha, 3, c))  # v = 1: Thm. 3.8
+    # a pass over 4 tokens costing 1.4 one-token steps: (1 - a^4) / (1 - a) over (3c + 1.4)
+    assert expected_speedup_for_blocks(alpha, [3], c, {3: 1.4}) == pytest.approx((1 - alpha**4) / (1 - alpha) / (3 * c + 1.4))
+    assert expected_speedup_for_blocks(alpha, [1, 3], c, {3: 1.4}) == pytest.approx(
+        (expected_tokens_per_round(alpha, 1) + expected_tokens_per_round(alpha, 3)) / (c + 1 + 3 * c + 1.4))
 
 
 def test_autoregressive_baseline_is_the_targets_greedy(tiny_dirs, tiny_pair):

@@ -35,7 +35,7 @@ def test_url_round_trip():
 def test_url_bad_values_fall_back_one_by_one():
     state = parse_query({"gamma": "0", "beta": "x", "temperature": "-1", "top_p": "nan", "rule": "greedy",
                          "drafter": "model", "target": "org/other-model", "round": "zero", "seed": "7"}, DEFAULTS)
-    assert (state.config.gamma, state.config.beta, state.config.temperature) == (4, 3, 1.0)
+    assert (state.config.gamma, state.config.beta, state.config.temperature) == (DEFAULTS.gamma, DEFAULTS.beta, DEFAULTS.temperature)
     assert state.config.drafter == "model"  # valid: the embedded target has its shipped draft
     assert state.config.target == "embedded"  # another target without a draft model is refused
     assert state.config.seed == 7 and state.round == 1

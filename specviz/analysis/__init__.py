@@ -5,7 +5,7 @@ every size is bounded (``common``) so one user cannot occupy the machine for min
 """
 
 from .common import COMPARE_BETAS, LAB_SAMPLES_MAX, LAB_TOKENS_MAX, SWEEP_GAMMAS_MAX, SWEEP_TOKENS_MAX, TIMING_REPEATS_MAX
-from .cost import cost_ratio
+from .cost import cost_ratio, verification_costs
 from .drafters import COMPARE_PROMPTS_MAX, compare_drafters, drafter_attention
 from .metrics import (
     SpeedupCheck, TheoryCheck, acceptance_by_position, accepted_lengths, measured_speedup, realised_blocks, theory_check,
@@ -21,5 +21,5 @@ __all__ = [
     "TIMING_REPEATS_MAX", "VOCAB_SIZES", "SpeedupCheck", "TheoryCheck", "acceptance_by_position", "accepted_lengths",
     "compare_drafters", "compare_rules_on_draft", "cost_ratio", "drafter_attention", "gamma_sweep", "lossy_departures",
     "measured_speedup", "realised_blocks", "score_draft", "theory_check", "tokens_per_round", "tree_vs_chain",
-    "verification_mask", "verification_timing", "vocab_sweep",
+    "verification_costs", "verification_mask", "verification_timing", "vocab_sweep",
 ]

@@ -14,17 +14,28 @@ from ..parallel_drafters import draft_logits, target_states, window_memory
 from ..registry import drafter_spec
 
 
-def _one_token_ms(loaded, forward, prefix: list[int], repeats: int) -> float:
-    """Median milliseconds of one cached one-token forward after ``prefix``."""
+def _pass_ms(loaded, forward, prefix: list[int], repeats: int, new_tokens: int = 1) -> float:
+    """Median milliseconds of one cached forward over the last ``new_tokens`` of ``prefix``."""
     state = KVCachedSequence()
-    state.feed(forward, loaded, prefix[:-1], 1)
+    state.feed(forward, loaded, prefix[:-new_tokens], 1)
     times = []
     for _ in range(repeats + 1):
         started = time.perf_counter()
-        state.feed(forward, loaded, prefix[-1:], 1)
+        state.feed(forward, loaded, prefix[-new_tokens:], new_tokens)
         times.append(time.perf_counter() - started)
-        state.pending(prefix)  # crops the token back off
+        state.pending(prefix[: len(prefix) - new_tokens + 1])  # crops the new tokens back off
     return statistics.median(times[1:]) * 1e3
+
+
+def verification_costs(pair: ModelPair, prefix: list[int], blocks: list[int], repeats: int = 5) -> dict[int, float]:
+    """v(k) for each block size k: the target's cached pass over k + 1 tokens (as a round verifies k
+    drafted tokens) over its one-token step, measured after ``prefix`` on this device (theory.py). A
+    prefix shorter than the longest pass is repeated (the tokens do not change the time)."""
+    context = list(prefix)
+    while len(context) < max(blocks, default=0) + 2:
+        context += prefix
+    one = _pass_ms(pair.target, full_forward, context, repeats)
+    return {k: _pass_ms(pair.target, full_forward, context, repeats, k + 1) / one for k in sorted(set(blocks))}
 
 
 def parallel_inputs(config: DecodeConfig, pair: ModelPair, prefix: list[int]):
@@ -46,7 +57,7 @@ def cost_ratio(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats
 
     Autoregressive drafts pay one forward per token; a parallel drafter pays one small pass for all
     its k tokens (on states the verification pass already computed), so its c is that pass over k."""
-    target_ms = _one_token_ms(pair.target, full_forward, prefix, repeats)
+    target_ms = _pass_ms(pair.target, full_forward, prefix, repeats)
     if drafter_spec(config.drafter).requires_model_outputs:
         drafter, memory = parallel_inputs(config, pair, prefix)  # the states come from verification: not timed
         draft_logits(drafter.module, pair.target, memory, prefix[-1])  # warm-up
@@ -59,4 +70,4 @@ def cost_ratio(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats
     draft = drafter_spec(config.drafter).draft_source(config, pair)
     if draft is None:
         return 0.0
-    return _one_token_ms(draft[0], draft[1], prefix, repeats) / target_ms
+    return _pass_ms(draft[0], draft[1], prefix, repeats) / target_ms

@@ -12,7 +12,7 @@ from ..engine import ModelPair, autoregressive_decode
 from ..theory import expected_speedup_for_blocks, expected_tokens_for_blocks
 from ..trace import NOT_VERIFIED, Trace
 
-from .cost import cost_ratio
+from .cost import cost_ratio, verification_costs
 
 
 def acceptance_by_position(trace: Trace) -> pd.DataFrame:
@@ -80,7 +80,8 @@ class SpeedupCheck:
     speculative_s: float
     autoregressive_s: float
     cost_ratio: float  # c measured here
-    expected: float  # the theory at the trace's alpha, realised blocks and c
+    expected: float  # the theory at the trace's alpha, realised blocks and c (verification = one target step)
+    expected_verify_measured: float  # the same with the measured cost of the target's pass over k + 1 tokens
 
     @property
     def measured(self) -> float:
@@ -93,5 +94,7 @@ def measured_speedup(trace: Trace, pair: ModelPair, repeats: int = 1) -> Speedup
     config = trace.config.replace(max_new_tokens=max(1, len(trace.output_ids)))
     ar_seconds = statistics.median(autoregressive_decode(config, pair, trace.prompt_ids)[1] for _ in range(repeats))
     c = cost_ratio(config, pair, trace.prompt_ids + trace.output_ids[:1])
-    expected = expected_speedup_for_blocks(trace.stats.alpha_estimate, realised_blocks(trace), c)
-    return SpeedupCheck(trace.stats.wall_ms / 1e3, ar_seconds, c, expected)
+    alpha, blocks = trace.stats.alpha_estimate, realised_blocks(trace)
+    verify_cost = verification_costs(pair, trace.prompt_ids + trace.output_ids, blocks)
+    return SpeedupCheck(trace.stats.wall_ms / 1e3, ar_seconds, c, expected_speedup_for_blocks(alpha, blocks, c),
+                        expected_speedup_for_blocks(alpha, blocks, c, verify_cost))

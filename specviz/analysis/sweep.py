@@ -9,7 +9,7 @@ from ..config import DecodeConfig
 from ..engine import ModelPair, autoregressive_decode, speculative_decode
 from ..theory import expected_speedup_for_blocks, expected_tokens_for_blocks
 
-from .cost import cost_ratio
+from .cost import cost_ratio, verification_costs
 from .metrics import realised_blocks
 from .common import SWEEP_GAMMAS_MAX, SWEEP_TOKENS_MAX, Progress
 
@@ -19,11 +19,12 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
     """Run each block size once; return (table, cost ratio c, autoregressive seconds).
 
     Table columns: measured tokens per round and speedup next to the closed forms evaluated at the
-    alpha each run measured.
+    alpha each run measured: ``expected_speedup`` prices verification at one target step (Thm. 3.8),
+    ``expected_speedup_verify_measured`` at the measured cost of the target's pass over k + 1 tokens.
     """
     gammas = sorted(set(gammas))[:SWEEP_GAMMAS_MAX]
     config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX))
-    steps = len(gammas) + 2  # the baseline, c, then one run per gamma
+    steps = len(gammas) + 3  # the baseline, c, one run per gamma, then the verification costs
 
     def tick(done: int, text: str) -> None:
         if on_progress:
@@ -33,17 +34,24 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
     ar_ids, ar_seconds = autoregressive_decode(config, pair, prompt_ids)
     tick(1, "measuring the cost ratio c")
     c = cost_ratio(config, pair, prompt_ids + ar_ids[:1])
-    rows = []
+    traces = []
     for i, gamma in enumerate(gammas):
         tick(2 + i, f"γ = {gamma} ({i + 1} of {len(gammas)} block sizes)")
-        trace = speculative_decode(config.replace(gamma=gamma), prompt_ids=prompt_ids, pair=pair)
-        s, blocks = trace.stats, realised_blocks(trace)
+        traces.append(speculative_decode(config.replace(gamma=gamma), prompt_ids=prompt_ids, pair=pair))
+    tick(steps - 1, "measuring the target's pass over k + 1 tokens")
+    blocks_of = [realised_blocks(trace) for trace in traces]
+    verify_cost = verification_costs(pair, prompt_ids + ar_ids, [k for blocks in blocks_of for k in blocks])
+    rows = []
+    for gamma, trace, blocks in zip(gammas, traces, blocks_of):
+        s = trace.stats
         ar_same_length = ar_seconds * s.new_tokens / max(1, len(ar_ids))
         rows.append(dict(
             gamma=gamma, alpha=s.alpha_estimate, acceptance_rate=s.acceptance_rate, mean_block=sum(blocks) / max(1, len(blocks)),
             tokens_per_round=s.mean_tokens_per_round, expected_tokens_per_round=expected_tokens_for_blocks(s.alpha_estimate, blocks),
             speedup=ar_same_length / (s.wall_ms / 1e3), expected_speedup=expected_speedup_for_blocks(s.alpha_estimate, blocks, c),
-            target_passes=s.target_forward_passes, new_tokens=s.new_tokens, wall_s=s.wall_ms / 1e3,
+            expected_speedup_verify_measured=expected_speedup_for_blocks(s.alpha_estimate, blocks, c, verify_cost),
+            verify_cost=verify_cost.get(gamma), target_passes=s.target_forward_passes, new_tokens=s.new_tokens,
+            wall_s=s.wall_ms / 1e3,
         ))
     tick(steps, f"done: {len(gammas)} block sizes")
     return pd.DataFrame(rows), c, ar_seconds

@@ -53,7 +53,8 @@ def vocab_sweep_figure(table) -> go.Figure:
 
 
 def gamma_sweep_figure(table, best_measured: int, best_expected: int) -> go.Figure:
-    """Measured tokens/round and speedup against the closed forms, best gammas marked."""
+    """Measured tokens/round and speedup against the closed forms (the speedup's also with the measured cost of
+    verification), best gammas marked."""
     from plotly.subplots import make_subplots
 
     fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens per round", "speedup over autoregressive"))
@@ -62,6 +63,8 @@ def gamma_sweep_figure(table, best_measured: int, best_expected: int) -> go.Figu
                                  line=dict(color=TARGET_COLOR)), row=1, col=col)
         fig.add_trace(go.Scatter(x=table.gamma, y=table[expected], mode="lines", name=f"theory {measured}",
                                  line=dict(color="#e65100", dash="dash")), row=1, col=col)
+    fig.add_trace(go.Scatter(x=table.gamma, y=table.expected_speedup_verify_measured, mode="lines",
+                             name="theory speedup, verification cost measured", line=dict(color="#6a1b9a", dash="dot")), row=1, col=2)
     best = table[table.gamma == best_measured]
     fig.add_trace(go.Scatter(x=best.gamma, y=best.speedup, mode="markers+text", text=[f"best γ={best_measured}"],
                              textposition="top center", marker=dict(size=14, color=COLORS["accepted"][0], symbol="star"),

@@ -1,0 +1,53 @@
+"""The draft's training pipeline on a tiny target: cached teacher text, distillation, the frequency ranking."""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+from specviz.draft_training import (
+    HELDOUT_FILE, TEMPLATE_PROMPTS, TrainSettings, distil, prompt_files, response_rows, vocab_ranking,
+)
+from specviz.teacher_text import generate_teacher_text, read_prompt_file
+
+TINY_PROMPTS = [" ".join(f"w{(5 * i + j) % 30}" for j in range(4 + i % 3)) for i in range(10)]
+
+
+def test_the_held_out_prompts_are_in_no_training_file():
+    files = prompt_files()
+    assert files[0] == TEMPLATE_PROMPTS and len(files) >= 3  # the templates, then every seed's self-written requests
+    trained = {p for path in files for p in read_prompt_file(path)}
+    heldout = read_prompt_file(HELDOUT_FILE)
+    assert len(trained) > 4000 and heldout and not trained & set(heldout)
+
+
+def test_teacher_text_is_cached_per_temperature_and_read_back(tiny_pair, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    made = generate_teacher_text(tiny_pair.target, TINY_PROMPTS, new_tokens=8, temperatures=[0.0, 0.7], seed=0, top_k=6,
+                                 batch_size=4, progress=False)
+    files = sorted(tmp_path.glob("teacher-text/*/*.safetensors"))
+    assert len(made) == len(files) == 2 * 3  # 10 prompts in batches of 4, at two temperatures
+    read = generate_teacher_text(tiny_pair.target, TINY_PROMPTS, new_tokens=8, temperatures=[0.0, 0.7], seed=0, top_k=6,
+                                 batch_size=4, progress=False)
+    assert all(torch.equal(a.ids, b.ids) and torch.allclose(a.top_logp, b.top_logp, atol=1e-2) for a, b in zip(made, read))
+    greedy = made[0]  # the greedy answer's token is the teacher's top-1 at every response step
+    for row in range(greedy.ids.shape[0]):
+        prompt, total = int(greedy.prompt_lens[row]), int(greedy.total_lens[row])
+        assert greedy.ids[row, prompt:total].tolist() == greedy.top_ids[row, : total - prompt, 0].tolist()
+
+
+def test_distilling_a_cut_of_the_target_lowers_the_divergence(tiny_pair, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    batches = generate_teacher_text(tiny_pair.target, TINY_PROMPTS, new_tokens=12, temperatures=[0.0], seed=0, top_k=8,
+                                    batch_size=5, progress=False)
+    settings = TrainSettings(layers=(0, 3), epochs=30, rows_per_step=4, lr=3e-3, warmup=5)
+    draft, losses = distil(tiny_pair.target, batches, settings, progress=False)
+    assert len(losses) == int(30 * len(response_rows(batches)) / 4)
+    assert draft.config.num_hidden_layers == 2
+    assert statistics.mean(losses[-5:]) < 0.5 * statistics.mean(losses[:5])
+    vocab = tiny_pair.target.model.config.vocab_size
+    ranking = vocab_ranking(batches, vocab)
+    assert sorted(ranking.tolist()) == list(range(vocab))  # every id once, the most generated first
+    generated = [t for b in batches for r in range(b.ids.shape[0]) for t in b.ids[r, int(b.prompt_lens[r]): int(b.total_lens[r])].tolist()]
+    assert generated.count(int(ranking[0])) == max(generated.count(t) for t in set(generated))
