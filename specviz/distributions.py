@@ -74,9 +74,12 @@ def gumbel_top_k(probs: torch.Tensor, k: int, generator: torch.Generator) -> lis
 
     Gumbel-top-k trick (Vieira 2014; Kool et al. 2019): perturb log p with i.i.d. Gumbel(0, 1) noise
     and keep the k largest; the i-th is distributed as the i-th draw of sequential sampling without
-    replacement. k = 1 is the Gumbel-max trick: an exact sample from ``probs``. The noise comes from
-    a seeded CPU generator, so draws are the same on any device.
+    replacement. One draw (k = 1) is :func:`sample`, so a tree with one child per node consumes exactly
+    the draws the chain does. The noise comes from a seeded CPU generator, so draws are the same on any
+    device.
     """
+    if k == 1:
+        return [sample(probs, generator)]
     probs = probs.detach().double().cpu()
     uniform01 = torch.rand(probs.shape, generator=generator, dtype=torch.float64).clamp_(1e-300, 1.0)
     keys = torch.log(probs) - torch.log(-torch.log(uniform01))  # log p + Gumbel noise; -inf where p = 0
@@ -85,9 +88,14 @@ def gumbel_top_k(probs: torch.Tensor, k: int, generator: torch.Generator) -> lis
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator) -> int:
-    """One token id drawn from ``probs`` (the Gumbel-max trick, so a tree with one child per node
-    consumes exactly the draws the chain does)."""
-    return gumbel_top_k(probs, 1, generator)[0]
+    """One token id drawn from ``probs`` by inversion: the first id whose cumulative probability
+    exceeds u * total, u ~ U[0, 1) (float64). One uniform per draw, where the Gumbel-max trick needs one
+    per vocabulary entry (49,152 here) and three logarithms of each. An id with probability 0 is never
+    drawn (its cumulative sum equals its predecessor's)."""
+    cdf = torch.cumsum(probs.detach().double().cpu(), dim=0)
+    u = uniform(generator) * float(cdf[-1])
+    drawn = int(torch.searchsorted(cdf, torch.tensor([u], dtype=torch.float64), right=True)[0])
+    return drawn if drawn < len(cdf) else int(torch.nonzero(probs).max())  # u * total rounded up to the total
 
 
 def uniform(generator: torch.Generator) -> float:
