@@ -14,7 +14,7 @@ from ..parallel_drafters import draft_logits, target_states, window_memory
 from ..registry import drafter_spec
 
 
-def _pass_ms(loaded, forward, prefix: list[int], repeats: int, new_tokens: int = 1) -> float:
+def cached_pass_ms(loaded, forward, prefix: list[int], repeats: int, new_tokens: int = 1) -> float:
     """Median milliseconds of one cached forward over the last ``new_tokens`` of ``prefix``."""
     state = KVCachedSequence()
     state.feed(forward, loaded, prefix[:-new_tokens], 1)
@@ -34,8 +34,8 @@ def verification_costs(pair: ModelPair, prefix: list[int], blocks: list[int], re
     context = list(prefix)
     while len(context) < max(blocks, default=0) + 2:
         context += prefix
-    one = _pass_ms(pair.target, full_forward, context, repeats)
-    return {k: _pass_ms(pair.target, full_forward, context, repeats, k + 1) / one for k in sorted(set(blocks))}
+    one = cached_pass_ms(pair.target, full_forward, context, repeats)
+    return {k: cached_pass_ms(pair.target, full_forward, context, repeats, k + 1) / one for k in sorted(set(blocks))}
 
 
 def parallel_inputs(config: DecodeConfig, pair: ModelPair, prefix: list[int]):
@@ -57,7 +57,7 @@ def cost_ratio(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats
 
     Autoregressive drafts pay one forward per token; a parallel drafter pays one small pass for all
     its k tokens (on states the verification pass already computed), so its c is that pass over k."""
-    target_ms = _pass_ms(pair.target, full_forward, prefix, repeats)
+    target_ms = cached_pass_ms(pair.target, full_forward, prefix, repeats)
     if drafter_spec(config.drafter).requires_model_outputs:
         drafter, memory = parallel_inputs(config, pair, prefix)  # the states come from verification: not timed
         draft_logits(drafter.module, pair.target, memory, prefix[-1])  # warm-up
@@ -70,4 +70,4 @@ def cost_ratio(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats
     draft = drafter_spec(config.drafter).draft_source(config, pair)
     if draft is None:
         return 0.0
-    return _pass_ms(draft[0], draft[1], prefix, repeats) / target_ms
+    return cached_pass_ms(draft[0], draft[1], prefix, repeats) / target_ms

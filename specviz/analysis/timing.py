@@ -11,6 +11,7 @@ from ..forwards import KVCachedSequence, full_forward
 from ..engine import ModelPair
 
 from .common import TIMING_REPEATS_MAX
+from .cost import cached_pass_ms
 
 
 def verification_timing(pair: ModelPair, prefix: list[int], block: list[int], repeats: int = 5) -> dict:
@@ -20,21 +21,18 @@ def verification_timing(pair: ModelPair, prefix: list[int], block: list[int], re
     drafted positions in parallel, so one pass costs about as much as one token while memory-bound).
     """
     repeats = min(repeats, TIMING_REPEATS_MAX)
+    parallel_ms = cached_pass_ms(pair.target, full_forward, prefix + block, repeats, len(block))
     state = KVCachedSequence()
     state.feed(full_forward, pair.target, prefix, 1)
-    parallel, sequential = [], []
+    sequential = []
     for _ in range(repeats + 1):
-        started = time.perf_counter()
-        state.feed(full_forward, pair.target, block, len(block))
-        parallel.append(time.perf_counter() - started)
-        state.pending(prefix + [0])  # crop back to the prefix
         started = time.perf_counter()
         for token in block:
             state.feed(full_forward, pair.target, [token], 1)
         sequential.append(time.perf_counter() - started)
-        state.pending(prefix + [0])
-    return dict(gamma=len(block), parallel_ms=statistics.median(parallel[1:]) * 1e3,
-                sequential_ms=statistics.median(sequential[1:]) * 1e3, repeats=repeats)
+        state.pending(prefix + [0])  # crop back to the prefix
+    return dict(gamma=len(block), parallel_ms=parallel_ms, sequential_ms=statistics.median(sequential[1:]) * 1e3,
+                repeats=repeats)
 
 
 def verification_mask(prefix_len: int, gamma: int) -> np.ndarray:
