@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     draft.add_argument("--temperatures", default=None,
                        help="comma-separated: the target answers each prompt once per temperature, 0 = greedy (default 0,0.7)")
     draft.add_argument("--draft-vocab", type=int, default=None, help="FR-Spec head size the engine uses by default (default 8192)")
+    draft.add_argument("--rows-per-step", type=int, default=None, help="answers per optimiser step (default 8)")
+    draft.add_argument("--lr", type=float, default=None, help="peak learning rate (default 1e-3)")
+    draft.add_argument("--generation-batch", type=int, default=None,
+                       help="prompts the target answers per generate call (default 64; part of the cache key)")
     draft.add_argument("--seed", type=int, default=0)
     draft.add_argument("--device", default="auto")
     draft.add_argument("--out", default=None, help="weights file (default: the shipped specviz/weights/smollm2-135m-draft.safetensors)")
@@ -124,6 +128,8 @@ def train_draft(args: argparse.Namespace) -> None:
     from .draft_model import WEIGHTS_FILE
     from .draft_training import TrainSettings
     from .draft_training import train_draft as run_training
+    import torch
+
     from .models import load_model
 
     try:
@@ -131,13 +137,15 @@ def train_draft(args: argparse.Namespace) -> None:
     except ValueError as exc:
         raise ConfigError(f"train-draft: --temperatures takes comma-separated numbers; got {args.temperatures!r}") from exc
     given = dict(layers=tuple(args.layers) if args.layers else None, epochs=args.epochs, divergence=args.divergence,
-                 draft_vocab=args.draft_vocab, seed=args.seed, temperatures=temperatures)
+                 draft_vocab=args.draft_vocab, seed=args.seed, temperatures=temperatures, rows_per_step=args.rows_per_step,
+                 lr=args.lr, generation_batch=args.generation_batch)
     settings = TrainSettings(**{k: v for k, v in given.items() if v is not None})
     if (not 1 <= len(settings.layers) <= 8 or not 0 < settings.epochs <= 100 or settings.draft_vocab < 0
-            or not all(0 <= t <= 2 for t in settings.temperatures)):
+            or not all(0 <= t <= 2 for t in settings.temperatures) or settings.rows_per_step < 1
+            or settings.generation_batch < 1 or not 0 < settings.lr < 1):
         raise ConfigError("train-draft: --layers takes 1 to 8 layer numbers, --epochs is in (0, 100], --draft-vocab >= 0, "
-                          "--temperatures in [0, 2]")
-    target = load_model("embedded", args.device)
+                          "--temperatures in [0, 2], --rows-per-step and --generation-batch >= 1, --lr in (0, 1)")
+    target = load_model("embedded", args.device, torch.float32)  # the teacher's probabilities in float32 on any device
     bad = [i for i in settings.layers if not 0 <= i < target.num_layers]
     if bad:
         raise ConfigError(f"train-draft: layers {bad} are not layers of the target (0..{target.num_layers - 1})")

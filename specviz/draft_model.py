@@ -53,7 +53,7 @@ def cut_model(target: PreTrainedModel, layer_ids: list[int]) -> LlamaForCausalLM
                       for name, value in target.state_dict().items() if name.startswith(prefix)})
     draft.load_state_dict(state, strict=False)
     draft.tie_weights()
-    return draft.to(target.dtype).eval()
+    return draft.to(device=target.device, dtype=target.dtype).eval()
 
 
 def save_shipped(draft: PreTrainedModel, vocab_order: torch.Tensor, manifest: dict, path: Path = WEIGHTS_FILE) -> None:

@@ -166,7 +166,7 @@ def hub_reachable() -> bool:
     return True
 
 
-def _load_pretrained(source: str, device: torch.device) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def _load_pretrained(source: str, device: torch.device, dtype: torch.dtype) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     offline = not Path(source).is_dir() and not hub_reachable()
     common = dict(trust_remote_code=False, local_files_only=offline)
     try:
@@ -180,7 +180,7 @@ def _load_pretrained(source: str, device: torch.device) -> tuple[PreTrainedModel
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **common)
         model = AutoModelForCausalLM.from_pretrained(
-            source, dtype=model_dtype(device), use_safetensors=True, **common
+            source, dtype=dtype, use_safetensors=True, **common
         )
     except Exception as exc:  # noqa: BLE001
         raise ModelLoadError(f"Could not load model {source!r}: {type(exc).__name__}: {str(exc)[:300]}") from exc
@@ -188,14 +188,15 @@ def _load_pretrained(source: str, device: torch.device) -> tuple[PreTrainedModel
 
 
 @functools.lru_cache(maxsize=8)
-def load_model(spec: str, device: str = "auto") -> LoadedModel:
-    """Load a model spec once per process and device; later calls return the same object."""
+def load_model(spec: str, device: str = "auto", dtype: torch.dtype | None = None) -> LoadedModel:
+    """Load a model spec once per process, device and dtype; later calls return the same object.
+    ``dtype`` defaults to the device's (``model_dtype``); a teacher asks for float32 on a GPU too."""
     spec = (spec or "").strip()
     if not spec:
         raise ModelLoadError("No model given")
     resolved = resolve_device(device)
     source, name = model_source(spec)
-    model, tokenizer = _load_pretrained(source, resolved)
+    model, tokenizer = _load_pretrained(source, resolved, dtype or model_dtype(resolved))
     model.to(resolved).eval()
     model.requires_grad_(False)
     from .draft_model import read_vocab_ranking

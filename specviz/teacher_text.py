@@ -72,8 +72,11 @@ def generate_batch(target: LoadedModel, prompt_ids: list[list[int]], new_tokens:
             pad_token_id=pad_id, return_dict_in_generate=True, output_logits=True, **sampling,
         )
     responses = out.sequences[:, width:].cpu()  # (B, R)
-    logits = torch.stack(out.logits, dim=1).float().cpu()  # (B, R, V) raw logits of every step
-    top = torch.topk(torch.log_softmax(logits, dim=-1), top_k, dim=-1)  # (B, R, K)
+    # Raw logits of every step, reduced to the top-k on the model's device one step at a time (a GPU
+    # batch of 1,024 rows would otherwise move R x 1,024 x 49,152 floats to the host).
+    steps = [torch.topk(torch.log_softmax(step.float(), dim=-1), top_k, dim=-1) for step in out.logits]
+    top_ids = torch.stack([s.indices for s in steps], dim=1).cpu()  # (B, R, K)
+    top_logp = torch.stack([s.values for s in steps], dim=1).cpu()
     eos = eos_ids(target)
     rows, lengths = [], []
     for prompt, response in zip(prompt_ids, responses.tolist()):
@@ -84,7 +87,7 @@ def generate_batch(target: LoadedModel, prompt_ids: list[list[int]], new_tokens:
     ids = torch.full((len(rows), length), PAD, dtype=torch.long)
     for i, r in enumerate(rows):
         ids[i, : len(r)] = torch.tensor(r)
-    return TeacherBatch(ids, torch.tensor(lengths), torch.tensor([len(r) for r in rows]), top.indices, top.values)
+    return TeacherBatch(ids, torch.tensor(lengths), torch.tensor([len(r) for r in rows]), top_ids, top_logp)
 
 
 def corpus_key(spec: str, prompts: list[str], new_tokens: int, seed: int, top_k: int, batch_size: int) -> str:

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
+from specviz import analysis
 from specviz.config import EMBEDDED, ConfigError, DecodeConfig
 from specviz.draft_model import MANIFEST_FILE, WEIGHTS_FILE, embedded_draft_dir
 from specviz.draft_training import HELDOUT_FILE
 from specviz.lab import chi_square_power, goodness_of_fit
-from specviz.engine import ModelPair, draft_forward_for, load_pair, speculative_decode
+from specviz.engine import ModelPair, draft_forward_for, load_pair, prompt_ids_for, speculative_decode
 from specviz.models import VocabularyMismatchError, encode_prompt, load_model
 from specviz.teacher_text import read_prompt_file
 from specviz.distributions import softmax32
@@ -109,8 +112,31 @@ def test_held_out_greedy_acceptance_shows_the_shipped_draft_is_the_trained_one(p
     config = DecodeConfig(gamma=4, max_new_tokens=32, top_n=1, device="cpu")
     traces = [speculative_decode(config, prompt=p, pair=pair) for p in prompts]
     verified = [pos for t in traces for r in t.rounds for pos in r.draft if pos.status != "not_verified"]
-    # a cut of these layers before training agrees with the target on ~0% of tokens; the shipped draft: 0.41 here
-    assert sum(p.accepted for p in verified) / len(verified) >= 0.35
+    # a cut of these layers before training agrees with the target on ~0% of tokens; the draft trained on
+    # 0.85M tokens of teacher text: 0.41 here; the shipped one (6.2M tokens): 0.48
+    assert sum(p.accepted for p in verified) / len(verified) >= 0.44
+
+
+def test_the_head_size_comparison_reports_the_trace_of_each_head(pair):
+    """The Gamma sweep page's "Compare head sizes" table: one row per K, whose alpha is that K's own trace."""
+    config = DecodeConfig(gamma=2, max_new_tokens=8, top_n=1, device="cpu")
+    ids = prompt_ids_for(pair, config, PROMPT, None)
+    table = analysis.vocab_sweep(config, pair, ids, sizes=(512, 0))
+    assert list(table.draft_vocab) == [512, pair.vocab_size]
+    assert (table.cost_ratio > 0).all() and table.alpha.between(0, 1).all()
+    trimmed = speculative_decode(config.replace(draft_vocab=512, drafter="model"), prompt_ids=ids, pair=pair)
+    assert table.alpha[0] == pytest.approx(trimmed.stats.alpha_estimate)
+    head = set(pair.draft.vocab_ranking.order[:512].tolist())
+    assert all(pos.token_id in head for r in trimmed.rounds for pos in r.draft)
+
+
+def test_loading_the_default_pair_trains_nothing():
+    """The app's start-up path (load_pair on the defaults) reads the shipped weights and never imports training code."""
+    probe = ("import sys; from specviz.config import DecodeConfig; from specviz.engine import load_pair; "
+             "load_pair(DecodeConfig(device='cpu')); "
+             "print([m for m in ('specviz.draft_training', 'specviz.teacher_text', 'specviz.training') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
 
 
 def test_a_draft_for_another_vocabulary_is_refused_with_a_message(tiny_dirs):
