@@ -27,15 +27,22 @@ def cached_pass_ms(loaded, forward, prefix: list[int], repeats: int, new_tokens:
     return statistics.median(times[1:]) * 1e3
 
 
-def verification_costs(pair: ModelPair, prefix: list[int], blocks: list[int], repeats: int = 5) -> dict[int, float]:
+def verification_costs(pair: ModelPair, prefix: list[int], blocks: list[int], repeats: int = 5,
+                       pairs: int = 1) -> dict[int, float]:
     """v(k) for each block size k: the target's cached pass over k + 1 tokens (as a round verifies k
-    drafted tokens) over its one-token step, measured after ``prefix`` on this device (theory.py). A
-    prefix shorter than the longest pass is repeated (the tokens do not change the time)."""
+    drafted tokens) over its one-token step, measured after ``prefix`` on this device (theory.py). Each
+    k's pass is timed right after a one-token pass, and v(k) is the median over ``pairs`` such pairs: on
+    a shared machine whose speed drifts, both sides of a ratio are measured within a second. A prefix
+    shorter than the longest pass is repeated (the tokens do not change the time)."""
     context = list(prefix)
     while len(context) < max(blocks, default=0) + 2:
         context += prefix
-    one = cached_pass_ms(pair.target, full_forward, context, repeats)
-    return {k: cached_pass_ms(pair.target, full_forward, context, repeats, k + 1) / one for k in sorted(set(blocks))}
+
+    def paired_ratio(k: int) -> float:
+        one = cached_pass_ms(pair.target, full_forward, context, repeats)
+        return cached_pass_ms(pair.target, full_forward, context, repeats, k + 1) / one
+
+    return {k: statistics.median(paired_ratio(k) for _ in range(pairs)) for k in sorted(set(blocks))}
 
 
 def parallel_inputs(config: DecodeConfig, pair: ModelPair, prefix: list[int]):
