@@ -26,7 +26,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from specviz.analysis import cost_ratio, realised_blocks, verification_costs
-from specviz.config import EMBEDDED_DRAFT, DecodeConfig
+from specviz.config import DTYPES, EMBEDDED_DRAFT, DecodeConfig
 from specviz.draft_model import embedded_draft_dir
 from specviz.draft_training import HELDOUT_FILE
 from specviz.engine import load_pair, prompt_ids_for, speculative_decode
@@ -75,6 +75,7 @@ def summarise(traces) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--dtype", default="float32", choices=DTYPES, help="the models' weights (probabilities are float32)")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--prompts", type=int, default=6, help="how many held-out prompts (specviz/data/heldout_prompts.txt)")
     parser.add_argument("--gammas", default="1,2,3,4,5,6")
@@ -82,7 +83,7 @@ def main() -> None:
     args = parser.parse_args()
     gammas = [int(g) for g in args.gammas.split(",")]
     n = args.max_new_tokens
-    base = DecodeConfig(max_new_tokens=n, device=args.device, top_n=10)
+    base = DecodeConfig(max_new_tokens=n, device=args.device, dtype=args.dtype, top_n=10)
     pair = load_pair(base)
     texts = read_prompt_file(HELDOUT_FILE)[: args.prompts]
     prompts = [prompt_ids_for(pair, base, t, None) for t in texts]

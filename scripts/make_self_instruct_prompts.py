@@ -85,7 +85,7 @@ def main() -> int:
     out = seed_file(args.seed)
     others = [path for path in sorted(DATA.glob("self_instruct_seed*.txt")) if path != out]
     taken = {line.strip() for path in [HELDOUT, *others] for line in path.read_text(encoding="utf-8").splitlines()}
-    target = load_model("embedded", args.device, torch.float32)
+    target = load_model("embedded", args.device)
     requests = sample_requests(target, args.count, args.seed, taken, batch_size=args.batch_size)
     out.write_text("\n".join(r.replace("\n", "\\n") for r in requests) + "\n", encoding="utf-8")
     print(f"wrote {len(requests)} requests to {out}")

@@ -128,8 +128,6 @@ def train_draft(args: argparse.Namespace) -> None:
     from .draft_model import WEIGHTS_FILE
     from .draft_training import TrainSettings
     from .draft_training import train_draft as run_training
-    import torch
-
     from .models import load_model
 
     try:
@@ -145,7 +143,7 @@ def train_draft(args: argparse.Namespace) -> None:
             or settings.generation_batch < 1 or not 0 < settings.lr < 1):
         raise ConfigError("train-draft: --layers takes 1 to 8 layer numbers, --epochs is in (0, 100], --draft-vocab >= 0, "
                           "--temperatures in [0, 2], --rows-per-step and --generation-batch >= 1, --lr in (0, 1)")
-    target = load_model("embedded", args.device, torch.float32)  # the teacher's probabilities in float32 on any device
+    target = load_model("embedded", args.device)  # float32: the teacher's probabilities in float32 on any device
     bad = [i for i in settings.layers if not 0 <= i < target.num_layers]
     if bad:
         raise ConfigError(f"train-draft: layers {bad} are not layers of the target (0..{target.num_layers - 1})")

@@ -80,11 +80,12 @@ def resolve_device(device: str = "auto") -> torch.device:
     return resolved
 
 
-def model_dtype(device: torch.device) -> torch.dtype:
-    """Half precision on a GPU (bf16 where supported); float32 on the CPU. Rules always use float32 probs."""
-    if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.float32
+def torch_dtype(name: str) -> torch.dtype:
+    """A config's precision name ("float32", "bfloat16", "float16") as a torch dtype."""
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ModelLoadError(f"Unknown precision {name!r}: use float32, bfloat16 or float16")
+    return dtype
 
 
 def cache_root() -> Path:
@@ -187,16 +188,20 @@ def _load_pretrained(source: str, device: torch.device, dtype: torch.dtype) -> t
     return model, tokenizer
 
 
+def load_model(spec: str, device: str = "auto", dtype: str = "float32") -> LoadedModel:
+    """Load a model spec once per process, device and precision; later calls return the same object
+    (however the arguments are spelled). Rules compute every probability in float32 whatever ``dtype``
+    the weights have."""
+    return _load_model_once((spec or "").strip(), device, dtype)
+
+
 @functools.lru_cache(maxsize=8)
-def load_model(spec: str, device: str = "auto", dtype: torch.dtype | None = None) -> LoadedModel:
-    """Load a model spec once per process, device and dtype; later calls return the same object.
-    ``dtype`` defaults to the device's (``model_dtype``); a teacher asks for float32 on a GPU too."""
-    spec = (spec or "").strip()
+def _load_model_once(spec: str, device: str, dtype: str) -> LoadedModel:
     if not spec:
         raise ModelLoadError("No model given")
     resolved = resolve_device(device)
     source, name = model_source(spec)
-    model, tokenizer = _load_pretrained(source, resolved, dtype or model_dtype(resolved))
+    model, tokenizer = _load_pretrained(source, resolved, torch_dtype(dtype))
     model.to(resolved).eval()
     model.requires_grad_(False)
     from .draft_model import read_vocab_ranking

@@ -118,7 +118,7 @@ def test_bad_input_gets_clear_errors(tiny_dirs, tiny_pair):
     for field, value, message in [
         ("gamma", 0, "gamma"), ("gamma", 17, "gamma"), ("beta", 0, "beta"), ("temperature", -0.1, "temperature"),
         ("top_p", 0.0, "top_p"), ("top_p", 1.5, "top_p"), ("max_new_tokens", 0, "max_new_tokens"),
-        ("rule", "nope", "rule"), ("drafter", "nope", "drafter"),
+        ("rule", "nope", "rule"), ("drafter", "nope", "drafter"), ("dtype", "float64", "dtype"),
     ]:
         with pytest.raises(ConfigError, match=message):
             tiny_config(tiny_dirs, **{field: value}).validated()
@@ -131,6 +131,19 @@ def test_unknown_model_and_tokenizer_mismatch(tiny_dirs, tmp_path):
         load_model(str(tmp_path / "no-such-model"), "cpu")
     with pytest.raises(VocabularyMismatchError, match="different tokenizers"):
         load_pair(DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["other_vocab"], drafter="model", device="cpu"))
+
+
+def test_the_models_run_in_the_precision_asked_for_and_the_rules_stay_float32(tiny_dirs):
+    default = load_pair(tiny_config(tiny_dirs))
+    assert default.target.model.dtype == torch.float32 == default.draft.model.dtype  # exact by default
+    half = tiny_config(tiny_dirs, dtype="bfloat16")
+    pair = load_pair(half)
+    assert pair.target.model.dtype == torch.bfloat16 == pair.draft.model.dtype
+    assert pair.target is not default.target  # one shared model per precision, the float32 one untouched
+    trace = speculative_decode(half, prompt_ids=PROMPT, pair=pair)
+    positions = [pos for r in trace.rounds for pos in r.draft]
+    assert trace.output_ids and positions
+    assert all(0.0 <= pos.q <= 1.0 and 0.0 <= pos.p <= 1.0 for pos in positions)
 
 
 def test_layer_skip_does_not_mutate_the_shared_model(tiny_dirs, tiny_pair):

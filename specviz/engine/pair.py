@@ -31,10 +31,10 @@ def uses_draft_model(config: DecodeConfig) -> bool:
 def load_pair(config: DecodeConfig) -> ModelPair:
     """Load (or fetch from the process cache) the models a config names and check they fit together."""
     config.validated()
-    target = load_model(config.target, config.device)
+    target = load_model(config.target, config.device, config.dtype)
     if not uses_draft_model(config):
         return ModelPair(target)
-    draft = load_model(config.draft_spec, config.device)
+    draft = load_model(config.draft_spec, config.device, config.dtype)
     check_same_vocabulary(target, draft)
     return ModelPair(target, draft)
 

@@ -193,7 +193,7 @@ def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
         st.warning(message)
     try:
         chosen = {name: config_value(name, ss[name]) for name in drawn}
-        config = DecodeConfig(target=target, draft=draft, device=defaults.device, **chosen).validated()
+        config = DecodeConfig(target=target, draft=draft, device=defaults.device, dtype=defaults.dtype, **chosen).validated()
     except ConfigError as exc:
         st.error(str(exc))
         return None, ss.prompt

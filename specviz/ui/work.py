@@ -34,13 +34,14 @@ HEARTBEAT_SECONDS = 2.0  # a waiting page redraws at least this often, even when
 
 
 def app_defaults() -> DecodeConfig:
-    """The app's defaults; the device comes from $SPECVIZ_DEVICE (auto: the GPU when there is one)."""
-    return DecodeConfig(device=os.environ.get("SPECVIZ_DEVICE", "auto"))
+    """The app's defaults; the device comes from $SPECVIZ_DEVICE (auto: the GPU when there is one), the
+    weights' precision from $SPECVIZ_DTYPE (float32 unless set)."""
+    return DecodeConfig(device=os.environ.get("SPECVIZ_DEVICE", "auto"), dtype=os.environ.get("SPECVIZ_DTYPE", "float32"))
 
 
 @st.cache_resource(show_spinner=False, max_entries=6)
-def cached_pair(target: str, draft: str | None, drafter: str, device: str) -> ModelPair:
-    return load_pair(DecodeConfig(target=target, draft=draft, drafter=drafter, device=device))
+def cached_pair(target: str, draft: str | None, drafter: str, device: str, dtype: str) -> ModelPair:
+    return load_pair(DecodeConfig(target=target, draft=draft, drafter=drafter, device=device, dtype=dtype))
 
 
 def _draft_spec(config: DecodeConfig) -> str | None:
@@ -79,7 +80,7 @@ def show_user_errors(fn):
 
 def pair_for(config: DecodeConfig) -> ModelPair:
     """The process's shared model pair for ``config`` (a spinner when a page, not a worker, loads it)."""
-    load = partial(cached_pair, config.target, _draft_spec(config), config.drafter, config.device)
+    load = partial(cached_pair, config.target, _draft_spec(config), config.drafter, config.device, config.dtype)
     if get_script_run_ctx(suppress_warning=True) is None:
         return load()
     with st.spinner(f"Loading {config.target}" + (f" and {config.draft}" if _draft_spec(config) else "") + " …"):
