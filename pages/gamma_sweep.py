@@ -21,7 +21,7 @@ gammas = st.multiselect("Block sizes γ", list(range(1, 17)), default=[1, 2, 3, 
 if config is not None and gammas:
     key = ui.trace_key(config, prompt, "sweep", tuple(sorted(gammas)))
     if not ui.known(key) and not st.button("Run the sweep", type="primary"):
-        st.info("Press the button to run the sweep (it decodes once per γ, plus one autoregressive baseline).")
+        st.info("Press the button to run the sweep (it decodes once per γ, each right after the target alone as that γ's baseline).")
         st.stop()
 
     def compute(on_progress):
@@ -30,7 +30,7 @@ if config is not None and gammas:
 
     result = ui.remembered(key, compute, "Sweeping γ")
     if result is not None:
-        table, c, ar_seconds = result
+        table, c, _ = result
         best_measured = int(table.loc[table.speedup.idxmax(), "gamma"])
         alpha = float(table.alpha.mean())
         best_theory = theory.best_gamma(alpha, c, 16)

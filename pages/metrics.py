@@ -62,7 +62,8 @@ if trace is not None and trace.rounds:
                        help="Σ_r (1 − α^(k_r+1)) / (1 − α) over Σ_r (k_r c + v(k_r)), v(k) = the target's pass over k + 1 "
                             "tokens in one-token steps, timed now")
         st.markdown(f"Both runs decode {len(trace.output_ids)} tokens of the same prompt with the same target on "
-                    f"{trace.models['device']}. In theory the speedup is (1 − α^(k+1)) / ((1 − α)(kc + 1)) for blocks of k, "
+                    f"{trace.models['device']}, timed now in three back-to-back pairs (medians), so both see the same "
+                    "load on this machine. In theory the speedup is (1 − α^(k+1)) / ((1 − α)(kc + 1)) for blocks of k, "
                     "where c is the draft/target cost ratio measured now: a draft that costs nearly as much as the target "
                     "(a layer-skip draft that skips few layers) cannot pay, however often it is accepted. The theorem prices "
                     "the target's one pass over k + 1 tokens as one step, which holds on hardware with parallelism to spare; "

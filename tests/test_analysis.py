@@ -130,7 +130,7 @@ def test_gamma_sweep_progress_counts_its_real_steps(config, tiny_pair):
     calls = []
     table, c, _ = analysis.gamma_sweep(config.replace(rule="greedy", max_new_tokens=10), tiny_pair, PROMPT, [1, 2, 4],
                                        lambda done, total, text: calls.append((done, total, text)))
-    assert {total for _, total, _ in calls} == {3 + 3}  # three block sizes, the baseline, c and the verification costs
+    assert {total for _, total, _ in calls} == {3 + 2}  # three block sizes (each with its baseline), c, the verification costs
     assert calls[-1][0] == calls[-1][1] and [done for done, _, _ in calls] == sorted(done for done, _, _ in calls)
     assert [text for _, _, text in calls if "γ =" in text] == [f"γ = {g} ({i} of 3 block sizes)" for i, g in enumerate((1, 2, 4), 1)]
     assert list(table.gamma) == [1, 2, 4] and c > 0
@@ -138,3 +138,12 @@ def test_gamma_sweep_progress_counts_its_real_steps(config, tiny_pair):
     assert (table.verify_cost > 0).all()
     for row in table.itertuples():
         assert (row.expected_speedup_verify_measured < row.expected_speedup) == (row.verify_cost > 1.0)
+
+
+def test_measured_speedup_times_both_runs_now_not_the_stored_trace(config, tiny_pair):
+    trace = speculative_decode(config.replace(rule="greedy", max_new_tokens=12), prompt_ids=PROMPT, pair=tiny_pair)
+    trace.stats.wall_ms = 1e9  # as if the stored trace had been timed on a machine busy with something else
+    check = analysis.measured_speedup(trace, tiny_pair)
+    assert 0 < check.speculative_s < 1e6 and check.autoregressive_s > 0  # re-timed, not read from the trace
+    assert check.measured == pytest.approx(check.autoregressive_s / check.speculative_s)
+    assert check.cost_ratio > 0 and check.expected > 0 and check.expected_verify_measured > 0

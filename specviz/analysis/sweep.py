@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 
 import pandas as pd
 
@@ -16,7 +17,9 @@ from .common import SWEEP_GAMMAS_MAX, SWEEP_TOKENS_MAX, Progress
 
 def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], gammas: list[int],
                 on_progress: Progress = None) -> tuple[pd.DataFrame, float, float]:
-    """Run each block size once; return (table, cost ratio c, autoregressive seconds).
+    """Run each block size once, each right after a run of the target alone (its row's baseline: a
+    machine whose load drifts gives both sides of a ratio the same load); return (table, cost ratio c,
+    median autoregressive seconds).
 
     Table columns: measured tokens per round and speedup next to the closed forms evaluated at the
     alpha each run measured: ``expected_speedup`` prices verification at one target step (Thm. 3.8),
@@ -26,27 +29,27 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
     """
     gammas = sorted(set(gammas))[:SWEEP_GAMMAS_MAX]
     config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX))
-    steps = len(gammas) + 3  # the baseline, c, one run per gamma, then the verification costs
+    steps = len(gammas) + 2  # one baseline + run per gamma, c, then the verification costs
 
     def tick(done: int, text: str) -> None:
         if on_progress:
             on_progress(done, steps, text)
 
-    tick(0, "the target alone (baseline)")
-    ar_ids, ar_seconds = autoregressive_decode(config, pair, prompt_ids)
-    tick(1, "measuring the cost ratio c")
-    c = cost_ratio(config, pair, prompt_ids + ar_ids[:1])
-    traces = []
+    traces, baselines = [], []
     for i, gamma in enumerate(gammas):
-        tick(2 + i, f"γ = {gamma} ({i + 1} of {len(gammas)} block sizes)")
+        tick(i, f"γ = {gamma} ({i + 1} of {len(gammas)} block sizes)")
+        baselines.append(autoregressive_decode(config, pair, prompt_ids))
         traces.append(speculative_decode(config.replace(gamma=gamma), prompt_ids=prompt_ids, pair=pair))
+    ar_ids = baselines[0][0]
+    tick(len(gammas), "measuring the cost ratio c")
+    c = cost_ratio(config, pair, prompt_ids + ar_ids[:1])
     tick(steps - 1, "measuring the target's pass over k + 1 tokens")
     blocks_of = [realised_blocks(trace) for trace in traces]
     verify_cost = verification_costs(pair, prompt_ids + ar_ids, [k for blocks in blocks_of for k in blocks])
     rows = []
-    for gamma, trace, blocks in zip(gammas, traces, blocks_of):
+    for gamma, trace, blocks, (ids, seconds) in zip(gammas, traces, blocks_of, baselines):
         s = trace.stats
-        ar_same_length = ar_seconds * s.new_tokens / max(1, len(ar_ids))
+        ar_same_length = seconds * s.new_tokens / max(1, len(ids))
         rows.append(dict(
             gamma=gamma, alpha=s.alpha_estimate, acceptance_rate=s.acceptance_rate, mean_block=sum(blocks) / max(1, len(blocks)),
             tokens_per_round=s.mean_tokens_per_round, expected_tokens_per_round=expected_tokens_for_blocks(s.alpha_estimate, blocks),
@@ -56,7 +59,7 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
             wall_s=s.wall_ms / 1e3,
         ))
     tick(steps, f"done: {len(gammas)} block sizes")
-    return pd.DataFrame(rows), c, ar_seconds
+    return pd.DataFrame(rows), c, statistics.median(seconds for _, seconds in baselines)
 
 
 VOCAB_SIZES = (1024, 2048, 4096, 8192, 16384, 0)  # FR-Spec head sizes compared (0: the whole vocabulary)
