@@ -30,7 +30,7 @@ if config is not None and gammas:
 
     result = ui.remembered(key, compute, "Sweeping γ")
     if result is not None:
-        table, c, _ = result
+        table, c = result
         best_measured = int(table.loc[table.speedup.idxmax(), "gamma"])
         alpha = float(table.alpha.mean())
         best_theory = theory.best_gamma(alpha, c, 16)

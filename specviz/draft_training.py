@@ -125,7 +125,6 @@ def distil(target: LoadedModel, batches: list[TeacherBatch], settings: TrainSett
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
     pad_id = int(target.tokenizer.pad_token_id or 0)
-    device = next(draft.parameters()).device
     order: list[tuple[int, int]] = []
     losses: list[float] = []
     bar = tqdm(range(steps), desc=f"distilling ({settings.divergence})", disable=not progress)
@@ -133,7 +132,7 @@ def distil(target: LoadedModel, batches: list[TeacherBatch], settings: TrainSett
         if len(order) < settings.rows_per_step:
             order += rng.sample(rows, len(rows))  # a fresh shuffle per epoch
         chosen, order = order[: settings.rows_per_step], order[settings.rows_per_step:]
-        ids, mask, where, top_ids, top_logp = (t.to(device) for t in step_tensors(batches, chosen, pad_id))
+        ids, mask, where, top_ids, top_logp = (t.to(target.device) for t in step_tensors(batches, chosen, pad_id))
         hidden = draft.model(input_ids=ids, attention_mask=mask).last_hidden_state  # (B, L, H)
         logits = draft.lm_head(hidden[where[:, 0], where[:, 1]])  # (N, V): only response positions
         loss = divergence_loss(torch.log_softmax(logits.float(), dim=-1), top_ids, top_logp, settings.divergence)

@@ -167,7 +167,7 @@ def hub_reachable() -> bool:
     return True
 
 
-def _load_pretrained(source: str, device: torch.device, dtype: torch.dtype) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def _load_pretrained(source: str, dtype: torch.dtype) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     offline = not Path(source).is_dir() and not hub_reachable()
     common = dict(trust_remote_code=False, local_files_only=offline)
     try:
@@ -201,7 +201,7 @@ def _load_model_once(spec: str, device: str, dtype: str) -> LoadedModel:
         raise ModelLoadError("No model given")
     resolved = resolve_device(device)
     source, name = model_source(spec)
-    model, tokenizer = _load_pretrained(source, resolved, torch_dtype(dtype))
+    model, tokenizer = _load_pretrained(source, torch_dtype(dtype))
     model.to(resolved).eval()
     model.requires_grad_(False)
     from .draft_model import read_vocab_ranking

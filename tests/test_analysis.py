@@ -128,7 +128,7 @@ def test_tree_vs_chain_same_greedy_output_fewer_passes_per_token(tiny_dirs, tiny
 
 def test_gamma_sweep_progress_counts_its_real_steps(config, tiny_pair):
     calls = []
-    table, c, _ = analysis.gamma_sweep(config.replace(rule="greedy", max_new_tokens=10), tiny_pair, PROMPT, [1, 2, 4],
+    table, c = analysis.gamma_sweep(config.replace(rule="greedy", max_new_tokens=10), tiny_pair, PROMPT, [1, 2, 4],
                                        lambda done, total, text: calls.append((done, total, text)))
     assert {total for _, total, _ in calls} == {3 + 2}  # three block sizes (each with its baseline), c, the verification costs
     assert calls[-1][0] == calls[-1][1] and [done for done, _, _ in calls] == sorted(done for done, _, _ in calls)

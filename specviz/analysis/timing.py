@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import statistics
-import time
 
 import numpy as np
 
@@ -11,6 +10,7 @@ from ..forwards import KVCachedSequence, full_forward
 from ..engine import ModelPair
 
 from .common import TIMING_REPEATS_MAX
+from .cost import timed_feeds
 
 
 def verification_timing(pair: ModelPair, prefix: list[int], block: list[int], repeats: int = 5) -> dict:
@@ -26,20 +26,12 @@ def verification_timing(pair: ModelPair, prefix: list[int], block: list[int], re
     state.feed(full_forward, pair.target, prefix, 1)
     parallel, sequential = [], []
     for _ in range(repeats + 1):
-        parallel.append(timed_feeds(pair, state, [block]))
+        parallel.append(timed_feeds(state, full_forward, pair.target, [block]))
         state.pending(prefix + [0])  # crop back to the prefix
-        sequential.append(timed_feeds(pair, state, [[token] for token in block]))
+        sequential.append(timed_feeds(state, full_forward, pair.target, [[token] for token in block]))
         state.pending(prefix + [0])
     return dict(gamma=len(block), parallel_ms=statistics.median(parallel[1:]) * 1e3,
                 sequential_ms=statistics.median(sequential[1:]) * 1e3, repeats=repeats)
-
-
-def timed_feeds(pair: ModelPair, state: KVCachedSequence, chunks: list[list[int]]) -> float:
-    """Seconds to feed ``chunks`` to the target one cached forward each."""
-    started = time.perf_counter()
-    for chunk in chunks:
-        state.feed(full_forward, pair.target, chunk, len(chunk))
-    return time.perf_counter() - started
 
 
 def verification_mask(prefix_len: int, gamma: int) -> np.ndarray:
