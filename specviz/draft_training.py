@@ -57,7 +57,9 @@ class TrainSettings:
     new_tokens: int = 96  # tokens the target answers per prompt (the held-out checks read 48-64)
     temperatures: tuple[float, ...] = (0.0, 0.7)  # greedy answers and sampled ones (the T = 0.7 lesson samples at 0.7)
     top_k: int = 32  # the teacher's top-k kept per position (> 0.9 of p's mass on this model's text)
-    epochs: float = 2.0  # 8 epochs on 803 answers overfitted (accepted 0.76 of training tokens, 0.31 held out)
+    # 8 epochs on 803 answers overfitted (accepted 0.76 of training tokens, 0.31 held out); on the 69,806 answers
+    # of the shipped run, 6 epochs (bf16 autocast, H100, 4.2 min) reached held-out 0.565 (K = 8192: 0.551), 2: 0.537
+    epochs: float = 2.0
     rows_per_step: int = 8
     lr: float = 1e-3
     warmup: int = 20
@@ -107,6 +109,13 @@ def step_tensors(batches: list[TeacherBatch], rows: list[tuple[int, int]], pad_i
     return ids, mask, torch.tensor(where), torch.cat(top_ids), torch.cat(top_logp)
 
 
+def mixed_precision(device: torch.device) -> bool:
+    """Whether the draft's forward runs under bf16 autocast while training: on a GPU, where it is
+    several times faster; the weights, the optimiser and the loss stay float32 (Micikevicius et al.
+    2018, arXiv 1710.03740). The CPU trains in float32 throughout."""
+    return device.type == "cuda"
+
+
 def distil(target: LoadedModel, batches: list[TeacherBatch], settings: TrainSettings, progress: bool = True):
     """Train a cut of the target on the teacher text; return (draft model, loss curve)."""
     torch.manual_seed(settings.seed)
@@ -133,8 +142,9 @@ def distil(target: LoadedModel, batches: list[TeacherBatch], settings: TrainSett
             order += rng.sample(rows, len(rows))  # a fresh shuffle per epoch
         chosen, order = order[: settings.rows_per_step], order[settings.rows_per_step:]
         ids, mask, where, top_ids, top_logp = (t.to(target.device) for t in step_tensors(batches, chosen, pad_id))
-        hidden = draft.model(input_ids=ids, attention_mask=mask).last_hidden_state  # (B, L, H)
-        logits = draft.lm_head(hidden[where[:, 0], where[:, 1]])  # (N, V): only response positions
+        with torch.autocast(target.device.type, dtype=torch.bfloat16, enabled=mixed_precision(target.device)):
+            hidden = draft.model(input_ids=ids, attention_mask=mask).last_hidden_state  # (B, L, H)
+            logits = draft.lm_head(hidden[where[:, 0], where[:, 1]])  # (N, V): only response positions
         loss = divergence_loss(torch.log_softmax(logits.float(), dim=-1), top_ids, top_logp, settings.divergence)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -198,6 +208,7 @@ def train_draft(target: LoadedModel, settings: TrainSettings, *, out: Path, comm
         "heldout_greedy_acceptance": round(heldout_acceptance(target, draft, heldout, draft_vocab=0), 4),
         "heldout_greedy_acceptance_trimmed": round(heldout_acceptance(target, draft, heldout, draft_vocab=settings.draft_vocab), 4),
         "heldout_prompts": len(heldout), "device": target.device.type, "generation_batch": settings.generation_batch,
+        "mixed_precision": "bf16" if mixed_precision(target.device) else "none",
         "text_seconds": round(text_s), "train_seconds": round(train_s),
     }
     save_shipped(model, ranking, manifest, out)

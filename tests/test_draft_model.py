@@ -11,6 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
 from specviz import analysis
+from specviz.cli import main
 from specviz.config import EMBEDDED, ConfigError, DecodeConfig
 from specviz.draft_model import MANIFEST_FILE, WEIGHTS_FILE, embedded_draft_dir
 from specviz.draft_training import HELDOUT_FILE
@@ -73,6 +74,16 @@ def test_greedy_with_the_shipped_draft_is_identical_to_the_targets_generate(pair
     assert trace.prompt_ids == reference[0] and trace.output_ids == reference[1]
     expected_k = {None: pair.draft.vocab_ranking.recommended, 0: pair.vocab_size}.get(draft_vocab, draft_vocab)
     assert trace.models["draft_vocab"] == expected_k
+
+
+def test_the_cli_with_drafter_model_and_no_draft_runs_the_shipped_draft(pair, reference, tmp_path):
+    out = tmp_path / "trace.json"
+    code = main(["trace", "--target", "embedded", "--drafter", "model", "--prompt", PROMPT, "--max-new-tokens", "24",
+                 "--device", "cpu", "--out", str(out)])
+    trace = json.loads(out.read_text())
+    assert code == 0 and trace["config"]["draft"] in (None, "") and trace["models"]["draft"] == pair.draft.name
+    assert trace["models"]["draft_vocab"] == pair.draft.vocab_ranking.recommended
+    assert trace["output_ids"] == reference[1]  # greedy: the target's own text
 
 
 def test_a_trimmed_head_gives_zero_q_outside_its_tokens(pair):
