@@ -110,6 +110,9 @@ def test_verification_mask_is_causal_over_prefix_and_draft():
 def test_verification_timing_and_cost_ratio(config, tiny_pair):
     timing = analysis.verification_timing(tiny_pair, PROMPT, [4, 5, 6, 7], repeats=3)
     assert timing["parallel_ms"] > 0 and timing["sequential_ms"] > 0 and timing["gamma"] == 4
+    assert timing["tokens"] == 5  # as in a round: the last committed token and the 4 drafts, p at all 5
+    one_token_prefix = analysis.verification_timing(tiny_pair, PROMPT[:1], [4, 5], repeats=1)
+    assert one_token_prefix["tokens"] == 3 and one_token_prefix["parallel_ms"] > 0
     assert analysis.cost_ratio(config.replace(drafter="ngram"), tiny_pair, PROMPT) == 0.0
     assert analysis.cost_ratio(config, tiny_pair, PROMPT) > 0
 

@@ -42,6 +42,8 @@ def test_round_view_sends_every_round_to_the_browser_once(tiny_params):
     assert not at.exception and not at.error
     assert "rounds" in html_of(at) and "target passes" in html_of(at)
     trace, drawings, start = player_of(at)
+    stats = trace["stats"]  # counts, not a rate that reads like alpha (unverified drafts are in the denominator)
+    assert f"**{stats['accepted_tokens']}/{stats['drafted_tokens']}** drafted tokens accepted" in html_of(at)
     assert len(drawings) == len(trace["rounds"]) >= 2  # every round is in the page: stepping needs no server
     for row in ("Decoder input", "Draft", "Verify", "Output", "Next input", "[MASK]"):
         assert row in drawings[0]["rows"]

@@ -86,6 +86,8 @@ def test_parallel_page(params):
     assert len(at.get("plotly_chart")) == 3  # arrows, mask, timeline
     ratio = [m.value for m in at.metric if m.label == "sequential / parallel"][0]
     assert float(ratio.rstrip("×")) > 0
+    tokens = int(params["gamma"]) + 1  # the round's pass: the last accepted token and the gamma drafts
+    assert {f"1 forward over {tokens} tokens", f"{tokens} one-token forwards"} <= {m.label for m in at.metric}
 
 
 def test_recursive_page(params):

@@ -14,23 +14,27 @@ from .cost import timed_feeds
 
 
 def verification_timing(pair: ModelPair, prefix: list[int], block: list[int], repeats: int = 5) -> dict:
-    """Median ms of ONE target forward over the gamma block versus gamma one-token forwards.
+    """Median ms of the round's ONE target pass versus the one-token passes that give the same p's.
 
-    Both start from the same cached prefix (Leviathan et al. 2023, Sec. 4: the target scores all
-    drafted positions in parallel, so one pass costs about as much as one token while memory-bound).
-    The two are timed in alternation, one of each per repeat, so a load that comes and goes (the
-    browser drawing this page) falls on both.
+    As in a round, the pass is over gamma + 1 tokens, the last committed token (not yet in the cache)
+    and the gamma drafted ones, and yields p at all gamma + 1 positions: the gamma checks and the bonus
+    (Leviathan et al. 2023, Sec. 4: one pass costs about as much as one token while memory-bound).
+    Autoregressive decoding needs gamma + 1 one-token passes for the same p's. Both start from the
+    same cached prefix, and they are timed in alternation, one of each per repeat, so a load that comes
+    and goes (the browser drawing this page) falls on both.
     """
     repeats = min(repeats, TIMING_REPEATS_MAX)
+    fed = [prefix[-1], *block]
     state = KVCachedSequence()
-    state.feed(full_forward, pair.target, prefix, 1)
+    if len(prefix) > 1:
+        state.feed(full_forward, pair.target, prefix[:-1], 1)
     parallel, sequential = [], []
     for _ in range(repeats + 1):
-        parallel.append(timed_feeds(state, full_forward, pair.target, [block]))
-        state.pending(prefix + [0])  # crop back to the prefix
-        sequential.append(timed_feeds(state, full_forward, pair.target, [[token] for token in block]))
-        state.pending(prefix + [0])
-    return dict(gamma=len(block), parallel_ms=statistics.median(parallel[1:]) * 1e3,
+        parallel.append(timed_feeds(state, full_forward, pair.target, [fed]))
+        state.pending(prefix)  # crop back to prefix[:-1]
+        sequential.append(timed_feeds(state, full_forward, pair.target, [[token] for token in fed]))
+        state.pending(prefix)
+    return dict(gamma=len(block), tokens=len(fed), parallel_ms=statistics.median(parallel[1:]) * 1e3,
                 sequential_ms=statistics.median(sequential[1:]) * 1e3, repeats=repeats)
 
 

@@ -111,17 +111,17 @@ def lab_histogram_figure(counts: dict[str, dict[int, int]], exact: dict[int, flo
     return fig
 
 
-def parallel_arrows_figure(gamma: int, parallel_ms: float, sequential_ms: float) -> go.Figure:
-    """gamma narrow arrows one after another (sequential forwards) vs one wide arrow (one parallel pass)."""
+def parallel_arrows_figure(tokens: int, parallel_ms: float, sequential_ms: float) -> go.Figure:
+    """``tokens`` narrow arrows one after another (one-token forwards) vs one wide arrow (one pass over them all)."""
     fig = go.Figure()
-    step = sequential_ms / gamma
-    for i in range(gamma):
+    step = sequential_ms / tokens
+    for i in range(tokens):
         fig.add_annotation(x=(i + 1) * step, y=1, ax=i * step, ay=1, xref="x", yref="y", axref="x", ayref="y",
                            showarrow=True, arrowhead=2, arrowwidth=2, arrowcolor=DRAFT_COLOR, text="")
     fig.add_annotation(x=parallel_ms, y=0, ax=0, ay=0, xref="x", yref="y", axref="x", ayref="y", showarrow=True,
                        arrowhead=2, arrowwidth=14, arrowcolor=TARGET_COLOR, text="")
     fig.add_trace(go.Scatter(x=[sequential_ms, parallel_ms], y=[1, 0], mode="text", textposition="middle right",
-                             text=[f" {gamma} sequential forwards: {sequential_ms:.1f} ms", f" 1 forward over {gamma} tokens: {parallel_ms:.1f} ms"],
+                             text=[f" {tokens} one-token forwards: {sequential_ms:.1f} ms", f" 1 forward over {tokens} tokens: {parallel_ms:.1f} ms"],
                              showlegend=False))
     fig.update_layout(height=220, xaxis=dict(title="milliseconds", range=[0, max(sequential_ms, parallel_ms) * 1.8]),
                       yaxis=dict(visible=False, range=[-0.6, 1.6]), margin=dict(l=10, r=10, t=10, b=10))
