@@ -27,7 +27,8 @@ if trace is not None and trace.output_ids:
         cols[0].metric(f"1 forward over {timing['tokens']} tokens", f"{timing['parallel_ms']:.1f} ms")
         cols[1].metric(f"{timing['tokens']} one-token forwards", f"{timing['sequential_ms']:.1f} ms")
         cols[2].metric("sequential / parallel", f"{timing['sequential_ms'] / timing['parallel_ms']:.2f}×")
-        st.plotly_chart(figures.parallel_arrows_figure(timing["tokens"], timing["parallel_ms"], timing["sequential_ms"]), width="stretch")
+        arrows = figures.parallel_arrows_figure(timing["tokens"], timing["parallel_ms"], timing["sequential_ms"])
+        st.plotly_chart(arrows, width="stretch")
         st.markdown("On a GPU one pass over γ + 1 tokens costs about as much as one token (decoding is memory-bound); on a "
                     "small CPU the gap is narrower because the arithmetic itself dominates.")
         st.download_button("Download timings (CSV)", pd.DataFrame([timing]).to_csv(index=False), "specviz-timing.csv", "text/csv")

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from specviz import analysis
+from specviz import analysis, figures
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
+from specviz.forwards import KVCachedSequence, full_forward
 from specviz.tables import token_table
 from specviz.distributions import softmax32
 
@@ -117,6 +118,27 @@ def test_verification_timing_and_cost_ratio(config, tiny_pair):
     assert analysis.cost_ratio(config, tiny_pair, PROMPT) > 0
 
 
+@pytest.mark.parametrize("prefix_len", [1, 3])
+def test_pending_crops_a_timed_pass_back_to_the_prefix(tiny_pair, prefix_len):
+    """What verification_timing relies on between its passes: after a pass over the last prefix token and a
+    block, pending(prefix) leaves exactly prefix[:-1] cached and the last prefix token to feed."""
+    prefix, block = PROMPT[:prefix_len], [4, 5, 6]
+    state = KVCachedSequence()
+    if prefix_len > 1:
+        state.feed(full_forward, tiny_pair.target, prefix[:-1], 1)
+    state.feed(full_forward, tiny_pair.target, [prefix[-1], *block], 4)
+    assert state.cache.get_seq_length() == prefix_len + len(block)
+    assert state.pending(prefix) == [prefix[-1]]
+    assert state.ids == prefix[:-1] and state.cache.get_seq_length() == prefix_len - 1
+
+
+def test_parallel_arrows_label_the_pass_and_the_one_token_passes():
+    fig = figures.parallel_arrows_figure(3, 10.0, 25.0)
+    assert tuple(fig.data[-1].text) == (" 3 one-token forwards: 25.0 ms", " 1 forward over 3 tokens: 10.0 ms")
+    widths = sorted(a.arrowwidth for a in fig.layout.annotations)
+    assert widths == [2, 2, 2, 14]  # three one-token passes, one wide pass
+
+
 def test_tree_vs_chain_same_greedy_output_fewer_passes_per_token(tiny_dirs, tiny_pair):
     config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="tree", rule="greedy",
                           branching=2, tree_depth=3, max_new_tokens=24, device="cpu")
@@ -141,6 +163,9 @@ def test_gamma_sweep_progress_counts_its_real_steps(config, tiny_pair):
     assert (table.verify_cost > 0).all()
     for row in table.itertuples():
         assert (row.expected_speedup_verify_measured < row.expected_speedup) == (row.verify_cost > 1.0)
+    fig = figures.gamma_sweep_figure(table, 2, 2)
+    assert [t.name for t in fig.data][:4] == ["measured tokens per round", "theory tokens per round", "measured speedup",
+                                              "theory speedup"]  # the legend speaks words, not column names
 
 
 def test_measured_speedup_times_both_runs_now_not_the_stored_trace(config, tiny_pair):

@@ -78,10 +78,10 @@ def test_greedy_with_the_shipped_draft_is_identical_to_the_targets_generate(pair
 
 def test_the_cli_with_drafter_model_and_no_draft_runs_the_shipped_draft(pair, reference, tmp_path):
     out = tmp_path / "trace.json"
-    code = main(["trace", "--target", "embedded", "--drafter", "model", "--prompt", PROMPT, "--max-new-tokens", "24",
-                 "--device", "cpu", "--out", str(out)])
+    assert main(["trace", "--target", "embedded", "--drafter", "model", "--prompt", PROMPT, "--max-new-tokens", "24",
+                 "--device", "cpu", "--out", str(out)]) == 0
     trace = json.loads(out.read_text())
-    assert code == 0 and trace["config"]["draft"] in (None, "") and trace["models"]["draft"] == pair.draft.name
+    assert trace["config"]["draft"] in (None, "") and trace["models"]["draft"] == pair.draft.name
     assert trace["models"]["draft_vocab"] == pair.draft.vocab_ranking.recommended
     assert trace["output_ids"] == reference[1]  # greedy: the target's own text
 

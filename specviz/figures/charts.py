@@ -59,9 +59,10 @@ def gamma_sweep_figure(table, best_measured: int, best_expected: int) -> go.Figu
 
     fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens per round", "speedup over autoregressive"))
     for col, measured, expected in ((1, "tokens_per_round", "expected_tokens_per_round"), (2, "speedup", "expected_speedup")):
-        fig.add_trace(go.Scatter(x=table.gamma, y=table[measured], mode="lines+markers", name=f"measured {measured}",
+        label = measured.replace("_", " ")
+        fig.add_trace(go.Scatter(x=table.gamma, y=table[measured], mode="lines+markers", name=f"measured {label}",
                                  line=dict(color=TARGET_COLOR)), row=1, col=col)
-        fig.add_trace(go.Scatter(x=table.gamma, y=table[expected], mode="lines", name=f"theory {measured}",
+        fig.add_trace(go.Scatter(x=table.gamma, y=table[expected], mode="lines", name=f"theory {label}",
                                  line=dict(color="#e65100", dash="dash")), row=1, col=col)
     fig.add_trace(go.Scatter(x=table.gamma, y=table.expected_speedup_verify_measured, mode="lines",
                              name="theory speedup, verification cost measured", line=dict(color="#6a1b9a", dash="dot")), row=1, col=2)
@@ -70,7 +71,7 @@ def gamma_sweep_figure(table, best_measured: int, best_expected: int) -> go.Figu
                              textposition="top center", marker=dict(size=14, color=COLORS["accepted"][0], symbol="star"),
                              name="best measured γ"), row=1, col=2)
     fig.add_vline(x=best_expected, line_dash="dot", line_color="#e65100", row=1, col=2,
-                  annotation_text=f"theory's best γ={best_expected}")
+                  annotation_text=f"theory's best γ={best_expected}", annotation_position="bottom right")
     fig.update_xaxes(title_text="γ (block size)")
     fig.update_layout(height=360, margin=dict(l=10, r=10, t=40, b=10))
     return fig
@@ -121,7 +122,8 @@ def parallel_arrows_figure(tokens: int, parallel_ms: float, sequential_ms: float
     fig.add_annotation(x=parallel_ms, y=0, ax=0, ay=0, xref="x", yref="y", axref="x", ayref="y", showarrow=True,
                        arrowhead=2, arrowwidth=14, arrowcolor=TARGET_COLOR, text="")
     fig.add_trace(go.Scatter(x=[sequential_ms, parallel_ms], y=[1, 0], mode="text", textposition="middle right",
-                             text=[f" {tokens} one-token forwards: {sequential_ms:.1f} ms", f" 1 forward over {tokens} tokens: {parallel_ms:.1f} ms"],
+                             text=[f" {tokens} one-token forwards: {sequential_ms:.1f} ms",
+                                   f" 1 forward over {tokens} tokens: {parallel_ms:.1f} ms"],
                              showlegend=False))
     fig.update_layout(height=220, xaxis=dict(title="milliseconds", range=[0, max(sequential_ms, parallel_ms) * 1.8]),
                       yaxis=dict(visible=False, range=[-0.6, 1.6]), margin=dict(l=10, r=10, t=10, b=10))

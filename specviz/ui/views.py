@@ -12,7 +12,8 @@ from .controls import write_url
 
 def summary_line(trace: Trace) -> str:
     s = trace.stats
-    return (f"**{s.rounds}** rounds · **{s.new_tokens}** tokens · **{s.accepted_tokens}/{s.drafted_tokens}** drafted tokens accepted · "
+    return (f"**{s.rounds}** rounds · **{s.new_tokens}** tokens · "
+            f"**{s.accepted_tokens}/{s.drafted_tokens}** drafted tokens accepted · "
             f"**{s.mean_tokens_per_round:.2f}** tokens per round · **{s.target_forward_passes}** target passes "
             f"vs **{s.autoregressive_forward_passes}** autoregressive · stopped by {s.stop_reason.replace('_', ' ')} · "
             f"{trace.models['device']} {trace.models['dtype']}")
