@@ -137,13 +137,14 @@ def distil(target: LoadedModel, batches: list[TeacherBatch], settings: TrainSett
     pad_id = int(target.tokenizer.pad_token_id or 0)
     order: list[tuple[int, int]] = []
     losses: list[float] = []
+    autocast = mixed_precision(target.device)
     bar = tqdm(range(steps), desc=f"distilling ({settings.divergence})", disable=not progress)
     for _ in bar:
         if len(order) < settings.rows_per_step:
             order += rng.sample(rows, len(rows))  # a fresh shuffle per epoch
         chosen, order = order[: settings.rows_per_step], order[settings.rows_per_step:]
         ids, mask, where, top_ids, top_logp = (t.to(target.device) for t in step_tensors(batches, chosen, pad_id))
-        with torch.autocast(target.device.type, dtype=torch.bfloat16, enabled=mixed_precision(target.device)):
+        with torch.autocast(target.device.type, dtype=torch.bfloat16, enabled=autocast):
             hidden = draft.model(input_ids=ids, attention_mask=mask).last_hidden_state  # (B, L, H)
             logits = draft.lm_head(hidden[where[:, 0], where[:, 1]])  # (N, V): only response positions
         loss = divergence_loss(torch.log_softmax(logits.float(), dim=-1), top_ids, top_logp, settings.divergence)

@@ -22,15 +22,28 @@ def timed_feeds(state: KVCachedSequence, forward, loaded, chunks: list[list[int]
     return time.perf_counter() - started
 
 
-def cached_pass_ms(loaded, forward, prefix: list[int], repeats: int, new_tokens: int = 1) -> float:
-    """Median milliseconds of one cached forward over the last ``new_tokens`` of ``prefix``."""
+def primed_state(loaded, forward, context: list[int]) -> KVCachedSequence:
+    """A cache holding ``context[:-1]`` (one forward, not timed): any pass over the last n tokens of the
+    context can then be timed after cropping it to ``context[:-n]`` (``pass_ms``)."""
     state = KVCachedSequence()
-    state.feed(forward, loaded, prefix[:-new_tokens], 1)
+    if len(context) > 1:
+        state.feed(forward, loaded, context[:-1], 1)
+    return state
+
+
+def pass_ms(state: KVCachedSequence, loaded, forward, context: list[int], repeats: int, new_tokens: int = 1) -> float:
+    """Median milliseconds of one cached forward over the last ``new_tokens`` of ``context``, on a
+    ``primed_state`` of that context (cropped back before every pass; the first pass is a warm-up)."""
     times = []
     for _ in range(repeats + 1):
-        times.append(timed_feeds(state, forward, loaded, [prefix[-new_tokens:]]))
-        state.pending(prefix[: len(prefix) - new_tokens + 1])  # crops the new tokens back off
+        state.pending(context[: len(context) - new_tokens + 1])  # the cache now holds context[:-new_tokens]
+        times.append(timed_feeds(state, forward, loaded, [context[-new_tokens:]]))
     return statistics.median(times[1:]) * 1e3
+
+
+def cached_pass_ms(loaded, forward, prefix: list[int], repeats: int, new_tokens: int = 1) -> float:
+    """Median milliseconds of one cached forward over the last ``new_tokens`` of ``prefix``."""
+    return pass_ms(primed_state(loaded, forward, prefix), loaded, forward, prefix, repeats, new_tokens)
 
 
 def verification_costs(pair: ModelPair, prefix: list[int], blocks: list[int], repeats: int = 5,
@@ -39,14 +52,16 @@ def verification_costs(pair: ModelPair, prefix: list[int], blocks: list[int], re
     drafted tokens) over its one-token step, measured after ``prefix`` on this device (theory.py). Each
     k's pass is timed right after a one-token pass, and v(k) is the median over ``pairs`` such pairs: on
     a shared machine whose speed drifts, both sides of a ratio are measured within a second. A prefix
-    shorter than the longest pass is repeated (the tokens do not change the time)."""
+    shorter than the longest pass is repeated (the tokens do not change the time). The prefix is run
+    through the target once; every timed pass crops its cache back."""
     context = list(prefix)
     while len(context) < max(blocks, default=0) + 2:
         context += prefix
+    state = primed_state(pair.target, full_forward, context)
 
     def paired_ratio(k: int) -> float:
-        one = cached_pass_ms(pair.target, full_forward, context, repeats)
-        return cached_pass_ms(pair.target, full_forward, context, repeats, k + 1) / one
+        one = pass_ms(state, pair.target, full_forward, context, repeats)
+        return pass_ms(state, pair.target, full_forward, context, repeats, k + 1) / one
 
     return {k: statistics.median(paired_ratio(k) for _ in range(pairs)) for k in sorted(set(blocks))}
 

@@ -6,11 +6,11 @@ import statistics
 
 import numpy as np
 
-from ..forwards import KVCachedSequence, full_forward
+from ..forwards import full_forward
 from ..engine import ModelPair
 
 from .common import TIMING_REPEATS_MAX
-from .cost import timed_feeds
+from .cost import primed_state, timed_feeds
 
 
 def verification_timing(pair: ModelPair, prefix: list[int], block: list[int], repeats: int = 5) -> dict:
@@ -25,9 +25,7 @@ def verification_timing(pair: ModelPair, prefix: list[int], block: list[int], re
     """
     repeats = min(repeats, TIMING_REPEATS_MAX)
     fed = [prefix[-1], *block]
-    state = KVCachedSequence()
-    if len(prefix) > 1:
-        state.feed(full_forward, pair.target, prefix[:-1], 1)
+    state = primed_state(pair.target, full_forward, prefix)
     parallel, sequential = [], []
     for _ in range(repeats + 1):
         parallel.append(timed_feeds(state, full_forward, pair.target, [fed]))
