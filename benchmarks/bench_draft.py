@@ -10,7 +10,9 @@ Prints, from one run:
   - transformers' assisted generation with the same target, the same (full-head) draft and the same fixed
     number of draft tokens, against the engine with the same draft;
   - the draft's cost ratio c for each head size K, the target's cost v(k) of one pass over k + 1 tokens (the
-    theory priced with it next to Thm. 3.8's v = 1), and where the engine's time goes (draft, verify, the rest).
+    theory priced with it next to Thm. 3.8's v = 1; on a CPU also with transformers' default copy of the
+    key/value heads, for comparison), and where the engine's time goes: the draft, the target's pass (and its p's), checking and
+    recording the round (rule, top-N, token texts), the loop around them, as % of the wall time.
 
     .venv/bin/python benchmarks/bench_draft.py [--max-new-tokens 64] [--prompts 6] [--gammas 1,2,3,4,5,6]
 """
@@ -18,6 +20,7 @@ Prints, from one run:
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from pathlib import Path
@@ -30,6 +33,7 @@ from specviz.config import DTYPES, EMBEDDED_DRAFT, DecodeConfig
 from specviz.draft_model import embedded_draft_dir
 from specviz.draft_training import HELDOUT_FILE
 from specviz.engine import load_pair, prompt_ids_for, speculative_decode
+from specviz.models import SHARED_KV_HEADS_FLAG
 from specviz.teacher_text import read_prompt_file
 from specviz.theory import expected_speedup_for_blocks
 
@@ -43,6 +47,17 @@ def target_generate(pair, prompt_ids, max_new_tokens: int, temperature: float, s
     with torch.inference_mode():
         out = pair.target.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, **sampling, **extra)
     return out[0, len(prompt_ids):].tolist(), time.perf_counter() - started
+
+
+def verification_costs_copying_kv_heads(pair, prefix: list[int], blocks: list[int]) -> dict[int, float]:
+    """v(k) as transformers computes a masked pass by default, each layer's key/value heads copied per
+    query head (``repeat_kv``), to compare with the heads shared in place that the models run with on a
+    CPU (``share_kv_heads_in_masked_attention``; transformers reads the switch at every call)."""
+    os.environ[SHARED_KV_HEADS_FLAG] = "0"
+    try:
+        return verification_costs(pair, prefix, blocks, pairs=3)
+    finally:
+        os.environ[SHARED_KV_HEADS_FLAG] = "1"
 
 
 def paired_runs(config: DecodeConfig, pair, prompts: list[list[int]], baseline):
@@ -67,9 +82,11 @@ def summarise(traces) -> dict:
     wall = sum(t.stats.wall_ms for t in traces) / 1e3
     tokens = sum(t.stats.new_tokens for t in traces)
     draft_s, verify_s = sum(r.draft_ms for r in rounds) / 1e3, sum(r.verify_ms for r in rounds) / 1e3
+    pass_s = sum(r.target_pass_ms for r in rounds) / 1e3
+    split = dict(draft=draft_s, target_pass=pass_s, check_and_record=verify_s - pass_s, loop=wall - draft_s - verify_s)
     return dict(tokens=tokens, seconds=wall, tps=tokens / wall, alpha=sum(p.alpha for p in verified) / max(1, len(verified)),
                 tokens_per_round=tokens / max(1, len(rounds)), blocks=[k for t in traces for k in realised_blocks(t)],
-                draft_s=draft_s, verify_s=verify_s, other_s=wall - draft_s - verify_s, outputs=[t.output_ids for t in traces])
+                split={part: 100 * seconds / wall for part, seconds in split.items()}, outputs=[t.output_ids for t in traces])
 
 
 def main() -> None:
@@ -108,6 +125,10 @@ def main() -> None:
     verify_cost = verification_costs(pair, prefix, list(range(1, max(gammas) + 1)), pairs=3)
     print("\n## v(k): the target's pass over k + 1 tokens / its one-token step (Thm. 3.8 takes v = 1)")
     print("  ".join(f"k={k}: {v:.2f}" for k, v in verify_cost.items()))
+    if os.environ.get(SHARED_KV_HEADS_FLAG) == "1":
+        copying = verification_costs_copying_kv_heads(pair, prefix, list(verify_cost))
+        print("with the key/value heads copied, as transformers does by default: "
+              + "  ".join(f"k={k}: {v:.2f}" for k, v in copying.items()))
 
     best = {}
     for rule, temperature in (("greedy", 0.0), ("sample", 0.7)):
@@ -115,7 +136,8 @@ def main() -> None:
             label = f"{rule}{' T=0.7' if rule == 'sample' else ''}, head K={k or 'all'}"
             print(f"\n## engine, {label} (speedup: over the target's generate run just before each trace)")
             print(f"{'gamma':>5} {'alpha':>6} {'tok/round':>9} {'target':>7} {'tok/s':>7} {'speedup':>8} {'theory':>7} "
-                  f"{'meas/theory':>11} {'theory(v)':>9} {'meas/th(v)':>10} {'identical':>9}  time split draft/verify/other (s)")
+                  f"{'meas/theory':>11} {'theory(v)':>9} {'meas/th(v)':>10} {'identical':>9}  "
+                  "% of wall: draft / target pass / check+record / loop")
             c = costs.get(k) if k in costs else cost_ratio(base.replace(draft_vocab=k), pair, prefix, repeats=15)
             for gamma in gammas:
                 config = base.replace(rule=rule, temperature=temperature or 1.0, gamma=gamma, draft_vocab=k)
@@ -127,7 +149,7 @@ def main() -> None:
                 same = s["outputs"] == [ids for ids, _ in runs] if rule == "greedy" else "-"
                 print(f"{gamma:5d} {s['alpha']:6.3f} {s['tokens_per_round']:9.2f} {target_tps:7.1f} {s['tps']:7.1f} {speedup:7.2f}x "
                       f"{theory:6.2f}x {speedup / theory:10.2f}x {priced:8.2f}x {speedup / priced:9.2f}x {str(same):>9}  "
-                      f"{s['draft_s']:.1f}/{s['verify_s']:.1f}/{s['other_s']:.1f}")
+                      + " / ".join(f"{share:.1f}" for share in s["split"].values()))
                 if speedup > best.get(label, (0,))[0]:
                     best[label] = (speedup, gamma, speedup / theory, speedup / priced)
 

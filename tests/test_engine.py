@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -12,7 +13,7 @@ import torch
 from specviz.config import ConfigError, DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
 from specviz.lab import chi_square_power, goodness_of_fit, output_law
-from specviz.models import ModelLoadError, VocabularyMismatchError, load_model
+from specviz.models import SHARED_KV_HEADS_FLAG, ModelLoadError, VocabularyMismatchError, load_model
 from specviz.trace import Trace
 from specviz.distributions import softmax32
 from specviz.verify import BrokenResidualRule
@@ -144,6 +145,30 @@ def test_the_models_run_in_the_precision_asked_for_and_the_rules_stay_float32(ti
     positions = [pos for r in trace.rounds for pos in r.draft]
     assert trace.output_ids and positions
     assert all(0.0 <= pos.q <= 1.0 and 0.0 <= pos.p <= 1.0 for pos in positions)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the switch is for machines without a GPU")
+def test_masked_passes_share_kv_heads_in_place_with_the_same_logits(tiny_pair, monkeypatch):
+    from transformers import DynamicCache
+    from transformers.integrations import sdpa_attention
+
+    target = tiny_pair.target
+    assert target.model.config.num_key_value_heads < target.model.config.num_attention_heads  # grouped heads
+    assert os.environ.get(SHARED_KV_HEADS_FLAG) == "1"  # set by load_model on the CPU
+    copies = []
+    monkeypatch.setattr(sdpa_attention, "repeat_kv", lambda x, n: copies.append(n) or x.repeat_interleave(n, dim=1))
+
+    def verification_logits(flag: str) -> torch.Tensor:
+        monkeypatch.setenv(SHARED_KV_HEADS_FLAG, flag)
+        cache = DynamicCache()
+        with torch.inference_mode():
+            target.model(torch.tensor([PROMPT]), past_key_values=cache, use_cache=True)
+            return target.model(torch.tensor([[4, 8, 2]]), past_key_values=cache, use_cache=True).logits
+
+    copied = verification_logits("0")
+    assert copies  # without the switch, the masked 3-token pass copies the key/value heads
+    copies.clear()
+    assert torch.equal(verification_logits("1"), copied) and not copies
 
 
 def test_layer_skip_does_not_mutate_the_shared_model(tiny_dirs, tiny_pair):

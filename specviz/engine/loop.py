@@ -47,6 +47,7 @@ class Verified:
     bonus: EmittedToken | None
     accepted_path: list[int]
     target_positions: int
+    target_pass_ms: float  # the one target forward and its p's (float32, on the CPU); the rest is the rule and records
     tree: TreeRecord | None = None
 
 
@@ -87,25 +88,32 @@ class DecodeRun:
         return [self.rule.target_distribution(row).cpu() for row in logits]  # float32, one per position
 
 
+def timed_ms(compute: Callable[[], torch.Tensor | list[torch.Tensor]]):
+    """(result, milliseconds): for work that ends on the CPU (a ``.cpu()`` waits for a GPU's queue)."""
+    started = time.perf_counter()
+    result = compute()
+    return result, (time.perf_counter() - started) * 1e3
+
+
 def verify_chain(run: DecodeRun, committed: list[int], block: DraftBlock) -> Verified:
     """A block of k tokens: ONE causal target forward over the uncached tail + the block gives p at the
     k+1 positions after the prefix; the rule checks left to right and stops at the first rejection.
     The target's cache is cropped lazily to the new context at the next round."""
     k = block.size
     feed = run.target_state.pending(committed) + block.token_ids
-    logits = run.target_state.feed(run.target_forward, run.pair.target, feed, k + 1)[:, : run.pair.vocab_size]  # (k+1, V)
-    positions, correction, bonus = verify_block(block, run.target_probs(logits), run.rule, run.generator, run.texts,
-                                                run.config.top_n)
+    target_probs, pass_ms = timed_ms(lambda: run.target_probs(
+        run.target_state.feed(run.target_forward, run.pair.target, feed, k + 1)[:, : run.pair.vocab_size]))  # k+1 x (V,)
+    positions, correction, bonus = verify_block(block, target_probs, run.rule, run.generator, run.texts, run.config.top_n)
     accepted = sum(p.accepted for p in positions)
-    return Verified(positions, correction, bonus, list(range(1, accepted + 1)), k + 1)
+    return Verified(positions, correction, bonus, list(range(1, accepted + 1)), k + 1, pass_ms)
 
 
 def verify_tree(run: DecodeRun, committed: list[int], tree: DraftTree) -> Verified:
     """A Recursive Speculative Decoding tree: ONE target pass over every node (tree attention), walked
     with recursive rejection sampling; the target's cache keeps only the accepted path's entries."""
     config, rule, texts = run.config, run.rule, run.texts
-    target_probs = run.target_probs(score_tree(run.target_state, full_forward, run.pair.target, committed, tree,
-                                               run.pair.vocab_size))
+    target_probs, pass_ms = timed_ms(lambda: run.target_probs(score_tree(run.target_state, full_forward, run.pair.target,
+                                                                         committed, tree, run.pair.vocab_size)))
     checks, path, final_p, leaf = recursive_rejection(tree, target_probs, rule, run.generator)
     token = rule.bonus(final_p, run.generator)
     positions = [draft_position(tree.nodes[c.node].depth - 1, c.token_id, c.target_probs, c.draft_probs, c.verdict,
@@ -117,7 +125,7 @@ def verify_tree(run: DecodeRun, committed: list[int], tree: DraftTree) -> Verifi
                            residual_top=texts.top(final_p, config.top_n) if rule.stochastic and not leaf else None)
     record = tree_record(tree, checks, path, target_probs, rule, texts, config)
     run.target_state.keep(list(range(len(committed))) + [len(committed) + node - 1 for node in path])
-    return Verified(positions, None if leaf else emitted, emitted if leaf else None, path, len(tree.nodes), record)
+    return Verified(positions, None if leaf else emitted, emitted if leaf else None, path, len(tree.nodes), pass_ms, record)
 
 
 def play_round(run: DecodeRun, committed: list[int], max_block: int) -> RoundResult:
@@ -176,7 +184,8 @@ def speculative_decode(
             index=len(rounds), prefix_len=len(committed), draft=positions, correction=correction, bonus=bonus,
             emitted_ids=emitted, emitted_texts=[run.texts(t) for t in emitted], draft_ms=result.draft_ms,
             verify_ms=result.verify_ms, draft_forward_passes=result.draft_forward_passes, target_forward_passes=1,
-            target_positions=verified.target_positions, exit_threshold=result.exit_threshold, tree=verified.tree,
+            target_positions=verified.target_positions, target_pass_ms=verified.target_pass_ms,
+            exit_threshold=result.exit_threshold, tree=verified.tree,
         )
         rounds.append(record)
         committed.extend(emitted)
