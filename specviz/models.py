@@ -88,10 +88,13 @@ def share_kv_heads_in_masked_attention(device: torch.device) -> None:
     each layer's cached keys and values 3 times (``repeat_kv``) before a pass that carries a mask, which
     is every verification pass over gamma + 1 tokens, unless ``TRANSFORMERS_SDPA_FORCE_GQA`` is set; a
     one-token step has no mask and shares the heads already. torch's CPU kernel takes ``enable_gqa``
-    together with a mask and gives the same logits bit for bit (tests/test_engine.py). Measured on the
+    together with a mask and gives the same logits bit for bit (tests/test_engine.py: a causal pass, and
+    whole traces through a tree mask, the layer-skip loop's mask and bfloat16). Measured on the
     embedded target, 2 cores, one process, alternating: a 3-token pass 5-7% faster at 120-400 cached
     tokens, the one-token step unchanged. transformers keeps the copy on CUDA, where a masked GQA call
     leaves the fast kernels, so the switch is only set when no GPU is present; a user's own value wins.
+    It holds for the whole process, so transformers' own ``generate`` and assisted generation, the
+    benchmarks' baselines, run with it too.
     """
     if device.type == "cpu" and not torch.cuda.is_available():
         os.environ.setdefault(SHARED_KV_HEADS_FLAG, "1")

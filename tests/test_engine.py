@@ -13,7 +13,9 @@ import torch
 from specviz.config import ConfigError, DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
 from specviz.lab import chi_square_power, goodness_of_fit, output_law
-from specviz.models import SHARED_KV_HEADS_FLAG, ModelLoadError, VocabularyMismatchError, load_model
+from specviz.models import (
+    SHARED_KV_HEADS_FLAG, ModelLoadError, VocabularyMismatchError, load_model, share_kv_heads_in_masked_attention,
+)
 from specviz.trace import Trace
 from specviz.distributions import softmax32
 from specviz.verify import BrokenResidualRule
@@ -148,13 +150,23 @@ def test_the_models_run_in_the_precision_asked_for_and_the_rules_stay_float32(ti
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the switch is for machines without a GPU")
+def test_the_kv_head_switch_is_set_on_a_cpu_and_a_users_value_wins(monkeypatch):
+    monkeypatch.delenv(SHARED_KV_HEADS_FLAG, raising=False)
+    share_kv_heads_in_masked_attention(torch.device("cuda"))
+    assert SHARED_KV_HEADS_FLAG not in os.environ
+    share_kv_heads_in_masked_attention(torch.device("cpu"))
+    assert os.environ[SHARED_KV_HEADS_FLAG] == "1"
+    monkeypatch.setenv(SHARED_KV_HEADS_FLAG, "0")
+    share_kv_heads_in_masked_attention(torch.device("cpu"))
+    assert os.environ[SHARED_KV_HEADS_FLAG] == "0"
+
+
 def test_masked_passes_share_kv_heads_in_place_with_the_same_logits(tiny_pair, monkeypatch):
     from transformers import DynamicCache
     from transformers.integrations import sdpa_attention
 
     target = tiny_pair.target
     assert target.model.config.num_key_value_heads < target.model.config.num_attention_heads  # grouped heads
-    assert os.environ.get(SHARED_KV_HEADS_FLAG) == "1"  # set by load_model on the CPU
     copies = []
     monkeypatch.setattr(sdpa_attention, "repeat_kv", lambda x, n: copies.append(n) or x.repeat_interleave(n, dim=1))
 
@@ -169,6 +181,22 @@ def test_masked_passes_share_kv_heads_in_place_with_the_same_logits(tiny_pair, m
     assert copies  # without the switch, the masked 3-token pass copies the key/value heads
     copies.clear()
     assert torch.equal(verification_logits("1"), copied) and not copies
+
+
+@pytest.mark.parametrize("changes", [
+    dict(drafter="tree", tree_mode="constant", branching=2, tree_depth=3),  # a tree attention mask
+    dict(drafter="layerskip", skip_layers=(1, 2)),  # layers called with the engine's own causal mask
+    dict(rule="sample", dtype="bfloat16"),
+])
+def test_every_masked_path_gives_the_same_trace_with_shared_kv_heads(tiny_dirs, monkeypatch, changes):
+    config = tiny_config(tiny_dirs, max_new_tokens=12, **changes)
+    pair = load_pair(config)
+
+    def trace_with(flag: str) -> str:
+        monkeypatch.setenv(SHARED_KV_HEADS_FLAG, flag)
+        return speculative_decode(config, prompt_ids=PROMPT, pair=pair).without_timings().to_json()
+
+    assert trace_with("1") == trace_with("0")
 
 
 def test_layer_skip_does_not_mutate_the_shared_model(tiny_dirs, tiny_pair):

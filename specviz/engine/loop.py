@@ -48,6 +48,7 @@ class Verified:
     accepted_path: list[int]
     target_positions: int
     target_pass_ms: float  # the one target forward and its p's (float32, on the CPU); the rest is the rule and records
+    # (a chain's cache is cropped inside its next pass; a tree's is cut to the accepted path after its pass)
     tree: TreeRecord | None = None
 
 
@@ -88,7 +89,7 @@ class DecodeRun:
         return [self.rule.target_distribution(row).cpu() for row in logits]  # float32, one per position
 
 
-def timed_ms(compute: Callable[[], torch.Tensor | list[torch.Tensor]]):
+def timed_ms(compute: Callable[[], list[torch.Tensor]]) -> tuple[list[torch.Tensor], float]:
     """(result, milliseconds): for work that ends on the CPU (a ``.cpu()`` waits for a GPU's queue)."""
     started = time.perf_counter()
     result = compute()
