@@ -168,6 +168,19 @@ def test_gamma_sweep_progress_counts_its_real_steps(config, tiny_pair):
                                               "theory speedup"]  # the legend speaks words, not column names
 
 
+def test_timed_pairs_alternate_their_order_and_report_medians():
+    order = []
+
+    def timed(name: str, seconds: list[float]):
+        return lambda: (order.append(name) or f"{name}{len(order)}", seconds.pop(0))
+
+    (first, first_s), (second, second_s) = analysis.timed_in_alternating_pairs(
+        timed("a", [1.0, 9.0, 2.0]), timed("b", [5.0, 4.0, 30.0]), pairs=3)
+    assert order == ["a", "b", "b", "a", "a", "b"]  # a disturbed moment falls on both sides in turn
+    assert (first, second) == ("a1", "b2")  # each side's first result
+    assert (first_s, second_s) == (2.0, 5.0)  # medians: one slow run sets neither
+
+
 def test_measured_speedup_times_both_runs_now_not_the_stored_trace(config, tiny_pair):
     trace = speculative_decode(config.replace(rule="greedy", max_new_tokens=12), prompt_ids=PROMPT, pair=tiny_pair)
     trace.stats.wall_ms = 1e9  # as if the stored trace had been timed on a machine busy with something else

@@ -9,7 +9,7 @@ from .cost import cost_ratio, verification_costs
 from .drafters import COMPARE_PROMPTS_MAX, compare_drafters, drafter_attention
 from .metrics import (
     SpeedupCheck, TheoryCheck, acceptance_by_position, accepted_lengths, measured_speedup, realised_blocks, theory_check,
-    tokens_per_round,
+    timed_in_alternating_pairs, tokens_per_round,
 )
 from .rules import compare_rules_on_draft, lossy_departures, score_draft
 from .sweep import VOCAB_SIZES, gamma_sweep, vocab_sweep
@@ -20,6 +20,7 @@ __all__ = [
     "COMPARE_BETAS", "COMPARE_PROMPTS_MAX", "LAB_SAMPLES_MAX", "LAB_TOKENS_MAX", "SWEEP_GAMMAS_MAX", "SWEEP_TOKENS_MAX",
     "TIMING_REPEATS_MAX", "VOCAB_SIZES", "SpeedupCheck", "TheoryCheck", "acceptance_by_position", "accepted_lengths",
     "compare_drafters", "compare_rules_on_draft", "cost_ratio", "drafter_attention", "gamma_sweep", "lossy_departures",
-    "measured_speedup", "realised_blocks", "score_draft", "theory_check", "tokens_per_round", "tree_vs_chain",
+    "measured_speedup", "realised_blocks", "score_draft", "theory_check", "timed_in_alternating_pairs", "tokens_per_round",
+    "tree_vs_chain",
     "verification_costs", "verification_mask", "verification_timing", "vocab_sweep",
 ]

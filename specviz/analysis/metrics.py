@@ -5,15 +5,18 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from dataclasses import dataclass
+from typing import Callable, TypeVar
 
 import pandas as pd
 
+from ..config import DecodeConfig
 from ..engine import ModelPair, autoregressive_decode, speculative_decode
 from ..theory import expected_speedup_for_blocks, expected_tokens_for_blocks
 from ..trace import NOT_VERIFIED, Trace
 
 from .cost import cost_ratio, verification_costs
 
+A, B = TypeVar("A"), TypeVar("B")
 
 def acceptance_by_position(trace: Trace) -> pd.DataFrame:
     """Per drafted position i (1-based), as vLLM reports acceptance:
@@ -88,6 +91,28 @@ class SpeedupCheck:
         return self.autoregressive_s / self.speculative_s
 
 
+def timed_in_alternating_pairs(first: Callable[[], tuple[A, float]], second: Callable[[], tuple[B, float]],
+                               pairs: int) -> tuple[tuple[A, float], tuple[B, float]]:
+    """Run two timed computations (each returns (result, seconds)) in ``pairs`` back-to-back pairs whose
+    order alternates (first-second, second-first, ...); return each one's first result and median seconds.
+
+    On a shared machine whose speed drifts by 20% within seconds, both sides of a ratio meet the same
+    load, and one disturbed pair (the browser painting a page's charts on the same cores, seen here)
+    cannot set the ratio.
+    """
+    runs: tuple[list, list] = ([], [])
+    for i in range(pairs):
+        for side in (0, 1) if i % 2 == 0 else (1, 0):
+            runs[side].append((first, second)[side]())
+    return tuple((side[0][0], statistics.median(seconds for _, seconds in side)) for side in runs)
+
+
+def timed_trace(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> tuple[Trace, float]:
+    """(trace, seconds): one speculative decoding run, every round recorded, as the app makes it."""
+    trace = speculative_decode(config, prompt_ids=prompt_ids, pair=pair)
+    return trace, trace.stats.wall_ms / 1e3
+
+
 def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = 3) -> SpeedupCheck:
     """The target alone against the trace's speculative decoding (same target, prompt and length, this
     process), both timed now in ``pairs`` back-to-back pairs whose order alternates, each side reported
@@ -95,22 +120,12 @@ def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = 3) -> SpeedupCh
 
     The trace's own wall time is not reused: a stored trace was timed whenever, and under whatever load,
     it was computed (another session's request), and a ratio of two times taken minutes apart on a
-    shared machine measures the load, not the method. Medians of alternating pairs keep one disturbed
-    pair (the browser painting this page's charts on the same cores, seen here) from setting the ratio.
+    shared machine measures the load, not the method.
     """
     config = trace.config.replace(max_new_tokens=max(1, len(trace.output_ids)))
-
-    def autoregressive_s() -> float:
-        return autoregressive_decode(config, pair, trace.prompt_ids)[1]
-
-    def speculative_s() -> float:
-        return speculative_decode(trace.config, prompt_ids=trace.prompt_ids, pair=pair).stats.wall_ms / 1e3
-
-    times = {autoregressive_s: [], speculative_s: []}
-    for i in range(pairs):
-        for run in (autoregressive_s, speculative_s)[:: 1 if i % 2 == 0 else -1]:
-            times[run].append(run())
-    ar_seconds, spec_seconds = (statistics.median(times[run]) for run in (autoregressive_s, speculative_s))
+    (_, ar_seconds), (_, spec_seconds) = timed_in_alternating_pairs(
+        lambda: autoregressive_decode(config, pair, trace.prompt_ids),
+        lambda: timed_trace(trace.config, pair, trace.prompt_ids), pairs)
     c = cost_ratio(config, pair, trace.prompt_ids + trace.output_ids[:1])
     alpha, blocks = trace.stats.alpha_estimate, realised_blocks(trace)
     verify_cost = verification_costs(pair, trace.prompt_ids + trace.output_ids, blocks)

@@ -9,14 +9,15 @@ from ..engine import ModelPair, autoregressive_decode, speculative_decode
 from ..theory import expected_speedup_for_blocks, expected_tokens_for_blocks
 
 from .cost import cost_ratio, verification_costs
-from .metrics import realised_blocks
+from .metrics import realised_blocks, timed_in_alternating_pairs, timed_trace
 from .common import SWEEP_GAMMAS_MAX, SWEEP_TOKENS_MAX, Progress
 
 
 def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], gammas: list[int],
-                on_progress: Progress = None) -> tuple[pd.DataFrame, float]:
-    """Run each block size once, each right after a run of the target alone (its row's baseline: a
-    machine whose load drifts gives both sides of a ratio the same load); return (table, cost ratio c).
+                on_progress: Progress = None, pairs: int = 3) -> tuple[pd.DataFrame, float]:
+    """Time each block size against the target alone in ``pairs`` alternating back-to-back pairs (its
+    row's baseline, medians: a machine whose load drifts gives both sides of a ratio the same load, and
+    one disturbed pair does not pick the best gamma); return (table, cost ratio c).
 
     Table columns: measured tokens per round and speedup next to the closed forms evaluated at the
     alpha each run measured: ``expected_speedup`` prices verification at one target step (Thm. 3.8),
@@ -26,34 +27,34 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
     """
     gammas = sorted(set(gammas))[:SWEEP_GAMMAS_MAX]
     config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX))
-    steps = len(gammas) + 2  # one baseline + run per gamma, c, then the verification costs
+    steps = len(gammas) + 2  # the pairs of each gamma, c, then the verification costs
 
     def tick(done: int, text: str) -> None:
         if on_progress:
             on_progress(done, steps, text)
 
-    traces, baselines = [], []
+    timed = []  # per gamma: ((baseline ids, median s), (trace, median s))
     for i, gamma in enumerate(gammas):
         tick(i, f"γ = {gamma} ({i + 1} of {len(gammas)} block sizes)")
-        baselines.append(autoregressive_decode(config, pair, prompt_ids))
-        traces.append(speculative_decode(config.replace(gamma=gamma), prompt_ids=prompt_ids, pair=pair))
-    ar_ids = baselines[0][0]
+        timed.append(timed_in_alternating_pairs(lambda: autoregressive_decode(config, pair, prompt_ids),
+                                                lambda: timed_trace(config.replace(gamma=gamma), pair, prompt_ids), pairs))
+    ar_ids = timed[0][0][0]
     tick(len(gammas), "measuring the cost ratio c")
     c = cost_ratio(config, pair, prompt_ids + ar_ids[:1])
     tick(steps - 1, "measuring the target's pass over k + 1 tokens")
-    blocks_of = [realised_blocks(trace) for trace in traces]
+    blocks_of = [realised_blocks(trace) for _, (trace, _) in timed]
     verify_cost = verification_costs(pair, prompt_ids + ar_ids, [k for blocks in blocks_of for k in blocks])
     rows = []
-    for gamma, trace, blocks, (ids, seconds) in zip(gammas, traces, blocks_of, baselines):
+    for gamma, ((ids, ar_seconds), (trace, seconds)), blocks in zip(gammas, timed, blocks_of):
         s = trace.stats
-        ar_same_length = seconds * s.new_tokens / max(1, len(ids))
+        ar_same_length = ar_seconds * s.new_tokens / max(1, len(ids))
         rows.append(dict(
             gamma=gamma, alpha=s.alpha_estimate, acceptance_rate=s.acceptance_rate, mean_block=sum(blocks) / max(1, len(blocks)),
             tokens_per_round=s.mean_tokens_per_round, expected_tokens_per_round=expected_tokens_for_blocks(s.alpha_estimate, blocks),
-            speedup=ar_same_length / (s.wall_ms / 1e3), expected_speedup=expected_speedup_for_blocks(s.alpha_estimate, blocks, c),
+            speedup=ar_same_length / seconds, expected_speedup=expected_speedup_for_blocks(s.alpha_estimate, blocks, c),
             expected_speedup_verify_measured=expected_speedup_for_blocks(s.alpha_estimate, blocks, c, verify_cost),
             verify_cost=sum(verify_cost[k] for k in blocks) / max(1, len(blocks)), target_passes=s.target_forward_passes, new_tokens=s.new_tokens,
-            wall_s=s.wall_ms / 1e3,
+            wall_s=seconds,
         ))
     tick(steps, f"done: {len(gammas)} block sizes")
     return pd.DataFrame(rows), c
