@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -25,8 +26,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def app_url(embedded):  # the embedded fixture makes sure the de-quantised cache exists
+@contextlib.contextmanager
+def running_app():
+    """`streamlit run app.py` on a free port, on the CPU; yields its URL once it answers."""
     port = free_port()
     env = {**os.environ, "SPECVIZ_DEVICE": "cpu"}
     server = subprocess.Popen(
@@ -49,6 +51,31 @@ def app_url(embedded):  # the embedded fixture makes sure the de-quantised cache
     finally:
         server.terminate()
         server.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def app_url(embedded):  # the embedded fixture makes sure the de-quantised cache exists
+    with running_app() as url:
+        yield url
+
+
+def test_a_page_link_opened_first_on_a_fresh_server_keeps_the_prompt_at_the_next_click(embedded):
+    """A teacher starts the server and shares a link to a page: streamlit runs that first request without
+    app.py (its pages/ folder mode). The sidebar drawn then used to lose the prompt at the next click."""
+    with running_app() as url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(600_000)
+        page.goto(f"{url}/gamma_sweep?max_new_tokens=4")
+        run = page.get_by_role("button", name="Run the sweep")
+        run.wait_for()
+        prompt = page.get_by_label("Prompt").input_value()
+        assert prompt.strip()
+        run.click()
+        page.get_by_text("best γ measured").or_(page.get_by_text("The prompt is empty")).first.wait_for()
+        assert "prompt is empty" not in page.inner_text("body")
+        assert page.get_by_label("Prompt").input_value() == prompt
+        browser.close()
 
 
 def test_round_view_in_chromium(app_url):

@@ -53,18 +53,15 @@ def shared_controls() -> tuple[DecodeConfig | None, str, DecodeConfig]:
 
     app.py draws the sidebar for every page, so its widgets keep their values whichever page is open.
     A page opened straight from a link on a freshly started server runs without app.py (streamlit's
-    pages/ folder mode until the first st.navigation call), so it then draws the sidebar itself.
+    pages/ folder mode until the first st.navigation call); it then leaves that mode and reruns at
+    once, through app.py, before drawing anything. (Drawing the sidebar from the page for that one run
+    lost the prompt at the next click: the widgets then belonged to another script's run.)
     The URL is updated here, from the page, so a copied link reopens this state on this page.
     """
     ss = st.session_state
     if not ss.pop("sv_sidebar_drawn", False) and "sv_config" not in ss:
-        # Streamlit ran this page without app.py (its pages/ folder mode, used until the first
-        # st.navigation call). Leave that mode as st.navigation itself does, so the next run goes
-        # through app.py, and draw the sidebar here for this one run.
-        PagesManager.uses_pages_directory = False
-        st.set_page_config(**PAGE_CONFIG)
-        draw_shared_sidebar()
-        ss.pop("sv_sidebar_drawn")
+        PagesManager.uses_pages_directory = False  # what st.navigation's first call does
+        st.rerun()
     config, prompt, defaults = ss.get("sv_config"), ss.get("sv_prompt", DEFAULT_PROMPT), ss.get("sv_defaults") or app_defaults()
     if config is not None:
         write_url(config, prompt, ss.get("round", 1), defaults)
