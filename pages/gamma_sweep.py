@@ -10,8 +10,9 @@ from specviz.registry import drafter_spec
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Gamma sweep: which block size pays?")
-st.markdown("Each block size γ runs the sidebar's configuration three times, alternating with the target alone "
-            "(medians, so both sides of a speedup meet the same load on this machine; at most "
+st.markdown(f"Each block size γ runs the sidebar's configuration {analysis.SWEEP_PAIRS} times, each run paired with "
+            "one of the target alone in alternating order (medians, so both sides of a speedup meet the same load on "
+            "this machine; at most "
             f"{analysis.SWEEP_GAMMAS_MAX} values of γ and {analysis.SWEEP_TOKENS_MAX} new tokens per run). The theory "
             "curves use each run's measured α, each round's realised block size k (the last rounds are clipped by the "
             "token budget) and the draft/target cost ratio **c** measured on this device: "
@@ -22,8 +23,8 @@ gammas = st.multiselect("Block sizes γ", list(range(1, 17)), default=[1, 2, 3, 
 if config is not None and gammas:
     key = ui.trace_key(config, prompt, "sweep", tuple(sorted(gammas)))
     if not ui.known(key) and not st.button("Run the sweep", type="primary"):
-        st.info("Press the button to run the sweep (it decodes three times per γ, alternating with the target alone "
-                "as that γ's baseline).")
+        st.info(f"Press the button to run the sweep (per γ, {analysis.SWEEP_PAIRS} speculative runs, each paired with a "
+                "run of the target alone as that γ's baseline).")
         st.stop()
 
     def compute(on_progress):

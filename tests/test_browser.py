@@ -34,23 +34,26 @@ def running_app():
     server = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and server.poll() is None:
             try:
                 if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
                     break
             except OSError:
                 time.sleep(0.5)
         else:
-            raise RuntimeError("streamlit did not start")
+            raise RuntimeError(f"streamlit did not start (exit code {server.poll()})")
         yield url
     finally:
         server.terminate()
-        server.wait(timeout=20)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +75,8 @@ def test_a_page_link_opened_first_on_a_fresh_server_keeps_the_prompt_at_the_next
         prompt = page.get_by_label("Prompt").input_value()
         assert prompt.strip()
         run.click()
-        page.get_by_text("best γ measured").or_(page.get_by_text("The prompt is empty")).first.wait_for()
+        outcome = page.get_by_text("best γ measured").or_(page.get_by_text("The prompt is empty"))
+        outcome.or_(page.locator('[data-testid="stException"]')).first.wait_for()  # whichever comes: fail fast
         assert "prompt is empty" not in page.inner_text("body")
         assert page.get_by_label("Prompt").input_value() == prompt
         browser.close()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from specviz import analysis
 from specviz.config import DecodeConfig
@@ -157,3 +159,10 @@ def test_lesson_player_page_sends_the_whole_trace_and_keeps_the_linked_view(para
     bad = make_app({**params, "view": "cinema"})
     bad.switch_page("pages/lesson_player.py").run()
     assert not bad.exception and any("view='cinema'" in w.value for w in bad.warning)
+
+
+def test_a_page_run_as_the_main_script_says_how_to_start_the_app():
+    page = Path(__file__).resolve().parent.parent / "pages" / "gamma_sweep.py"
+    at = AppTest.from_file(str(page), default_timeout=1800).run()  # no app.py to rerun through: no endless rerun
+    assert not at.exception
+    assert any("streamlit run app.py" in e.value for e in at.error)

@@ -4,7 +4,9 @@ Every long computation takes ``on_progress(done, total)`` so a page can show a p
 every size is bounded (``common``) so one user cannot occupy the machine for minutes. No streamlit.
 """
 
-from .common import COMPARE_BETAS, LAB_SAMPLES_MAX, LAB_TOKENS_MAX, SWEEP_GAMMAS_MAX, SWEEP_TOKENS_MAX, TIMING_REPEATS_MAX
+from .common import (
+    COMPARE_BETAS, LAB_SAMPLES_MAX, LAB_TOKENS_MAX, SWEEP_GAMMAS_MAX, SWEEP_PAIRS, SWEEP_TOKENS_MAX, TIMING_REPEATS_MAX,
+)
 from .cost import cost_ratio, verification_costs
 from .drafters import COMPARE_PROMPTS_MAX, compare_drafters, drafter_attention
 from .metrics import (
@@ -17,7 +19,8 @@ from .timing import verification_mask, verification_timing
 from .tree_vs_chain import tree_vs_chain
 
 __all__ = [
-    "COMPARE_BETAS", "COMPARE_PROMPTS_MAX", "LAB_SAMPLES_MAX", "LAB_TOKENS_MAX", "SWEEP_GAMMAS_MAX", "SWEEP_TOKENS_MAX",
+    "COMPARE_BETAS", "COMPARE_PROMPTS_MAX", "LAB_SAMPLES_MAX", "LAB_TOKENS_MAX", "SWEEP_GAMMAS_MAX", "SWEEP_PAIRS",
+    "SWEEP_TOKENS_MAX",
     "TIMING_REPEATS_MAX", "VOCAB_SIZES", "SpeedupCheck", "TheoryCheck", "acceptance_by_position", "accepted_lengths",
     "compare_drafters", "compare_rules_on_draft", "cost_ratio", "drafter_attention", "gamma_sweep", "lossy_departures",
     "measured_speedup", "realised_blocks", "score_draft", "theory_check", "timed_in_alternating_pairs", "tokens_per_round",

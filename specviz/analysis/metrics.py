@@ -18,6 +18,7 @@ from .cost import cost_ratio, verification_costs
 
 A, B = TypeVar("A"), TypeVar("B")
 
+
 def acceptance_by_position(trace: Trace) -> pd.DataFrame:
     """Per drafted position i (1-based), as vLLM reports acceptance:
     ``acceptance_rate`` = accepted_i / verified_i, conditional on tokens 1..i-1 accepted;
@@ -98,13 +99,21 @@ def timed_in_alternating_pairs(first: Callable[[], tuple[A, float]], second: Cal
 
     On a shared machine whose speed drifts by 20% within seconds, both sides of a ratio meet the same
     load, and one disturbed pair (the browser painting a page's charts on the same cores, seen here)
-    cannot set the ratio.
+    cannot set the ratio. (With an even ``pairs`` each median is the mean of the middle two.)
     """
-    runs: tuple[list, list] = ([], [])
+    if pairs < 1:
+        raise ValueError(f"pairs must be at least 1, not {pairs}")
+    firsts: list[tuple[A, float]] = []
+    seconds: list[tuple[B, float]] = []
     for i in range(pairs):
-        for side in (0, 1) if i % 2 == 0 else (1, 0):
-            runs[side].append((first, second)[side]())
-    return tuple((side[0][0], statistics.median(seconds for _, seconds in side)) for side in runs)
+        if i % 2 == 0:
+            firsts.append(first())
+            seconds.append(second())
+        else:
+            seconds.append(second())
+            firsts.append(first())
+    return ((firsts[0][0], statistics.median(s for _, s in firsts)),
+            (seconds[0][0], statistics.median(s for _, s in seconds)))
 
 
 def timed_trace(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> tuple[Trace, float]:

@@ -10,11 +10,11 @@ from ..theory import expected_speedup_for_blocks, expected_tokens_for_blocks
 
 from .cost import cost_ratio, verification_costs
 from .metrics import realised_blocks, timed_in_alternating_pairs, timed_trace
-from .common import SWEEP_GAMMAS_MAX, SWEEP_TOKENS_MAX, Progress
+from .common import SWEEP_GAMMAS_MAX, SWEEP_PAIRS, SWEEP_TOKENS_MAX, Progress
 
 
 def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], gammas: list[int],
-                on_progress: Progress = None, pairs: int = 3) -> tuple[pd.DataFrame, float]:
+                on_progress: Progress = None, pairs: int = SWEEP_PAIRS) -> tuple[pd.DataFrame, float]:
     """Time each block size against the target alone in ``pairs`` alternating back-to-back pairs (its
     row's baseline, medians: a machine whose load drifts gives both sides of a ratio the same load, and
     one disturbed pair does not pick the best gamma); return (table, cost ratio c).
@@ -24,6 +24,8 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
     ``expected_speedup_verify_measured`` at the measured cost v(k) of the target's pass over k + 1 tokens,
     and ``verify_cost`` is the mean v(k) over the run's rounds: above 1 exactly when that priced theory
     predicts less than Thm. 3.8 (sum E / sum(k c + v) < sum E / sum(k c + 1) iff sum v > the rounds).
+    ``wall_s`` and ``speedup`` are medians over the pairs; the other columns come from the first trace
+    (seeded: every pair decodes the same tokens).
     """
     gammas = sorted(set(gammas))[:SWEEP_GAMMAS_MAX]
     config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX))
@@ -36,8 +38,9 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
     timed = []  # per gamma: ((baseline ids, median s), (trace, median s))
     for i, gamma in enumerate(gammas):
         tick(i, f"γ = {gamma} ({i + 1} of {len(gammas)} block sizes)")
+        gamma_config = config.replace(gamma=gamma)
         timed.append(timed_in_alternating_pairs(lambda: autoregressive_decode(config, pair, prompt_ids),
-                                                lambda: timed_trace(config.replace(gamma=gamma), pair, prompt_ids), pairs))
+                                                lambda: timed_trace(gamma_config, pair, prompt_ids), pairs))
     ar_ids = timed[0][0][0]
     tick(len(gammas), "measuring the cost ratio c")
     c = cost_ratio(config, pair, prompt_ids + ar_ids[:1])

@@ -60,6 +60,9 @@ def shared_controls() -> tuple[DecodeConfig | None, str, DecodeConfig]:
     """
     ss = st.session_state
     if not ss.pop("sv_sidebar_drawn", False) and "sv_config" not in ss:
+        if not PagesManager.uses_pages_directory:  # this page is the main script: there is no app.py run to go to
+            st.error("This page is part of specviz: start the app with `streamlit run app.py`.")
+            st.stop()
         PagesManager.uses_pages_directory = False  # what st.navigation's first call does
         st.rerun()
     config, prompt, defaults = ss.get("sv_config"), ss.get("sv_prompt", DEFAULT_PROMPT), ss.get("sv_defaults") or app_defaults()
