@@ -105,13 +105,10 @@ def timed_in_alternating_pairs(first: Callable[[], tuple[A, float]], second: Cal
         raise ValueError(f"pairs must be at least 1, not {pairs}")
     firsts: list[tuple[A, float]] = []
     seconds: list[tuple[B, float]] = []
+    sides = [(first, firsts), (second, seconds)]
     for i in range(pairs):
-        if i % 2 == 0:
-            firsts.append(first())
-            seconds.append(second())
-        else:
-            seconds.append(second())
-            firsts.append(first())
+        for run, runs in sides if i % 2 == 0 else sides[::-1]:
+            runs.append(run())
     return ((firsts[0][0], statistics.median(s for _, s in firsts)),
             (seconds[0][0], statistics.median(s for _, s in seconds)))
 

@@ -41,7 +41,7 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
         gamma_config = config.replace(gamma=gamma)
         timed.append(timed_in_alternating_pairs(lambda: autoregressive_decode(config, pair, prompt_ids),
                                                 lambda: timed_trace(gamma_config, pair, prompt_ids), pairs))
-    ar_ids = timed[0][0][0]
+    (ar_ids, _), _ = timed[0]  # the target's own tokens (every baseline decodes the same)
     tick(len(gammas), "measuring the cost ratio c")
     c = cost_ratio(config, pair, prompt_ids + ar_ids[:1])
     tick(steps - 1, "measuring the target's pass over k + 1 tokens")

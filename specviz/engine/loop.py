@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, TypeVar
 
 import torch
 
@@ -33,6 +33,8 @@ from .pair import ModelPair, eos_ids, load_pair, prompt_ids_for
 from .records import (
     TokenTexts, draft_position, models_info, summarize, sync_tree_with_checks, tree_record, truncate_at_eos, verify_block,
 )
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -89,8 +91,8 @@ class DecodeRun:
         return [self.rule.target_distribution(row).cpu() for row in logits]  # float32, one per position
 
 
-def timed_ms(compute: Callable[[], list[torch.Tensor]]) -> tuple[list[torch.Tensor], float]:
-    """(result, milliseconds): for work that ends on the CPU (a ``.cpu()`` waits for a GPU's queue)."""
+def timed_ms(compute: Callable[[], T]) -> tuple[T, float]:
+    """(result, milliseconds) of a round's step; each ends on the CPU (a ``.cpu()`` waits for a GPU's queue)."""
     started = time.perf_counter()
     result = compute()
     return result, (time.perf_counter() - started) * 1e3
@@ -132,16 +134,12 @@ def verify_tree(run: DecodeRun, committed: list[int], tree: DraftTree) -> Verifi
 def play_round(run: DecodeRun, committed: list[int], max_block: int) -> RoundResult:
     """One round with any drafter, chain or tree, through the drafters' two verbs."""
     # 1. draft: up to max_block tokens (a chain) or levels (a tree)
-    t0 = time.perf_counter()
-    proposal = run.drafter.propose(committed, max_block, run.rule, run.generator)
-    t1 = time.perf_counter()
+    proposal, draft_ms = timed_ms(lambda: run.drafter.propose(committed, max_block, run.rule, run.generator))
     # 2.-4. verify in ONE target pass, accept a path, then the correction or the bonus
-    verified = run.verify(run, committed, proposal)
-    t2 = time.perf_counter()
+    verified, verify_ms = timed_ms(lambda: run.verify(run, committed, proposal))
     # 5. tell the drafter how its proposal fared (adaptive exit; a tree keeps its accepted path's caches)
     run.drafter.update(proposal.size, verified.accepted_path)
-    return RoundResult(verified, (t1 - t0) * 1e3, (t2 - t1) * 1e3, proposal.forward_passes,
-                       proposal.exit_threshold)
+    return RoundResult(verified, draft_ms, verify_ms, proposal.forward_passes, proposal.exit_threshold)
 
 
 def speculative_decode(
