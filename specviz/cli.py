@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         prompt.add_argument("--prompt-ids", type=_int_list, help="raw prompt token ids, comma-separated (no template)")
     draft = commands.add_parser("train-draft", help="distil the embedded draft model from the embedded target")
     draft.add_argument("--layers", type=_int_list, default=None, help="the target's decoder layers the draft starts from (default 0,10,20,29)")
-    draft.add_argument("--epochs", type=float, default=None, help="passes over the teacher text (default 2)")
+    draft.add_argument("--epochs", type=float, default=None, help="passes over the teacher text (default 6)")
     draft.add_argument("--divergence", choices=("fkl", "tvd"), default="fkl", help="forward KL (default) or total variation")
     draft.add_argument("--temperatures", default=None,
                        help="comma-separated: the target answers each prompt once per temperature, 0 = greedy (default 0,0.7)")

@@ -38,8 +38,10 @@ def test_the_default_pair_is_the_embedded_target_and_its_shipped_draft(pair, emb
     assert pair.target is embedded and pair.draft.spec == "embedded-draft"
     assert pair.draft.tokenizer.get_vocab() == pair.target.tokenizer.get_vocab()
     draft_config = pair.draft.model.config
-    assert draft_config.hidden_size == pair.target.model.config.hidden_size and draft_config.num_hidden_layers == 4
-    assert pair.draft.vocab_ranking.recommended == json.loads(MANIFEST_FILE.read_text())["draft_vocab"]
+    manifest = json.loads(MANIFEST_FILE.read_text())
+    assert draft_config.hidden_size == pair.target.model.config.hidden_size
+    assert draft_config.num_hidden_layers == len(manifest["layers_from_target"]) < pair.target.num_layers
+    assert pair.draft.vocab_ranking.recommended == manifest["draft_vocab"]
     # the draft's embedding and tied head are the target's own
     assert torch.equal(pair.draft.model.get_input_embeddings().weight, pair.target.model.get_input_embeddings().weight)
 
@@ -124,8 +126,8 @@ def test_held_out_greedy_acceptance_shows_the_shipped_draft_is_the_trained_one(p
     traces = [speculative_decode(config, prompt=p, pair=pair) for p in prompts]
     verified = [pos for t in traces for r in t.rounds for pos in r.draft if pos.status != "not_verified"]
     # a cut of these layers before training agrees with the target on ~0% of tokens; the draft trained on
-    # 0.85M tokens of teacher text: 0.41 here; the shipped one (6.2M tokens): 0.48
-    assert sum(p.accepted for p in verified) / len(verified) >= 0.44
+    # 0.85M tokens of teacher text: 0.41 here; 2 epochs on 6.2M tokens: 0.48; the shipped one (6 epochs): 0.56
+    assert sum(p.accepted for p in verified) / len(verified) >= 0.5
 
 
 def test_the_head_size_comparison_reports_the_trace_of_each_head(pair):

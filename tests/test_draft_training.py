@@ -5,7 +5,9 @@ from __future__ import annotations
 import statistics
 
 import torch
+from safetensors import safe_open
 
+from specviz.draft_model import ROW_SCALE, cut_model, layer_state, quantised_rows, restored_state, save_shipped, stored_tensors
 from specviz.draft_training import (
     HELDOUT_FILE, TEMPLATE_PROMPTS, TrainSettings, distil, prompt_files, response_rows, vocab_ranking,
 )
@@ -51,3 +53,35 @@ def test_distilling_a_cut_of_the_target_lowers_the_divergence(tiny_pair, tmp_pat
     assert sorted(ranking.tolist()) == list(range(vocab))  # every id once, the most generated first
     generated = [t for b in batches for r in range(b.ids.shape[0]) for t in b.ids[r, int(b.prompt_lens[r]): int(b.total_lens[r])].tolist()]
     assert generated.count(int(ranking[0])) == max(generated.count(t) for t in set(generated))
+
+
+def test_shipped_matrices_are_int8_changes_from_the_start_layers_and_restore_within_half_a_step(tiny_pair, tmp_path):
+    target = tiny_pair.target.model
+    start = layer_state(target.state_dict(), [0, 3])
+    draft = cut_model(target, [0, 3]).float()
+    torch.manual_seed(0)
+    with torch.no_grad():  # training moves each matrix by a fraction of its norm
+        for name, value in draft.named_parameters():
+            if name in start and value.ndim == 2:
+                value.add_(0.3 * value.abs().mean() * torch.randn_like(value))
+    stored = stored_tensors(draft, start)
+    assert "model.embed_tokens.weight" not in stored and "lm_head.weight" not in stored  # the target's, read at load time
+    restored = restored_state(stored, start)
+    trained = draft.state_dict()
+    for name, value in restored.items():
+        if name + ROW_SCALE in stored:
+            assert stored[name].dtype == torch.int8
+            step = stored[name + ROW_SCALE][:, None]
+            assert ((value - trained[name].float()).abs() <= step / 2 + 1e-7).all(), name
+            _, own_scale = quantised_rows(trained[name])  # rounding the change is finer than rounding the matrix
+            assert step.mean() < 0.6 * own_scale.mean(), name
+        else:
+            assert stored[name].dtype == torch.float16 and torch.allclose(value, trained[name].float(), atol=1e-2)
+    assert set(restored) == {name for name in trained if name not in ("model.embed_tokens.weight", "lm_head.weight")}
+    untouched = stored_tensors(cut_model(target, [0, 3]).float(), start)  # no change from the start: exactly the start
+    assert all(torch.equal(v, start[n].float()) for n, v in restored_state(untouched, start).items() if n in start and v.ndim == 2)
+    path = tmp_path / "draft.safetensors"
+    save_shipped(stored, [0, 3], torch.arange(target.config.vocab_size), {"draft_vocab": 16}, path)
+    with safe_open(str(path), framework="pt") as f:
+        assert f.metadata()["layers_from_target"] == "0,3" and f.metadata()["num_hidden_layers"] == "2"
+        assert f.get_tensor("vocab_order").dtype == torch.int32
