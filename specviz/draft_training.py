@@ -37,7 +37,9 @@ import torch
 from tqdm import tqdm
 
 from .config import DecodeConfig
-from .draft_model import VocabRanking, cut_model, layer_state, restored_state, save_shipped, stored_tensors
+from .draft_model import (
+    SHARED_WEIGHTS, VocabRanking, cut_model, layer_state, restored_state, save_shipped, stored_tensors,
+)
 from .models import LoadedModel
 from .teacher_text import TeacherBatch, generate_teacher_text, read_prompt_file
 
@@ -200,7 +202,9 @@ def train_draft(target: LoadedModel, settings: TrainSettings, *, out: Path, comm
     ranking = vocab_ranking(batches, int(target.model.get_output_embeddings().weight.shape[0]))
     start = layer_state(target.model.state_dict(), list(settings.layers))
     shipped = stored_tensors(model, start)
-    model.load_state_dict(restored_state(shipped, start), strict=False)  # measure exactly the weights that ship
+    missing, unexpected = model.load_state_dict(restored_state(shipped, start), strict=False)
+    if unexpected or set(missing) - set(SHARED_WEIGHTS):  # measure exactly the weights that ship, all of them
+        raise RuntimeError(f"the shipped tensors do not cover the draft: missing {missing}, unexpected {unexpected}")
     draft = LoadedModel(spec="embedded-draft (just trained)", name="draft (just trained)", model=model.to(target.model.dtype),
                         tokenizer=target.tokenizer, device=target.device, vocab_ranking=VocabRanking(ranking, settings.draft_vocab))
     heldout = read_prompt_file(HELDOUT_FILE)

@@ -8,12 +8,14 @@ import sys
 
 import pytest
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, DynamicCache
 
 from specviz import analysis
 from specviz.cli import main
 from specviz.config import EMBEDDED, ConfigError, DecodeConfig
-from specviz.draft_model import MANIFEST_FILE, WEIGHTS_FILE, embedded_draft_dir
+from specviz.draft_model import MANIFEST_FILE, ROW_SCALE, WEIGHTS_FILE, embedded_draft_dir, layer_state
 from specviz.draft_training import HELDOUT_FILE
 from specviz.lab import chi_square_power, goodness_of_fit
 from specviz.engine import ModelPair, draft_forward_for, load_pair, prompt_ids_for, speculative_decode
@@ -42,6 +44,14 @@ def test_the_default_pair_is_the_embedded_target_and_its_shipped_draft(pair, emb
     assert draft_config.hidden_size == pair.target.model.config.hidden_size
     assert draft_config.num_hidden_layers == len(manifest["layers_from_target"]) < pair.target.num_layers
     assert pair.draft.vocab_ranking.recommended == manifest["draft_vocab"]
+    # each shipped matrix is int8 rows of its change from the target layer the manifest names
+    with safe_open(str(WEIGHTS_FILE), framework="pt") as f:
+        assert f.metadata()["layers_from_target"] == ",".join(map(str, manifest["layers_from_target"]))
+    stored = load_file(str(WEIGHTS_FILE))
+    start = layer_state(pair.target.model.state_dict(), manifest["layers_from_target"])
+    name = "model.layers.1.mlp.down_proj.weight"
+    assert stored[name].dtype == torch.int8
+    assert torch.equal(pair.draft.model.state_dict()[name], start[name] + stored[name].float() * stored[name + ROW_SCALE][:, None])
     # the draft's embedding and tied head are the target's own
     assert torch.equal(pair.draft.model.get_input_embeddings().weight, pair.target.model.get_input_embeddings().weight)
 
