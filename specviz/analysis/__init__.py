@@ -10,19 +10,20 @@ from .common import (
 from .cost import cost_ratio, verification_costs
 from .drafters import COMPARE_PROMPTS_MAX, compare_drafters, drafter_attention
 from .metrics import (
-    SpeedupCheck, TheoryCheck, acceptance_by_position, accepted_lengths, measured_speedup, realised_blocks, theory_check,
-    timed_in_alternating_pairs, tokens_per_round,
+    PairedTimes, SpeedupCheck, TheoryCheck, acceptance_by_position, accepted_lengths, measured_speedup, realised_blocks,
+    theory_check, timed_in_alternating_pairs, tokens_per_round,
 )
 from .rules import compare_rules_on_draft, lossy_departures, score_draft
-from .sweep import VOCAB_SIZES, gamma_sweep, vocab_sweep
+from .sweep import VOCAB_SIZES, gamma_sweep, gammas_tied_with, vocab_sweep
 from .timing import verification_mask, verification_timing
 from .tree_vs_chain import tree_vs_chain
 
 __all__ = [
     "COMPARE_BETAS", "COMPARE_PROMPTS_MAX", "LAB_SAMPLES_MAX", "LAB_TOKENS_MAX", "SWEEP_GAMMAS_MAX", "SWEEP_PAIRS",
     "SWEEP_TOKENS_MAX",
-    "TIMING_REPEATS_MAX", "VOCAB_SIZES", "SpeedupCheck", "TheoryCheck", "acceptance_by_position", "accepted_lengths",
-    "compare_drafters", "compare_rules_on_draft", "cost_ratio", "drafter_attention", "gamma_sweep", "lossy_departures",
+    "TIMING_REPEATS_MAX", "VOCAB_SIZES", "PairedTimes", "SpeedupCheck", "TheoryCheck", "acceptance_by_position", "accepted_lengths",
+    "compare_drafters", "compare_rules_on_draft", "cost_ratio", "drafter_attention", "gamma_sweep", "gammas_tied_with",
+    "lossy_departures",
     "measured_speedup", "realised_blocks", "score_draft", "theory_check", "timed_in_alternating_pairs", "tokens_per_round",
     "tree_vs_chain",
     "verification_costs", "verification_mask", "verification_timing", "vocab_sweep",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import Callable, Generic, TypeVar
 
 import pandas as pd
 
@@ -92,14 +92,37 @@ class SpeedupCheck:
         return self.autoregressive_s / self.speculative_s
 
 
+@dataclass(frozen=True)
+class PairedTimes(Generic[A, B]):
+    """Two computations timed in alternating back-to-back pairs: each side's first result, and its seconds
+    in pair order (pair i: ``first_seconds[i]`` and ``second_seconds[i]``, run one right after the other)."""
+
+    first: A
+    second: B
+    first_seconds: list[float]
+    second_seconds: list[float]
+
+    @property
+    def first_median(self) -> float:
+        return statistics.median(self.first_seconds)
+
+    @property
+    def second_median(self) -> float:
+        return statistics.median(self.second_seconds)
+
+    def ratios(self) -> list[float]:
+        """first / second seconds within each pair: the spread of a speedup measured pair by pair."""
+        return [f / s for f, s in zip(self.first_seconds, self.second_seconds)]
+
+
 def timed_in_alternating_pairs(first: Callable[[], tuple[A, float]], second: Callable[[], tuple[B, float]],
-                               pairs: int) -> tuple[tuple[A, float], tuple[B, float]]:
+                               pairs: int) -> PairedTimes[A, B]:
     """Run two timed computations (each returns (result, seconds)) in ``pairs`` back-to-back pairs whose
-    order alternates (first-second, second-first, ...); return each one's first result and median seconds.
+    order alternates (first-second, second-first, ...); keep each one's first result and every time.
 
     On a shared machine whose speed drifts by 20% within seconds, both sides of a ratio meet the same
     load, and one disturbed pair (the browser painting a page's charts on the same cores, seen here)
-    cannot set the ratio. (With an even ``pairs`` each median is the mean of the middle two.)
+    cannot set the ratio of the medians. (With an even ``pairs`` each median is the mean of the middle two.)
     """
     if pairs < 1:
         raise ValueError(f"pairs must be at least 1, not {pairs}")
@@ -109,8 +132,7 @@ def timed_in_alternating_pairs(first: Callable[[], tuple[A, float]], second: Cal
     for i in range(pairs):
         for run, runs in sides if i % 2 == 0 else sides[::-1]:
             runs.append(run())
-    return ((firsts[0][0], statistics.median(s for _, s in firsts)),
-            (seconds[0][0], statistics.median(s for _, s in seconds)))
+    return PairedTimes(firsts[0][0], seconds[0][0], [s for _, s in firsts], [s for _, s in seconds])
 
 
 def timed_trace(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> tuple[Trace, float]:
@@ -129,9 +151,9 @@ def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = 3) -> SpeedupCh
     shared machine measures the load, not the method.
     """
     config = trace.config.replace(max_new_tokens=max(1, len(trace.output_ids)))
-    (_, ar_seconds), (_, spec_seconds) = timed_in_alternating_pairs(
-        lambda: autoregressive_decode(config, pair, trace.prompt_ids),
-        lambda: timed_trace(trace.config, pair, trace.prompt_ids), pairs)
+    timed = timed_in_alternating_pairs(lambda: autoregressive_decode(config, pair, trace.prompt_ids),
+                                       lambda: timed_trace(trace.config, pair, trace.prompt_ids), pairs)
+    ar_seconds, spec_seconds = timed.first_median, timed.second_median
     c = cost_ratio(config, pair, trace.prompt_ids + trace.output_ids[:1])
     alpha, blocks = trace.stats.alpha_estimate, realised_blocks(trace)
     verify_cost = verification_costs(pair, trace.prompt_ids + trace.output_ids, blocks)

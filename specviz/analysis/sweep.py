@@ -24,8 +24,9 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
     ``expected_speedup_verify_measured`` at the measured cost v(k) of the target's pass over k + 1 tokens,
     and ``verify_cost`` is the mean v(k) over the run's rounds: above 1 exactly when that priced theory
     predicts less than Thm. 3.8 (sum E / sum(k c + v) < sum E / sum(k c + 1) iff sum v > the rounds).
-    ``wall_s`` and ``speedup`` are medians over the pairs; the other columns come from the first trace
-    (seeded: every pair decodes the same tokens).
+    ``wall_s`` and ``speedup`` are medians over the pairs, ``speedup_low`` and ``speedup_high`` the
+    slowest and fastest pair's own ratio; the other columns come from the first trace (seeded: every
+    pair decodes the same tokens).
     """
     gammas = sorted(set(gammas))[:SWEEP_GAMMAS_MAX]
     config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX))
@@ -35,32 +36,41 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
         if on_progress:
             on_progress(done, steps, text)
 
-    timed = []  # per gamma: ((baseline ids, median s), (trace, median s))
+    timed = []  # per gamma: PairedTimes(baseline ids, trace, ...)
     for i, gamma in enumerate(gammas):
         tick(i, f"γ = {gamma} ({i + 1} of {len(gammas)} block sizes)")
         gamma_config = config.replace(gamma=gamma)
         timed.append(timed_in_alternating_pairs(lambda: autoregressive_decode(config, pair, prompt_ids),
                                                 lambda: timed_trace(gamma_config, pair, prompt_ids), pairs))
-    (ar_ids, _), _ = timed[0]  # the target's own tokens (every baseline decodes the same)
+    ar_ids = timed[0].first  # the target's own tokens (every baseline decodes the same)
     tick(len(gammas), "measuring the cost ratio c")
     c = cost_ratio(config, pair, prompt_ids + ar_ids[:1])
     tick(steps - 1, "measuring the target's pass over k + 1 tokens")
-    blocks_of = [realised_blocks(trace) for _, (trace, _) in timed]
+    blocks_of = [realised_blocks(run.second) for run in timed]
     verify_cost = verification_costs(pair, prompt_ids + ar_ids, [k for blocks in blocks_of for k in blocks])
     rows = []
-    for gamma, ((ids, ar_seconds), (trace, seconds)), blocks in zip(gammas, timed, blocks_of):
-        s = trace.stats
-        ar_same_length = ar_seconds * s.new_tokens / max(1, len(ids))
+    for gamma, run, blocks in zip(gammas, timed, blocks_of):
+        s = run.second.stats
+        same_length = s.new_tokens / max(1, len(run.first))  # the baseline's time scaled to the trace's tokens
+        pair_speedups = [ratio * same_length for ratio in run.ratios()]
         rows.append(dict(
             gamma=gamma, alpha=s.alpha_estimate, acceptance_rate=s.acceptance_rate, mean_block=sum(blocks) / max(1, len(blocks)),
             tokens_per_round=s.mean_tokens_per_round, expected_tokens_per_round=expected_tokens_for_blocks(s.alpha_estimate, blocks),
-            speedup=ar_same_length / seconds, expected_speedup=expected_speedup_for_blocks(s.alpha_estimate, blocks, c),
+            speedup=run.first_median / run.second_median * same_length, speedup_low=min(pair_speedups),
+            speedup_high=max(pair_speedups), expected_speedup=expected_speedup_for_blocks(s.alpha_estimate, blocks, c),
             expected_speedup_verify_measured=expected_speedup_for_blocks(s.alpha_estimate, blocks, c, verify_cost),
             verify_cost=sum(verify_cost[k] for k in blocks) / max(1, len(blocks)), target_passes=s.target_forward_passes, new_tokens=s.new_tokens,
-            wall_s=seconds,
+            wall_s=run.second_median,
         ))
     tick(steps, f"done: {len(gammas)} block sizes")
     return pd.DataFrame(rows), c
+
+
+def gammas_tied_with(table: pd.DataFrame, gamma: int) -> list[int]:
+    """The other block sizes whose fastest pair beats ``gamma``'s slowest pair: measured on this machine
+    they cannot be told apart from it (a tie, not a ranking)."""
+    slowest = float(table.loc[table.gamma == gamma, "speedup_low"].iloc[0])
+    return [int(row.gamma) for row in table.itertuples() if row.gamma != gamma and row.speedup_high >= slowest]
 
 
 VOCAB_SIZES = (1024, 2048, 4096, 8192, 16384, 0)  # FR-Spec head sizes compared (0: the whole vocabulary)

@@ -53,15 +53,17 @@ def vocab_sweep_figure(table) -> go.Figure:
 
 
 def gamma_sweep_figure(table, best_measured: int, best_expected: int) -> go.Figure:
-    """Measured tokens/round and speedup against the closed forms (the speedup's also with the measured cost of
-    verification), best gammas marked."""
+    """Measured tokens/round and speedup (median, with bars from the slowest to the fastest pair) against the
+    closed forms (the speedup's also with the measured cost of verification), best gammas marked."""
     from plotly.subplots import make_subplots
 
     fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens per round", "speedup over autoregressive"))
+    spread = dict(type="data", symmetric=False, array=table.speedup_high - table.speedup,
+                  arrayminus=table.speedup - table.speedup_low)  # the slowest and fastest pair's own speedup
     for col, measured, expected in ((1, "tokens_per_round", "expected_tokens_per_round"), (2, "speedup", "expected_speedup")):
         label = measured.replace("_", " ")
         fig.add_trace(go.Scatter(x=table.gamma, y=table[measured], mode="lines+markers", name=f"measured {label}",
-                                 line=dict(color=TARGET_COLOR)), row=1, col=col)
+                                 line=dict(color=TARGET_COLOR), error_y=spread if col == 2 else None), row=1, col=col)
         fig.add_trace(go.Scatter(x=table.gamma, y=table[expected], mode="lines", name=f"theory {label}",
                                  line=dict(color="#e65100", dash="dash")), row=1, col=col)
     fig.add_trace(go.Scatter(x=table.gamma, y=table.expected_speedup_verify_measured, mode="lines",
