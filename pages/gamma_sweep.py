@@ -41,14 +41,14 @@ if config is not None and gammas:
         cols = st.columns(5)
         cols[0].metric("cost ratio c (draft / target forward)", f"{c:.3f}")
         cols[1].metric(f"mean α over runs ({config.rule})", f"{alpha:.3f}", help=ALPHA_DEFINITIONS[config.rule])
-        cols[2].metric("best γ measured", best_measured, help="the highest median speedup over the pairs")
-        cols[3].metric("best γ in theory (v = 1)", best_theory, help="Thm. 3.8 over γ = 1..16 at the mean α and c")
-        cols[4].metric("best γ in theory, v measured", best_priced,
+        cols[2].metric("best γ measured", best_measured, help="the highest speedup: the target alone's median time over the speculative median time")
+        cols[3].metric("best γ in theory (v = 1, γ 1-16)", best_theory, help="Thm. 3.8 over γ = 1..16 at the mean α and c")
+        cols[4].metric("best γ in theory, v measured (swept γ)", best_priced,
                        help="the highest of the dotted curve over the swept γ: the target's pass over k + 1 tokens at its measured cost")
         st.plotly_chart(figures.gamma_sweep_figure(table, best_measured, best_theory), width="stretch")
         tied = analysis.gammas_tied_with(table, best_measured)
         if tied:
-            st.caption(f"A tie on this machine: the fastest pair of γ = {', '.join(map(str, tied))} beats the slowest pair of "
+            st.caption(f"A tie on this machine: the fastest pair of γ = {', '.join(map(str, tied))} reaches the slowest pair of "
                        f"γ = {best_measured} (the bars run from each γ's slowest to its fastest pair), so the measurement "
                        "cannot rank them.")
         st.markdown("Larger γ buys more tokens per target pass but pays γ draft passes each round, and the chance that "

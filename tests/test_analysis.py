@@ -168,6 +168,7 @@ def test_gamma_sweep_progress_counts_its_real_steps(config, tiny_pair):
     fig = figures.gamma_sweep_figure(table, 2, 2)
     bars = next(t for t in fig.data if t.name == "measured speedup").error_y
     assert list(bars.array) == pytest.approx(list(table.speedup_high - table.speedup))
+    assert list(bars.arrayminus) == pytest.approx(list(table.speedup - table.speedup_low))
     assert [t.name for t in fig.data][:4] == ["measured tokens per round", "theory tokens per round", "measured speedup",
                                               "theory speedup"]  # the legend speaks words, not column names
 
@@ -178,17 +179,18 @@ def test_timed_pairs_alternate_their_order_and_report_medians():
     def timed(name: str, seconds: list[float]):
         return lambda: (order.append(name) or f"{name}{len(order)}", seconds.pop(0))
 
-    timed = analysis.timed_in_alternating_pairs(timed("a", [1.0, 9.0, 2.0]), timed("b", [5.0, 4.0, 30.0]), pairs=3)
+    result = analysis.timed_in_alternating_pairs(timed("a", [1.0, 9.0, 2.0]), timed("b", [5.0, 4.0, 30.0]), pairs=3)
     assert order == ["a", "b", "b", "a", "a", "b"]  # a disturbed moment falls on both sides in turn
-    assert (timed.first, timed.second) == ("a1", "b2")  # each side's first result
-    assert (timed.first_median, timed.second_median) == (2.0, 5.0)  # medians: one slow run sets neither
-    assert timed.ratios() == pytest.approx([1.0 / 5.0, 9.0 / 4.0, 2.0 / 30.0])  # pair by pair, in pair order
+    assert (result.first, result.second) == ("a1", "b2")  # each side's first result
+    assert (result.first_median, result.second_median) == (2.0, 5.0)  # medians: one slow run sets neither
+    assert result.ratios() == pytest.approx([1.0 / 5.0, 9.0 / 4.0, 2.0 / 30.0])  # pair by pair, in pair order
 
 
 def test_block_sizes_whose_pairs_overlap_the_best_are_a_tie():
     table = pd.DataFrame(dict(gamma=[1, 2, 3], speedup=[1.26, 1.25, 0.90], speedup_low=[1.20, 1.22, 0.85],
                               speedup_high=[1.30, 1.27, 0.95]))
     assert analysis.gammas_tied_with(table, 1) == [2]  # gamma 2's fastest pair (1.27) beats gamma 1's slowest (1.20)
+    assert analysis.gammas_tied_with(table.assign(speedup_high=[1.30, 1.20, 0.95]), 1) == [2]  # reaching it is enough
     assert analysis.gammas_tied_with(table.assign(speedup_high=[1.30, 1.15, 0.95]), 1) == []
 
 

@@ -24,8 +24,9 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
     ``expected_speedup_verify_measured`` at the measured cost v(k) of the target's pass over k + 1 tokens,
     and ``verify_cost`` is the mean v(k) over the run's rounds: above 1 exactly when that priced theory
     predicts less than Thm. 3.8 (sum E / sum(k c + v) < sum E / sum(k c + 1) iff sum v > the rounds).
-    ``wall_s`` and ``speedup`` are medians over the pairs, ``speedup_low`` and ``speedup_high`` the
-    slowest and fastest pair's own ratio; the other columns come from the first trace (seeded: every
+    ``wall_s`` is the median over the pairs, ``speedup`` the ratio of the target alone's median time to
+    it, ``speedup_low`` and ``speedup_high`` the slowest and fastest pair's own ratio (the ratio of the
+    medians always lies between them); the other columns come from the first trace (seeded: every
     pair decodes the same tokens).
     """
     gammas = sorted(set(gammas))[:SWEEP_GAMMAS_MAX]
@@ -67,7 +68,7 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
 
 
 def gammas_tied_with(table: pd.DataFrame, gamma: int) -> list[int]:
-    """The other block sizes whose fastest pair beats ``gamma``'s slowest pair: measured on this machine
+    """The other block sizes whose fastest pair reaches ``gamma``'s slowest pair: measured on this machine
     they cannot be told apart from it (a tie, not a ranking)."""
     slowest = float(table.loc[table.gamma == gamma, "speedup_low"].iloc[0])
     return [int(row.gamma) for row in table.itertuples() if row.gamma != gamma and row.speedup_high >= slowest]
