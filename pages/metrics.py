@@ -54,7 +54,7 @@ if trace is not None and trace.rounds:
         cols = st.columns(6)
         cols[0].metric("speculative (with recording)", f"{timing.speculative_s:.2f} s")
         cols[1].metric("target alone, autoregressive", f"{timing.autoregressive_s:.2f} s")
-        cols[2].metric("speedup, measured", f"{timing.measured:.2f}×")
+        cols[2].metric("speedup, measured", f"{timing.measured:.2f}×", help="the target alone's median time over the speculative median time")
         cols[3].metric("cost ratio c (draft / target token)", f"{timing.cost_ratio:.3f}")
         cols[4].metric("speedup, theory", f"{timing.expected:.2f}×",
                        help="Σ_r (1 − α^(k_r+1)) / (1 − α) over Σ_r (k_r c + 1): Leviathan et al. Thm. 3.8 at the realised blocks")
@@ -67,7 +67,8 @@ if trace is not None and trace.rounds:
                     "where c is the draft/target cost ratio measured now: a draft that costs nearly as much as the target "
                     "(a layer-skip draft that skips few layers) cannot pay, however often it is accepted. The theorem prices "
                     "the target's one pass over k + 1 tokens as one step, which holds on hardware with parallelism to spare; "
-                    "on a small CPU that pass costs more, and the last figure prices it at its measured cost v(k).")
+                    "on a small CPU that pass costs more, and the last figure prices it at its measured cost v(k). Each pair's "
+                    f"own speedup: {', '.join(f'{r:.2f}×' for r in timing.pair_speedups)} (this machine's drift between pairs).")
     st.download_button("Download metrics (CSV)", pd.concat(
         [by_position.assign(table="acceptance_by_position"), per_round.assign(table="tokens_per_round"),
          lengths.assign(table="accepted_lengths")]).to_csv(index=False),

@@ -200,4 +200,5 @@ def test_measured_speedup_times_both_runs_now_not_the_stored_trace(config, tiny_
     check = analysis.measured_speedup(trace, tiny_pair)
     assert 0 < check.speculative_s < 1e6 and check.autoregressive_s > 0  # re-timed, not read from the trace
     assert check.measured == pytest.approx(check.autoregressive_s / check.speculative_s)
+    assert len(check.pair_speedups) == 3 and min(check.pair_speedups) <= check.measured <= max(check.pair_speedups)
     assert check.cost_ratio > 0 and check.expected > 0 and check.expected_verify_measured > 0

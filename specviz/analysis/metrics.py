@@ -86,6 +86,7 @@ class SpeedupCheck:
     cost_ratio: float  # c measured here
     expected: float  # the theory at the trace's alpha, realised blocks and c (verification = one target step)
     expected_verify_measured: float  # the same with the measured cost of the target's pass over k + 1 tokens
+    pair_speedups: tuple[float, ...] = ()  # each back-to-back pair's own autoregressive / speculative ratio, in pair order
 
     @property
     def measured(self) -> float:
@@ -158,4 +159,4 @@ def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = 3) -> SpeedupCh
     alpha, blocks = trace.stats.alpha_estimate, realised_blocks(trace)
     verify_cost = verification_costs(pair, trace.prompt_ids + trace.output_ids, blocks)
     return SpeedupCheck(spec_seconds, ar_seconds, c, expected_speedup_for_blocks(alpha, blocks, c),
-                        expected_speedup_for_blocks(alpha, blocks, c, verify_cost))
+                        expected_speedup_for_blocks(alpha, blocks, c, verify_cost), tuple(timed.ratios()))
