@@ -34,10 +34,10 @@ if config is not None and gammas:
     result = ui.remembered(key, compute, "Sweeping γ")
     if result is not None:
         table, c = result
-        best_measured = int(table.loc[table.speedup.idxmax(), "gamma"])
+        best_measured = analysis.best_gamma_by(table, "speedup")
         alpha = float(table.alpha.mean())
         best_theory = theory.best_gamma(alpha, c, 16)
-        best_priced = int(table.loc[table.expected_speedup_verify_measured.idxmax(), "gamma"])
+        best_priced = analysis.best_gamma_by(table, "expected_speedup_verify_measured")
         cols = st.columns(5)
         cols[0].metric("cost ratio c (draft / target forward)", f"{c:.3f}")
         cols[1].metric(f"mean α over runs ({config.rule})", f"{alpha:.3f}", help=ALPHA_DEFINITIONS[config.rule])

@@ -7,7 +7,7 @@ import statistics
 import torch
 from safetensors import safe_open
 
-from specviz.draft_model import ROW_SCALE, cut_model, layer_state, quantised_rows, restored_state, save_shipped, stored_tensors
+from specviz.draft_model import ROW_SCALE, SHARED_WEIGHTS, cut_model, layer_state, quantised_rows, restored_state, save_shipped, stored_tensors
 from specviz.draft_training import (
     HELDOUT_FILE, TEMPLATE_PROMPTS, TrainSettings, distil, prompt_files, response_rows, vocab_ranking,
 )
@@ -77,7 +77,7 @@ def test_shipped_matrices_are_int8_changes_from_the_start_layers_and_restore_wit
             assert step.mean() < 0.6 * own_scale.mean(), name
         else:
             assert stored[name].dtype == torch.float16 and torch.allclose(value, trained[name].float(), atol=1e-2)
-    assert set(restored) == {name for name in trained if name not in ("model.embed_tokens.weight", "lm_head.weight")}
+    assert set(restored) == {name for name in trained if name not in SHARED_WEIGHTS}
     untouched = stored_tensors(cut_model(target, [0, 3]).float(), start)  # no change from the start: exactly the start
     assert all(torch.equal(v, start[n].float()) for n, v in restored_state(untouched, start).items() if n in start and v.ndim == 2)
     path = tmp_path / "draft.safetensors"

@@ -14,7 +14,7 @@ from .metrics import (
     theory_check, timed_in_alternating_pairs, tokens_per_round,
 )
 from .rules import compare_rules_on_draft, lossy_departures, score_draft
-from .sweep import VOCAB_SIZES, gamma_sweep, gammas_tied_with, vocab_sweep
+from .sweep import VOCAB_SIZES, best_gamma_by, gamma_sweep, gammas_tied_with, vocab_sweep
 from .timing import verification_mask, verification_timing
 from .tree_vs_chain import tree_vs_chain
 
@@ -22,7 +22,7 @@ __all__ = [
     "COMPARE_BETAS", "COMPARE_PROMPTS_MAX", "LAB_SAMPLES_MAX", "LAB_TOKENS_MAX", "SWEEP_GAMMAS_MAX", "SWEEP_PAIRS",
     "SWEEP_TOKENS_MAX",
     "TIMING_REPEATS_MAX", "VOCAB_SIZES", "PairedTimes", "SpeedupCheck", "TheoryCheck", "acceptance_by_position", "accepted_lengths",
-    "compare_drafters", "compare_rules_on_draft", "cost_ratio", "drafter_attention", "gamma_sweep", "gammas_tied_with",
+    "best_gamma_by", "compare_drafters", "compare_rules_on_draft", "cost_ratio", "drafter_attention", "gamma_sweep", "gammas_tied_with",
     "lossy_departures",
     "measured_speedup", "realised_blocks", "score_draft", "theory_check", "timed_in_alternating_pairs", "tokens_per_round",
     "tree_vs_chain",

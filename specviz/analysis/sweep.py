@@ -67,6 +67,11 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
     return pd.DataFrame(rows), c
 
 
+def best_gamma_by(table: pd.DataFrame, column: str) -> int:
+    """The swept block size with the highest ``column`` (a measured or a theoretical speedup)."""
+    return int(table.loc[table[column].idxmax(), "gamma"])
+
+
 def gammas_tied_with(table: pd.DataFrame, gamma: int) -> list[int]:
     """The other block sizes whose fastest pair reaches ``gamma``'s slowest pair: measured on this machine
     they cannot be told apart from it (a tie, not a ranking)."""
