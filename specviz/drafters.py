@@ -7,7 +7,7 @@ proposal fared, so it can adapt its strategy or keep the accepted part of its ca
 drafted tokens are nodes 1..n; a chain is a tree with one child per node (node i is its i-th token),
 so its accepted path is always ``[1, ..., accepted]``.
 
-- :class:`AutoregressiveDrafter` with :func:`full_forward`: a separate small draft model with its
+- :class:`AutoregressiveDrafter` with :func:`draft_forward`: a separate small draft model with its
   own KV cache (Leviathan et al. 2023; Chen et al. 2023).
 - :class:`AutoregressiveDrafter` with :func:`layer_skip_forward`: the target itself with some layers
   skipped (Draft & Verify, Zhang et al. 2023, arXiv 2309.08168), optionally with the paper's adaptive

@@ -1,5 +1,5 @@
-"""Forward passes with a KV cache: the full model, an FR-Spec trimmed head, the target's hidden
-states (for parallel drafters), the layer-skip self-draft, and tree-shaped inputs.
+"""Forward passes with a KV cache: the full model, a draft model (lean Llama body, FR-Spec trimmed head),
+the target's hidden states (for parallel drafters), the layer-skip self-draft, and tree-shaped inputs.
 
 Every forward has one signature, ``forward(model, new_ids, cache, cached, n_last, layout=None) ->
 logits (n_last, V)``, so drafters, the verification pass and trees run any of them through
@@ -18,6 +18,7 @@ import torch
 from transformers import DynamicCache
 from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
 
+from .llama_step import causal_mask, llama_hidden, llama_weights
 from .models import LoadedModel
 
 # A forward function: (model, new token ids, cache, tokens already cached, logits wanted, tree layout or None)
@@ -65,21 +66,40 @@ def trimmed_head(loaded: LoadedModel, k: int) -> tuple[torch.Tensor, torch.Tenso
     return ids, loaded.model.get_output_embeddings().weight.detach()[ids].clone()
 
 
-def trimmed_head_forward(k: int) -> ForwardFn:
-    """A draft forward whose output head scores only the draft's K most frequent tokens (FR-Spec,
-    Zhao et al. 2025, arXiv 2502.14856): on a CPU the 49k-row head is most of a small draft's cost.
+def model_body(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int,
+               layout: TreeLayout | None = None) -> torch.Tensor:
+    """Final normed hidden states (n_last, H) of the last ``n_last`` new tokens: a plain Llama through
+    :mod:`specviz.llama_step` (the same numbers without transformers' per-layer Python), any other model
+    through transformers' own body."""
+    weights = llama_weights(loaded.model)
+    if weights is None:
+        return loaded.model.model(**_inputs(loaded, new_ids, layout), past_key_values=cache,
+                                  use_cache=True).last_hidden_state[0, -n_last:]
+    ids = torch.tensor(new_ids, device=loaded.device)  # (T,)
+    positions = torch.tensor(layout.positions if layout else range(cached, cached + len(new_ids)), device=loaded.device)
+    allowed = layout.allowed.to(loaded.device) if layout else causal_mask(len(new_ids), cached, loaded.device)
+    return llama_hidden(weights, ids, positions, allowed, cache, n_last)
 
-    Logits outside those K are -inf, so q is exactly 0 there: the token is still drawn from exactly the
-    q the rules see, which keeps greedy identical and speculative sampling lossless (a token the draft
-    cannot propose only lowers acceptance).
+
+def draft_forward(k: int) -> ForwardFn:
+    """A draft model's forward: :func:`model_body`, then its whole output head (k = 0) or FR-Spec's head over
+    its K most frequent tokens (Zhao et al. 2025, arXiv 2502.14856): on a CPU the 49k-row head is most of a
+    small draft's cost.
+
+    Only drafts take the lean body: the target's passes stay transformers' own, the same passes as the
+    target-alone baselines (``generate``), so a measured speedup is the drafting's and not a faster target.
+    With a trimmed head, logits outside those K are -inf, so q is exactly 0 there: the token is still drawn
+    from exactly the q the rules see, which keeps greedy identical and speculative sampling lossless (a token
+    the draft cannot propose only lowers acceptance).
     """
 
     def forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int,
                 layout: TreeLayout | None = None) -> torch.Tensor:
-        ids, rows = trimmed_head(loaded, k)
         with loaded.lock, torch.inference_mode():
-            hidden = loaded.model.model(**_inputs(loaded, new_ids, layout), past_key_values=cache,
-                                        use_cache=True).last_hidden_state[0, -n_last:]  # (n_last, H)
+            hidden = model_body(loaded, new_ids, cache, cached, n_last, layout)  # (n_last, H)
+            if not k:
+                return loaded.model.get_output_embeddings()(hidden)  # (n_last, V)
+            ids, rows = trimmed_head(loaded, k)
             short = hidden @ rows.T  # (n_last, K)
         logits = torch.full((n_last, loaded.model.config.vocab_size), -math.inf, dtype=short.dtype, device=short.device)
         logits[:, ids] = short

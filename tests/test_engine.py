@@ -12,6 +12,8 @@ import torch
 
 from specviz.config import ConfigError, DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
+from specviz.forwards import KVCachedSequence, TreeLayout, draft_forward, full_forward
+from specviz.llama_step import is_plain_llama, llama_weights
 from specviz.lab import chi_square_power, goodness_of_fit, output_law
 from specviz.models import (
     SHARED_KV_HEADS_FLAG, ModelLoadError, VocabularyMismatchError, load_model, share_kv_heads_in_masked_attention,
@@ -197,6 +199,32 @@ def test_every_masked_path_gives_the_same_trace_with_shared_kv_heads(tiny_dirs, 
         return speculative_decode(config, prompt_ids=PROMPT, pair=pair).without_timings().to_json()
 
     assert trace_with("1") == trace_with("0")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_drafts_lean_llama_body_gives_transformers_logits_bit_for_bit(tiny_dirs, dtype):
+    draft = load_pair(tiny_config(tiny_dirs, dtype=dtype)).draft
+    assert llama_weights(draft.model) is not None
+    before = {k: v.clone() for k, v in draft.model.state_dict().items()}
+    cached = len(PROMPT) + 3 + 1  # after the first three feeds below
+    allowed = torch.ones(3, cached + 3, dtype=torch.bool)
+    allowed[:, cached:] = torch.tensor([[1, 0, 0], [1, 1, 0], [1, 0, 1]], dtype=torch.bool)  # a, then b and c both after a
+    tree = TreeLayout(positions=[cached, cached + 1, cached + 1], allowed=allowed)
+    lean, reference = KVCachedSequence(), KVCachedSequence()
+    for ids, n_last, layout in [(PROMPT, 2, None), ([4, 8, 2], 3, None), ([6], 1, None), ([5, 9, 3], 3, tree)]:
+        ours = lean.feed(draft_forward(0), draft, ids, n_last, layout)
+        assert torch.equal(ours, reference.feed(full_forward, draft, ids, n_last, layout))
+    assert all(torch.equal(before[k], v) for k, v in draft.model.state_dict().items())  # only read
+
+
+def test_models_the_lean_body_cannot_compute_exactly_run_through_transformers():
+    from transformers import LlamaConfig, MistralConfig
+
+    assert is_plain_llama(LlamaConfig())
+    assert not is_plain_llama(LlamaConfig(attention_bias=True))
+    assert not is_plain_llama(LlamaConfig(rope_scaling={"rope_type": "linear", "factor": 2.0}))
+    assert not is_plain_llama(LlamaConfig(hidden_act="gelu"))
+    assert not is_plain_llama(MistralConfig(sliding_window=4))
 
 
 def test_layer_skip_does_not_mutate_the_shared_model(tiny_dirs, tiny_pair):

@@ -9,8 +9,8 @@ from __future__ import annotations
 from ..config import ConfigError, DecodeConfig
 from ..drafters import AdaptiveExit, AutoregressiveDrafter, NgramDrafter
 from ..forwards import (
-    KVCachedSequence, check_skip_layers, default_skip_layers, full_forward, has_mixed_attention, layer_skip_forward,
-    sliding_window, trimmed_head_forward,
+    KVCachedSequence, check_skip_layers, default_skip_layers, draft_forward, has_mixed_attention, layer_skip_forward,
+    sliding_window,
 )
 from ..models import LoadedModel
 from ..parallel_drafters import ParallelDrafter, default_weights, load_drafter
@@ -59,9 +59,9 @@ def draft_vocab_for(config: DecodeConfig, draft: LoadedModel) -> int:
 
 
 def draft_forward_for(config: DecodeConfig, draft: LoadedModel):
-    """The draft model's forward: the full output head, or FR-Spec's head over its K most frequent tokens."""
+    """The draft model's forward (:func:`draft_forward`): the full output head, or FR-Spec's head over its K most frequent tokens."""
     k = draft_vocab_for(config, draft)
-    return trimmed_head_forward(k) if k else full_forward
+    return draft_forward(k)
 
 
 def parallel_drafter(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> ParallelDrafter:
