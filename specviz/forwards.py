@@ -66,6 +66,13 @@ def trimmed_head(loaded: LoadedModel, k: int) -> tuple[torch.Tensor, torch.Tenso
     return ids, loaded.model.get_output_embeddings().weight.detach()[ids].clone()
 
 
+def new_positions(layout: TreeLayout | None, cached: int, count: int, device: torch.device) -> torch.Tensor:
+    """Position ids (T,) of the new tokens: where a tree layout puts them, else the next ``count`` after the cache."""
+    if layout is not None:
+        return torch.tensor(layout.positions, device=device)
+    return torch.arange(cached, cached + count, device=device)
+
+
 def model_body(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int,
                layout: TreeLayout | None = None) -> torch.Tensor:
     """Final normed hidden states (n_last, H) of the last ``n_last`` new tokens: a plain Llama through
@@ -76,7 +83,7 @@ def model_body(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cac
         return loaded.model.model(**_inputs(loaded, new_ids, layout), past_key_values=cache,
                                   use_cache=True).last_hidden_state[0, -n_last:]
     ids = torch.tensor(new_ids, device=loaded.device)  # (T,)
-    positions = torch.tensor(layout.positions if layout else range(cached, cached + len(new_ids)), device=loaded.device)
+    positions = new_positions(layout, cached, len(new_ids), loaded.device)  # (T,)
     allowed = layout.allowed.to(loaded.device) if layout else causal_mask(len(new_ids), cached, loaded.device)
     return llama_hidden(weights, ids, positions, allowed, cache, n_last)
 
@@ -90,11 +97,14 @@ def draft_forward(k: int) -> ForwardFn:
     target-alone baselines (``generate``), so a measured speedup is the drafting's and not a faster target.
     With a trimmed head, logits outside those K are -inf, so q is exactly 0 there: the token is still drawn
     from exactly the q the rules see, which keeps greedy identical and speculative sampling lossless (a token
-    the draft cannot propose only lowers acceptance).
+    the draft cannot propose only lowers acceptance). Any other model with its whole head runs its own forward,
+    whose logits may be more than the head's product (Gemma 2's soft-capping, Cohere's logit scale).
     """
 
     def forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int,
                 layout: TreeLayout | None = None) -> torch.Tensor:
+        if not k and llama_weights(loaded.model) is None:
+            return full_forward(loaded, new_ids, cache, cached, n_last, layout)
         with loaded.lock, torch.inference_mode():
             hidden = model_body(loaded, new_ids, cache, cached, n_last, layout)  # (n_last, H)
             if not k:
@@ -133,8 +143,7 @@ def layer_skip_forward(skip: frozenset[int]) -> ForwardFn:
                 layout: TreeLayout | None = None) -> torch.Tensor:
         inner = loaded.model.model
         ids = torch.tensor([new_ids], device=loaded.device)  # (1, T)
-        positions = layout.positions if layout else list(range(cached, cached + len(new_ids)))
-        position_ids = torch.tensor([positions], device=loaded.device)  # (1, T)
+        position_ids = new_positions(layout, cached, len(new_ids), loaded.device)[None]  # (1, T)
         with loaded.lock, torch.inference_mode():
             hidden = inner.embed_tokens(ids)  # (1, T, H)
             if layout is not None:

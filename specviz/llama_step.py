@@ -3,7 +3,7 @@
 A 4-layer draft on 2 CPU cores holds its weights in the cache, so its one-token step is mostly the Python
 around the matmuls: module calls, mask and output objects. Measured on the embedded draft, one process,
 alternating: transformers' body 3.0-3.6 ms a step, this one 2.2 ms, with bit-identical hidden states in
-float32 (tests/test_draft_model.py checks both, and trees and half precision on a tiny Llama).
+float32 (tests/test_engine.py checks this, trees and bfloat16 included, on a tiny Llama).
 
 The math (LLaMA, Touvron et al. 2023, arXiv 2302.13971, Sec. 2), per layer, for the new tokens x:
   h  = x + W_o Attn(RoPE(W_q n1(x)), RoPE(W_k n1(x)), W_v n1(x))   grouped-query heads (Ainslie et al. 2023)
@@ -59,7 +59,7 @@ def is_plain_llama(config) -> bool:
     """A config the step computes exactly: a Llama with unscaled rotary embeddings, SiLU, no biases, no
     sliding window and one tensor-parallel slice. Anything else runs through transformers' own body."""
     rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
-    return (getattr(config, "model_type", None) == "llama" and rope.get("rope_type", "default") == "default"
+    return (getattr(config, "model_type", None) == "llama" and rope.get("rope_type", rope.get("type", "default")) == "default"
             and getattr(config, "hidden_act", None) == "silu" and not getattr(config, "attention_bias", False)
             and not getattr(config, "mlp_bias", False) and getattr(config, "pretraining_tp", 1) == 1
             and not getattr(config, "sliding_window", None))
@@ -68,9 +68,9 @@ def is_plain_llama(config) -> bool:
 @functools.lru_cache(maxsize=16)
 def llama_weights(model: PreTrainedModel) -> LlamaWeights | None:
     """The model's weights as the step reads them, or None when the model is not a plain Llama."""
-    if not is_plain_llama(model.config):
-        return None
     inner, config = model.model, model.config
+    if not is_plain_llama(config) or getattr(inner.rotary_emb, "attention_scaling", 1.0) != 1.0:
+        return None
     layers = tuple(
         LlamaLayer(q=layer.self_attn.q_proj.weight.detach(), k=layer.self_attn.k_proj.weight.detach(),
                    v=layer.self_attn.v_proj.weight.detach(), o=layer.self_attn.o_proj.weight.detach(),
@@ -113,6 +113,20 @@ def causal_mask(new: int, cached: int, device: torch.device) -> torch.Tensor | N
     return torch.ones(new, cached + new, dtype=torch.bool, device=device).tril(cached)
 
 
+def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                      allowed: torch.Tensor | None) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d)) v over the allowed keys, each key/value head shared by a group of query heads
+    (GQA): q (1, heads, T, d), keys and values (1, kv heads, S, d) -> (1, heads, T, d). A CPU reads the
+    shared heads in place; on a GPU a masked call with shared heads leaves the fused kernels, so there the
+    heads are copied per query head first, as transformers does."""
+    scale = q.shape[-1] ** -0.5
+    if allowed is not None and q.device.type != "cpu":
+        group = q.shape[1] // keys.shape[1]
+        keys, values = keys.repeat_interleave(group, dim=1), values.repeat_interleave(group, dim=1)
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=allowed, scale=scale)
+    return F.scaled_dot_product_attention(q, keys, values, attn_mask=allowed, scale=scale, enable_gqa=True)
+
+
 def llama_hidden(weights: LlamaWeights, ids: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor | None,
                  cache: DynamicCache, n_last: int) -> torch.Tensor:
     """Final normed hidden states (n_last, H) of the last ``n_last`` of the new tokens ``ids`` (T,) at
@@ -127,7 +141,7 @@ def llama_hidden(weights: LlamaWeights, ids: torch.Tensor, positions: torch.Tens
         k = F.linear(h, layer.k).view(1, new, w.kv_heads, w.head_dim).transpose(1, 2)  # (1, kv heads, T, d)
         v = F.linear(h, layer.v).view(1, new, w.kv_heads, w.head_dim).transpose(1, 2)
         keys, values = cache.update(rotate(k, cos, sin), v, index)  # (1, kv heads, cached + T, d)
-        attended = F.scaled_dot_product_attention(rotate(q, cos, sin), keys, values, attn_mask=allowed, enable_gqa=True)
+        attended = grouped_attention(rotate(q, cos, sin), keys, values, allowed)  # (1, heads, T, d)
         x = x + F.linear(attended.transpose(1, 2).reshape(1, new, w.heads * w.head_dim), layer.o)
         h = rms_norm(x, layer.mlp_norm, w.eps)
         x = x + F.linear(F.silu(F.linear(h, layer.gate)) * F.linear(h, layer.up), layer.down)
