@@ -18,7 +18,7 @@ import torch
 from transformers import DynamicCache
 from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
 
-from .llama_step import causal_mask, llama_hidden, llama_weights
+from .llama_step import LlamaWeights, causal_mask, llama_hidden, llama_weights
 from .models import LoadedModel
 
 # A forward function: (model, new token ids, cache, tokens already cached, logits wanted, tree layout or None)
@@ -73,12 +73,11 @@ def new_positions(layout: TreeLayout | None, cached: int, count: int, device: to
     return torch.arange(cached, cached + count, device=device)
 
 
-def model_body(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int,
-               layout: TreeLayout | None = None) -> torch.Tensor:
-    """Final normed hidden states (n_last, H) of the last ``n_last`` new tokens: a plain Llama through
-    :mod:`specviz.llama_step` (the same numbers without transformers' per-layer Python), any other model
-    through transformers' own body."""
-    weights = llama_weights(loaded.model)
+def model_body(loaded: LoadedModel, weights: LlamaWeights | None, new_ids: list[int], cache: DynamicCache, cached: int,
+               n_last: int, layout: TreeLayout | None = None) -> torch.Tensor:
+    """Final normed hidden states (n_last, H) of the last ``n_last`` new tokens: a plain Llama (its
+    :func:`~specviz.llama_step.llama_weights`) through :mod:`specviz.llama_step`, the same numbers without
+    transformers' per-layer Python; any other model (``weights`` None) through transformers' own body."""
     if weights is None:
         return loaded.model.model(**_inputs(loaded, new_ids, layout), past_key_values=cache,
                                   use_cache=True).last_hidden_state[0, -n_last:]
@@ -103,10 +102,11 @@ def draft_forward(k: int) -> ForwardFn:
 
     def forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int,
                 layout: TreeLayout | None = None) -> torch.Tensor:
-        if not k and llama_weights(loaded.model) is None:
+        weights = llama_weights(loaded.model)
+        if weights is None and not k:
             return full_forward(loaded, new_ids, cache, cached, n_last, layout)
         with loaded.lock, torch.inference_mode():
-            hidden = model_body(loaded, new_ids, cache, cached, n_last, layout)  # (n_last, H)
+            hidden = model_body(loaded, weights, new_ids, cache, cached, n_last, layout)  # (n_last, H)
             if not k:
                 return loaded.model.get_output_embeddings()(hidden)  # (n_last, V)
             ids, rows = trimmed_head(loaded, k)

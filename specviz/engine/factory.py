@@ -59,7 +59,8 @@ def draft_vocab_for(config: DecodeConfig, draft: LoadedModel) -> int:
 
 
 def draft_forward_for(config: DecodeConfig, draft: LoadedModel):
-    """The draft model's forward (:func:`draft_forward`): the full output head, or FR-Spec's head over its K most frequent tokens."""
+    """The draft model's forward (:func:`~specviz.forwards.draft_forward`): the full output head, or FR-Spec's
+    head over its K most frequent tokens."""
     k = draft_vocab_for(config, draft)
     return draft_forward(k)
 
