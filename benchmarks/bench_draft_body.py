@@ -1,11 +1,12 @@
 """Benchmark: the engine with the draft's lean Llama body (``specviz/llama_step.py``) against the same engine
-with transformers' body for the draft, in one process, on held-out prompts.
+with transformers' body for the draft, in one process, on held-out prompts. The draft is the embedded draft
+model, or with ``--drafter layerskip`` the target's own layers less the skipped ones (Draft & Verify).
 
 Each prompt is decoded with both, back to back, the order alternating from prompt to prompt (this machine's
 speed drifts by 20% over minutes); both traces must give the same tokens. Prints, from one run, the ratio of
 the summed wall times (transformers' body / lean body) and the spread of the pairs' own ratios.
 
-    .venv/bin/python benchmarks/bench_draft_body.py [--gamma 2] [--rule greedy] [--prompts 6] [--repeats 2]
+    .venv/bin/python benchmarks/bench_draft_body.py [--drafter model] [--gamma 2] [--rule greedy] [--prompts 6] [--repeats 2]
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def timed_trace(config: DecodeConfig, prompt: list[int], pair, body: str) -> tup
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--drafter", default="model", choices=("model", "layerskip"))
     parser.add_argument("--gamma", type=int, default=2)
     parser.add_argument("--rule", default="greedy", choices=("greedy", "sample"))
     parser.add_argument("--temperature", type=float, default=0.7, help="for --rule sample")
@@ -48,7 +50,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     args = parser.parse_args()
-    config = DecodeConfig(max_new_tokens=args.max_new_tokens, gamma=args.gamma, rule=args.rule,
+    config = DecodeConfig(drafter=args.drafter, max_new_tokens=args.max_new_tokens, gamma=args.gamma, rule=args.rule,
                           temperature=args.temperature, top_n=10)
     pair = load_pair(config)
     prompts = [prompt_ids_for(pair, config, text, None) for text in read_prompt_file(HELDOUT_FILE)[: args.prompts]]
@@ -63,7 +65,7 @@ def main() -> None:
             ratios.append(runs["transformers"][0] / runs["lean"][0])
             for body, (ms, _) in runs.items():
                 totals[body] += ms
-    print(f"{args.rule} gamma {args.gamma}, {len(ratios)} pairs x {args.max_new_tokens} tokens, same tokens in every pair: "
+    print(f"{args.drafter} drafter, {args.rule} gamma {args.gamma}, {len(ratios)} pairs x {args.max_new_tokens} tokens, same tokens in every pair: "
           f"transformers' body / lean body wall = {totals['transformers'] / totals['lean']:.3f} "
           f"(pairs: median {statistics.median(ratios):.3f}, {min(ratios):.3f} - {max(ratios):.3f})")
 

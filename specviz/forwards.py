@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
@@ -137,35 +137,44 @@ def layer_skip_forward(skip: frozenset[int]) -> ForwardFn:
     Draft & Verify (Zhang et al. 2023, Sec. 3.1): the draft is the target minus a subset of its
     layers, so no extra weights and the same vocabulary. Skipped layers get no KV entries; the other
     layers keep theirs in the drafter's own cache (layer 0 and the last layer are never skipped).
+    A plain Llama's kept layers run through :func:`model_body`'s lean step (bit-identical to
+    transformers' layers, ~10% less time per draft token on 2 CPU cores for the embedded target), any
+    other model's through its own decoder layers; then the model's output head.
     """
 
     def forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int,
                 layout: TreeLayout | None = None) -> torch.Tensor:
-        inner = loaded.model.model
-        ids = torch.tensor([new_ids], device=loaded.device)  # (1, T)
-        position_ids = new_positions(layout, cached, len(new_ids), loaded.device)[None]  # (1, T)
+        weights = llama_weights(loaded.model)
         with loaded.lock, torch.inference_mode():
-            hidden = inner.embed_tokens(ids)  # (1, T, H)
-            if layout is not None:
-                mask = layout.additive_mask(hidden.dtype, loaded.device)
+            if weights is None:
+                hidden = skipping_body(loaded, skip, new_ids, cache, cached, n_last, layout)
             else:
-                make_mask = create_sliding_window_causal_mask if sliding_window(inner.config) else create_causal_mask
-                mask = make_mask(
-                    config=inner.config, inputs_embeds=hidden, attention_mask=None,
-                    past_key_values=cache, position_ids=position_ids,
-                )
-            position_embeddings = inner.rotary_emb(hidden, position_ids=position_ids)
-            for index, layer in enumerate(inner.layers):
-                if index in skip:
-                    continue
-                hidden = layer(
-                    hidden, attention_mask=mask, position_embeddings=position_embeddings,
-                    position_ids=position_ids, past_key_values=cache, use_cache=True,
-                )
-            hidden = inner.norm(hidden[:, -n_last:])  # (1, n_last, H)
-            return loaded.model.lm_head(hidden)[0]  # (n_last, V)
+                kept = tuple(layer for index, layer in enumerate(weights.layers) if index not in skip)
+                hidden = model_body(loaded, replace(weights, layers=kept), new_ids, cache, cached, n_last, layout)
+            return loaded.model.lm_head(hidden)  # (n_last, V)
 
     return forward
+
+
+def skipping_body(loaded: LoadedModel, skip: frozenset[int], new_ids: list[int], cache: DynamicCache, cached: int,
+                  n_last: int, layout: TreeLayout | None = None) -> torch.Tensor:
+    """Final normed hidden states (n_last, H) through transformers' own decoder layers, those in ``skip`` left out."""
+    inner = loaded.model.model
+    ids = torch.tensor([new_ids], device=loaded.device)  # (1, T)
+    position_ids = new_positions(layout, cached, len(new_ids), loaded.device)[None]  # (1, T)
+    hidden = inner.embed_tokens(ids)  # (1, T, H)
+    if layout is not None:
+        mask = layout.additive_mask(hidden.dtype, loaded.device)
+    else:
+        make_mask = create_sliding_window_causal_mask if sliding_window(inner.config) else create_causal_mask
+        mask = make_mask(config=inner.config, inputs_embeds=hidden, attention_mask=None, past_key_values=cache,
+                         position_ids=position_ids)
+    position_embeddings = inner.rotary_emb(hidden, position_ids=position_ids)
+    for index, layer in enumerate(inner.layers):
+        if index not in skip:
+            hidden = layer(hidden, attention_mask=mask, position_embeddings=position_embeddings,
+                           position_ids=position_ids, past_key_values=cache, use_cache=True)
+    return inner.norm(hidden[0, -n_last:])  # (n_last, H)
 
 
 def sliding_window(config) -> int | None:

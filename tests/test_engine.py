@@ -12,7 +12,7 @@ import torch
 
 from specviz.config import ConfigError, DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
-from specviz.forwards import KVCachedSequence, TreeLayout, draft_forward, full_forward
+from specviz.forwards import KVCachedSequence, TreeLayout, draft_forward, full_forward, layer_skip_forward, skipping_body
 from specviz.llama_step import is_plain_llama, llama_weights
 from specviz.lab import chi_square_power, goodness_of_fit, output_law
 from specviz.models import (
@@ -201,20 +201,36 @@ def test_every_masked_path_gives_the_same_trace_with_shared_kv_heads(tiny_dirs, 
     assert trace_with("1") == trace_with("0")
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_the_drafts_lean_llama_body_gives_transformers_logits_bit_for_bit(tiny_dirs, dtype):
-    draft = load_pair(tiny_config(tiny_dirs, dtype=dtype)).draft
-    assert llama_weights(draft.model) is not None
-    before = {k: v.clone() for k, v in draft.model.state_dict().items()}
+def assert_same_logits_over_feeds(forward, reference, loaded) -> None:
+    """Feed the prompt, a block, one token and a tree through both forwards (each with its own cache):
+    every call's logits equal bit for bit, and the shared model's weights are only read."""
+    before = {k: v.clone() for k, v in loaded.model.state_dict().items()}
     cached = len(PROMPT) + 3 + 1  # after the first three feeds below
     allowed = torch.ones(3, cached + 3, dtype=torch.bool)
     allowed[:, cached:] = torch.tensor([[1, 0, 0], [1, 1, 0], [1, 0, 1]], dtype=torch.bool)  # a, then b and c both after a
     tree = TreeLayout(positions=[cached, cached + 1, cached + 1], allowed=allowed)
-    lean, reference = KVCachedSequence(), KVCachedSequence()
+    ours, theirs = KVCachedSequence(), KVCachedSequence()
     for ids, n_last, layout in [(PROMPT, 2, None), ([4, 8, 2], 3, None), ([6], 1, None), ([5, 9, 3], 3, tree)]:
-        ours = lean.feed(draft_forward(0), draft, ids, n_last, layout)
-        assert torch.equal(ours, reference.feed(full_forward, draft, ids, n_last, layout))
-    assert all(torch.equal(before[k], v) for k, v in draft.model.state_dict().items())  # only read
+        assert torch.equal(ours.feed(forward, loaded, ids, n_last, layout), theirs.feed(reference, loaded, ids, n_last, layout))
+    assert all(torch.equal(before[k], v) for k, v in loaded.model.state_dict().items())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_drafts_lean_llama_body_gives_transformers_logits_bit_for_bit(tiny_dirs, dtype):
+    draft = load_pair(tiny_config(tiny_dirs, dtype=dtype)).draft
+    assert llama_weights(draft.model) is not None
+    assert_same_logits_over_feeds(draft_forward(0), full_forward, draft)
+
+
+def test_layer_skip_through_the_lean_body_gives_transformers_logits_bit_for_bit(tiny_pair):
+    target, skip = tiny_pair.target, frozenset({1, 2})
+    assert llama_weights(target.model) is not None
+
+    def transformers_layers(loaded, new_ids, cache, cached, n_last, layout=None):
+        with torch.inference_mode():
+            return loaded.model.lm_head(skipping_body(loaded, skip, new_ids, cache, cached, n_last, layout))
+
+    assert_same_logits_over_feeds(layer_skip_forward(skip), transformers_layers, target)
 
 
 def test_models_the_lean_body_cannot_compute_exactly_run_through_transformers():
