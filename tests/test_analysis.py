@@ -112,7 +112,7 @@ def test_verification_mask_is_causal_over_prefix_and_draft():
 def test_verification_timing_and_cost_ratio(config, tiny_pair):
     timing = analysis.verification_timing(tiny_pair, PROMPT, [4, 5, 6, 7], repeats=3)
     assert timing["parallel_ms"] > 0 and timing["sequential_ms"] > 0 and timing["gamma"] == 4
-    assert timing["tokens"] == 5  # as in a round: the last committed token and the 4 drafts, p at all 5
+    assert timing["repeats"] == 3 and timing["tokens"] == 5  # as in a round: the last committed token and the 4 drafts, p at all 5
     one_token_prefix = analysis.verification_timing(tiny_pair, PROMPT[:1], [4, 5], repeats=1)
     assert one_token_prefix["tokens"] == 3 and one_token_prefix["parallel_ms"] > 0
     assert analysis.cost_ratio(config.replace(drafter="ngram"), tiny_pair, PROMPT) == 0.0
@@ -183,7 +183,7 @@ def test_timed_pairs_alternate_their_order_and_report_medians():
     assert order == ["a", "b", "b", "a", "a", "b"]  # a disturbed moment falls on both sides in turn
     assert (result.first, result.second) == ("a1", "b2")  # each side's first result
     assert (result.first_median, result.second_median) == (2.0, 5.0)  # medians: one slow run sets neither
-    assert result.ratios() == pytest.approx([1.0 / 5.0, 9.0 / 4.0, 2.0 / 30.0])  # pair by pair, in pair order
+    assert result.ratios == pytest.approx([1.0 / 5.0, 9.0 / 4.0, 2.0 / 30.0])  # pair by pair, in pair order
 
 
 def test_block_sizes_whose_pairs_overlap_the_best_are_a_tie():

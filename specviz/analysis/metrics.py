@@ -111,6 +111,7 @@ class PairedTimes(Generic[A, B]):
     def second_median(self) -> float:
         return statistics.median(self.second_seconds)
 
+    @property
     def ratios(self) -> list[float]:
         """first / second seconds within each pair: the spread of a speedup measured pair by pair."""
         return [f / s for f, s in zip(self.first_seconds, self.second_seconds)]
@@ -159,4 +160,4 @@ def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = 3) -> SpeedupCh
     alpha, blocks = trace.stats.alpha_estimate, realised_blocks(trace)
     verify_cost = verification_costs(pair, trace.prompt_ids + trace.output_ids, blocks)
     return SpeedupCheck(spec_seconds, ar_seconds, c, expected_speedup_for_blocks(alpha, blocks, c),
-                        expected_speedup_for_blocks(alpha, blocks, c, verify_cost), tuple(timed.ratios()))
+                        expected_speedup_for_blocks(alpha, blocks, c, verify_cost), tuple(timed.ratios))

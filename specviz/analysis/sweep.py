@@ -53,7 +53,7 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
     for gamma, run, blocks in zip(gammas, timed, blocks_of):
         s = run.second.stats
         same_length = s.new_tokens / max(1, len(run.first))  # the baseline's time scaled to the trace's tokens
-        pair_speedups = [ratio * same_length for ratio in run.ratios()]
+        pair_speedups = [ratio * same_length for ratio in run.ratios]
         rows.append(dict(
             gamma=gamma, alpha=s.alpha_estimate, acceptance_rate=s.acceptance_rate, mean_block=sum(blocks) / max(1, len(blocks)),
             tokens_per_round=s.mean_tokens_per_round, expected_tokens_per_round=expected_tokens_for_blocks(s.alpha_estimate, blocks),

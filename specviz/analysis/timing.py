@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
-
 import numpy as np
 
 from ..forwards import full_forward
@@ -11,6 +9,7 @@ from ..engine import ModelPair
 
 from .common import TIMING_REPEATS_MAX
 from .cost import primed_state, timed_feeds
+from .metrics import timed_in_alternating_pairs
 
 
 def verification_timing(pair: ModelPair, prefix: list[int], block: list[int], repeats: int = 5) -> dict:
@@ -20,20 +19,25 @@ def verification_timing(pair: ModelPair, prefix: list[int], block: list[int], re
     and the gamma drafted ones, and yields p at all gamma + 1 positions: the gamma checks and the bonus
     (Leviathan et al. 2023, Sec. 4: one pass costs about as much as one token while memory-bound).
     Autoregressive decoding needs gamma + 1 one-token passes for the same p's. Both start from the
-    same cached prefix, and they are timed in alternation, one of each per repeat, so a load that comes
-    and goes (the browser drawing this page) falls on both.
+    same cached prefix; after one untimed warm-up each, they are timed in ``repeats`` back-to-back pairs
+    whose order alternates (:func:`timed_in_alternating_pairs`), so a load that comes and goes (the
+    browser drawing this page) falls on both.
     """
-    repeats = min(repeats, TIMING_REPEATS_MAX)
     fed = [prefix[-1], *block]
     state = primed_state(pair.target, full_forward, prefix)
-    parallel, sequential = [], []
-    for _ in range(repeats + 1):
-        parallel.append(timed_feeds(state, full_forward, pair.target, [fed]))
-        state.pending(prefix)  # crop back to prefix[:-1]
-        sequential.append(timed_feeds(state, full_forward, pair.target, [[token] for token in fed]))
-        state.pending(prefix)
-    return dict(gamma=len(block), tokens=len(fed), parallel_ms=statistics.median(parallel[1:]) * 1e3,
-                sequential_ms=statistics.median(sequential[1:]) * 1e3, repeats=repeats)
+
+    def timed(chunks: list[list[int]]):
+        def run() -> tuple[None, float]:
+            seconds = timed_feeds(state, full_forward, pair.target, chunks)
+            state.pending(prefix)  # crop back to prefix[:-1]
+            return None, seconds
+        return run
+
+    parallel, sequential = timed([fed]), timed([[token] for token in fed])
+    parallel(), sequential()  # warm-up
+    times = timed_in_alternating_pairs(parallel, sequential, min(repeats, TIMING_REPEATS_MAX))
+    return dict(gamma=len(block), tokens=len(fed), parallel_ms=times.first_median * 1e3,
+                sequential_ms=times.second_median * 1e3, repeats=len(times.first_seconds))
 
 
 def verification_mask(prefix_len: int, gamma: int) -> np.ndarray:
