@@ -139,7 +139,8 @@ def layer_skip_forward(skip: frozenset[int]) -> ForwardFn:
     layers keep theirs in the drafter's own cache (layer 0 and the last layer are never skipped).
     A plain Llama's kept layers run through :func:`model_body`'s lean step (bit-identical to
     transformers' layers, ~10% less time per draft token on 2 CPU cores for the embedded target), any
-    other model's through its own decoder layers; then the model's output head.
+    other model's through its own decoder layers; then the model's output head. The two number the cache's
+    layers differently (the kept layers compacted, or the model's own numbers), and a model always takes the same one.
     """
 
     def forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int,

@@ -1,4 +1,5 @@
-"""A plain Llama decoder's cached forward written directly in torch, for small draft models.
+"""A plain Llama decoder's cached forward written directly in torch, for draft passes: small draft models and
+the layer-skip self-draft.
 
 A 4-layer draft on 2 CPU cores holds its weights in the cache, so its one-token step is mostly the Python
 around the matmuls: module calls, mask and output objects. Measured on the embedded draft, one process,
@@ -10,14 +11,16 @@ The math (LLaMA, Touvron et al. 2023, arXiv 2302.13971, Sec. 2), per layer, for 
   x' = h + W_down (silu(W_gate n2(h)) * W_up n2(h))                   SwiGLU (Shazeer 2020)
   n(x) = w * x / sqrt(mean(x^2) + eps)                                 RMSNorm (Zhang & Sennrich 2019)
   RoPE rotates each pair (x_i, x_{i+d/2}) of a head by pos * theta^(-2i/d)   (Su et al. 2021, RoFormer)
-Keys and values of every layer go to the same ``DynamicCache`` transformers would use, so
+Keys and values of every layer the step runs go to the same ``DynamicCache`` transformers would use (at the
+step's own layer numbers 0, 1, ...: a layer-skip draft's kept layers sit there compacted, so a cache is never
+shared with transformers' skipping loop, which keeps the model's numbering), and
 :class:`specviz.forwards.KVCachedSequence` crops it as before. The weights are the shared model's own
 parameters, only read.
 """
 
 from __future__ import annotations
 
-import functools
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -65,9 +68,18 @@ def is_plain_llama(config) -> bool:
             and not getattr(config, "sliding_window", None))
 
 
-@functools.lru_cache(maxsize=16)
+_READ_WEIGHTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its LlamaWeights (or None)
+
+
 def llama_weights(model: PreTrainedModel) -> LlamaWeights | None:
-    """The model's weights as the step reads them, or None when the model is not a plain Llama."""
+    """The model's weights as the step reads them (read once per model), or None when the model is not a plain
+    Llama. Held only while the model lives: a target the process's model cache lets go is not kept by this."""
+    if model not in _READ_WEIGHTS:
+        _READ_WEIGHTS[model] = read_llama_weights(model)
+    return _READ_WEIGHTS[model]
+
+
+def read_llama_weights(model: PreTrainedModel) -> LlamaWeights | None:
     inner, config = model.model, model.config
     if not is_plain_llama(config) or getattr(inner.rotary_emb, "attention_scaling", 1.0) != 1.0:
         return None

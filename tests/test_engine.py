@@ -12,6 +12,7 @@ import torch
 
 from specviz.config import ConfigError, DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
+import specviz.forwards
 from specviz.forwards import KVCachedSequence, TreeLayout, draft_forward, full_forward, layer_skip_forward, skipping_body
 from specviz.llama_step import is_plain_llama, llama_weights
 from specviz.lab import chi_square_power, goodness_of_fit, output_law
@@ -191,6 +192,7 @@ def test_masked_passes_share_kv_heads_in_place_with_the_same_logits(tiny_pair, m
     dict(rule="sample", dtype="bfloat16"),
 ])
 def test_every_masked_path_gives_the_same_trace_with_shared_kv_heads(tiny_dirs, monkeypatch, changes):
+    monkeypatch.setattr(specviz.forwards, "llama_weights", lambda model: None)  # every body transformers' own, as the flag concerns them
     config = tiny_config(tiny_dirs, max_new_tokens=12, **changes)
     pair = load_pair(config)
 
@@ -222,8 +224,9 @@ def test_the_drafts_lean_llama_body_gives_transformers_logits_bit_for_bit(tiny_d
     assert_same_logits_over_feeds(draft_forward(0), full_forward, draft)
 
 
-def test_layer_skip_through_the_lean_body_gives_transformers_logits_bit_for_bit(tiny_pair):
-    target, skip = tiny_pair.target, frozenset({1, 2})
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_layer_skip_through_the_lean_body_gives_transformers_logits_bit_for_bit(tiny_dirs, dtype):
+    target, skip = load_pair(tiny_config(tiny_dirs, dtype=dtype)).target, frozenset({1, 2})
     assert llama_weights(target.model) is not None
 
     def transformers_layers(loaded, new_ids, cache, cached, n_last, layout=None):
@@ -231,6 +234,21 @@ def test_layer_skip_through_the_lean_body_gives_transformers_logits_bit_for_bit(
             return loaded.model.lm_head(skipping_body(loaded, skip, new_ids, cache, cached, n_last, layout))
 
     assert_same_logits_over_feeds(layer_skip_forward(skip), transformers_layers, target)
+
+
+def test_the_lean_bodys_weights_are_read_once_and_do_not_keep_a_model_alive():
+    import gc
+    import weakref
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2))
+    assert llama_weights(model) is llama_weights(model) is not None
+    alive = weakref.ref(model)
+    del model
+    gc.collect()
+    assert alive() is None  # a target the model cache evicts is freed, its weights with it
 
 
 def test_models_the_lean_body_cannot_compute_exactly_run_through_transformers():
