@@ -9,7 +9,6 @@ The shared models are only read: layer skipping is our own loop over the decoder
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -19,6 +18,7 @@ from transformers import DynamicCache
 from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
 
 from .llama_step import LlamaWeights, causal_mask, llama_hidden, llama_weights
+from .memo import memoised_while_alive
 from .models import LoadedModel
 
 # A forward function: (model, new token ids, cache, tokens already cached, logits wanted, tree layout or None)
@@ -59,9 +59,9 @@ def full_forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, c
     return out.logits[0]  # (n_last, V)
 
 
-@functools.lru_cache(maxsize=16)
+@memoised_while_alive
 def trimmed_head(loaded: LoadedModel, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The draft's K most frequent token ids (K,) and their rows of its output head (K, H), made once."""
+    """The draft's K most frequent token ids (K,) and their rows of its output head (K, H), made once per live draft."""
     ids = loaded.vocab_ranking.order[:k].to(loaded.device)
     return ids, loaded.model.get_output_embeddings().weight.detach()[ids].clone()
 

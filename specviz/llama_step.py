@@ -20,12 +20,13 @@ parameters, only read.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from transformers import DynamicCache, PreTrainedModel
+
+from .memo import memoised_while_alive
 
 
 @dataclass(frozen=True)
@@ -68,18 +69,10 @@ def is_plain_llama(config) -> bool:
             and not getattr(config, "sliding_window", None))
 
 
-_READ_WEIGHTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its LlamaWeights (or None)
-
-
+@memoised_while_alive
 def llama_weights(model: PreTrainedModel) -> LlamaWeights | None:
-    """The model's weights as the step reads them (read once per model), or None when the model is not a plain
-    Llama. Held only while the model lives: a target the process's model cache lets go is not kept by this."""
-    if model not in _READ_WEIGHTS:
-        _READ_WEIGHTS[model] = read_llama_weights(model)
-    return _READ_WEIGHTS[model]
-
-
-def read_llama_weights(model: PreTrainedModel) -> LlamaWeights | None:
+    """The model's weights as the step reads them (read once per live model), or None when the model is not a
+    plain Llama."""
     inner, config = model.model, model.config
     if not is_plain_llama(config) or getattr(inner.rotary_emb, "attention_scaling", 1.0) != 1.0:
         return None

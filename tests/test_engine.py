@@ -236,19 +236,28 @@ def test_layer_skip_through_the_lean_body_gives_transformers_logits_bit_for_bit(
     assert_same_logits_over_feeds(layer_skip_forward(skip), transformers_layers, target)
 
 
-def test_the_lean_bodys_weights_are_read_once_and_do_not_keep_a_model_alive():
+def test_what_draft_passes_derive_from_a_model_is_made_once_and_does_not_keep_it_alive():
     import gc
     import weakref
 
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    from specviz.draft_model import VocabRanking
+    from specviz.forwards import trimmed_head
+    from specviz.models import LoadedModel
+
     model = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
                                          num_attention_heads=4, num_key_value_heads=2))
+    loaded = LoadedModel(spec="tiny", name="tiny", model=model, tokenizer=None, device=torch.device("cpu"),
+                         vocab_ranking=VocabRanking(torch.arange(31, -1, -1), 8))
     assert llama_weights(model) is llama_weights(model) is not None
-    alive = weakref.ref(model)
-    del model
+    ids, rows = trimmed_head(loaded, 8)
+    assert trimmed_head(loaded, 8)[1] is rows and ids.tolist() == list(range(31, 23, -1))
+    assert torch.equal(rows, model.get_output_embeddings().weight[ids])
+    alive = weakref.ref(model), weakref.ref(loaded)
+    del model, loaded
     gc.collect()
-    assert alive() is None  # a target the model cache evicts is freed, its weights with it
+    assert alive[0]() is None and alive[1]() is None  # a model the model cache evicts is freed, with what was made from it
 
 
 def test_models_the_lean_body_cannot_compute_exactly_run_through_transformers():
