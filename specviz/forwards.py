@@ -124,9 +124,8 @@ def states_forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache,
     Parallel drafters read these states; the target's body runs once either way (Llama-style models)."""
     if layout is not None:
         raise ValueError("states_forward serves plain continuations, not trees")
-    ids = torch.tensor([new_ids], device=loaded.device)  # (1, T)
     with loaded.lock, torch.inference_mode():
-        hidden = loaded.model.model(input_ids=ids, past_key_values=cache, use_cache=True).last_hidden_state[0]  # (T, H)
+        hidden = model_body(loaded, None, new_ids, cache, cached, len(new_ids))  # (T, H): transformers' body, as the target's
         logits = loaded.model.get_output_embeddings()(hidden[-n_last:])  # (n_last, V)
     return logits, hidden
 
