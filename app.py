@@ -21,6 +21,7 @@ navigation = st.navigation([
     st.Page("pages/gamma_sweep.py", title="Gamma sweep", icon="🎚️"),
     st.Page("pages/compare_rules.py", title="Compare rules", icon="⚖️"),
     st.Page("pages/losslessness.py", title="Losslessness lab", icon="🎲"),
+    st.Page("pages/numerics.py", title="Precision and rounding", icon="🔢"),
     st.Page("pages/parallel.py", title="Parallel verification", icon="⏱️"),
     st.Page("pages/recursive.py", title="Recursive (tree) drafts", icon="🌳"),
     st.Page("pages/parallel_drafters.py", title="Parallel drafters", icon="🧩"),

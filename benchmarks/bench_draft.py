@@ -1,4 +1,5 @@
-"""Benchmark: the shipped embedded draft against the embedded target alone, in one process, on held-out prompts.
+"""Benchmark: a draft model against its target alone, in one process, on held-out prompts (default: the embedded
+pair and its held-out prompts; ``--pair qwen-coder``: Qwen2.5-Coder-0.5B drafting for -1.5B on held-out code prompts).
 
 Prints, from one run:
   - the target alone (transformers' greedy / sampled ``generate``), tokens/s;
@@ -15,6 +16,7 @@ Prints, from one run:
     recording the round (rule, top-N, token texts), the loop around them, as % of the wall time.
 
     .venv/bin/python benchmarks/bench_draft.py [--max-new-tokens 64] [--prompts 6] [--gammas 1,2,3,4,5,6]
+    .venv/bin/python benchmarks/bench_draft.py --pair qwen-coder --dtype bfloat16 --prompts 3 --gammas 2,4,6 --heads shipped
 """
 
 from __future__ import annotations
@@ -29,11 +31,10 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from specviz.analysis import cost_ratio, realised_blocks, verification_costs
-from specviz.config import DTYPES, EMBEDDED_DRAFT, DecodeConfig
-from specviz.draft_model import embedded_draft_dir
-from specviz.draft_training import HELDOUT_FILE
+from specviz.config import DTYPES, DecodeConfig
+from specviz.draft_training import DATA, HELDOUT_FILE
 from specviz.engine import load_pair, prompt_ids_for, speculative_decode
-from specviz.models import SHARED_KV_HEADS_FLAG
+from specviz.models import SHARED_KV_HEADS_FLAG, model_source
 from specviz.teacher_text import read_prompt_file
 from specviz.theory import expected_speedup_for_blocks
 
@@ -89,6 +90,12 @@ def summarise(traces) -> dict:
                 split={part: 100 * seconds / wall for part, seconds in split.items()}, outputs=[t.output_ids for t in traces])
 
 
+PAIRS = {  # --pair: (target, draft or None for the config's default, held-out prompts file)
+    "embedded": ("embedded", None, HELDOUT_FILE),
+    "qwen-coder": ("qwen-coder-1.5b", "qwen-coder-0.5b", DATA / "heldout_code_prompts.txt"),
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto")
@@ -97,15 +104,20 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=6, help="how many held-out prompts (specviz/data/heldout_prompts.txt)")
     parser.add_argument("--gammas", default="1,2,3,4,5,6")
     parser.add_argument("--vocab-sizes", default="2048,4096,8192,16384,0", help="FR-Spec head sizes for the c table (0 = all)")
+    parser.add_argument("--pair", default="embedded", choices=sorted(PAIRS), help="which target and draft")
+    parser.add_argument("--assisted-gammas", default="3,4,5", help="draft tokens per round for the assisted-generation comparison")
+    parser.add_argument("--heads", default="shipped,all", help="draft heads the engine runs with: shipped (its K), all, or both")
     args = parser.parse_args()
+    target_spec, draft_spec, prompts_file = PAIRS[args.pair]
     gammas = [int(g) for g in args.gammas.split(",")]
     n = args.max_new_tokens
-    base = DecodeConfig(max_new_tokens=n, device=args.device, dtype=args.dtype, top_n=10)
+    base = DecodeConfig(target=target_spec, draft=draft_spec, max_new_tokens=n, device=args.device, dtype=args.dtype, top_n=10)
     pair = load_pair(base)
-    texts = read_prompt_file(HELDOUT_FILE)[: args.prompts]
+    texts = read_prompt_file(prompts_file)[: args.prompts]
     prompts = [prompt_ids_for(pair, base, t, None) for t in texts]
-    shipped_k = pair.draft.vocab_ranking.recommended
-    print(f"device {pair.target.device} ({pair.target.model.dtype}); {len(prompts)} held-out prompts x {n} new tokens; "
+    shipped_k = pair.draft.vocab_ranking.recommended if pair.draft.vocab_ranking else 0
+    heads = sorted({shipped_k if head == "shipped" else 0 for head in args.heads.split(",")}, reverse=True)
+    print(f"device {pair.target.device} ({pair.target.model.dtype}, CPU kernels {torch.backends.cpu.get_cpu_capability()}); {len(prompts)} held-out prompts x {n} new tokens; "
           f"draft {pair.draft.name} ({pair.draft.model.config.num_hidden_layers} layers), shipped head K={shipped_k}")
 
     # warm-up, then the target alone
@@ -122,6 +134,13 @@ def main() -> None:
         costs[k] = statistics.median(cost_ratio(base.replace(draft_vocab=k), pair, prefix, repeats=15) for _ in range(3))
         print(f"K={k or 'all':>6}: c = {costs[k]:.3f}")
 
+    if pair.draft.vocab_ranking is not None:
+        print("\n## FR-Spec: share of the target's own greedy tokens (these prompts) that the draft's head of K tokens can propose")
+        generated = torch.tensor([t for ids, _ in greedy for t in ids])
+        for k in [int(x) for x in args.vocab_sizes.split(",") if int(x)]:
+            inside = torch.isin(generated, pair.draft.vocab_ranking.order[:k]).float().mean()
+            print(f"K={k:>6}: {inside:.3f} of {len(generated)} tokens")
+
     verify_cost = verification_costs(pair, prefix, list(range(1, max(gammas) + 1)), pairs=3)
     print("\n## v(k): the target's pass over k + 1 tokens / its one-token step (Thm. 3.8 takes v = 1)")
     print("  ".join(f"k={k}: {v:.2f}" for k, v in verify_cost.items()))
@@ -132,7 +151,7 @@ def main() -> None:
 
     best = {}
     for rule, temperature in (("greedy", 0.0), ("sample", 0.7)):
-        for k in sorted({shipped_k, 0}, reverse=True):
+        for k in heads:
             label = f"{rule}{' T=0.7' if rule == 'sample' else ''}, head K={k or 'all'}"
             print(f"\n## engine, {label} (speedup: over the target's generate run just before each trace)")
             print(f"{'gamma':>5} {'alpha':>6} {'tok/round':>9} {'target':>7} {'tok/s':>7} {'speedup':>8} {'theory':>7} "
@@ -154,9 +173,9 @@ def main() -> None:
                     best[label] = (speedup, gamma, speedup / theory, speedup / priced)
 
     print("\n## transformers' assisted generation vs the engine: same target, same full-head draft, fixed draft tokens")
-    assistant = AutoModelForCausalLM.from_pretrained(str(embedded_draft_dir()), dtype=pair.target.model.dtype,
+    assistant = AutoModelForCausalLM.from_pretrained(model_source(pair.draft.spec)[0], dtype=pair.target.model.dtype,
                                                      use_safetensors=True, trust_remote_code=False).to(pair.target.device).eval()
-    for gamma in (3, 4, 5):
+    for gamma in [int(g) for g in args.assisted_gammas.split(",")]:
         assistant.generation_config.num_assistant_tokens = gamma
         assistant.generation_config.num_assistant_tokens_schedule = "constant"
         assistant.generation_config.assistant_confidence_threshold = 0.0
@@ -170,7 +189,7 @@ def main() -> None:
     print("\n## best gamma per setting (speedup over the target alone; measured / theory, and / theory with v measured)")
     for label, (speedup, gamma, ratio, priced_ratio) in best.items():
         print(f"{label:32s} gamma {gamma}: {speedup:.2f}x, {ratio:.2f} of theory, {priced_ratio:.2f} of theory(v)")
-    print(f"(draft spec: {EMBEDDED_DRAFT}; held-out prompts from {Path(HELDOUT_FILE).name})")
+    print(f"(draft spec: {pair.draft.spec}; held-out prompts from {Path(prompts_file).name})")
 
 
 if __name__ == "__main__":

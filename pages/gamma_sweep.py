@@ -10,6 +10,8 @@ from specviz.registry import drafter_spec
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Gamma sweep: which block size pays?")
+if config is not None:
+    ui.precision_caption(config)
 st.markdown(f"Each block size γ runs the sidebar's configuration {analysis.SWEEP_PAIRS} times, each run paired with "
             "one of the target alone in alternating order (medians, so both sides of a speedup meet the same load on "
             "this machine; at most "

@@ -8,6 +8,8 @@ from specviz.verify import ALPHA_DEFINITIONS
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Metrics and theory")
+if config is not None:
+    ui.precision_caption(config)
 st.caption("Convention: **target p**, **draft q** (Leviathan et al. 2023). The numbers below come from the trace of the "
            "sidebar's configuration, the same one the round view shows.")
 trace = ui.get_trace(config, prompt) if config else None

@@ -7,6 +7,8 @@ from specviz import analysis, figures, ui
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Parallel verification, measured")
+if config is not None:
+    ui.precision_caption(config)
 st.markdown("The target checks all γ drafted tokens in ONE forward pass (seed 004; Leviathan et al. 2023; Chen et al. "
             "2023) over γ + 1 tokens, the last accepted token and the γ drafts: with a causal mask, position i only "
             "sees the prefix and drafted tokens before it, so one pass yields p at every drafted position and for the "

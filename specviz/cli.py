@@ -8,6 +8,7 @@ Examples::
     python -m specviz html --prompt "Explain gravity" --rule sample --out lesson.html
     python -m specviz train-drafter --kind blockwise --seed 0
     python -m specviz train-draft --seed 0
+    python -m specviz fetch qwen-coder
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from functools import partial
 
 from .config import ConfigError, DecodeConfig, field_params, parse_value
 from .models import ModelLoadError, VocabularyMismatchError
+from .published import BUNDLES, FetchError
 
-USER_ERRORS = (ConfigError, ModelLoadError, VocabularyMismatchError)
+USER_ERRORS = (ConfigError, ModelLoadError, VocabularyMismatchError, FetchError)
 
 
 def _int_list(text: str) -> list[int]:
@@ -70,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--device", default="auto")
     train.add_argument("--out", default=None, help="weights file (default: the shipped specviz/weights/ file for the kind)")
+    fetch = commands.add_parser("fetch", help="download, check and de-quantise a published model pair into the cache")
+    fetch.add_argument("bundle", choices=sorted(BUNDLES), help="qwen-coder: Qwen2.5-Coder-0.5B-Instruct and -1.5B-Instruct")
+    fetch.add_argument("--keep-gguf", action="store_true", help="keep the assembled GGUF files beside the safetensors")
     trace.add_argument("--samples", type=int, default=1, help="N runs with seeds seed..seed+N-1, one JSON trace per line")
     trace.add_argument("--out", default="-", help="output file ('-' = stdout)")
     trace.add_argument("--indent", type=int, default=None, help="pretty-print a single trace with this indent")
@@ -153,7 +158,23 @@ def train_draft(args: argparse.Namespace) -> None:
     print(f"saved {out} ({out.stat().st_size / 1e6:.1f} MB); settings {dataclasses.asdict(settings)}")
 
 
+def fetch(args: argparse.Namespace) -> None:
+    from tqdm import tqdm
+
+    from .published import fetch_model, fetched, needs
+
+    models = BUNDLES[args.bundle]
+    missing = tuple(model for model in models if not fetched(model))
+    if missing:
+        print(needs(missing, args.keep_gguf), file=sys.stderr)
+    for model in models:
+        print(f"{model.spec}: ready in {fetch_model(model, args.keep_gguf, progress_bar=tqdm)}")
+
+
 def run(args: argparse.Namespace) -> None:
+    if args.command == "fetch":
+        fetch(args)
+        return
     if args.command == "train-drafter":
         train(args)
         return

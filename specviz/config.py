@@ -28,10 +28,6 @@ class ConfigError(ValueError):
     """A configuration value is out of range or malformed; the message names the field."""
 
 
-# Measured on one H100, 12 held-out prompts x 64 tokens, gamma 1-6: the engine's greedy output equals the
-# target's own generate 12/12 in float32 and 6/12 in bfloat16 (the bf16 runs part at the same positions for
-# every gamma: two numerically different computations of one model, not the rule). At batch 1 a small model
-# is bound by kernel launches, so float32 cost no time there.
 DTYPES = ("float32", "bfloat16", "float16")
 
 DRAFT_VOCAB_CHOICES = (None, 1024, 2048, 4096, 8192, 16384, 32768, 0)  # None: as the draft ships; 0: every token
@@ -132,9 +128,12 @@ class DecodeConfig:
     top_n: int = param(10, label="Top tokens recorded", widget="none", url=False, low=1, high=TOP_N_MAX,
                        help="how many top tokens of each distribution a trace records")
     device: str = param("auto", label="Device", widget="none", url=False, help="auto (CUDA if available), cpu, cuda, cuda:N")
-    dtype: str = param("float32", label="Weights precision", widget="none", url=False, choices=DTYPES,
-                       help="the models' weights and activations (probabilities are float32 in every case); float32 "
-                            "keeps greedy output token-identical to the target's own generate on every device")
+    dtype: str = param("float32", label="Precision", widget="radio", section="Models", choices=DTYPES,
+                       choice_labels=("float32 (exact)", "bfloat16", "float16"),
+                       help="the models' weights and activations; every probability a rule uses is float32 either way. "
+                            "float32: greedy output token-identical to the target's own generate. bfloat16 / float16: "
+                            "half the memory traffic, but a pass over k + 1 tokens rounds differently from k + 1 "
+                            "one-token steps, so the output is lossless only up to floating-point rounding")
 
     def validated(self) -> "DecodeConfig":
         """Return self if every field is in range, else raise :class:`ConfigError`."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -26,12 +25,13 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoTokenizer, GenerationConfig, LlamaForCausalLM, PreTrainedModel
 
-from .models import ModelLoadError, cache_root, embedded_model_dir, materialise
+from .cache import cache_root, materialise
+from .models import ModelLoadError, embedded_model_dir
+from .vocab_ranking import write_vocab_ranking
 
 EMBEDDED_DRAFT_NAME = "SmolLM2-135M draft (embedded, distilled)"
 WEIGHTS_FILE = Path(__file__).parent / "weights" / "smollm2-135m-draft.safetensors"
 MANIFEST_FILE = WEIGHTS_FILE.with_suffix(".json")
-VOCAB_ORDER_FILE = "vocab_order.safetensors"  # beside a materialised draft: its FR-Spec token ranking
 SHARED_WEIGHTS = ("model.embed_tokens.weight", "lm_head.weight")  # the target's, never shipped
 
 
@@ -156,27 +156,9 @@ def embedded_draft_dir() -> Path:
         config = draft_config(AutoConfig.from_pretrained(base), layers)
         save_file({name: value.contiguous() for name, value in shipped.items()}, str(staging / "model.safetensors"),
                   metadata={"format": "pt"})
-        save_file({"vocab_order": vocab_order}, str(staging / VOCAB_ORDER_FILE), metadata={"draft_vocab": draft_vocab})
+        write_vocab_ranking(staging, vocab_order, int(draft_vocab))
         config.save_pretrained(staging)
         GenerationConfig.from_pretrained(base).save_pretrained(staging)
         AutoTokenizer.from_pretrained(base).save_pretrained(staging)
 
     return materialise(cache_root() / f"smollm2-135m-draft-{_digest(WEIGHTS_FILE)}", write)
-
-
-@dataclass(frozen=True)
-class VocabRanking:
-    """A draft's token ids, most frequent in the target's text first, and the head size K it was shipped
-    to use (FR-Spec: the draft scores only ``order[:K]``; q is zero elsewhere)."""
-
-    order: torch.Tensor  # (V,) int64
-    recommended: int  # 0: the full vocabulary
-
-
-def read_vocab_ranking(model_dir: Path) -> VocabRanking | None:
-    """The ranking saved beside a draft directory, or None for a draft without one."""
-    path = model_dir / VOCAB_ORDER_FILE
-    if not path.is_file():
-        return None
-    with safe_open(str(path), framework="pt") as f:
-        return VocabRanking(f.get_tensor("vocab_order").long(), int(f.metadata().get("draft_vocab", 0)))

@@ -38,9 +38,10 @@ from tqdm import tqdm
 
 from .config import DecodeConfig
 from .draft_model import (
-    SHARED_WEIGHTS, VocabRanking, cut_model, layer_state, restored_state, save_shipped, stored_tensors,
+    SHARED_WEIGHTS, cut_model, layer_state, restored_state, save_shipped, stored_tensors,
 )
 from .models import LoadedModel
+from .vocab_ranking import VocabRanking
 from .teacher_text import TeacherBatch, generate_teacher_text, read_prompt_file
 
 DATA = Path(__file__).parent / "data"

@@ -1,5 +1,6 @@
 """A plain Llama decoder's cached forward written directly in torch, for draft passes: small draft models and
-the layer-skip self-draft.
+the layer-skip self-draft. Qwen2 is the same decoder with biases on the query, key and value projections
+(Qwen2 technical report, Yang et al. 2024, arXiv 2407.10671, Sec. 2.1), which the step adds.
 
 A 4-layer draft on 2 CPU cores holds its weights in the cache, so its one-token step is mostly the Python
 around the matmuls: module calls, mask and output objects. Measured on the embedded draft, one process,
@@ -7,7 +8,8 @@ alternating: transformers' body 3.0-3.6 ms a step, this one 2.2 ms, with bit-ide
 float32 (tests/test_engine.py checks this, trees and bfloat16 included, on a tiny Llama).
 
 The math (LLaMA, Touvron et al. 2023, arXiv 2302.13971, Sec. 2), per layer, for the new tokens x:
-  h  = x + W_o Attn(RoPE(W_q n1(x)), RoPE(W_k n1(x)), W_v n1(x))   grouped-query heads (Ainslie et al. 2023)
+  h  = x + W_o Attn(RoPE(W_q n1(x) + b_q), RoPE(W_k n1(x) + b_k), W_v n1(x) + b_v)   grouped-query heads
+                                                      (Ainslie et al. 2023); the biases b are Qwen2's, else 0
   x' = h + W_down (silu(W_gate n2(h)) * W_up n2(h))                   SwiGLU (Shazeer 2020)
   n(x) = w * x / sqrt(mean(x^2) + eps)                                 RMSNorm (Zhang & Sennrich 2019)
   RoPE rotates each pair (x_i, x_{i+d/2}) of a head by pos * theta^(-2i/d)   (Su et al. 2021, RoFormer)
@@ -42,6 +44,9 @@ class LlamaLayer:
     down: torch.Tensor
     attention_norm: torch.Tensor
     mlp_norm: torch.Tensor
+    q_bias: torch.Tensor | None = None  # (heads * d,) Qwen2's projection biases; None for Llama
+    k_bias: torch.Tensor | None = None  # (kv heads * d,)
+    v_bias: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -59,14 +64,22 @@ class LlamaWeights:
     head_dim: int
 
 
+LEAN_MODEL_TYPES = ("llama", "qwen2")  # Qwen2: a Llama with biases on q, k and v (its config names no such flag)
+
+
 def is_plain_llama(config) -> bool:
-    """A config the step computes exactly: a Llama with unscaled rotary embeddings, SiLU, no biases, no
-    sliding window and one tensor-parallel slice. Anything else runs through transformers' own body."""
+    """A config the step computes exactly: a Llama (or Qwen2) with unscaled rotary embeddings, SiLU, no other
+    biases, no sliding window and one tensor-parallel slice. Anything else runs through transformers' own body."""
     rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
-    return (getattr(config, "model_type", None) == "llama" and rope.get("rope_type", rope.get("type", "default")) == "default"
+    return (getattr(config, "model_type", None) in LEAN_MODEL_TYPES
+            and rope.get("rope_type", rope.get("type", "default")) == "default"
             and getattr(config, "hidden_act", None) == "silu" and not getattr(config, "attention_bias", False)
             and not getattr(config, "mlp_bias", False) and getattr(config, "pretraining_tp", 1) == 1
             and not getattr(config, "sliding_window", None))
+
+
+def _bias(projection) -> torch.Tensor | None:
+    return projection.bias.detach() if projection.bias is not None else None
 
 
 @memoised_while_alive
@@ -81,7 +94,8 @@ def llama_weights(model: PreTrainedModel) -> LlamaWeights | None:
                    v=layer.self_attn.v_proj.weight.detach(), o=layer.self_attn.o_proj.weight.detach(),
                    gate=layer.mlp.gate_proj.weight.detach(), up=layer.mlp.up_proj.weight.detach(),
                    down=layer.mlp.down_proj.weight.detach(), attention_norm=layer.input_layernorm.weight.detach(),
-                   mlp_norm=layer.post_attention_layernorm.weight.detach())
+                   mlp_norm=layer.post_attention_layernorm.weight.detach(), q_bias=_bias(layer.self_attn.q_proj),
+                   k_bias=_bias(layer.self_attn.k_proj), v_bias=_bias(layer.self_attn.v_proj))
         for layer in inner.layers
     )
     heads = int(config.num_attention_heads)
@@ -142,9 +156,9 @@ def llama_hidden(weights: LlamaWeights, ids: torch.Tensor, positions: torch.Tens
     cos, sin = rotary_tables(w.inverse_frequencies, positions, x.dtype)  # (T, d) each
     for index, layer in enumerate(w.layers):
         h = rms_norm(x, layer.attention_norm, w.eps)
-        q = F.linear(h, layer.q).view(1, new, w.heads, w.head_dim).transpose(1, 2)  # (1, heads, T, d)
-        k = F.linear(h, layer.k).view(1, new, w.kv_heads, w.head_dim).transpose(1, 2)  # (1, kv heads, T, d)
-        v = F.linear(h, layer.v).view(1, new, w.kv_heads, w.head_dim).transpose(1, 2)
+        q = F.linear(h, layer.q, layer.q_bias).view(1, new, w.heads, w.head_dim).transpose(1, 2)  # (1, heads, T, d)
+        k = F.linear(h, layer.k, layer.k_bias).view(1, new, w.kv_heads, w.head_dim).transpose(1, 2)  # (1, kv heads, T, d)
+        v = F.linear(h, layer.v, layer.v_bias).view(1, new, w.kv_heads, w.head_dim).transpose(1, 2)
         keys, values = cache.update(rotate(k, cos, sin), v, index)  # (1, kv heads, cached + T, d)
         attended = grouped_attention(rotate(q, cos, sin), keys, values, allowed)  # (1, heads, T, d)
         x = x + F.linear(attended.transpose(1, 2).reshape(1, new, w.heads * w.head_dim), layer.o)

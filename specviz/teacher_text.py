@@ -23,7 +23,8 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from .engine import eos_ids
-from .models import LoadedModel, cache_root, encode_prompt
+from .cache import cache_root
+from .models import LoadedModel, encode_prompt
 
 PAD = -1  # pad value in stored id tensors (never a real token id)
 

@@ -27,7 +27,8 @@ from tqdm import tqdm
 
 from .config import DecodeConfig
 from .engine import ModelPair, autoregressive_decode
-from .models import LoadedModel, cache_root, encode_prompt
+from .cache import cache_root
+from .models import LoadedModel, encode_prompt
 from .parallel_drafters import DrafterMeta, build_module, save_drafter, target_states, window_memory
 
 PROMPTS_FILE = Path(__file__).parent / "data" / "train_prompts.txt"

@@ -94,7 +94,11 @@ def _first_tokens(config, pair, n):
     return [speculative_decode(config.replace(seed=s), prompt_ids=PROMPT, pair=pair).output_ids[0] for s in range(n)]
 
 
-def test_speculative_sampling_preserves_target_distribution(tiny_dirs, tiny_pair):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_speculative_sampling_preserves_target_distribution(tiny_dirs, dtype):
+    """In bfloat16 too: the rule's probabilities are float32 either way, and the law is kept up to the rounding of
+    the bf16 forward passes, far below what 800 draws can see."""
+    tiny_pair = ModelPair(load_model(tiny_dirs["target"], "cpu", dtype), load_model(tiny_dirs["draft"], "cpu", dtype))
     n = 800  # enough: the power check below computes the chance of catching the broken rule at this n
     with torch.inference_mode():
         logits = tiny_pair.target.model(torch.tensor([PROMPT])).logits[0, -1]
@@ -104,7 +108,7 @@ def test_speculative_sampling_preserves_target_distribution(tiny_dirs, tiny_pair
     broken = output_law(BrokenResidualRule(), p, q)  # resampling from p instead of the residual
     assert chi_square_power(p, broken, n, level=1e-3) > 0.999
     # two new tokens: one round drafts one token and checks it, so the first token is the checked one
-    config = tiny_config(tiny_dirs, rule="sample", gamma=3, max_new_tokens=2)
+    config = tiny_config(tiny_dirs, rule="sample", gamma=3, max_new_tokens=2, dtype=dtype)
     tokens = _first_tokens(config, tiny_pair, n)
     assert goodness_of_fit(tokens, p) > 1e-3
     # and the same test, on these very samples, rejects the broken rule's law and the draft's own
@@ -225,6 +229,16 @@ def test_the_drafts_lean_llama_body_gives_transformers_logits_bit_for_bit(tiny_d
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_qwen2_draft_takes_the_lean_body_with_its_projection_biases_bit_for_bit(tmp_path, dtype):
+    from specviz.tiny import make_tiny_model
+
+    draft = load_model(make_tiny_model(tmp_path / "qwen2", seed=5, layers=2, hidden=64, qwen2=True), "cpu", dtype)
+    weights = llama_weights(draft.model)
+    assert weights is not None and weights.layers[0].q_bias is not None and weights.layers[0].q_bias.abs().sum() > 0
+    assert_same_logits_over_feeds(draft_forward(0), full_forward, draft)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_layer_skip_through_the_lean_body_gives_transformers_logits_bit_for_bit(tiny_dirs, dtype):
     target, skip = load_pair(tiny_config(tiny_dirs, dtype=dtype)).target, frozenset({1, 2})
     assert llama_weights(target.model) is not None
@@ -242,7 +256,7 @@ def test_what_draft_passes_derive_from_a_model_is_made_once_and_does_not_keep_it
 
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from specviz.draft_model import VocabRanking
+    from specviz.vocab_ranking import VocabRanking
     from specviz.forwards import trimmed_head
     from specviz.models import LoadedModel
 
@@ -261,13 +275,14 @@ def test_what_draft_passes_derive_from_a_model_is_made_once_and_does_not_keep_it
 
 
 def test_models_the_lean_body_cannot_compute_exactly_run_through_transformers():
-    from transformers import LlamaConfig, MistralConfig
+    from transformers import LlamaConfig, MistralConfig, Qwen2Config
 
     assert is_plain_llama(LlamaConfig())
     assert not is_plain_llama(LlamaConfig(attention_bias=True))
     assert not is_plain_llama(LlamaConfig(rope_scaling={"rope_type": "linear", "factor": 2.0}))
     assert not is_plain_llama(LlamaConfig(hidden_act="gelu"))
     assert not is_plain_llama(MistralConfig(sliding_window=4))
+    assert is_plain_llama(Qwen2Config()) and not is_plain_llama(Qwen2Config(use_sliding_window=True, sliding_window=4))
 
 
 def test_layer_skip_does_not_mutate_the_shared_model(tiny_dirs, tiny_pair):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import analysis
+from specviz import analysis, ui
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
 from specviz.registry import DRAFTERS
@@ -82,6 +82,20 @@ def test_losslessness_page(params):
     assert len(at.dataframe[0].value) == 2  # positions 1 and 2
 
 
+def test_numerics_page_shows_four_outputs_and_the_preset_match_rate(params):
+    at = open_page(params, "numerics")
+    at.button[0].click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    outputs = at.dataframe[0].value
+    assert list(outputs.precision) == ["float32", "bfloat16"]
+    assert outputs["identical tokens"][0] == "16 / 16"  # float32: exact
+    assert any("float32" in s.value and "token-identical" in s.value for s in at.success)
+    at.button[1].click().run()
+    assert not at.exception and not at.error
+    assert "of" in [m.value for m in at.metric if m.label.startswith("outputs identical")][0]
+    assert len(at.dataframe[1].value) == len(ui.PROMPT_PRESETS)
+
+
 def test_parallel_page(params):
     at = open_page(params, "parallel")
     assert not at.error
@@ -128,7 +142,7 @@ def test_parallel_drafters_page_on_the_embedded_model(embedded):
 
 
 @pytest.mark.parametrize("page", ["round_view", "metrics", "gamma_sweep", "compare_rules", "losslessness", "parallel",
-                                  "recursive"])
+                                  "recursive", "numerics"])
 def test_every_page_runs_on_the_embedded_default(embedded, page):
     """No hub, no injected models: the default pair, every button pressed once."""
     at = open_page({"max_new_tokens": "6", "prompt": "Name three colours."}, page)

@@ -13,6 +13,7 @@ from .metrics import (
     PairedTimes, SpeedupCheck, TheoryCheck, acceptance_by_position, accepted_lengths, measured_speedup, realised_blocks,
     theory_check, timed_in_alternating_pairs, tokens_per_round,
 )
+from .numerics import PrecisionRun, match_rate, precision_run
 from .rules import compare_rules_on_draft, lossy_departures, score_draft
 from .sweep import VOCAB_SIZES, best_gamma_by, gamma_sweep, gammas_tied_with, vocab_sweep
 from .timing import verification_mask, verification_timing
@@ -23,7 +24,7 @@ __all__ = [
     "SWEEP_TOKENS_MAX",
     "TIMING_REPEATS_MAX", "VOCAB_SIZES", "PairedTimes", "SpeedupCheck", "TheoryCheck", "acceptance_by_position", "accepted_lengths",
     "best_gamma_by", "compare_drafters", "compare_rules_on_draft", "cost_ratio", "drafter_attention", "gamma_sweep", "gammas_tied_with",
-    "lossy_departures",
+    "lossy_departures", "PrecisionRun", "match_rate", "precision_run",
     "measured_speedup", "realised_blocks", "score_draft", "theory_check", "timed_in_alternating_pairs", "tokens_per_round",
     "tree_vs_chain",
     "verification_costs", "verification_mask", "verification_timing", "vocab_sweep",

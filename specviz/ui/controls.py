@@ -9,15 +9,18 @@ from streamlit.runtime.pages_manager import PagesManager
 
 from ..config import ConfigError, DecodeConfig, field_params, field_type, format_value, parse_value
 from ..models import EMBEDDED
+from ..published import FETCH_COMMAND, PUBLISHED, fetched
 from ..registry import CLAIMED_FIELDS, drafter_spec, rule_spec
 from ..urlstate import parse_query, to_query
 from .work import app_defaults
 
 
 EMBEDDED_PAIR = "Embedded: SmolLM2-135M-Instruct + its distilled 4-layer draft (runs offline)"
+QWEN_CODER_PAIR = "Qwen2.5-Coder 0.5B drafts for 1.5B (published pair, fetched once)"
 CUSTOM_PAIR = "Custom model ids or directories"
 PAIR_PRESETS = {  # label -> (target, draft); the hub pairs share a tokenizer within each family
     EMBEDDED_PAIR: (EMBEDDED, None),
+    QWEN_CODER_PAIR: ("qwen-coder-1.5b", "qwen-coder-0.5b"),
     "SmolLM2-135M → SmolLM2-360M-Instruct": ("HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
     "SmolLM2-135M → SmolLM2-1.7B-Instruct": ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
     "Qwen2.5-0.5B → Qwen2.5-1.5B-Instruct": ("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
@@ -29,6 +32,8 @@ PROMPT_PRESETS = {
     "Explain": "Explain speculative decoding to a student in three sentences.",
     "Translation (seed 000)": "Translate to English: Machen sich Hunderte Millionen von Autofahrern Sorgen über ihre Privatsphäre?",
     "Code": "Write a Python function that returns the n-th Fibonacci number.",
+    "Code: SQL": "Write a SQL query that returns the ten customers with the highest total order value.",
+    "Code: fix a bug": "Fix the bug in this Python function: def mean(xs): return sum(xs) / len(xs) + 1",
     "List": "List the days of the week, one per line.",
     "Story": "Once upon a time, in a small village by the sea,",
 }
@@ -175,6 +180,10 @@ def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
         sb.text_input("Target model (hub id or directory)", key="custom_target")
         sb.text_input("Draft model (hub id or directory)", key="custom_draft")
     target, draft = chosen_pair(ss)
+    missing = [PUBLISHED[spec].name for spec in (target, draft) if spec in PUBLISHED and not fetched(PUBLISHED[spec])]
+    if missing:
+        sb.info(f"{' and '.join(missing)} not fetched on this machine yet: run `{FETCH_COMMAND}` once (about 1.6 GB), "
+                "then reload. (Where a model hub is reachable they load from it instead.)")
     drawn = [name for name, p in field_params().items() if p.widget != "none"]
     for section in ("Models", "Verification"):
         if section != "Models":
@@ -193,7 +202,7 @@ def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
         st.warning(message)
     try:
         chosen = {name: config_value(name, ss[name]) for name in drawn}
-        config = DecodeConfig(target=target, draft=draft, device=defaults.device, dtype=defaults.dtype, **chosen).validated()
+        config = DecodeConfig(target=target, draft=draft, device=defaults.device, **chosen).validated()
     except ConfigError as exc:
         st.error(str(exc))
         return None, ss.prompt

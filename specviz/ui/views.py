@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ..config import DecodeConfig
+from ..models import cpu_matrix_units
 from ..player import lesson_html
 from ..trace import Trace
 from .controls import write_url
@@ -17,6 +18,12 @@ def summary_line(trace: Trace) -> str:
             f"**{s.mean_tokens_per_round:.2f}** tokens per round · **{s.target_forward_passes}** target passes "
             f"vs **{s.autoregressive_forward_passes}** autoregressive · stopped by {s.stop_reason.replace('_', ' ')} · "
             f"{trace.models['device']} {trace.models['dtype']}")
+
+
+def precision_caption(config: DecodeConfig) -> None:
+    """Under a speed page's title: the precision its timings are taken in and what this machine's kernels make of it."""
+    units = f" · {cpu_matrix_units()}" if config.device != "cuda" else ""
+    st.caption(f"Timed in **{config.dtype}** (the sidebar's precision; probabilities are float32 either way){units}.")
 
 
 def linked_round() -> int:
