@@ -22,8 +22,9 @@ st.markdown(
     "decoding in half precision is **lossless only up to floating-point rounding**, as serving engines say (vLLM: "
     "\"lossless up to floating point\"). The same holds for speculative sampling, whose law is kept up to the same "
     "rounding: set the sidebar's precision to bfloat16 and run the Losslessness lab.")
-st.caption(f"This machine: {cpu_matrix_units()}. The speed pages (Metrics, Gamma sweep, Parallel verification) measure "
-           "c, v(k) and the speedup in the sidebar's precision.")
+st.caption(f"The default precision is float32 for every pair: the one in which the round view's lesson, the same "
+           f"output, holds exactly. This machine: {cpu_matrix_units()}. The speed pages (Metrics, Gamma sweep, Parallel "
+           "verification) measure c, v(k) and the speedup in the sidebar's precision.")
 
 
 def show_preference(column, title: str, said) -> None:

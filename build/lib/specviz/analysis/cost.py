@@ -1,0 +1,101 @@
+"""The cost ratio c of a drafter on this device: draft time per drafted token over one target forward."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from ..config import DecodeConfig
+from ..forwards import KVCachedSequence, full_forward
+from ..engine import ModelPair, parallel_drafter
+from ..parallel_drafters import draft_logits, target_states, window_memory
+from ..registry import drafter_spec
+
+
+def timed_feeds(state: KVCachedSequence, forward, loaded, chunks: list[list[int]]) -> float:
+    """Seconds to feed ``chunks`` to ``loaded`` through ``forward``, one cached forward per chunk."""
+    started = time.perf_counter()
+    for chunk in chunks:
+        state.feed(forward, loaded, chunk, len(chunk))
+    return time.perf_counter() - started
+
+
+def primed_state(loaded, forward, context: list[int]) -> KVCachedSequence:
+    """A cache holding ``context[:-1]`` (one forward, not timed): any pass over the last n tokens of the
+    context can then be timed after cropping it to ``context[:-n]`` (``pass_ms``)."""
+    state = KVCachedSequence()
+    if len(context) > 1:
+        state.feed(forward, loaded, context[:-1], 1)
+    return state
+
+
+def pass_ms(state: KVCachedSequence, loaded, forward, context: list[int], repeats: int, new_tokens: int = 1) -> float:
+    """Median milliseconds of one cached forward over the last ``new_tokens`` of ``context``, on a
+    ``primed_state`` of that context (cropped back before every pass; the first pass is a warm-up)."""
+    times = []
+    for _ in range(repeats + 1):
+        state.pending(context[: len(context) - new_tokens + 1])  # the cache now holds context[:-new_tokens]
+        times.append(timed_feeds(state, forward, loaded, [context[-new_tokens:]]))
+    return statistics.median(times[1:]) * 1e3
+
+
+def cached_pass_ms(loaded, forward, prefix: list[int], repeats: int, new_tokens: int = 1) -> float:
+    """Median milliseconds of one cached forward over the last ``new_tokens`` of ``prefix``."""
+    return pass_ms(primed_state(loaded, forward, prefix), loaded, forward, prefix, repeats, new_tokens)
+
+
+def verification_costs(pair: ModelPair, prefix: list[int], blocks: list[int], repeats: int = 5,
+                       pairs: int = 1) -> dict[int, float]:
+    """v(k) for each block size k: the target's cached pass over k + 1 tokens (as a round verifies k
+    drafted tokens) over its one-token step, measured after ``prefix`` on this device (theory.py). Each
+    k's pass is timed right after a one-token pass, and v(k) is the median over ``pairs`` such pairs: on
+    a shared machine whose speed drifts, both sides of a ratio are measured within a second. A prefix
+    shorter than the longest pass is repeated (the tokens do not change the time). The prefix is run
+    through the target once; every timed pass crops its cache back."""
+    context = list(prefix)
+    while len(context) < max(blocks, default=0) + 2:
+        context += prefix
+    state = primed_state(pair.target, full_forward, context)
+
+    def paired_ratio(k: int) -> float:
+        one = pass_ms(state, pair.target, full_forward, context, repeats)
+        return pass_ms(state, pair.target, full_forward, context, repeats, k + 1) / one
+
+    return {k: statistics.median(paired_ratio(k) for _ in range(pairs)) for k in sorted(set(blocks))}
+
+
+def parallel_inputs(config: DecodeConfig, pair: ModelPair, prefix: list[int]):
+    """(drafter, memory): a parallel drafter and the target-state window it reads after ``prefix``
+    (the states of prefix[:-1], as a run's cache would hold them; prefix[-1] is the pending token)."""
+    drafter = parallel_drafter(config, pair, KVCachedSequence())
+    states = target_states(pair.target, prefix[:-1])
+    return drafter, window_memory(states, len(prefix) - 1, drafter.meta.window)
+
+
+def parallel_logits(config: DecodeConfig, pair: ModelPair, prefix: list[int]) -> torch.Tensor:
+    """A parallel drafter's logits (k, V) after ``prefix``: one pass over the target's states."""
+    drafter, memory = parallel_inputs(config, pair, prefix)
+    return draft_logits(drafter.module, pair.target, memory, prefix[-1])
+
+
+def cost_ratio(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats: int = 5) -> float:
+    """c = draft time per drafted token / time of one target forward, measured here (0 for n-gram).
+
+    Autoregressive drafts pay one forward per token; a parallel drafter pays one small pass for all
+    its k tokens (on states the verification pass already computed), so its c is that pass over k."""
+    target_ms = cached_pass_ms(pair.target, full_forward, prefix, repeats)
+    if drafter_spec(config.drafter).requires_model_outputs:
+        drafter, memory = parallel_inputs(config, pair, prefix)  # the states come from verification: not timed
+        draft_logits(drafter.module, pair.target, memory, prefix[-1])  # warm-up
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            k = len(draft_logits(drafter.module, pair.target, memory, prefix[-1]))
+            times.append((time.perf_counter() - started) * 1e3 / k)
+        return statistics.median(times) / target_ms
+    draft = drafter_spec(config.drafter).draft_source(config, pair)
+    if draft is None:
+        return 0.0
+    return cached_pass_ms(draft[0], draft[1], prefix, repeats) / target_ms

@@ -1,0 +1,68 @@
+"""Parallel drafters (seed 003; the Parallel drafters page). Pure data in, plain data (pandas) out; no streamlit."""
+
+from __future__ import annotations
+
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..config import DecodeConfig
+from ..engine import ModelPair, autoregressive_decode, speculative_decode
+from ..registry import DRAFTERS
+
+from .cost import parallel_inputs
+from .metrics import acceptance_by_position
+from .common import SWEEP_TOKENS_MAX, Progress, _tick
+
+
+COMPARE_PROMPTS_MAX = 4
+
+
+def drafter_attention(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], kind: str) -> np.ndarray:
+    """The attention pattern a parallel drafter uses at the end of the prompt: (k, window + 1 + k),
+    one row per drafted slot, over [target states ..., pending token, slots ...]."""
+    drafter, memory = parallel_inputs(config.replace(drafter=kind), pair, prompt_ids)
+    with pair.target.lock, torch.inference_mode():
+        pending = pair.target.model.get_input_embeddings()(torch.tensor([prompt_ids[-1]], device=pair.target.device))
+        return drafter.module.attention(memory[None], pending.float())[0].cpu().numpy()
+
+
+def compare_drafters(config: DecodeConfig, pair: ModelPair, prompts_ids: list[list[int]], kinds: list[str],
+                     on_progress: Progress = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each drafter on the same prompts: (summary per drafter, acceptance per drafted position).
+
+    Summary: mean tokens per round, acceptance, draft milliseconds and draft passes per round, and
+    end-to-end tokens/s against the target alone (autoregressive, same process)."""
+    prompts_ids = prompts_ids[:COMPARE_PROMPTS_MAX]
+    config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX))
+    total, done = len(prompts_ids) * (len(kinds) + 1), 0
+    ar_tokens, ar_seconds = 0, 0.0
+    for ids in prompts_ids:
+        out, seconds = autoregressive_decode(config, pair, ids)
+        ar_tokens, ar_seconds = ar_tokens + len(out), ar_seconds + seconds
+        done += 1
+        _tick(on_progress, done, total)
+    summary, positions = [], []
+    for kind in kinds:
+        traces = []
+        for ids in prompts_ids:
+            traces.append(speculative_decode(config.replace(drafter=kind), prompt_ids=ids, pair=pair))
+            done += 1
+            _tick(on_progress, done, total)
+        rounds = [r for t in traces for r in t.rounds]
+        drafting = [r for r in rounds if r.draft]
+        tokens = sum(t.stats.new_tokens for t in traces)
+        seconds = sum(t.stats.wall_ms for t in traces) / 1e3
+        summary.append(dict(
+            drafter=DRAFTERS[kind].label, tokens_per_round=tokens / len(rounds),
+            acceptance_rate=sum(t.stats.accepted_tokens for t in traces) / max(1, sum(t.stats.drafted_tokens for t in traces)),
+            draft_ms_per_round=sum(r.draft_ms for r in drafting) / max(1, len(drafting)),
+            draft_passes_per_round=sum(r.draft_forward_passes for r in drafting) / max(1, len(drafting)),
+            tokens_per_s=tokens / seconds, speedup_vs_autoregressive=(tokens / seconds) / (ar_tokens / ar_seconds),
+        ))
+        merged = pd.concat([acceptance_by_position(t) for t in traces]).groupby("position")[["verified", "accepted"]].sum()
+        for position, row in merged.iterrows():
+            positions.append(dict(drafter=DRAFTERS[kind].label, position=int(position), verified=int(row.verified),
+                                  accepted=int(row.accepted), acceptance_rate=row.accepted / row.verified))
+    return pd.DataFrame(summary), pd.DataFrame(positions)

@@ -1,0 +1,163 @@
+"""Metrics of one trace (the Metrics and theory page). Pure data in, plain data (pandas) out; no streamlit."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable, Generic, TypeVar
+
+import pandas as pd
+
+from ..config import DecodeConfig
+from ..engine import ModelPair, autoregressive_decode, speculative_decode
+from ..theory import expected_speedup_for_blocks, expected_tokens_for_blocks
+from ..trace import NOT_VERIFIED, Trace
+
+from .cost import cost_ratio, verification_costs
+
+A, B = TypeVar("A"), TypeVar("B")
+
+
+def acceptance_by_position(trace: Trace) -> pd.DataFrame:
+    """Per drafted position i (1-based), as vLLM reports acceptance:
+    ``acceptance_rate`` = accepted_i / verified_i, conditional on tokens 1..i-1 accepted;
+    ``accepted_per_draft`` = accepted_i / rounds that drafted at least i tokens (vLLM's per-position rate)."""
+    verified, accepted, drafted = Counter(), Counter(), Counter()
+    for r in trace.rounds:
+        drafted.update(range(1, len(r.draft) + 1))
+        for pos in r.draft:
+            if pos.status != NOT_VERIFIED:
+                verified[pos.index + 1] += 1
+                accepted[pos.index + 1] += pos.accepted
+    positions = sorted(verified)
+    return pd.DataFrame({
+        "position": positions,
+        "verified": [verified[i] for i in positions],
+        "accepted": [accepted[i] for i in positions],
+        "acceptance_rate": [accepted[i] / verified[i] for i in positions],
+        "accepted_per_draft": [accepted[i] / drafted[i] for i in positions],
+    })
+
+
+def tokens_per_round(trace: Trace) -> pd.DataFrame:
+    """Histogram of tokens emitted per round."""
+    counts = Counter(len(r.emitted_ids) for r in trace.rounds)
+    sizes = list(range(1, max(counts, default=1) + 1))
+    return pd.DataFrame({"tokens": sizes, "rounds": [counts.get(k, 0) for k in sizes]})
+
+
+def accepted_lengths(trace: Trace) -> pd.DataFrame:
+    """This request's histogram of accepted drafted tokens per drafting round (0 .. the largest block)."""
+    counts = Counter(r.accepted_count for r in trace.rounds if r.drafted_count)
+    largest = max((len(r.draft) for r in trace.rounds), default=0)
+    return pd.DataFrame({"accepted": list(range(largest + 1)), "rounds": [counts.get(k, 0) for k in range(largest + 1)]})
+
+
+def realised_blocks(trace: Trace) -> list[int]:
+    """Tokens each round drafted in a chain (trees: their depth, the longest path a round can accept)."""
+    return [max((n.depth for n in r.tree.nodes), default=0) if r.tree else len(r.draft) for r in trace.rounds]
+
+
+@dataclass(frozen=True)
+class TheoryCheck:
+    alpha: float  # mean over verified positions of the rule's own alpha (ALPHA_DEFINITIONS)
+    mean_block: float  # mean realised block size k_r
+    measured_tokens_per_round: float
+    expected_tokens_per_round: float  # Eq. 1 averaged over the realised blocks
+    mean_acceptance_length: float  # vLLM: 1 + accepted per drafting round
+    target_passes: int
+    autoregressive_passes: int
+    blocks: tuple[int, ...]
+
+
+def theory_check(trace: Trace) -> TheoryCheck:
+    """Measured mean tokens per round next to (1 - alpha^(k_r+1)) / (1 - alpha) at each realised k_r."""
+    alpha, blocks = trace.stats.alpha_estimate, realised_blocks(trace)
+    return TheoryCheck(alpha, sum(blocks) / max(1, len(blocks)), trace.stats.mean_tokens_per_round,
+                       expected_tokens_for_blocks(alpha, blocks), trace.stats.mean_acceptance_length,
+                       trace.stats.target_forward_passes, trace.stats.autoregressive_forward_passes, tuple(blocks))
+
+
+@dataclass(frozen=True)
+class SpeedupCheck:
+    speculative_s: float
+    autoregressive_s: float
+    cost_ratio: float  # c measured here
+    expected: float  # the theory at the trace's alpha, realised blocks and c (verification = one target step)
+    expected_verify_measured: float  # the same with the measured cost of the target's pass over k + 1 tokens
+    pair_speedups: tuple[float, ...] = ()  # each back-to-back pair's own autoregressive / speculative ratio, in pair order
+
+    @property
+    def measured(self) -> float:
+        return self.autoregressive_s / self.speculative_s
+
+
+@dataclass(frozen=True)
+class PairedTimes(Generic[A, B]):
+    """Two computations timed in alternating back-to-back pairs: each side's first result, and its seconds
+    in pair order (pair i: ``first_seconds[i]`` and ``second_seconds[i]``, run one right after the other)."""
+
+    first: A
+    second: B
+    first_seconds: list[float]
+    second_seconds: list[float]
+
+    @property
+    def first_median(self) -> float:
+        return statistics.median(self.first_seconds)
+
+    @property
+    def second_median(self) -> float:
+        return statistics.median(self.second_seconds)
+
+    @property
+    def ratios(self) -> list[float]:
+        """first / second seconds within each pair: the spread of a speedup measured pair by pair."""
+        return [f / s for f, s in zip(self.first_seconds, self.second_seconds)]
+
+
+def timed_in_alternating_pairs(first: Callable[[], tuple[A, float]], second: Callable[[], tuple[B, float]],
+                               pairs: int) -> PairedTimes[A, B]:
+    """Run two timed computations (each returns (result, seconds)) in ``pairs`` back-to-back pairs whose
+    order alternates (first-second, second-first, ...); keep each one's first result and every time.
+
+    On a shared machine whose speed drifts by 20% within seconds, both sides of a ratio meet the same
+    load, and one disturbed pair (the browser painting a page's charts on the same cores, seen here)
+    cannot set the ratio of the medians. (With an even ``pairs`` each median is the mean of the middle two.)
+    """
+    if pairs < 1:
+        raise ValueError(f"pairs must be at least 1, not {pairs}")
+    firsts: list[tuple[A, float]] = []
+    seconds: list[tuple[B, float]] = []
+    sides = [(first, firsts), (second, seconds)]
+    for i in range(pairs):
+        for run, runs in sides if i % 2 == 0 else sides[::-1]:
+            runs.append(run())
+    return PairedTimes(firsts[0][0], seconds[0][0], [s for _, s in firsts], [s for _, s in seconds])
+
+
+def timed_trace(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> tuple[Trace, float]:
+    """(trace, seconds): one speculative decoding run, every round recorded, as the app makes it."""
+    trace = speculative_decode(config, prompt_ids=prompt_ids, pair=pair)
+    return trace, trace.stats.wall_ms / 1e3
+
+
+def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = 3) -> SpeedupCheck:
+    """The target alone against the trace's speculative decoding (same target, prompt and length, this
+    process), both timed now in ``pairs`` back-to-back pairs whose order alternates, each side reported
+    as its median; with the theory's speedup at the trace's alpha, realised blocks and the c measured now.
+
+    The trace's own wall time is not reused: a stored trace was timed whenever, and under whatever load,
+    it was computed (another session's request), and a ratio of two times taken minutes apart on a
+    shared machine measures the load, not the method.
+    """
+    config = trace.config.replace(max_new_tokens=max(1, len(trace.output_ids)))
+    timed = timed_in_alternating_pairs(lambda: autoregressive_decode(config, pair, trace.prompt_ids),
+                                       lambda: timed_trace(trace.config, pair, trace.prompt_ids), pairs)
+    ar_seconds, spec_seconds = timed.first_median, timed.second_median
+    c = cost_ratio(config, pair, trace.prompt_ids + trace.output_ids[:1])
+    alpha, blocks = trace.stats.alpha_estimate, realised_blocks(trace)
+    verify_cost = verification_costs(pair, trace.prompt_ids + trace.output_ids, blocks)
+    return SpeedupCheck(spec_seconds, ar_seconds, c, expected_speedup_for_blocks(alpha, blocks, c),
+                        expected_speedup_for_blocks(alpha, blocks, c, verify_cost), tuple(timed.ratios))

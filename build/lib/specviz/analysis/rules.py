@@ -1,0 +1,78 @@
+"""Rules on the same draft (the Compare rules page). Pure data in, plain data (pandas) out; no streamlit."""
+
+from __future__ import annotations
+
+
+import pandas as pd
+import torch
+
+from ..config import DecodeConfig
+from ..forwards import KVCachedSequence, full_forward
+from ..engine import ModelPair, autoregressive_decode, speculative_decode
+from ..engine.records import status_of
+from ..registry import drafter_spec
+from ..distributions import one_hot
+from ..verify import GreedyRule, SpeculativeSamplingRule, TopBetaRule, check_block
+
+from .cost import parallel_logits
+from .common import COMPARE_BETAS, Progress, _tick
+
+
+def score_draft(config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]):
+    """Target logits at the k+1 positions after ``prefix`` (one pass over prefix + draft) and the
+    draft's logits at the k drafted positions (one teacher-forced pass, or the parallel drafter's one
+    pass), or None for n-gram."""
+    target_state = KVCachedSequence()
+    target_logits = target_state.feed(full_forward, pair.target, prefix + draft_ids, len(draft_ids) + 1)
+    if drafter_spec(config.drafter).requires_model_outputs:  # every slot's q comes from the same one pass
+        return target_logits[:, : pair.vocab_size], parallel_logits(config, pair, prefix)[: len(draft_ids), : pair.vocab_size]
+    draft = drafter_spec(config.drafter).draft_source(config, pair)
+    if draft is None:
+        return target_logits[:, : pair.vocab_size], None
+    draft_state = KVCachedSequence()
+    draft_logits = draft_state.feed(draft[1], draft[0], prefix + draft_ids[:-1], len(draft_ids))
+    return target_logits[:, : pair.vocab_size], draft_logits[:, : pair.vocab_size]
+
+
+def compare_rules_on_draft(config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]) -> pd.DataFrame:
+    """One drafted block checked by greedy, speculative sampling and top-beta (beta = 1..5).
+
+    Each rule walks the block left to right and stops at its first rejection (later tokens are
+    'not verified'). Sampling uses the config's seed, temperature, top-k and top-p.
+    """
+    if not draft_ids:
+        raise ValueError("compare_rules_on_draft needs at least one drafted token")
+    target_logits, draft_logits = score_draft(config, pair, prefix, draft_ids)
+    rules = [("greedy", GreedyRule()),
+             ("speculative sampling", SpeculativeSamplingRule(config.temperature, config.top_k, config.top_p))]
+    rules += [(f"top-β β={b} τ={config.tau:g}", TopBetaRule(beta=b, tau=config.tau)) for b in COMPARE_BETAS]
+    rows = []
+    for label, rule in rules:
+        p = [rule.target_distribution(row).cpu() for row in target_logits[: len(draft_ids)]]
+        q = ([rule.draft_distribution(row).cpu() for row in draft_logits] if draft_logits is not None
+             else [one_hot(token, pair.vocab_size) for token in draft_ids])
+        verdicts = check_block(rule, draft_ids, p, q, torch.Generator().manual_seed(config.seed))
+        rows += [dict(rule=label, position=i + 1, token_id=token, status=status_of(verdict),
+                      accept_prob=verdict.accept_prob if verdict else None)
+                 for i, (token, verdict) in enumerate(zip(draft_ids, verdicts))]
+    return pd.DataFrame(rows, columns=["rule", "position", "token_id", "status", "accept_prob"])
+
+
+def lossy_departures(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], on_progress: Progress = None) -> pd.DataFrame:
+    """For beta = 1..5 (top-beta + tau): the full output and where it departs from the target's greedy text."""
+    reference, _ = autoregressive_decode(config.replace(rule="greedy"), pair, prompt_ids)
+    tokenizer = pair.target.tokenizer
+    rows = []
+    for i, beta in enumerate(COMPARE_BETAS):
+        trace = speculative_decode(config.replace(rule="topbeta", beta=beta), prompt_ids=prompt_ids, pair=pair)
+        out = trace.output_ids
+        first = next((j for j, (a, b) in enumerate(zip(out, reference)) if a != b), None)
+        if first is None and len(out) != len(reference):
+            first = min(len(out), len(reference))
+        rows.append(dict(beta=beta, tau=config.tau, acceptance_rate=trace.stats.acceptance_rate,
+                         tokens_per_round=trace.stats.mean_tokens_per_round, departs_at=first,
+                         same_as_target=first is None, common_prefix=tokenizer.decode(out[: first if first is not None else len(out)]),
+                         output_after=tokenizer.decode(out[first:]) if first is not None else "",
+                         target_after=tokenizer.decode(reference[first:]) if first is not None else ""))
+        _tick(on_progress, i + 1, len(COMPARE_BETAS))
+    return pd.DataFrame(rows)

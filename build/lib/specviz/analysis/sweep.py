@@ -1,0 +1,105 @@
+"""The gamma sweep and the draft head sweep (the Gamma sweep page). Pure data in, plain data (pandas) out; no streamlit."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ..config import DecodeConfig
+from ..engine import ModelPair, autoregressive_decode, speculative_decode
+from ..theory import expected_speedup_for_blocks, expected_tokens_for_blocks
+
+from .cost import cost_ratio, verification_costs
+from .metrics import realised_blocks, timed_in_alternating_pairs, timed_trace
+from .common import SWEEP_GAMMAS_MAX, SWEEP_PAIRS, SWEEP_TOKENS_MAX, Progress
+
+
+def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], gammas: list[int],
+                on_progress: Progress = None, pairs: int = SWEEP_PAIRS) -> tuple[pd.DataFrame, float]:
+    """Time each block size against the target alone in ``pairs`` alternating back-to-back pairs (its
+    row's baseline, medians: a machine whose load drifts gives both sides of a ratio the same load, and
+    one disturbed pair does not pick the best gamma); return (table, cost ratio c).
+
+    Table columns: measured tokens per round and speedup next to the closed forms evaluated at the
+    alpha each run measured: ``expected_speedup`` prices verification at one target step (Thm. 3.8),
+    ``expected_speedup_verify_measured`` at the measured cost v(k) of the target's pass over k + 1 tokens,
+    and ``verify_cost`` is the mean v(k) over the run's rounds: above 1 exactly when that priced theory
+    predicts less than Thm. 3.8 (sum E / sum(k c + v) < sum E / sum(k c + 1) iff sum v > the rounds).
+    ``wall_s`` is the median over the pairs, ``speedup`` the ratio of the target alone's median time to
+    it, ``speedup_low`` and ``speedup_high`` the slowest and fastest pair's own ratio (the ratio of the
+    medians always lies between them); the other columns come from the first trace (seeded: every
+    pair decodes the same tokens).
+    """
+    gammas = sorted(set(gammas))[:SWEEP_GAMMAS_MAX]
+    config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX))
+    steps = len(gammas) + 2  # the pairs of each gamma, c, then the verification costs
+
+    def tick(done: int, text: str) -> None:
+        if on_progress:
+            on_progress(done, steps, text)
+
+    timed = []  # per gamma: PairedTimes(baseline ids, trace, ...)
+    for i, gamma in enumerate(gammas):
+        tick(i, f"γ = {gamma} ({i + 1} of {len(gammas)} block sizes)")
+        gamma_config = config.replace(gamma=gamma)
+        timed.append(timed_in_alternating_pairs(lambda: autoregressive_decode(config, pair, prompt_ids),
+                                                lambda: timed_trace(gamma_config, pair, prompt_ids), pairs))
+    ar_ids = timed[0].first  # the target's own tokens (every baseline decodes the same)
+    tick(len(gammas), "measuring the cost ratio c")
+    c = cost_ratio(config, pair, prompt_ids + ar_ids[:1])
+    tick(steps - 1, "measuring the target's pass over k + 1 tokens")
+    blocks_of = [realised_blocks(run.second) for run in timed]
+    verify_cost = verification_costs(pair, prompt_ids + ar_ids, [k for blocks in blocks_of for k in blocks])
+    rows = []
+    for gamma, run, blocks in zip(gammas, timed, blocks_of):
+        s = run.second.stats
+        same_length = s.new_tokens / max(1, len(run.first))  # the baseline's time scaled to the trace's tokens
+        pair_speedups = [ratio * same_length for ratio in run.ratios]
+        rows.append(dict(
+            gamma=gamma, alpha=s.alpha_estimate, acceptance_rate=s.acceptance_rate, mean_block=sum(blocks) / max(1, len(blocks)),
+            tokens_per_round=s.mean_tokens_per_round, expected_tokens_per_round=expected_tokens_for_blocks(s.alpha_estimate, blocks),
+            speedup=run.first_median / run.second_median * same_length, speedup_low=min(pair_speedups),
+            speedup_high=max(pair_speedups), expected_speedup=expected_speedup_for_blocks(s.alpha_estimate, blocks, c),
+            expected_speedup_verify_measured=expected_speedup_for_blocks(s.alpha_estimate, blocks, c, verify_cost),
+            verify_cost=sum(verify_cost[k] for k in blocks) / max(1, len(blocks)), target_passes=s.target_forward_passes, new_tokens=s.new_tokens,
+            wall_s=run.second_median,
+        ))
+    tick(steps, f"done: {len(gammas)} block sizes")
+    return pd.DataFrame(rows), c
+
+
+def best_gamma_by(table: pd.DataFrame, column: str) -> int:
+    """The swept block size with the highest ``column`` (a measured or a theoretical speedup)."""
+    return int(table.loc[table[column].idxmax(), "gamma"])
+
+
+def gammas_tied_with(table: pd.DataFrame, gamma: int) -> list[int]:
+    """The other block sizes whose fastest pair reaches ``gamma``'s slowest pair: measured on this machine
+    they cannot be told apart from it (a tie, not a ranking)."""
+    slowest = float(table.loc[table.gamma == gamma, "speedup_low"].iloc[0])
+    return [int(row.gamma) for row in table.itertuples() if row.gamma != gamma and row.speedup_high >= slowest]
+
+
+VOCAB_SIZES = (1024, 2048, 4096, 8192, 16384, 0)  # FR-Spec head sizes compared (0: the whole vocabulary)
+
+
+def vocab_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], sizes=VOCAB_SIZES,
+                on_progress: Progress = None) -> pd.DataFrame:
+    """What the draft head's size K does (Zhao et al. 2025): c measured here, the rule's alpha on this
+    prompt, and the theory's speedup at the config's gamma for each K (draft-model drafter only); the size
+    the draft ships with is always among them."""
+    config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX), drafter="model")
+    shipped = pair.draft.vocab_ranking.recommended if pair.draft and pair.draft.vocab_ranking else 0
+    sizes = sorted(set(sizes) | {shipped}, key=lambda k: k or math.inf)
+    rows = []
+    for i, k in enumerate(sizes):
+        if on_progress:
+            on_progress(i, len(sizes), f"K = {k or 'all'} ({i + 1} of {len(sizes)})")
+        sized = config.replace(draft_vocab=k)
+        trace = speculative_decode(sized, prompt_ids=prompt_ids, pair=pair)
+        c = cost_ratio(sized, pair, prompt_ids + trace.output_ids[:1])
+        alpha, blocks = trace.stats.alpha_estimate, realised_blocks(trace)
+        rows.append(dict(draft_vocab=k or pair.vocab_size, cost_ratio=c, alpha=alpha, tokens_per_round=trace.stats.mean_tokens_per_round,
+                         expected_speedup=expected_speedup_for_blocks(alpha, blocks, c), tokens_per_s=trace.stats.tokens_per_s))
+    return pd.DataFrame(rows)

@@ -1,0 +1,48 @@
+"""Parallel verification, measured (the Parallel verification page). Pure data in, plain data (pandas) out; no streamlit."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..forwards import full_forward
+from ..engine import ModelPair
+
+from .common import TIMING_REPEATS_MAX
+from .cost import primed_state, timed_feeds
+from .metrics import timed_in_alternating_pairs
+
+
+def verification_timing(pair: ModelPair, prefix: list[int], block: list[int], repeats: int = 5) -> dict:
+    """Median ms of the round's ONE target pass versus the one-token passes that give the same p's.
+
+    As in a round, the pass is over gamma + 1 tokens, the last committed token (not yet in the cache)
+    and the gamma drafted ones, and yields p at all gamma + 1 positions: the gamma checks and the bonus
+    (Leviathan et al. 2023, Sec. 4: one pass costs about as much as one token while memory-bound).
+    Autoregressive decoding needs gamma + 1 one-token passes for the same p's. Both start from the
+    same cached prefix; after one untimed warm-up each, they are timed in ``repeats`` back-to-back pairs
+    whose order alternates (:func:`timed_in_alternating_pairs`), so a load that comes and goes (the
+    browser drawing this page) falls on both.
+    """
+    fed = [prefix[-1], *block]
+    state = primed_state(pair.target, full_forward, prefix)
+
+    def timed(chunks: list[list[int]]):
+        def run() -> tuple[None, float]:
+            seconds = timed_feeds(state, full_forward, pair.target, chunks)
+            state.pending(prefix)  # crop back to prefix[:-1]
+            return None, seconds
+        return run
+
+    parallel, sequential = timed([fed]), timed([[token] for token in fed])
+    parallel(), sequential()  # warm-up
+    times = timed_in_alternating_pairs(parallel, sequential, min(repeats, TIMING_REPEATS_MAX))
+    return dict(gamma=len(block), tokens=len(fed), parallel_ms=times.first_median * 1e3,
+                sequential_ms=times.second_median * 1e3, repeats=len(times.first_seconds))
+
+
+def verification_mask(prefix_len: int, gamma: int) -> np.ndarray:
+    """The causal mask of the verification pass: gamma+1 queries (last prefix token + drafted tokens)
+    against prefix_len + gamma keys; 1 where query i may attend to key j (j <= prefix_len - 1 + i)."""
+    keys = np.arange(prefix_len + gamma)
+    queries = np.arange(prefix_len - 1, prefix_len + gamma)
+    return (keys[None, :] <= queries[:, None]).astype(int)

@@ -1,0 +1,230 @@
+"""The round loop: draft, verify in ONE target pass, accept a prefix, emit a correction or bonus.
+
+A round (Leviathan et al. 2023, Alg. 1; Xia et al. 2022, Fig. 1; Jeon et al. 2024 for trees), the
+same for every drafter through its two verbs (``propose``, ``update``):
+  1. draft: the drafter proposes k <= gamma tokens (a chain) or a tree of at most tree_depth levels;
+  2. verify: one target forward over the uncached context tail + the drafted tokens gives the
+     target's p after the prefix and after every drafted token (trees: with a tree attention mask);
+  3. accept: the rule walks the proposal from the top and stops at the first rejection (trees:
+     recursive rejection sampling among siblings);
+  4. emit: the accepted path plus the rule's correction (after a rejection) or bonus token;
+  5. update: the drafter learns its accepted path; both KV caches drop what was rejected, so the
+     accepted prefix is never recomputed.
+Every random draw comes from one seeded CPU generator, so a config and seed reproduce the trace.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, TypeVar
+
+import torch
+
+from ..config import DecodeConfig
+from ..drafters import DraftBlock, Drafter
+from ..forwards import KVCachedSequence, full_forward, states_forward
+from ..registry import drafter_spec
+from ..trace import DraftPosition, EmittedToken, Round, Trace, TreeRecord
+from ..tree import DraftTree, recursive_rejection, score_tree
+from ..verify import Rule
+from .factory import make_drafter, rule_for
+from .pair import ModelPair, eos_ids, load_pair, prompt_ids_for
+from .records import (
+    TokenTexts, draft_position, models_info, summarize, sync_tree_with_checks, tree_record, truncate_at_eos, verify_block,
+)
+
+T = TypeVar("T")
+
+
+@dataclass
+class Verified:
+    """Steps 2-4 of a round: what the ONE target pass and the rule's walk made of a proposal.
+
+    ``accepted_path``: the proposal's accepted nodes from the top (a chain's are ``[1, ..., accepted]``).
+    """
+
+    positions: list[DraftPosition]
+    correction: EmittedToken | None
+    bonus: EmittedToken | None
+    accepted_path: list[int]
+    target_positions: int
+    target_pass_ms: float  # the one target forward and its p's (float32, on the CPU); the rest is the rule and records
+    # (a chain's cache is cropped inside its next pass; a tree's is cut to the accepted path after its pass)
+    tree: TreeRecord | None = None
+
+
+@dataclass
+class RoundResult:
+    """What one round produced, before EOS truncation and recording."""
+
+    verified: Verified
+    draft_ms: float
+    verify_ms: float
+    draft_forward_passes: int
+    exit_threshold: float | None = None
+
+
+@dataclass
+class DecodeRun:
+    """Per-run state: the shared models plus this run's rule, drafter, caches and random stream."""
+
+    config: DecodeConfig
+    pair: ModelPair
+    rule: Rule
+    drafter: Drafter
+    generator: torch.Generator
+    texts: TokenTexts
+    target_state: KVCachedSequence
+
+    @property
+    def target_forward(self):
+        """Drafters that read the target's hidden states (parallel drafters) need runs that keep them."""
+        return states_forward if drafter_spec(self.config.drafter).requires_model_outputs else full_forward
+
+    @property
+    def verify(self) -> Callable[["DecodeRun", list[int], DraftBlock | DraftTree], "Verified"]:
+        """How this drafter's proposals are verified: a tree (the registry's ``tree`` flag) or a chain."""
+        return verify_tree if drafter_spec(self.config.drafter).tree else verify_chain
+
+    def target_probs(self, logits: torch.Tensor) -> list[torch.Tensor]:
+        return [self.rule.target_distribution(row).cpu() for row in logits]  # float32, one per position
+
+
+def timed_ms(compute: Callable[[], T]) -> tuple[T, float]:
+    """(result, milliseconds) of a round's step; each ends on the CPU (a ``.cpu()`` waits for a GPU's queue)."""
+    started = time.perf_counter()
+    result = compute()
+    return result, (time.perf_counter() - started) * 1e3
+
+
+def verify_chain(run: DecodeRun, committed: list[int], block: DraftBlock) -> Verified:
+    """A block of k tokens: ONE causal target forward over the uncached tail + the block gives p at the
+    k+1 positions after the prefix; the rule checks left to right and stops at the first rejection.
+    The target's cache is cropped lazily to the new context at the next round."""
+    k = block.size
+    feed = run.target_state.pending(committed) + block.token_ids
+    target_probs, pass_ms = timed_ms(lambda: run.target_probs(
+        run.target_state.feed(run.target_forward, run.pair.target, feed, k + 1)[:, : run.pair.vocab_size]))  # k+1 x (V,)
+    positions, correction, bonus = verify_block(block, target_probs, run.rule, run.generator, run.texts, run.config.top_n)
+    accepted = sum(p.accepted for p in positions)
+    return Verified(positions, correction, bonus, list(range(1, accepted + 1)), k + 1, pass_ms)
+
+
+def verify_tree(run: DecodeRun, committed: list[int], tree: DraftTree) -> Verified:
+    """A Recursive Speculative Decoding tree: ONE target pass over every node (tree attention), walked
+    with recursive rejection sampling; the target's cache keeps only the accepted path's entries."""
+    config, rule, texts = run.config, run.rule, run.texts
+    target_probs, pass_ms = timed_ms(lambda: run.target_probs(score_tree(run.target_state, full_forward, run.pair.target,
+                                                                         committed, tree, run.pair.vocab_size)))
+    checks, path, final_p, leaf = recursive_rejection(tree, target_probs, rule, run.generator)
+    token = rule.bonus(final_p, run.generator)
+    positions = [draft_position(tree.nodes[c.node].depth - 1, c.token_id, c.target_probs, c.draft_probs, c.verdict,
+                                rule, texts, config.top_n) for c in checks]
+    p_here = target_probs[path[-1] if path else 0]
+    emitted = EmittedToken(token_id=token, text=texts(token), prob=float(final_p[token]), target_prob=float(p_here[token]),
+                           source="target" if leaf or not rule.stochastic else "residual",
+                           distribution_top=texts.top(final_p, config.top_n), target_top=texts.top(p_here, config.top_n),
+                           residual_top=texts.top(final_p, config.top_n) if rule.stochastic and not leaf else None)
+    record = tree_record(tree, checks, path, target_probs, rule, texts, config)
+    run.target_state.keep(list(range(len(committed))) + [len(committed) + node - 1 for node in path])
+    return Verified(positions, None if leaf else emitted, emitted if leaf else None, path, len(tree.nodes), pass_ms, record)
+
+
+def play_round(run: DecodeRun, committed: list[int], max_block: int) -> RoundResult:
+    """One round with any drafter, chain or tree, through the drafters' two verbs."""
+    # 1. draft: up to max_block tokens (a chain) or levels (a tree)
+    proposal, draft_ms = timed_ms(lambda: run.drafter.propose(committed, max_block, run.rule, run.generator))
+    # 2.-4. verify in ONE target pass, accept a path, then the correction or the bonus
+    verified, verify_ms = timed_ms(lambda: run.verify(run, committed, proposal))
+    # 5. tell the drafter how its proposal fared (adaptive exit; a tree keeps its accepted path's caches)
+    run.drafter.update(proposal.size, verified.accepted_path)
+    return RoundResult(verified, draft_ms, verify_ms, proposal.forward_passes, proposal.exit_threshold)
+
+
+def speculative_decode(
+    config: DecodeConfig,
+    prompt: str | None = None,
+    prompt_ids: list[int] | None = None,
+    pair: ModelPair | None = None,
+    on_round: Callable[[Round, int], None] | None = None,
+    rule: Rule | None = None,
+) -> Trace:
+    """Run speculative decoding for a config and record every round into a :class:`Trace`.
+
+    ``on_round(record, new_tokens_so_far)`` is called after each round (progress bars). ``rule``
+    overrides the config's rule (the losslessness lab passes a deliberately broken one).
+    """
+    config.validated()
+    pair = pair or load_pair(config)
+    ids = prompt_ids_for(pair, config, prompt, prompt_ids)
+    target_state = KVCachedSequence()
+    run = DecodeRun(config, pair, rule or rule_for(config), make_drafter(config, pair, target_state),
+                    torch.Generator().manual_seed(config.seed), TokenTexts(pair.target.tokenizer), target_state)
+    block_size = config.tree_depth if drafter_spec(config.drafter).tree else config.gamma
+    eos = eos_ids(pair.target)
+    committed = list(ids)
+    rounds: list[Round] = []
+    stop_reason = "max_new_tokens"
+    started = time.perf_counter()
+    while (new := len(committed) - len(ids)) < config.max_new_tokens:
+        room = pair.target.context_length - len(committed)
+        if room <= 0:
+            stop_reason = "context"
+            break
+        # leave room for the correction/bonus token within max_new_tokens and the context
+        result = play_round(run, committed, max(0, min(block_size, config.max_new_tokens - new - 1, room - 1)))
+        verified = result.verified
+        positions, correction, bonus, emitted, hit_eos = truncate_at_eos(verified.positions, verified.correction,
+                                                                         verified.bonus, eos)
+        if verified.tree and hit_eos:
+            sync_tree_with_checks(verified.tree, positions)
+        record = Round(
+            index=len(rounds), prefix_len=len(committed), draft=positions, correction=correction, bonus=bonus,
+            emitted_ids=emitted, emitted_texts=[run.texts(t) for t in emitted], draft_ms=result.draft_ms,
+            verify_ms=result.verify_ms, draft_forward_passes=result.draft_forward_passes, target_forward_passes=1,
+            target_positions=verified.target_positions, target_pass_ms=verified.target_pass_ms,
+            exit_threshold=result.exit_threshold, tree=verified.tree,
+        )
+        rounds.append(record)
+        committed.extend(emitted)
+        if on_round:
+            on_round(record, len(committed) - len(ids))
+        if hit_eos:
+            stop_reason = "eos"
+            break
+    wall_ms = (time.perf_counter() - started) * 1e3
+    output_ids = committed[len(ids):]
+    return Trace(
+        config=config,
+        models=models_info(pair, config),
+        prompt_text=prompt if prompt_ids is None else None,
+        prompt_ids=ids,
+        prompt_tokens=[run.texts(t) for t in ids],
+        output_ids=output_ids,
+        output_text=pair.target.tokenizer.decode(output_ids, skip_special_tokens=False),
+        rounds=rounds,
+        stats=summarize(rounds, len(output_ids), stop_reason, wall_ms),
+    )
+
+
+def autoregressive_decode(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> tuple[list[int], float]:
+    """The baseline: the target alone, one forward per token with a KV cache, same rule warp and seed.
+
+    Greedy rules take argmax p; the sampling rule samples from the warped p with the same seeded
+    generator. Returns (new token ids, seconds). Used for wall-clock speedups and as plain target
+    sampling in the losslessness lab.
+    """
+    rule = rule_for(config)
+    target, vocab_size = pair.target, pair.vocab_size
+    generator = torch.Generator().manual_seed(config.seed)
+    state = KVCachedSequence()
+    committed, eos = list(prompt_ids), eos_ids(target)
+    started = time.perf_counter()
+    while len(committed) - len(prompt_ids) < config.max_new_tokens and len(committed) < target.context_length:
+        logits = state.feed(full_forward, target, state.pending(committed), 1)[-1, :vocab_size]
+        token = rule.bonus(rule.target_distribution(logits).cpu(), generator)
+        committed.append(token)
+        if token in eos:
+            break
+    return committed[len(prompt_ids):], time.perf_counter() - started

@@ -1,0 +1,151 @@
+"""What a round records: token texts, drafted positions with their verdicts, EOS truncation, stats."""
+
+from __future__ import annotations
+
+import torch
+
+from ..config import DecodeConfig
+from ..drafters import DraftBlock
+from ..trace import (
+    ACCEPTED, NOT_VERIFIED, REJECTED, DraftPosition, EmittedToken, Round, Stats, TopTokens, TreeNodeRecord, TreeRecord,
+)
+from ..tree import DraftTree
+from ..distributions import overlap, residual_distribution
+from ..verify import Rule, Verdict, check_block
+from .pair import ModelPair, uses_draft_model
+from .factory import draft_vocab_for
+
+
+class TokenTexts:
+    """id -> display text, decoded once per run."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.cache: dict[int, str] = {}
+
+    def __call__(self, token_id: int) -> str:
+        if token_id not in self.cache:
+            self.cache[token_id] = self.tokenizer.decode([token_id])
+        return self.cache[token_id]
+
+    def top(self, probs: torch.Tensor, n: int) -> TopTokens:
+        return self.of(torch.topk(probs, min(n, probs.shape[-1])).indices.tolist(), probs)
+
+    def of(self, ids: list[int], probs: torch.Tensor) -> TopTokens:
+        """These tokens with their texts and probabilities under ``probs``."""
+        return TopTokens(ids=list(ids), texts=[self(i) for i in ids], probs=[float(probs[i]) for i in ids])
+
+
+def status_of(verdict: Verdict | None) -> str:
+    """A drafted token's recorded status: accepted, rejected, or not verified (after a rejection)."""
+    return NOT_VERIFIED if verdict is None else ACCEPTED if verdict.accepted else REJECTED
+
+
+def draft_position(index: int, token: int, p_dist: torch.Tensor, q_dist: torch.Tensor, verdict: Verdict | None,
+                   rule: Rule, texts: "TokenTexts", top_n: int) -> DraftPosition:
+    """The record of one drafted token checked with ``verdict`` (None: never checked)."""
+    status = status_of(verdict)
+    return DraftPosition(
+        index=index, token_id=token, text=texts(token), p=float(p_dist[token]), q=float(q_dist[token]),
+        accept_prob=verdict.accept_prob if verdict else 0.0, uniform=verdict.uniform if verdict else None,
+        accepted=status == ACCEPTED, status=status, overlap=overlap(p_dist, q_dist), alpha=rule.acceptance_alpha(p_dist, q_dist),
+        target_top=texts.top(p_dist, top_n), draft_top=texts.top(q_dist, top_n),
+        candidates=None if (ids := rule.candidates(p_dist)) is None else texts.of(ids, p_dist),
+        tau_gap=verdict.tau_gap if verdict else None,
+    )
+
+
+def verify_block(
+    block: DraftBlock, target_probs: list[torch.Tensor], rule: Rule, generator: torch.Generator,
+    texts: TokenTexts, top_n: int,
+) -> tuple[list[DraftPosition], EmittedToken | None, EmittedToken | None]:
+    """Steps 3-4 of a round: check drafted tokens left to right, then take a correction or bonus."""
+    verdicts = check_block(rule, block.token_ids, target_probs, block.draft_probs, generator)
+    positions = [draft_position(i, token, target_probs[i], q_dist, verdict, rule, texts, top_n)
+                 for i, (token, q_dist, verdict) in enumerate(zip(block.token_ids, block.draft_probs, verdicts))]
+    rejected_at = next((i for i, v in enumerate(verdicts) if v is not None and not v.accepted), None)
+    if rejected_at is not None:
+        p_dist, q_dist = target_probs[rejected_at], block.draft_probs[rejected_at]
+        token = rule.correction(p_dist, q_dist, generator)
+        residual = residual_distribution(p_dist, q_dist)
+        source_dist, source = (residual, "residual") if rule.stochastic else (p_dist, "target")
+        correction = EmittedToken(
+            token_id=token, text=texts(token), prob=float(source_dist[token]), target_prob=float(p_dist[token]),
+            source=source, distribution_top=texts.top(source_dist, top_n), target_top=texts.top(p_dist, top_n),
+            residual_top=texts.top(residual, top_n),
+        )
+        return positions, correction, None
+    p_dist = target_probs[len(block.token_ids)]
+    token = rule.bonus(p_dist, generator)
+    top = texts.top(p_dist, top_n)
+    bonus = EmittedToken(token_id=token, text=texts(token), prob=float(p_dist[token]), target_prob=float(p_dist[token]),
+                         source="target", distribution_top=top, target_top=top)
+    return positions, None, bonus
+
+
+def truncate_at_eos(positions, correction, bonus, eos: set[int]):
+    """Cut a round's emitted tokens after the first EOS; every check made after the accepted EOS (later
+    accepted tokens; in a tree, deeper siblings too) counts as not verified, and no token is emitted after it."""
+    emitted = [p.token_id for p in positions if p.accepted] + [t.token_id for t in (correction, bonus) if t]
+    stop = next((i for i, t in enumerate(emitted) if t in eos), None)
+    if stop is None or stop == len(emitted) - 1:
+        return positions, correction, bonus, emitted, stop is not None
+    eos_check = [i for i, p in enumerate(positions) if p.accepted][stop]
+    for pos in positions[eos_check + 1:]:
+        pos.accepted, pos.status = False, NOT_VERIFIED
+    return positions, None, None, emitted[: stop + 1], True
+
+
+def sync_tree_with_checks(tree: TreeRecord, positions: list[DraftPosition]) -> None:
+    """After EOS truncation: node statuses, the accepted path and residual bars follow the checks' statuses."""
+    for node, pos in zip(tree.check_nodes, positions):
+        tree.nodes[node].status = pos.status
+    tree.path = [node for node, pos in zip(tree.check_nodes, positions) if pos.accepted]
+    tree.residual_tops = [top if pos.status == REJECTED else None for top, pos in zip(tree.residual_tops, positions)]
+
+
+def tree_record(tree: DraftTree, checks, path: list[int], target_probs, rule: Rule, texts: TokenTexts,
+                config: DecodeConfig) -> TreeRecord:
+    status = {c.node: ACCEPTED if c.verdict.accepted else REJECTED for c in checks}
+    nodes = [TreeNodeRecord(
+        index=n.index, parent=n.parent, depth=n.depth, token_id=n.token_id, text=texts(n.token_id), q=n.draft_prob,
+        sibling_rank=n.sibling_rank, status=ACCEPTED if n.index == 0 else status.get(n.index, NOT_VERIFIED),
+        draft_top=texts.top(tree.draft_probs[n.index], config.top_n) if n.index in tree.draft_probs else None,
+        target_top=texts.top(target_probs[n.index], config.top_n),
+    ) for n in tree.nodes]
+    residuals = [None if c.verdict.accepted or not rule.stochastic
+                 else texts.top(residual_distribution(c.target_probs, c.draft_probs), config.top_n) for c in checks]
+    return TreeRecord(mode=config.tree_mode, nodes=nodes, levels=tree.levels, path=path,
+                      check_nodes=[c.node for c in checks], residual_tops=residuals)
+
+
+def models_info(pair: ModelPair, config: DecodeConfig) -> dict:
+    target = pair.target
+    draft_name = pair.draft.name if pair.draft else f"{target.name} ({config.drafter} drafter)"
+    info = {"target": target.name, "draft": draft_name, "device": str(target.device),
+            "dtype": str(target.model.dtype).replace("torch.", "")}
+    if pair.draft and uses_draft_model(config):
+        info["draft_vocab"] = draft_vocab_for(config, pair.draft) or pair.vocab_size  # tokens the draft's head scores
+    return info
+
+
+def summarize(rounds: list[Round], new_tokens: int, stop_reason: str, wall_ms: float) -> Stats:
+    verified = [p for r in rounds for p in r.draft if p.status != NOT_VERIFIED]
+    drafted = sum(r.drafted_count for r in rounds)
+    accepted = sum(r.accepted_count for r in rounds)
+    return Stats(
+        rounds=len(rounds),
+        new_tokens=new_tokens,
+        drafted_tokens=drafted,
+        accepted_tokens=accepted,
+        acceptance_rate=accepted / drafted if drafted else 0.0,
+        mean_tokens_per_round=new_tokens / len(rounds) if rounds else 0.0,
+        target_forward_passes=sum(r.target_forward_passes for r in rounds),
+        draft_forward_passes=sum(r.draft_forward_passes for r in rounds),
+        autoregressive_forward_passes=new_tokens,
+        alpha_estimate=sum(p.alpha for p in verified) / len(verified) if verified else 0.0,
+        mean_acceptance_length=1 + accepted / drafting if (drafting := sum(r.drafted_count > 0 for r in rounds)) else 1.0,
+        stop_reason=stop_reason,
+        wall_ms=wall_ms,
+        tokens_per_s=new_tokens / (wall_ms / 1e3) if wall_ms > 0 else 0.0,
+    )

@@ -1,0 +1,285 @@
+"""Work shared by every session of one server: single-flight, a fair queue and a byte-bounded store.
+
+A teacher shares one link and a room opens it at once. Three mechanisms keep that room responsive:
+
+* **Single-flight** (the pattern of Go's ``singleflight`` and of request coalescing in caches such
+  as Varnish): identical requests, keyed by everything that determines the result, attach to one
+  :class:`Job`; it runs once and every waiter receives its result or its error message.
+* **A fair queue** for distinct work: at most ``workers`` computations run at a time, first come
+  first served; each waiting session can read its place and an estimate of the wait from the mean
+  duration of past runs with the same label. A session holds at most one queued run: a new request
+  from it withdraws its previous one, and a queued run nobody waits for any more is dropped.
+* **A store bounded by bytes**: finished results are kept most-recently-used first while their
+  estimated size (:func:`approx_bytes`) stays within ``max_bytes``; traces with top-N lists are
+  large, so a count bound alone would let a few long traces exhaust memory.
+
+Computations run on the pool's own threads, so a session that leaves (closes its tab, changes its
+settings) never cancels work others are waiting for. Nothing here imports streamlit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import logging
+import sys
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+log = logging.getLogger(__name__)
+ProgressFn = Callable[..., None]  # on_progress(done, total, text=None)
+Compute = Callable[[ProgressFn], Any]
+ARRAY_HEADER_BYTES = 112  # a numpy array's object header (its sys.getsizeof counts an owned buffer too)
+
+
+def approx_bytes(value: Any) -> int:
+    """An estimate of the memory ``value`` holds, following containers, dataclasses and arrays.
+
+    Shared sub-objects are counted once. Tensors, numpy arrays and data frames count their buffers.
+    """
+    seen: set[int] = set()
+    stack, total = [value], 0
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, torch.Tensor):
+            total += item.element_size() * item.nelement() + sys.getsizeof(item)
+        elif isinstance(item, np.ndarray):
+            total += item.nbytes + ARRAY_HEADER_BYTES
+        elif isinstance(item, pd.DataFrame | pd.Series):
+            total += int(np.sum(item.memory_usage(deep=True)))
+        else:
+            total += sys.getsizeof(item)
+            if isinstance(item, dict):
+                stack.extend(item.keys())
+                stack.extend(item.values())
+            elif isinstance(item, list | tuple | set | frozenset):
+                stack.extend(item)
+            elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+                stack.extend(getattr(item, f.name) for f in dataclasses.fields(item))
+            elif hasattr(item, "__dict__") and not isinstance(item, type):
+                stack.append(vars(item))
+    return total
+
+
+class ByteBoundedStore:
+    """A least-recently-used map whose values' estimated sizes sum to at most ``max_bytes``."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes, self.lock = max_bytes, threading.Lock()
+        self.items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self.bytes = 0
+
+    def get(self, key: Hashable) -> Any | None:
+        with self.lock:
+            if key not in self.items:
+                return None
+            self.items.move_to_end(key)
+            return self.items[key][0]
+
+    def put(self, key: Hashable, value: Any) -> bool:
+        """Store ``value`` (evicting the least recently used); False when it alone exceeds the bound."""
+        size = approx_bytes(value)
+        with self.lock:
+            if key in self.items:
+                self.bytes -= self.items.pop(key)[1]
+            if size > self.max_bytes:
+                return False
+            self.items[key], self.bytes = (value, size), self.bytes + size
+            while self.bytes > self.max_bytes:
+                self.bytes -= self.items.popitem(last=False)[1][1]
+            return True
+
+
+@dataclasses.dataclass
+class Job:
+    """One computation and everyone waiting for it."""
+
+    key: Hashable
+    label: str
+    compute: Compute
+    number: int  # arrival order: the queue is first come, first served
+    waiters: set[str] = dataclasses.field(default_factory=set)
+    state: str = "queued"  # queued -> running -> done | failed; or dropped while queued
+    started: float | None = None
+    progress: tuple[int, int, str | None] = (0, 1, None)
+    result: Any = None
+    error: str | None = None
+    finished: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+    @property
+    def over(self) -> bool:
+        return self.finished.is_set()
+
+
+@dataclasses.dataclass(frozen=True)
+class Place:
+    """What a waiting session is told: its job's state, the runs ahead of it and the expected wait."""
+
+    state: str
+    ahead: int  # runs that will start or finish before this one starts (0 when running)
+    wait_s: float | None  # expected seconds until the result; None before any run of this label ended
+    sharers: int  # sessions waiting for this very job
+    progress: tuple[int, int, str | None]
+
+
+class SharedWork:
+    """Single-flight computations on a bounded pool of threads, results kept in a byte-bounded store."""
+
+    def __init__(self, max_bytes: int, workers: int = 1, describe_error: Callable[[BaseException], str] = repr) -> None:
+        self.store = ByteBoundedStore(max_bytes)
+        self.workers, self.describe_error = workers, describe_error
+        self.lock = threading.Condition()
+        self.queue: deque[Job] = deque()
+        self.running: list[Job] = []
+        self.jobs: dict[Hashable, Job] = {}  # queued or running, by key
+        self.session_job: dict[str, Job] = {}  # the one job each session waits for
+        self.durations: dict[str, list[float]] = {}  # label -> recent run times, for estimates
+        self.computed: dict[str, int] = {}  # key_digest(key) -> times computed (small, whatever the keys hold)
+        self.numbers = itertools.count()
+        self.threads = [threading.Thread(target=self._work, name=f"specviz-work-{i}", daemon=True) for i in range(workers)]
+        for thread in self.threads:
+            thread.start()
+
+    # -- what sessions call ------------------------------------------------------------------------
+
+    def cached(self, key: Hashable) -> Any | None:
+        return self.store.get(key)
+
+    def known(self, key: Hashable) -> bool:
+        """Whether ``key``'s result is stored, queued or running."""
+        with self.lock:
+            return key in self.jobs or self.store.get(key) is not None
+
+    def submit(self, key: Hashable, compute: Compute, session: str, label: str) -> Job:
+        """The job computing ``key``, joined by ``session`` (a new one is queued if none is in flight).
+
+        The session's previous job, if different, is left first: one session, one run in the queue.
+        """
+        with self.lock:
+            previous = self.session_job.get(session)
+            if previous is not None and previous.key != key:
+                self._leave(previous, session)
+            stored = self.store.get(key)
+            if stored is not None:  # finished since the caller last looked: never compute it twice
+                job = Job(key, label, compute, next(self.numbers), state="done", result=stored)
+                job.finished.set()
+                return job
+            job = self.jobs.get(key)
+            if job is None:
+                job = Job(key, label, compute, next(self.numbers))
+                self.jobs[key] = job
+                self.queue.append(job)
+                self.lock.notify()
+            job.waiters.add(session)
+            self.session_job[session] = job
+            return job
+
+    def leave(self, job: Job, session: str) -> None:
+        """``session`` stops waiting; a queued job nobody waits for is dropped (running ones finish)."""
+        with self.lock:
+            self._leave(job, session)
+
+    def place(self, job: Job) -> Place:
+        with self.lock:
+            if job.state == "running":
+                return Place("running", 0, self._remaining(job), len(job.waiters), job.progress)
+            if job.state != "queued":
+                return Place(job.state, 0, 0.0, len(job.waiters), job.progress)
+            ahead = [j for j in self.queue if j.number < job.number]
+            estimates = [self._remaining(j) for j in self.running] + [self._expected(j.label) for j in ahead]
+            own = self._expected(job.label)
+            wait = None if None in estimates or own is None else _queue_wait(estimates, self.workers) + own
+            return Place("queued", len(self.running) + len(ahead), wait, len(job.waiters), job.progress)
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    def _leave(self, job: Job, session: str) -> None:
+        job.waiters.discard(session)
+        if self.session_job.get(session) is job:
+            del self.session_job[session]
+        if job.state == "queued" and not job.waiters:
+            self.queue.remove(job)
+            del self.jobs[job.key]
+            job.state = "dropped"
+            job.finished.set()
+
+    def _expected(self, label: str) -> float | None:
+        runs = self.durations.get(label)
+        return sum(runs) / len(runs) if runs else None
+
+    def _remaining(self, job: Job) -> float | None:
+        expected = self._expected(job.label)
+        if expected is None or job.started is None:
+            return expected
+        return max(0.0, expected - (time.monotonic() - job.started))
+
+    def _work(self) -> None:
+        while True:
+            with self.lock:
+                while not self.queue:
+                    self.lock.wait()
+                job = self.queue.popleft()
+                job.state, job.started = "running", time.monotonic()
+                self.running.append(job)
+            self._run(job)
+
+    def _run(self, job: Job) -> None:
+        """Run one job; whatever happens, it ends (done or failed) and every waiter is woken."""
+        def on_progress(done: int, total: int, text: str | None = None) -> None:
+            job.progress = (done, total, text)
+
+        result, error = None, "Computation failed"
+        try:
+            result, error = job.compute(on_progress), None
+            self.store.put(job.key, result)
+        except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it, and the worker must live on
+            error = _safe_description(self.describe_error, exc)
+        finally:
+            self._finish(job, result, error)
+
+    def _finish(self, job: Job, result: Any, error: str | None) -> None:
+        seconds = time.monotonic() - job.started
+        log.info("computed %s %s in %.2f s for %d session(s)%s", job.label, key_digest(job.key), seconds, len(job.waiters),
+                 "" if error is None else f": {error}")
+        with self.lock:
+            self.running.remove(job)
+            del self.jobs[job.key]
+            self.durations.setdefault(job.label, []).append(seconds)
+            del self.durations[job.label][:-20]
+            digest = key_digest(job.key)
+            self.computed[digest] = self.computed.get(digest, 0) + 1
+            job.result, job.error, job.state = result, error, "done" if error is None else "failed"
+            for session in [s for s, j in self.session_job.items() if j is job]:
+                del self.session_job[session]
+        job.finished.set()
+
+
+def _safe_description(describe: Callable[[BaseException], str], exc: BaseException) -> str:
+    try:
+        return describe(exc)
+    except Exception:  # noqa: BLE001 - a failing description must not kill the worker either
+        return f"Computation failed: {type(exc).__name__}"
+
+
+def key_digest(key: Hashable) -> str:
+    """A short stable name for a key, for the log (the load benchmark counts computations by it)."""
+    return hashlib.sha256(repr(key).encode()).hexdigest()[:12]
+
+
+def _queue_wait(remaining: list[float], workers: int) -> float:
+    """Seconds until a slot frees for a newcomer when jobs with these remaining times go first, in order."""
+    slots = [0.0] * workers
+    for seconds in remaining:
+        slots[slots.index(min(slots))] += seconds
+    return min(slots)

@@ -1,0 +1,218 @@
+"""The sidebar shared by every page, generated from the config's fields and the registries, and the
+URL that mirrors it (a copied link reopens the same state)."""
+
+from __future__ import annotations
+
+
+import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
+
+from ..config import ConfigError, DecodeConfig, field_params, field_type, format_value, parse_value
+from ..models import EMBEDDED
+from ..published import FETCH_COMMAND, PUBLISHED, fetched
+from ..registry import CLAIMED_FIELDS, drafter_spec, rule_spec
+from ..urlstate import parse_query, to_query
+from .work import app_defaults
+
+
+EMBEDDED_PAIR = "Embedded: SmolLM2-135M-Instruct + its distilled 4-layer draft (runs offline)"
+QWEN_CODER_PAIR = "Qwen2.5-Coder 0.5B drafts for 1.5B (published pair, fetched once)"
+CUSTOM_PAIR = "Custom model ids or directories"
+PAIR_PRESETS = {  # label -> (target, draft); the hub pairs share a tokenizer within each family
+    EMBEDDED_PAIR: (EMBEDDED, None),
+    QWEN_CODER_PAIR: ("qwen-coder-1.5b", "qwen-coder-0.5b"),
+    "SmolLM2-135M → SmolLM2-360M-Instruct": ("HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    "SmolLM2-135M → SmolLM2-1.7B-Instruct": ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    "Qwen2.5-0.5B → Qwen2.5-1.5B-Instruct": ("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
+    "Qwen2.5-0.5B → Qwen2.5-7B-Instruct": ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
+    "distilgpt2 → gpt2-large": ("gpt2-large", "distilgpt2"),
+    CUSTOM_PAIR: None,
+}
+PROMPT_PRESETS = {
+    "Explain": "Explain speculative decoding to a student in three sentences.",
+    "Translation (seed 000)": "Translate to English: Machen sich Hunderte Millionen von Autofahrern Sorgen über ihre Privatsphäre?",
+    "Code": "Write a Python function that returns the n-th Fibonacci number.",
+    "Code: SQL": "Write a SQL query that returns the ten customers with the highest total order value.",
+    "Code: fix a bug": "Fix the bug in this Python function: def mean(xs): return sum(xs) / len(xs) + 1",
+    "List": "List the days of the week, one per line.",
+    "Story": "Once upon a time, in a small village by the sea,",
+}
+# Seed 000's own sentence, so the round view opens on the example its diagram draws (in none of the draft's
+# training prompts). Greedy alpha of the shipped draft at gamma 2, 48 tokens, per preset: Explain 0.44,
+# Translation 0.59, Code 0.97, List 0.43, Story 0.40 (the 2-epoch draft before it: 0.50, 0.58, 0.97, 0.45, 0.40).
+DEFAULT_PROMPT = PROMPT_PRESETS["Translation (seed 000)"]
+
+
+PAGE_CONFIG = dict(page_title="specviz: speculative decoding, seen", page_icon="✓", layout="wide")
+
+
+def draw_shared_sidebar() -> None:
+    """Draw the sidebar once per run (app.py does it before running the page) and keep its result."""
+    defaults = app_defaults()
+    config, prompt = sidebar_controls(defaults)
+    st.session_state.update(sv_config=config, sv_prompt=prompt, sv_defaults=defaults, sv_sidebar_drawn=True)
+
+
+def shared_controls() -> tuple[DecodeConfig | None, str, DecodeConfig]:
+    """The sidebar's config (None if invalid; the sidebar showed why), prompt and defaults.
+
+    app.py draws the sidebar for every page, so its widgets keep their values whichever page is open.
+    A page opened straight from a link on a freshly started server runs without app.py (streamlit's
+    pages/ folder mode until the first st.navigation call); it then leaves that mode and reruns at
+    once, through app.py, before drawing anything. (Drawing the sidebar from the page for that one run
+    lost the prompt at the next click: the widgets then belonged to another script's run.)
+    The URL is updated here, from the page, so a copied link reopens this state on this page.
+    """
+    ss = st.session_state
+    if not ss.pop("sv_sidebar_drawn", False) and "sv_config" not in ss:
+        if not PagesManager.uses_pages_directory:  # this page is the main script: there is no app.py run to go to
+            st.error("This page is part of specviz: start the app with `streamlit run app.py`.")
+            st.stop()
+        PagesManager.uses_pages_directory = False  # what st.navigation's first call does
+        st.rerun()
+    config, prompt, defaults = ss.get("sv_config"), ss.get("sv_prompt", DEFAULT_PROMPT), ss.get("sv_defaults") or app_defaults()
+    if config is not None:
+        write_url(config, prompt, ss.get("round", 1), defaults)
+    return config, prompt, defaults
+
+
+def _pair_label(target: str, draft: str | None) -> str:
+    for label, pair in PAIR_PRESETS.items():
+        if pair and pair[0] == target and (pair[1] == draft or pair[1] is None):
+            return label
+    return CUSTOM_PAIR
+
+
+UNSET = "unset"  # a choice widget's stand-in for a None choice (streamlit draws a None selection as empty)
+
+
+def widget_value(name: str, value):
+    """A config value as its widget holds it (the text box of skip_layers holds text; a None choice, UNSET)."""
+    widget = field_params()[name].widget
+    if widget == "text":
+        return format_value(value)
+    return UNSET if value is None and widget in ("radio", "select") else value
+
+
+def config_value(name: str, widget_state):
+    """A widget's state as the config field's value (text is parsed; numbers keep the field's type)."""
+    if widget_state == UNSET and field_params()[name].widget in ("radio", "select"):
+        return None
+    if field_params()[name].widget == "text":
+        try:
+            return parse_value(name, widget_state)
+        except ValueError as exc:
+            raise ConfigError(f"{field_params()[name].label}: malformed value {widget_state!r}") from exc
+    return float(widget_state) if field_type(name) == "float" else widget_state
+
+
+def init_state_from_url(defaults: DecodeConfig) -> None:
+    """On a session's first run, seed every widget from the URL (bad values: message + default)."""
+    if st.session_state.get("sv_initialized"):
+        return
+    state = parse_query(st.query_params.to_dict(), defaults)
+    c = state.config
+    st.session_state.update({name: widget_value(name, getattr(c, name)) for name, p in field_params().items() if p.widget != "none"})
+    st.session_state.update(
+        sv_initialized=True, url_messages=state.messages, pair=_pair_label(c.target, c.draft),
+        custom_target=c.target, custom_draft=c.draft or "",
+        prompt=state.prompt if state.prompt is not None else DEFAULT_PROMPT, round=state.round,
+    )
+
+
+def _apply_prompt_preset() -> None:
+    st.session_state.prompt = PROMPT_PRESETS[st.session_state.prompt_preset]
+
+
+def chosen_pair(ss) -> tuple[str, str | None]:
+    """(target, draft or None) as the sidebar's pair choice (or its custom text boxes) names them."""
+    if ss.pair == CUSTOM_PAIR:
+        return ss.custom_target.strip(), ss.custom_draft.strip() or None
+    return PAIR_PRESETS[ss.pair]
+
+
+def field_enabled(name: str, ss) -> bool:
+    """A widget is enabled when the chosen drafter or rule reads its field (fields no registry entry
+    claims are always on) and its Param's ``when`` condition holds."""
+    described = field_params()[name]
+    used = set(drafter_spec(ss.drafter).reads(bool(chosen_pair(ss)[1]))) | set(rule_spec(ss.rule).fields)
+    condition = described.when is None or ss.get(described.when[0]) == described.when[1]
+    return (name not in CLAIMED_FIELDS or name in used) and condition
+
+
+def draw_field(container, name: str, ss) -> None:
+    """The widget a config field's Param describes, keyed by the field's name."""
+    p = field_params()[name]
+    common = dict(key=name, help=p.help, disabled=not field_enabled(name, ss))
+    if p.widget in ("radio", "select"):
+        choices = [widget_value(name, c) for c in p.choices]
+        options = choices + ([ss[name]] if ss.get(name) not in choices else [])
+        labels = dict(zip(choices, p.choice_labels))
+        draw = container.radio if p.widget == "radio" else container.selectbox
+        extra = dict(horizontal=True) if p.widget == "radio" else {}
+        draw(p.label, options, format_func=lambda v: labels.get(v, str(v)), **extra, **common)
+    elif p.widget == "slider":
+        low, high = p.shown or (p.low, p.high)
+        if p.step is not None:
+            container.slider(p.label, float(low), float(high), step=p.step, **common)
+        else:
+            container.slider(p.label, int(low), int(high), **common)
+    elif p.widget == "number":
+        container.number_input(p.label, min_value=int(p.low), max_value=min(int(p.high), 2**31 - 1), step=1, **common)
+    elif p.widget == "text":
+        container.text_input(p.label, placeholder="default", **common)
+    elif p.widget == "checkbox":
+        container.checkbox(p.label, **common)
+
+
+def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
+    """Render the sidebar; return the chosen config (None with a message when it is invalid) and prompt.
+
+    Every config widget is drawn from its field's Param (label, range, help) and enabled by the
+    registry entries of the chosen drafter and rule; only the model pair and the prompt are drawn here.
+    """
+    init_state_from_url(defaults)
+    ss = st.session_state
+    sb = st.sidebar
+    sb.header("Models")
+    sb.selectbox("Model pair", list(PAIR_PRESETS), key="pair")
+    if ss.pair == CUSTOM_PAIR:
+        sb.text_input("Target model (hub id or directory)", key="custom_target")
+        sb.text_input("Draft model (hub id or directory)", key="custom_draft")
+    target, draft = chosen_pair(ss)
+    missing = [PUBLISHED[spec].name for spec in (target, draft) if spec in PUBLISHED and not fetched(PUBLISHED[spec])]
+    if missing:
+        sb.info(f"{' and '.join(missing)} not fetched on this machine yet: run `{FETCH_COMMAND}` once (about 1.6 GB), "
+                "then reload. (Where a model hub is reachable they load from it instead.)")
+    drawn = [name for name, p in field_params().items() if p.widget != "none"]
+    for section in ("Models", "Verification"):
+        if section != "Models":
+            sb.header(section)
+        for name in drawn:
+            if field_params()[name].section == section:
+                draw_field(sb, name, ss)
+    sb.header("Prompt")
+    sb.selectbox("Preset", list(PROMPT_PRESETS), key="prompt_preset", index=None, placeholder="Pick a preset prompt…",
+                 on_change=_apply_prompt_preset)
+    sb.text_area("Prompt", key="prompt", height=120)
+    for name in drawn:
+        if field_params()[name].section == "Prompt":
+            draw_field(sb, name, ss)
+    for message in ss.get("url_messages", ()):
+        st.warning(message)
+    try:
+        chosen = {name: config_value(name, ss[name]) for name in drawn}
+        config = DecodeConfig(target=target, draft=draft, device=defaults.device, **chosen).validated()
+    except ConfigError as exc:
+        st.error(str(exc))
+        return None, ss.prompt
+    return config, ss.prompt
+
+
+def write_url(config: DecodeConfig, prompt: str, round_index: int, defaults: DecodeConfig,
+              extra: dict[str, str] | None = None) -> None:
+    """Mirror the state into the address bar so a copied link reopens this exact view (``extra``: a
+    page's own parameters, such as the lesson player's view)."""
+    query = {**to_query(config, prompt, round_index, defaults), **(extra or {})}
+    if query != st.query_params.to_dict():
+        st.query_params.from_dict(query)

@@ -1,0 +1,53 @@
+"""Reusable views: data in, elements out (the trace's summary line, the round a link names)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ..config import DecodeConfig
+from ..models import cpu_matrix_units
+from ..player import lesson_html
+from ..trace import Trace
+from .controls import write_url
+
+
+def summary_line(trace: Trace) -> str:
+    s = trace.stats
+    return (f"**{s.rounds}** rounds · **{s.new_tokens}** tokens · "
+            f"**{s.accepted_tokens}/{s.drafted_tokens}** drafted tokens accepted · "
+            f"**{s.mean_tokens_per_round:.2f}** tokens per round · **{s.target_forward_passes}** target passes "
+            f"vs **{s.autoregressive_forward_passes}** autoregressive · stopped by {s.stop_reason.replace('_', ' ')} · "
+            f"{trace.models['device']} {trace.models['dtype']}")
+
+
+def precision_caption(config: DecodeConfig) -> None:
+    """Under a speed page's title: the precision its timings are taken in and what this machine's kernels make of it."""
+    units = f" · {cpu_matrix_units()}" if config.device != "cuda" else ""
+    st.caption(f"Timed in **{config.dtype}** (the sidebar's precision; probabilities are float32 either way){units}.")
+
+
+def linked_round() -> int:
+    """The 1-based round the page's link names: the lesson player writes it into the address bar as it
+    steps, so a copied link reopens that round (the server itself does not see those steps; the player
+    remembers them for its own reruns). No or a bad value means round 1 (a bad one is reported once, with
+    the link's other values, by the sidebar). Read it before ``shared_controls`` rewrites the URL; it is
+    kept in the session so the other pages' links carry it."""
+    try:
+        shown = max(1, int(st.query_params.get("round", "1")))
+    except ValueError:
+        shown = 1
+    st.session_state.round = shown
+    return shown
+
+
+def show_player(trace: Trace, config: DecodeConfig, prompt: str, defaults: DecodeConfig, linked: int,
+                view: str = "step") -> str:
+    """The lesson player for a computed trace, opened on the linked round (clipped to the trace) with the
+    page's link (``config``: the sidebar's, which may differ from the trace's own) on it; every round is in the page, so stepping needs no server. Returns the player's
+    HTML, which is also the lesson download."""
+    shown = min(linked, len(trace.rounds))
+    write_url(config, prompt, shown, defaults, extra={"view": view} if view != "step" else None)
+    page = lesson_html(trace, view=view, round_index=shown)
+    tall = view == "present" or trace.rounds[0].tree is not None  # large type, or a tree picture per round
+    st.iframe(page, height=1400 if tall else 1150)
+    return page

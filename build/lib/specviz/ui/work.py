@@ -1,0 +1,161 @@
+"""The process's shared work: models loaded once, every page's computation run once for all sessions.
+
+Models are loaded once per process with ``st.cache_resource`` and shared by every session; every
+page's computation (traces, sweeps, comparisons, lab runs) goes through one process-wide
+:class:`~specviz.sharedwork.SharedWork`: computed once however many sessions ask, queued fairly,
+kept in a store bounded by bytes. Every failure becomes a message in the page, never a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from functools import partial
+
+import streamlit as st
+import torch
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+from ..config import ConfigError, DecodeConfig
+from ..engine import ModelPair, load_pair, speculative_decode, uses_draft_model
+from ..models import ModelLoadError, VocabularyMismatchError
+from ..sharedwork import Place, SharedWork
+from ..trace import Trace
+
+log = logging.getLogger(__name__)
+
+USER_ERRORS = (ConfigError, ModelLoadError, VocabularyMismatchError)
+STORE_MAX_BYTES = int(float(os.environ.get("SPECVIZ_STORE_MB", "1024")) * 2**20)  # finished results kept, by size
+WORKERS = max(1, int(os.environ.get("SPECVIZ_WORKERS", "1")))  # computations running at once in this process
+POLL_SECONDS = 0.25  # how often a waiting page reads its place in the queue
+HEARTBEAT_SECONDS = 2.0  # a waiting page redraws at least this often, even when nothing changed
+
+
+def app_defaults() -> DecodeConfig:
+    """The app's defaults; the device comes from $SPECVIZ_DEVICE (auto: the GPU when there is one), the
+    weights' precision from $SPECVIZ_DTYPE (float32 unless set)."""
+    return DecodeConfig(device=os.environ.get("SPECVIZ_DEVICE", "auto"), dtype=os.environ.get("SPECVIZ_DTYPE", "float32"))
+
+
+@st.cache_resource(show_spinner=False, max_entries=6)
+def cached_pair(target: str, draft: str | None, drafter: str, device: str, dtype: str) -> ModelPair:
+    return load_pair(DecodeConfig(target=target, draft=draft, drafter=drafter, device=device, dtype=dtype))
+
+
+def _draft_spec(config: DecodeConfig) -> str | None:
+    return config.draft_spec if uses_draft_model(config) else None
+
+
+def describe_failure(exc: BaseException) -> str:
+    """The message a page shows for a failed computation (user errors verbatim, the rest summarised)."""
+    if isinstance(exc, USER_ERRORS):
+        return str(exc)
+    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
+        return ("Out of memory: this model pair, prompt or max new tokens is too large for this machine. "
+                "Pick smaller models or fewer tokens.")
+    log.error("computation failed", exc_info=exc)
+    return f"Computation failed: {type(exc).__name__}: {str(exc)[:300]}"
+
+
+@st.cache_resource(show_spinner=False)
+def shared_work() -> SharedWork:
+    """The process's one pool of shared computations (see :mod:`specviz.sharedwork`)."""
+    return SharedWork(STORE_MAX_BYTES, WORKERS, describe_failure)
+
+
+def trace_key(config: DecodeConfig, prompt: str, *extra) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in config.to_dict().items())) + (("prompt", prompt),) + extra
+
+
+def show_user_errors(fn):
+    """Run ``fn()``; turn any failure into a message in the page (the app keeps serving). None on failure."""
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - the page must keep serving; the log keeps the traceback
+        st.error(describe_failure(exc))
+    return None
+
+
+def pair_for(config: DecodeConfig) -> ModelPair:
+    """The process's shared model pair for ``config`` (a spinner when a page, not a worker, loads it)."""
+    load = partial(cached_pair, config.target, _draft_spec(config), config.drafter, config.device, config.dtype)
+    if get_script_run_ctx(suppress_warning=True) is None:
+        return load()
+    with st.spinner(f"Loading {config.target}" + (f" and {config.draft}" if _draft_spec(config) else "") + " …"):
+        return load()
+
+
+def _session_id() -> str:
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return ctx.session_id if ctx is not None else "no-session"
+
+
+def place_message(place: Place, label: str) -> tuple[str, float | None, str]:
+    """What a waiting page shows: ("info", None, its place in line) or ("progress", fraction, text)."""
+    if place.state == "queued":
+        wait = "estimating the wait" if place.wait_s is None else f"~{5 * math.ceil(place.wait_s / 5):.0f} s"
+        runs = "run" if place.ahead == 1 else "runs"
+        return "info", None, (f"{label}: waiting in line, {place.ahead} {runs} ahead of yours, {wait}. "
+                              "Change a setting to cancel.")
+    done, total, text = place.progress
+    others = place.sharers - 1
+    shared = f" · shared with {others} other session{'s' if others != 1 else ''}" if others > 0 else ""
+    return "progress", min(1.0, done / max(1, total)), f"{text or label}{shared}"
+
+
+def _draw_message(box, message: tuple[str, float | None, str]) -> None:
+    kind, fraction, text = message
+    if kind == "info":
+        box.info(text, icon="⏳")
+    else:
+        box.progress(fraction, text=text)
+
+
+def known(key: tuple) -> bool:
+    """Whether ``key``'s result is stored or being computed (a page then shows it without a button press)."""
+    return shared_work().known(key)
+
+
+def remembered(key: tuple, compute, label: str):
+    """The shared result for ``key``, computed once for every session that asks (None on failure).
+
+    ``compute(on_progress)`` runs on the process's work pool (:class:`SharedWork`): identical requests
+    wait for one run, distinct ones queue first come first served, and the page shows its place in
+    line or the run's progress until the result (or the failure's message) arrives. A rerun (the user
+    changed a setting) or a closed tab leaves the queue.
+    """
+    work = shared_work()
+    cached = work.cached(key)
+    if cached is not None:
+        return cached
+    session, box, shown, sent = _session_id(), st.empty(), None, 0.0
+    job = work.submit(key, compute, session, label)
+    try:
+        while not job.finished.wait(POLL_SECONDS):
+            # redraw when the message changes, and now and then regardless: each redraw is also where
+            # streamlit stops this run if the user changed a setting (which leaves the queue, below)
+            message = place_message(work.place(job), label)
+            if message != shown or time.monotonic() - sent > HEARTBEAT_SECONDS:
+                _draw_message(box, message)
+                shown, sent = message, time.monotonic()
+    finally:
+        work.leave(job, session)
+    box.empty()
+    if job.error is not None:
+        st.error(job.error)
+        return None
+    return job.result
+
+
+def get_trace(config: DecodeConfig, prompt: str) -> Trace | None:
+    """The cached trace, or a fresh run with a progress bar over rounds; failures become messages."""
+
+    def compute(on_progress) -> Trace:
+        config.validated()
+        pair = pair_for(config)
+        return speculative_decode(config, prompt=prompt, pair=pair, on_round=lambda record, new: on_progress(
+            new, config.max_new_tokens, f"Round {record.index + 1} · {new}/{config.max_new_tokens} tokens"))
+
+    return remembered(trace_key(config, prompt), compute, "Decoding")

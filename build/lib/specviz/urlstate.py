@@ -1,0 +1,91 @@
+"""The app's state in URL query parameters: a copied link reopens the same trace.
+
+Pure functions over a ``{name: str}`` mapping (no streamlit): parse every known parameter, keep
+the valid ones, and explain each value that was malformed or out of range (it falls back to the
+default). Only non-default values are written, so shared links stay short.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from .config import ConfigError, DecodeConfig, field_params, format_value, parse_value
+
+# Settable from a URL: the fields whose Param allows it (not the device, the recorded top-N or a
+# weights path: those are the server's business). Applied in this order, each checked with those
+# before it: the draft and the drafter come before the target, so a link naming a new target and its
+# draft is valid at every step.
+URL_FIELDS = ("draft", "drafter") + tuple(name for name, p in field_params().items() if p.url and name not in ("draft", "drafter"))
+PROMPT_CHARS_MAX = 4000
+
+
+@dataclasses.dataclass(frozen=True)
+class UrlState:
+    config: DecodeConfig
+    prompt: str | None  # None: the parameter is absent
+    round: int  # 1-based round to show
+    messages: tuple[str, ...]  # one line per value that was ignored, and why
+
+
+def _whole_link(params: Mapping[str, str], defaults: DecodeConfig) -> DecodeConfig | None:
+    """Every URL field applied at once, if they parse and validate together (values that are only valid
+    together, such as a wide tree with a shallow depth, need this); None otherwise."""
+    try:
+        config = defaults.replace(**{name: parse_value(name, str(params[name])) for name in URL_FIELDS if name in params})
+        return config.validated()
+    except (ValueError, ConfigError):
+        return None
+
+
+def _field_by_field(params: Mapping[str, str], defaults: DecodeConfig) -> tuple[DecodeConfig, list[str]]:
+    """Apply the URL fields in order, each checked with those before it; explain each one ignored."""
+    config, messages = defaults, []
+    for name in URL_FIELDS:
+        if name not in params:
+            continue
+        raw = str(params[name])
+        try:
+            candidate = config.replace(**{name: parse_value(name, raw)})
+            candidate.validated()
+        except (ValueError, ConfigError) as exc:
+            reason = str(exc) if isinstance(exc, ConfigError) else "malformed"
+            messages.append(f"URL parameter {name}={raw[:40]!r} ignored ({reason}); using {getattr(defaults, name)!r}")
+            continue
+        config = candidate
+    return config, messages
+
+
+def parse_query(params: Mapping[str, str], defaults: DecodeConfig) -> UrlState:
+    """Read a URL's query parameters into a validated config; bad values fall back with a message."""
+    config, messages = _whole_link(params, defaults), []
+    if config is None:  # the link does not hold as a whole: keep what holds, field by field
+        config, messages = _field_by_field(params, defaults)
+    prompt = params.get("prompt")
+    if prompt is not None and len(prompt) > PROMPT_CHARS_MAX:
+        messages.append(f"URL parameter prompt is {len(prompt)} characters long; it was cut to {PROMPT_CHARS_MAX}")
+        prompt = prompt[:PROMPT_CHARS_MAX]
+    round_index = 1
+    if "round" in params:
+        try:
+            round_index = int(params["round"])
+            if round_index < 1:
+                raise ValueError
+        except ValueError:
+            messages.append(f"URL parameter round={str(params['round'])[:20]!r} ignored (must be a positive integer)")
+            round_index = 1
+    return UrlState(config, prompt, round_index, tuple(messages))
+
+
+def to_query(config: DecodeConfig, prompt: str, round_index: int, defaults: DecodeConfig) -> dict[str, str]:
+    """The query parameters that reproduce ``config``, ``prompt`` and the shown round."""
+    query: dict[str, str] = {}
+    for name in URL_FIELDS:
+        value = getattr(config, name)
+        if value == getattr(defaults, name):
+            continue
+        query[name] = format_value(value)
+    query["prompt"] = prompt
+    if round_index > 1:
+        query["round"] = str(round_index)
+    return query
