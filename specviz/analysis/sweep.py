@@ -84,14 +84,15 @@ def gammas_tied_with(table: pd.DataFrame, gamma: int) -> list[int]:
 VOCAB_SIZES = (1024, 2048, 4096, 8192, 16384, 0)  # FR-Spec head sizes compared (0: the whole vocabulary)
 
 
-def vocab_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], sizes=VOCAB_SIZES,
+def vocab_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], sizes: tuple[int, ...] | None = None,
                 on_progress: Progress = None) -> pd.DataFrame:
     """What the draft head's size K does (Zhao et al. 2025): c measured here, the rule's alpha on this
-    prompt, and the theory's speedup at the config's gamma for each K (draft-model drafter only); the size
-    the draft ships with is always among them."""
+    prompt, and the theory's speedup at the config's gamma for each K (draft-model drafter only). By default
+    the sizes are ``VOCAB_SIZES`` and the size the draft ships with."""
     config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX), drafter="model")
-    shipped = pair.draft.vocab_ranking.recommended if pair.draft and pair.draft.vocab_ranking else 0
-    sizes = sorted(set(sizes) | {shipped}, key=lambda k: k or math.inf)
+    if sizes is None:
+        shipped = pair.draft.vocab_ranking.recommended if pair.draft and pair.draft.vocab_ranking else 0
+        sizes = sorted(set(VOCAB_SIZES) | {shipped}, key=lambda k: k or math.inf)
     rows = []
     for i, k in enumerate(sizes):
         if on_progress:
