@@ -51,10 +51,15 @@ def show_four_outputs() -> None:
     runs = ui.remembered(key, compute, "Comparing precisions")
     if not runs:
         return
-    st.dataframe(pd.DataFrame([{"precision": r.dtype, "target alone (generate)": r.generate_text,
-                                "speculative (greedy)": r.speculative_text,
-                                "identical tokens": f"{r.matching} / {len(r.generate_ids)}"} for r in runs]),
-                 width="stretch", hide_index=True)
+    st.dataframe(pd.DataFrame([{"precision": r.dtype, "identical tokens": f"{r.matching} / {len(r.generate_ids)}",
+                                "departs at token": r.departure.position + 1 if r.departure else None} for r in runs]),
+                 hide_index=True)
+    for run in runs:
+        left, right = st.columns(2)
+        left.markdown(f"**{run.dtype}, target alone (`generate`)**")
+        left.text(run.generate_text)
+        right.markdown(f"**{run.dtype}, speculative (greedy)**")
+        right.text(run.speculative_text)
     for run in runs:
         d = run.departure
         if d is None:
