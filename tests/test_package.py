@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -17,9 +18,11 @@ PACKAGED = ["specviz/engine/loop.py", "specviz/ui/work.py", "specviz/analysis/nu
 
 
 def test_the_wheel_installs_outside_the_checkout_and_runs_from_an_empty_directory(tmp_path, embedded):
-    built = tmp_path / "wheel"
+    source, built = tmp_path / "source", tmp_path / "wheel"  # a copy: setuptools writes build/ beside what it builds
+    shutil.copytree(ROOT / "specviz", source / "specviz", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", source)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(built),
-                    str(ROOT)], check=True, cwd=tmp_path)
+                    str(source)], check=True, cwd=tmp_path)
     wheel = next(built.glob("specviz-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     assert not [name for name in PACKAGED if name not in names]
