@@ -14,17 +14,6 @@ if os.environ.get("SPECVIZ_LOG_LEVEL") and not logging.getLogger("specviz").hand
     logging.getLogger("specviz").addHandler(handler)
     logging.getLogger("specviz").setLevel(os.environ["SPECVIZ_LOG_LEVEL"].upper())
 st.set_page_config(**ui.PAGE_CONFIG)
-navigation = st.navigation([
-    st.Page("pages/round_view.py", title="Round view", icon="🔎", default=True),
-    st.Page("pages/lesson_player.py", title="Lesson player", icon="🎓"),
-    st.Page("pages/metrics.py", title="Metrics and theory", icon="📈"),
-    st.Page("pages/gamma_sweep.py", title="Gamma sweep", icon="🎚️"),
-    st.Page("pages/compare_rules.py", title="Compare rules", icon="⚖️"),
-    st.Page("pages/losslessness.py", title="Losslessness lab", icon="🎲"),
-    st.Page("pages/numerics.py", title="Precision and rounding", icon="🔢"),
-    st.Page("pages/parallel.py", title="Parallel verification", icon="⏱️"),
-    st.Page("pages/recursive.py", title="Recursive (tree) drafts", icon="🌳"),
-    st.Page("pages/parallel_drafters.py", title="Parallel drafters", icon="🧩"),
-])
+navigation = ui.navigation()
 ui.draw_shared_sidebar()
 navigation.run()

@@ -37,9 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
 FAILED = '[data-testid="stException"], [data-testid="stAlertContentError"]'
-# The student sees the round: the round view's player (an iframe of the same origin) has drawn its rows, or an error shows.
-PAINTED_OR_FAILED = f"""() => document.querySelector('{FAILED}') !== null ||
-    [...document.querySelectorAll('iframe')].some(f => f.contentDocument && f.contentDocument.querySelector('.sv-rows'))"""
+# The student sees the round: the round view's player (an iframe of the same origin) has drawn its rows,
+# or an error shows.
+PAINTED_OR_FAILED = (f"""() => document.querySelector('{FAILED}') !== null ||
+    [...document.querySelectorAll('iframe')].some(f => f.contentDocument && """
+                     "f.contentDocument.querySelector('.sv-rows'))")
 BARE_PAINTED = """() => document.querySelector('[data-testid="stMarkdownContainer"]') !== null"""
 BARE_APP = 'import streamlit as st\nst.write("A bare page: no models, no player.")\n'
 COMPUTED = re.compile(r"computed (Decoding) (\w+) in ([\d.]+) s for (\d+) session")
@@ -68,7 +70,7 @@ class Server:
                     return
             except OSError:
                 if self.process.poll() is not None:
-                    raise RuntimeError("streamlit exited:\n" + "\n".join(self.lines[-30:]))
+                    raise RuntimeError("streamlit exited:\n" + "\n".join(self.lines[-30:])) from None
                 time.sleep(0.5)
 
     def cpu_seconds(self) -> float:
@@ -84,7 +86,8 @@ class Server:
 
 
 async def open_session(browser, url: str, timeout_s: float, painted: str) -> tuple[float | None, str | None]:
-    """Seconds from navigation until ``painted`` holds (the first round drawn), and an error (None when all went well)."""
+    """Seconds from navigation until ``painted`` holds (the first round drawn), and an error (None when all went
+    well)."""
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     page = await context.new_page()
     start = time.monotonic()
@@ -203,10 +206,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--tokens", type=int, default=32, help="max new tokens of every trace")
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds a session may wait before it counts as failed")
+    parser.add_argument("--timeout", type=float, default=1800,
+                        help="seconds a session may wait before it counts as failed")
     parser.add_argument("--browser-nice", type=int, default=19,
                         help="niceness of the browsers (0: they compete with the server for the CPU as equals)")
     parser.add_argument("--no-seeds", action="store_true", help="skip the different-seeds phase (the longest)")
-    parser.add_argument("--floor", action="store_true", help="first measure N sessions on a bare one-line Streamlit page")
+    parser.add_argument("--floor", action="store_true",
+                        help="first measure N sessions on a bare one-line Streamlit page")
     args = parser.parse_args()
     asyncio.run(main(args.sessions, args.tokens, args.timeout, args.browser_nice, not args.no_seeds, args.floor))

@@ -6,7 +6,8 @@ Each prompt is decoded with both, back to back, the order alternating from promp
 speed drifts by 20% over minutes); both traces must give the same tokens. Prints, from one run, the ratio of
 the summed wall times (transformers' body / lean body) and the spread of the pairs' own ratios.
 
-    .venv/bin/python benchmarks/bench_draft_body.py [--drafter model] [--gamma 2] [--rule greedy] [--prompts 6] [--repeats 2]
+    .venv/bin/python benchmarks/bench_draft_body.py [--drafter model] [--gamma 2] [--rule greedy] [--prompts 6] \\
+        [--repeats 2]
 """
 
 from __future__ import annotations
@@ -15,22 +16,22 @@ import argparse
 import contextlib
 import statistics
 
-import specviz.forwards
+import specviz.models.forwards
 from specviz.config import DecodeConfig
-from specviz.draft_training import HELDOUT_FILE
 from specviz.engine import load_pair, prompt_ids_for, speculative_decode
-from specviz.teacher_text import read_prompt_file
+from specviz.training.draft_model import HELDOUT_FILE
+from specviz.training.teacher_text import read_prompt_file
 
 
 @contextlib.contextmanager
 def drafts_through_transformers():
     """Within the block, no model counts as a plain Llama, so the draft runs transformers' own body."""
-    lean = specviz.forwards.llama_weights
-    specviz.forwards.llama_weights = lambda model: None
+    lean = specviz.models.forwards.llama_weights
+    specviz.models.forwards.llama_weights = lambda model: None
     try:
         yield
     finally:
-        specviz.forwards.llama_weights = lean
+        specviz.models.forwards.llama_weights = lean
 
 
 def timed_trace(config: DecodeConfig, prompt: list[int], pair, body: str) -> tuple[float, list[int]]:
@@ -65,7 +66,8 @@ def main() -> None:
             ratios.append(runs["transformers"][0] / runs["lean"][0])
             for body, (ms, _) in runs.items():
                 totals[body] += ms
-    print(f"{args.drafter} drafter, {args.rule} gamma {args.gamma}, {len(ratios)} pairs x {args.max_new_tokens} tokens, same tokens in every pair: "
+    print(f"{args.drafter} drafter, {args.rule} gamma {args.gamma}, "
+          f"{len(ratios)} pairs x {args.max_new_tokens} tokens, same tokens in every pair: "
           f"transformers' body / lean body wall = {totals['transformers'] / totals['lean']:.3f} "
           f"(pairs: median {statistics.median(ratios):.3f}, {min(ratios):.3f} - {max(ratios):.3f})")
 

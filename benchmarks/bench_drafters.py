@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from specviz.analysis import compare_drafters
+from specviz.analysis.drafters import compare_drafters
 from specviz.config import DecodeConfig
 from specviz.engine import load_pair, prompt_ids_for
 
@@ -37,10 +37,12 @@ def main() -> None:
     prompts = [prompt_ids_for(pair, config, p, None) for p in PROMPTS]
     kinds = ["blockwise", "maskquery", "layerskip"] + (["model"] if args.draft else [])
     summary, by_position = compare_drafters(config, pair, prompts, kinds)
-    print(f"device {pair.target.device}, gamma {args.gamma}, rule {args.rule}, {len(prompts)} prompts x {args.max_new_tokens} tokens")
+    print(f"device {pair.target.device}, gamma {args.gamma}, rule {args.rule}, "
+          f"{len(prompts)} prompts x {args.max_new_tokens} tokens")
     print(summary.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print("\nacceptance by drafted position")
-    print(by_position.pivot(index="position", columns="drafter", values="acceptance_rate").to_string(float_format=lambda x: f"{x:.2f}"))
+    print(by_position.pivot(index="position", columns="drafter", values="acceptance_rate").to_string(
+        float_format=lambda x: f"{x:.2f}"))
 
 
 if __name__ == "__main__":

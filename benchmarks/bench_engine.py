@@ -23,8 +23,8 @@ import torch
 
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
-from specviz.models import encode_prompt, load_model
-from specviz.tiny import make_tiny_pair
+from specviz.models.loading import encode_prompt, load_model
+from tests.tiny import make_tiny_pair
 
 PROMPTS = [
     "Translate to English: Machen sich Hunderte Millionen von Autofahrern Sorgen über ihre Privatsphäre?",
@@ -139,7 +139,8 @@ def main() -> None:
         target, draft = load_model(dirs["target"], args.device), load_model(dirs["draft"], args.device)
         pair = ModelPair(target, draft)
         tiny = base.replace(target=dirs["target"], draft=dirs["draft"], drafter="model")
-        totals = run_suite("tiny Llama pair (4 layers; draft = target + 10% noise; greedy)", target, None, TINY_PROMPTS, [
+        totals = run_suite("tiny Llama pair (4 layers; draft = target + 10% noise; greedy)", target, None,
+                           TINY_PROMPTS, [
             ("transformers generate (plain)", lambda ids: lambda: hf_generate(target, ids, n)),
             ("transformers assistant model", lambda ids: lambda: hf_generate(
                 target, ids, n, assistant_model=draft.model, num_assistant_tokens=gamma,

@@ -2,7 +2,9 @@
 
 import streamlit as st
 
-from specviz import analysis, figures, ui
+from specviz import ui
+from specviz.analysis import rules
+from specviz.presentation import figures
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Compare verification rules on the same draft")
@@ -21,9 +23,9 @@ elif rounds:
     draft_ids = [p.token_id for p in rnd.draft]
 
     def compute(on_progress):
-        return analysis.compare_rules_on_draft(config, ui.pair_for(config), prefix, draft_ids)
+        return rules.compare_rules_on_draft(config, ui.pair_for(config), prefix, draft_ids)
 
-    table = ui.remembered(ui.trace_key(config, prompt, "rules", choice), compute, "Verifying")
+    table = ui.shared_result(ui.trace_key(config, prompt, "rules", choice), compute, "Verifying")
     if table is not None:
         st.plotly_chart(figures.rules_grid_figure(table, [p.text for p in rnd.draft]), width="stretch")
         st.download_button("Download verdicts (CSV)", table.to_csv(index=False), "specviz-rules.csv", "text/csv")
@@ -32,19 +34,18 @@ elif rounds:
     st.markdown("β = 1 is exactly greedy decoding. β > 1 trades fidelity for longer accepted runs: the whole output is "
                 "decoded again for each β and compared token by token with the target's greedy output.")
     key = ui.trace_key(config, prompt, "departures")
-    if ui.known(key) or st.button("Decode with β = 1..5"):
-        def departures(on_progress):
-            pair = ui.pair_for(config)
-            return analysis.lossy_departures(config, pair, trace.prompt_ids, on_progress)
+    def departures(on_progress):
+        pair = ui.pair_for(config)
+        return rules.lossy_departures(config, pair, trace.prompt_ids, on_progress)
 
-        table = ui.remembered(key, departures, "Decoding β")
-        if table is not None:
-            for row in table.itertuples():
-                if row.same_as_target:
-                    st.markdown(f"**β = {row.beta}**: identical to the target's greedy text "
-                                f"({row.tokens_per_round:.2f} tokens/round)")
-                else:
-                    st.markdown(f"**β = {row.beta}** departs at token {row.departs_at + 1} "
-                                f"({row.tokens_per_round:.2f} tokens/round): …{row.common_prefix[-60:]}"
-                                f"**[{row.output_after[:60]}]** instead of the target's **[{row.target_after[:60]}]**")
-            st.download_button("Download departures (CSV)", table.to_csv(index=False), "specviz-departures.csv", "text/csv")
+    table = ui.shared_result(key, departures, "Decoding β", button="Decode with β = 1..5")
+    if table is not None:
+        for row in table.itertuples():
+            if row.same_as_target:
+                st.markdown(f"**β = {row.beta}**: identical to the target's greedy text "
+                            f"({row.tokens_per_round:.2f} tokens/round)")
+            else:
+                st.markdown(f"**β = {row.beta}** departs at token {row.departs_at + 1} "
+                            f"({row.tokens_per_round:.2f} tokens/round): …{row.common_prefix[-60:]}"
+                            f"**[{row.output_after[:60]}]** instead of the target's **[{row.target_after[:60]}]**")
+        st.download_button("Download departures (CSV)", table.to_csv(index=False), "specviz-departures.csv", "text/csv")

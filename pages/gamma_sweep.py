@@ -2,79 +2,86 @@
 
 import streamlit as st
 
-from specviz import analysis, figures, theory, ui
+from specviz import ui
+from specviz.analysis import common, sweep
 from specviz.config import ConfigError
+from specviz.drafters.registry import drafter_spec
 from specviz.engine import prompt_ids_for
-from specviz.verify import ALPHA_DEFINITIONS
-from specviz.registry import drafter_spec
+from specviz.presentation import figures
+from specviz.rules import theory
+from specviz.rules.acceptance import ALPHA_DEFINITIONS
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Gamma sweep: which block size pays?")
 if config is not None:
     ui.precision_caption(config)
-st.markdown(f"Each block size γ runs the sidebar's configuration {analysis.SWEEP_PAIRS} times, each run paired with "
+st.markdown(f"Each block size γ runs the sidebar's configuration {common.SWEEP_PAIRS} times, each run paired with "
             "one of the target alone in alternating order (medians, so both sides of a speedup meet the same load on "
             "this machine; at most "
-            f"{analysis.SWEEP_GAMMAS_MAX} values of γ and {analysis.SWEEP_TOKENS_MAX} new tokens per run). The theory "
+            f"{common.SWEEP_GAMMAS_MAX} values of γ and {common.SWEEP_TOKENS_MAX} new tokens per run). The theory "
             "curves use each run's measured α, each round's realised block size k (the last rounds are clipped by the "
             "token budget) and the draft/target cost ratio **c** measured on this device: "
             "E[tokens/round] = (1 − α^(k+1)) / (1 − α) and speedup = Σ (1 − α^(k+1)) / (1 − α) over Σ (kc + 1). "
-            "That speedup prices the target's one pass over k + 1 tokens as one step (true on hardware with parallelism to "
-            "spare); the dotted curve prices it at its cost v(k) measured here: Σ (1 − α^(k+1)) / (1 − α) over Σ (kc + v(k)).")
-gammas = st.multiselect("Block sizes γ", list(range(1, 17)), default=[1, 2, 3, 4, 6, 8], max_selections=analysis.SWEEP_GAMMAS_MAX)
+            "That speedup prices the target's one pass over k + 1 tokens as one step (true on hardware with "
+            "parallelism to spare); the dotted curve prices it at its cost v(k) measured here: "
+            "Σ (1 − α^(k+1)) / (1 − α) over Σ (kc + v(k)).")
+gammas = st.multiselect("Block sizes γ", list(range(1, 17)), default=[1, 2, 3, 4, 6, 8],
+                        max_selections=common.SWEEP_GAMMAS_MAX)
 if config is not None and gammas:
     key = ui.trace_key(config, prompt, "sweep", tuple(sorted(gammas)))
-    if not ui.known(key) and not st.button("Run the sweep", type="primary"):
-        st.info(f"Press the button to run the sweep (per γ, {analysis.SWEEP_PAIRS} speculative runs, each paired with a "
-                "run of the target alone as that γ's baseline).")
-        st.stop()
 
     def compute(on_progress):
         pair = ui.pair_for(config)
-        return analysis.gamma_sweep(config, pair, prompt_ids_for(pair, config, prompt, None), gammas, on_progress)
+        return sweep.gamma_sweep(config, pair, prompt_ids_for(pair, config, prompt, None), gammas, on_progress)
 
-    result = ui.remembered(key, compute, "Sweeping γ")
+    result = ui.shared_result(key, compute, "Sweeping γ", button="Run the sweep",
+                              hint=f"Press the button to run the sweep (per γ, {common.SWEEP_PAIRS} speculative runs, "
+                              "each paired with a run of the target alone as that γ's baseline).")
     if result is not None:
         table, c = result
-        best_measured = analysis.best_gamma_by(table, "speedup")
+        best_measured = sweep.best_gamma_by(table, "speedup")
         alpha = float(table.alpha.mean())
         best_theory = theory.best_gamma(alpha, c, 16)
-        best_priced = analysis.best_gamma_by(table, "expected_speedup_verify_measured")
+        best_priced = sweep.best_gamma_by(table, "expected_speedup_verify_measured")
         cols = st.columns(5)
         cols[0].metric("cost ratio c (draft / target forward)", f"{c:.3f}")
         cols[1].metric(f"mean α over runs ({config.rule})", f"{alpha:.3f}", help=ALPHA_DEFINITIONS[config.rule])
-        cols[2].metric("best γ measured", best_measured, help="the highest speedup: the target alone's median time over the speculative median time")
-        cols[3].metric("best γ in theory (v = 1, γ 1-16)", best_theory, help="Thm. 3.8 over γ = 1..16 at the mean α and c")
+        cols[2].metric("best γ measured", best_measured,
+                       help="the highest speedup: the target alone's median time over the speculative median time")
+        cols[3].metric("best γ in theory (v = 1, γ 1-16)", best_theory,
+                       help="Thm. 3.8 over γ = 1..16 at the mean α and c")
         cols[4].metric("best γ in theory, v measured (swept γ)", best_priced,
-                       help="the highest of the dotted curve over the swept γ: the target's pass over k + 1 tokens at its measured cost")
+                       help="the highest of the dotted curve over the swept γ: "
+                            "the target's pass over k + 1 tokens at its measured cost")
         st.plotly_chart(figures.gamma_sweep_figure(table, best_measured, best_theory), width="stretch")
-        tied = analysis.gammas_tied_with(table, best_measured)
+        tied = sweep.gammas_tied_with(table, best_measured)
         if tied:
-            st.caption(f"A tie on this machine: the fastest pair of γ = {', '.join(map(str, tied))} reaches the slowest pair of "
-                       f"γ = {best_measured} (the bars run from each γ's slowest to its fastest pair), so the measurement "
-                       "cannot rank them.")
+            st.caption(f"A tie on this machine: the fastest pair of γ = {', '.join(map(str, tied))} reaches the "
+                       f"slowest pair of γ = {best_measured} (the bars run from each γ's slowest to its fastest pair), "
+                       "so the measurement cannot rank them.")
         st.markdown("Larger γ buys more tokens per target pass but pays γ draft passes each round, and the chance that "
-                    "a long guess survives decays like α^γ. The optimum balances the two; with c near 1 (a draft as slow "
-                    "as the target) the best γ is the smallest, and no γ beats autoregressive decoding.")
+                    "a long guess survives decays like α^γ. The optimum balances the two; with c near 1 (a draft as "
+                    "slow as the target) the best γ is the smallest, and no γ beats autoregressive decoding.")
         st.dataframe(table, width="stretch", hide_index=True)
         st.download_button("Download sweep (CSV)", table.to_csv(index=False), "specviz-gamma-sweep.csv", "text/csv")
 
 st.subheader("Draft vocabulary: what the head size K does (FR-Spec)")
-st.markdown("On a CPU most of a small draft's time is its output head over the whole vocabulary. FR-Spec (Zhao et al. 2025) "
-            "lets the draft score only its K most frequent tokens: q is zero elsewhere, so every rule stays exact, and a "
-            "token outside the K can only be rejected. Smaller K: cheaper drafts (lower c), slightly lower α.")
+st.markdown("On a CPU most of a small draft's time is its output head over the whole vocabulary. FR-Spec "
+            "(Zhao et al. 2025) lets the draft score only its K most frequent tokens: q is zero elsewhere, so every "
+            "rule stays exact, and a token outside the K can only be rejected. "
+            "Smaller K: cheaper drafts (lower c), slightly lower α.")
 if config is not None and drafter_spec(config.drafter).draft_model == "always":
     vocab_key = ui.trace_key(config, prompt, "vocab-sweep")
-    if ui.known(vocab_key) or st.button("Compare head sizes", key="vocab_sweep"):
-        def compute_vocab(on_progress):
-            pair = ui.pair_for(config)
-            if pair.draft.vocab_ranking is None:
-                raise ConfigError(f"{pair.draft.name} ships no token frequency ranking, so its head cannot be trimmed")
-            return analysis.vocab_sweep(config, pair, prompt_ids_for(pair, config, prompt, None), on_progress=on_progress)
+    def compute_vocab(on_progress):
+        pair = ui.pair_for(config)
+        if pair.draft.vocab_ranking is None:
+            raise ConfigError(f"{pair.draft.name} ships no token frequency ranking, so its head cannot be trimmed")
+        return sweep.vocab_sweep(config, pair, prompt_ids_for(pair, config, prompt, None), on_progress=on_progress)
 
-        vocab_table = ui.remembered(vocab_key, compute_vocab, "Comparing head sizes")
-        if vocab_table is not None:
-            st.plotly_chart(figures.vocab_sweep_figure(vocab_table), width="stretch")
-            st.dataframe(vocab_table, width="stretch", hide_index=True)
+    vocab_table = ui.shared_result(vocab_key, compute_vocab, "Comparing head sizes", button="Compare head sizes",
+                                   button_key="vocab_sweep")
+    if vocab_table is not None:
+        st.plotly_chart(figures.vocab_sweep_figure(vocab_table), width="stretch")
+        st.dataframe(vocab_table, width="stretch", hide_index=True)
 else:
     st.info("Pick the draft-model drafter to compare draft head sizes.")

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from specviz import ui
-from specviz.player import VIEWS
+from specviz.presentation.player import VIEWS
 
 requested_view = st.query_params.get("view", "step")  # read before the sidebar rewrites the URL
 linked_round = ui.linked_round()
@@ -15,7 +15,8 @@ st.caption("Every round of the trace is sent to the page once and drawn there: F
            "token whether the target will accept it before revealing the verdict, and keeps a score. A teacher's link "
            "with `view=quiz` or `view=present` opens straight into that view.")
 if requested_view not in VIEWS:
-    st.warning(f"URL parameter view={str(requested_view)[:20]!r} ignored (must be one of {', '.join(VIEWS)}); showing step")
+    st.warning(f"URL parameter view={str(requested_view)[:20]!r} ignored "
+               f"(must be one of {', '.join(VIEWS)}); showing step")
     requested_view = "step"
 view = st.segmented_control("View", VIEWS, default=requested_view, key="player_view") or "step"
 if view == "present":  # a projector shows the round, not the settings: the sidebar hides until the view changes
@@ -25,4 +26,5 @@ if trace is not None and not trace.rounds:
     st.info("Nothing was generated (the model ended at once).")
 elif trace is not None:
     page = ui.show_player(trace, config, prompt, defaults, linked_round, view)
-    st.download_button("Download this lesson (one HTML file, opens with no server)", page, "specviz-lesson.html", "text/html")
+    st.download_button("Download this lesson (one HTML file, opens with no server)", page,
+                       "specviz-lesson.html", "text/html")

@@ -3,43 +3,48 @@
 import pandas as pd
 import streamlit as st
 
-from specviz import analysis, figures, ui
-from specviz.verify import ALPHA_DEFINITIONS
+from specviz import ui
+from specviz.analysis import metrics
+from specviz.presentation import figures
+from specviz.rules.acceptance import ALPHA_DEFINITIONS
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Metrics and theory")
 if config is not None:
     ui.precision_caption(config)
-st.caption("Convention: **target p**, **draft q** (Leviathan et al. 2023). The numbers below come from the trace of the "
-           "sidebar's configuration, the same one the round view shows.")
+st.caption("Convention: **target p**, **draft q** (Leviathan et al. 2023). The numbers below come from the trace of "
+           "the sidebar's configuration, the same one the round view shows.")
 trace = ui.get_trace(config, prompt) if config else None
 if trace is not None and trace.rounds:
-    check = analysis.theory_check(trace)
+    check = metrics.theory_check(trace)
     cols = st.columns(5)
     cols[0].metric(f"α ({config.rule})", f"{check.alpha:.3f}", help=ALPHA_DEFINITIONS[config.rule])
     cols[1].metric("tokens per round, measured", f"{check.measured_tokens_per_round:.2f}")
     cols[2].metric("(1 − α^(k+1)) / (1 − α), realised k", f"{check.expected_tokens_per_round:.2f}",
-                   help=f"Eq. 1 at each round's realised block size k (mean k = {check.mean_block:.2f}, configured γ = {config.gamma})")
+                   help=f"Eq. 1 at each round's realised block size k "
+                        f"(mean k = {check.mean_block:.2f}, configured γ = {config.gamma})")
     cols[3].metric("mean acceptance length (vLLM)", f"{check.mean_acceptance_length:.2f}",
                    help="1 + accepted drafted tokens per drafting round")
-    cols[4].metric("target passes", check.target_passes, delta=f"{check.target_passes - check.autoregressive_passes} vs autoregressive",
+    cols[4].metric("target passes", check.target_passes,
+                   delta=f"{check.target_passes - check.autoregressive_passes} vs autoregressive",
                    delta_color="inverse")
-    st.caption(f"{ALPHA_DEFINITIONS[config.rule]}. The theory uses it with each round's realised block size: rounds near "
-               "max new tokens are clipped, trees draft their depth, parallel drafters nothing in round 1.")
+    st.caption(f"{ALPHA_DEFINITIONS[config.rule]}. The theory uses it with each round's realised block size: rounds "
+               "near max new tokens are clipped, trees draft their depth, parallel drafters nothing in round 1.")
 
-    by_position = analysis.acceptance_by_position(trace)
+    by_position = metrics.acceptance_by_position(trace)
     left, right = st.columns(2)
     left.plotly_chart(figures.acceptance_by_position_figure(by_position), width="stretch")
-    left.markdown("The i-th drafted token is only checked when tokens 1..i−1 were accepted, so each bar is a rate among "
-                  "the rounds that reached it. Under the i.i.d. model every bar equals α; a falling profile means the "
-                  "draft drifts away from the target the further it guesses ahead.")
-    per_round = analysis.tokens_per_round(trace)
+    left.markdown("The i-th drafted token is only checked when tokens 1..i−1 were accepted, so each bar is a rate "
+                  "among the rounds that reached it. Under the i.i.d. model every bar equals α; a falling profile "
+                  "means the draft drifts away from the target the further it guesses ahead.")
+    per_round = metrics.tokens_per_round(trace)
     right.plotly_chart(figures.tokens_per_round_figure(per_round, check.measured_tokens_per_round,
                                                        check.expected_tokens_per_round), width="stretch")
-    right.markdown("A round emits its accepted prefix plus one token from the target, so 1 to k+1 tokens for a block of k. "
-                   "With acceptance rate α the expectation is **(1 − α^(k+1)) / (1 − α)** (Leviathan et al. 2023, Eq. 1), "
-                   f"averaged here over the rounds' realised k. {ALPHA_DEFINITIONS[config.rule]}.")
-    lengths = analysis.accepted_lengths(trace)
+    right.markdown("A round emits its accepted prefix plus one token from the target, so 1 to k+1 tokens for a block "
+                   "of k. With acceptance rate α the expectation is **(1 − α^(k+1)) / (1 − α)** "
+                   "(Leviathan et al. 2023, Eq. 1), averaged here over the rounds' realised k. "
+                   f"{ALPHA_DEFINITIONS[config.rule]}.")
+    lengths = metrics.accepted_lengths(trace)
     left, right = st.columns(2)
     left.plotly_chart(figures.accepted_lengths_figure(lengths), width="stretch")
     left.markdown("This request's accepted drafted tokens per drafting round (0: the first guess was already wrong). "
@@ -49,28 +54,32 @@ if trace is not None and trace.rounds:
                     hide_index=True, width="stretch")
 
     st.subheader("Wall-clock speedup, measured in this process")
-    pair = ui.show_user_errors(lambda: ui.pair_for(config))
-    timing = ui.remembered(ui.trace_key(config, prompt, "speedup"),
-                           lambda on_progress: analysis.measured_speedup(trace, pair), "Autoregressive baseline") if pair else None
+    pair = ui.page_pair(config)
+    timing = ui.shared_result(ui.trace_key(config, prompt, "speedup"),
+                           lambda on_progress: metrics.measured_speedup(trace, pair),
+                           "Autoregressive baseline") if pair else None
     if timing:
         cols = st.columns(6)
         cols[0].metric("speculative (with recording)", f"{timing.speculative_s:.2f} s")
         cols[1].metric("target alone, autoregressive", f"{timing.autoregressive_s:.2f} s")
-        cols[2].metric("speedup, measured", f"{timing.measured:.2f}×", help="the target alone's median time over the speculative median time")
+        cols[2].metric("speedup, measured", f"{timing.measured:.2f}×",
+                       help="the target alone's median time over the speculative median time")
         cols[3].metric("cost ratio c (draft / target token)", f"{timing.cost_ratio:.3f}")
         cols[4].metric("speedup, theory", f"{timing.expected:.2f}×",
-                       help="Σ_r (1 − α^(k_r+1)) / (1 − α) over Σ_r (k_r c + 1): Leviathan et al. Thm. 3.8 at the realised blocks")
+                       help="Σ_r (1 − α^(k_r+1)) / (1 − α) over Σ_r (k_r c + 1): "
+                            "Leviathan et al. Thm. 3.8 at the realised blocks")
         cols[5].metric("theory, verification cost measured", f"{timing.expected_verify_measured:.2f}×",
-                       help="Σ_r (1 − α^(k_r+1)) / (1 − α) over Σ_r (k_r c + v(k_r)), v(k) = the target's pass over k + 1 "
-                            "tokens in one-token steps, timed now")
+                       help="Σ_r (1 − α^(k_r+1)) / (1 − α) over Σ_r (k_r c + v(k_r)), "
+                            "v(k) = the target's pass over k + 1 tokens in one-token steps, timed now")
         st.markdown(f"Both runs decode {len(trace.output_ids)} tokens of the same prompt with the same target on "
                     f"{trace.models['device']}, timed now in three back-to-back pairs (medians), so both see the same "
                     "load on this machine. In theory the speedup is (1 − α^(k+1)) / ((1 − α)(kc + 1)) for blocks of k, "
-                    "where c is the draft/target cost ratio measured now: a draft that costs nearly as much as the target "
-                    "(a layer-skip draft that skips few layers) cannot pay, however often it is accepted. The theorem prices "
-                    "the target's one pass over k + 1 tokens as one step, which holds on hardware with parallelism to spare; "
-                    "on a small CPU that pass costs more, and the last figure prices it at its measured cost v(k). Each pair's "
-                    f"own speedup: {', '.join(f'{r:.2f}×' for r in timing.pair_speedups)} (this machine's drift between pairs).")
+                    "where c is the draft/target cost ratio measured now: a draft that costs nearly as much as the "
+                    "target (a layer-skip draft that skips few layers) cannot pay, however often it is accepted. The "
+                    "theorem prices the target's one pass over k + 1 tokens as one step, which holds on hardware with "
+                    "parallelism to spare; on a small CPU that pass costs more, and the last figure prices it at its "
+                    "measured cost v(k). Each pair's own speedup: "
+                    f"{', '.join(f'{r:.2f}×' for r in timing.pair_speedups)} (this machine's drift between pairs).")
     st.download_button("Download metrics (CSV)", pd.concat(
         [by_position.assign(table="acceptance_by_position"), per_round.assign(table="tokens_per_round"),
          lengths.assign(table="accepted_lengths")]).to_csv(index=False),

@@ -1,12 +1,14 @@
 """Precision and rounding: the same prompt decoded greedily by the target alone and speculatively, in float32 and in
-bfloat16; where a bfloat16 run departs, what each computation made of the two tokens; the match rate over the presets."""
+bfloat16; where a bfloat16 run departs, what each computation made of the two tokens;
+the match rate over the presets."""
 
 import pandas as pd
 import streamlit as st
 
-from specviz import analysis, ui
+from specviz import ui
+from specviz.analysis import numerics
 from specviz.engine import prompt_ids_for
-from specviz.models import cpu_matrix_units
+from specviz.models.machine import cpu_matrix_units
 
 PRECISIONS = ("float32", "bfloat16")
 
@@ -23,8 +25,8 @@ st.markdown(
     "\"lossless up to floating point\"). The same holds for speculative sampling, whose law is kept up to the same "
     "rounding: set the sidebar's precision to bfloat16 and run the Losslessness lab.")
 st.caption(f"The default precision is float32 for every pair: the one in which the round view's lesson, the same "
-           f"output, holds exactly. This machine: {cpu_matrix_units()}. The speed pages (Metrics, Gamma sweep, Parallel "
-           "verification) measure c, v(k) and the speedup in the sidebar's precision.")
+           f"output, holds exactly. This machine: {cpu_matrix_units()}. The speed pages (Metrics, Gamma sweep, "
+           "Parallel verification) measure c, v(k) and the speedup in the sidebar's precision.")
 
 
 def show_preference(column, title: str, said) -> None:
@@ -35,20 +37,19 @@ def show_preference(column, title: str, said) -> None:
 
 def show_four_outputs() -> None:
     key = ui.trace_key(config, prompt, "numerics", PRECISIONS)
-    if not ui.known(key) and not st.button("Decode in float32 and in bfloat16", type="primary"):
-        st.info("Press the button: the sidebar's pair decodes the prompt greedily four times (target alone and speculative, "
-                "in each precision). Both precisions of the pair are loaded once per server and kept.")
-        return
-
     def compute(on_progress):
         runs = []
         for done, dtype in enumerate(PRECISIONS):
             on_progress(done, len(PRECISIONS), f"Decoding in {dtype}")
             pair = ui.pair_for(config.replace(dtype=dtype))
-            runs.append(analysis.precision_run(config.replace(dtype=dtype), pair, prompt_ids_for(pair, config, prompt, None)))
+            runs.append(numerics.precision_run(config.replace(dtype=dtype), pair,
+                                               prompt_ids_for(pair, config, prompt, None)))
         return runs
 
-    runs = ui.remembered(key, compute, "Comparing precisions")
+    runs = ui.shared_result(key, compute, "Comparing precisions", button="Decode in float32 and in bfloat16",
+                            hint="Press the button: the sidebar's pair decodes the prompt greedily four times (target "
+                            "alone and speculative, in each precision). Both precisions of the pair are loaded once "
+                            "per server and kept.")
     if not runs:
         return
     st.dataframe(pd.DataFrame([{"precision": r.dtype, "identical tokens": f"{r.matching} / {len(r.generate_ids)}",
@@ -66,38 +67,37 @@ def show_four_outputs() -> None:
             st.success(f"**{run.dtype}**: the speculative output is token-identical to the target's own generate "
                        f"({len(run.generate_ids)} tokens).")
             continue
-        st.warning(f"**{run.dtype}**: the texts part at new token {d.position + 1}, computed by round {d.round_index + 1}'s "
-                   f"verification pass over {d.pass_tokens} tokens.")
+        st.warning(f"**{run.dtype}**: the texts part at new token {d.position + 1}, computed by round "
+                   f"{d.round_index + 1}'s verification pass over {d.pass_tokens} tokens.")
         left, right = st.columns(2)
         show_preference(left, "The one-token step (generate)", d.step)
         show_preference(right, f"The pass over {d.pass_tokens} tokens (speculative)", d.verification)
-        st.caption("A difference this small is a near-tie: the rounding of one computation is larger than it, so the two "
-                   "computations disagree about which token is best (0: an exact tie in that precision, broken by the "
-                   "lower token id). Each is a correct rounding of the same model.")
+        st.caption("A difference this small is a near-tie: the rounding of one computation is larger than it, so the "
+                   "two computations disagree about which token is best (0: an exact tie in that precision, broken by "
+                   "the lower token id). Each is a correct rounding of the same model.")
 
 
 def show_preset_match_rate() -> None:
     st.subheader("How often does bfloat16 keep the text? The preset prompts")
     presets = list(ui.PROMPT_PRESETS.items())
     key = ui.trace_key(config, "", "numerics-presets")
-    if not ui.known(key) and not st.button("Measure the match rate over the presets (bfloat16)"):
-        st.info(f"Press the button: each of the {len(presets)} preset prompts is decoded greedily in bfloat16 by the target "
-                "alone and speculatively, with the sidebar's pair, γ and max new tokens.")
-        return
-
     def compute(on_progress):
         bf16 = config.replace(dtype="bfloat16")
         pair = ui.pair_for(bf16)
         runs = []
         for done, (name, text) in enumerate(presets):
             on_progress(done, len(presets), f"{name} ({done + 1} of {len(presets)})")
-            runs.append(analysis.precision_run(bf16, pair, prompt_ids_for(pair, bf16, text, None)))
+            runs.append(numerics.precision_run(bf16, pair, prompt_ids_for(pair, bf16, text, None)))
         return runs
 
-    runs = ui.remembered(key, compute, "Decoding the presets in bfloat16")
+    runs = ui.shared_result(key, compute, "Decoding the presets in bfloat16",
+                            button="Measure the match rate over the presets (bfloat16)",
+                            hint=f"Press the button: each of the {len(presets)} preset prompts is decoded greedily in "
+                            "bfloat16 by the target alone and speculatively, "
+                            "with the sidebar's pair, γ and max new tokens.")
     if not runs:
         return
-    rate = analysis.match_rate(runs)
+    rate = numerics.match_rate(runs)
     left, right = st.columns(2)
     left.metric("outputs identical to the target's own bfloat16 generate", f"{rate['identical']} of {rate['prompts']}")
     right.metric("new tokens before the first departure", f"{rate['matching_tokens']} of {rate['tokens']} "

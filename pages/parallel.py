@@ -3,7 +3,9 @@
 import pandas as pd
 import streamlit as st
 
-from specviz import analysis, figures, ui
+from specviz import ui
+from specviz.analysis import common, timing
+from specviz.presentation import figures
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Parallel verification, measured")
@@ -16,34 +18,35 @@ st.markdown("The target checks all γ drafted tokens in ONE forward pass (seed 0
             "measured live on this device.")
 trace = ui.get_trace(config, prompt) if config else None
 if trace is not None and trace.output_ids:
-    repeats = st.slider("Timing repeats (median)", 1, analysis.TIMING_REPEATS_MAX, 5)
+    repeats = st.slider("Timing repeats (median)", 1, common.TIMING_REPEATS_MAX, 5)
     gamma = trace.config.gamma
     block = (trace.output_ids * gamma)[:gamma]  # real continuation tokens as the block to verify
 
     def compute(on_progress):
-        return analysis.verification_timing(ui.pair_for(config), trace.prompt_ids, block, repeats)
+        return timing.verification_timing(ui.pair_for(config), trace.prompt_ids, block, repeats)
 
-    timing = ui.remembered(ui.trace_key(config, prompt, "timing", repeats), compute, "Timing")
-    if timing is not None:
+    measured = ui.shared_result(ui.trace_key(config, prompt, "timing", repeats), compute, "Timing")
+    if measured is not None:
         cols = st.columns(3)
-        cols[0].metric(f"1 forward over {timing['tokens']} tokens", f"{timing['parallel_ms']:.1f} ms")
-        cols[1].metric(f"{timing['tokens']} one-token forwards", f"{timing['sequential_ms']:.1f} ms")
-        cols[2].metric("sequential / parallel", f"{timing['sequential_ms'] / timing['parallel_ms']:.2f}×")
-        arrows = figures.parallel_arrows_figure(timing["tokens"], timing["parallel_ms"], timing["sequential_ms"])
+        cols[0].metric(f"1 forward over {measured['tokens']} tokens", f"{measured['parallel_ms']:.1f} ms")
+        cols[1].metric(f"{measured['tokens']} one-token forwards", f"{measured['sequential_ms']:.1f} ms")
+        cols[2].metric("sequential / parallel", f"{measured['sequential_ms'] / measured['parallel_ms']:.2f}×")
+        arrows = figures.parallel_arrows_figure(measured["tokens"], measured["parallel_ms"], measured["sequential_ms"])
         st.plotly_chart(arrows, width="stretch")
-        st.markdown("On a GPU one pass over γ + 1 tokens costs about as much as one token (decoding is memory-bound); on a "
-                    "small CPU the gap is narrower because the arithmetic itself dominates.")
-        st.download_button("Download timings (CSV)", pd.DataFrame([timing]).to_csv(index=False), "specviz-timing.csv", "text/csv")
+        st.markdown("On a GPU one pass over γ + 1 tokens costs about as much as one token (decoding is memory-bound); "
+                    "on a small CPU the gap is narrower because the arithmetic itself dominates.")
+        st.download_button("Download timings (CSV)", pd.DataFrame([measured]).to_csv(index=False),
+                           "specviz-timing.csv", "text/csv")
 
     st.subheader("The attention mask of the verification pass")
     prefix_len = len(trace.prompt_ids)
-    st.plotly_chart(figures.mask_figure(analysis.verification_mask(prefix_len, gamma), prefix_len), width="stretch")
-    st.markdown("Rows are the γ+1 query positions of the pass (the last prefix token and the γ drafted tokens); the row "
-                "for draft i yields p for draft i+1, the last row the bonus token's p. Filled cells are the keys each may "
-                "attend to: the whole prefix (from the KV cache) and the drafted tokens before it.")
+    st.plotly_chart(figures.mask_figure(timing.verification_mask(prefix_len, gamma), prefix_len), width="stretch")
+    st.markdown("Rows are the γ+1 query positions of the pass (the last prefix token and the γ drafted tokens); the "
+                "row for draft i yields p for draft i+1, the last row the bonus token's p. Filled cells are the keys "
+                "each may attend to: the whole prefix (from the KV cache) and the drafted tokens before it.")
 
     st.subheader("Target calls for the same output")
-    ar_ms = timing["sequential_ms"] / timing["tokens"] if timing else 0.0
+    ar_ms = measured["sequential_ms"] / measured["tokens"] if measured else 0.0
     rounds = trace.rounds
     st.plotly_chart(figures.timeline_figure([r.draft_ms for r in rounds], [r.verify_ms for r in rounds],
                                             [len(r.emitted_ids) for r in rounds], ar_ms), width="stretch")

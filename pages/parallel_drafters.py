@@ -3,10 +3,12 @@
 import pandas as pd
 import streamlit as st
 
-from specviz import analysis, figures, ui
+from specviz import ui
+from specviz.analysis import common, drafters
+from specviz.drafters.parallel import default_weights, load_drafter
+from specviz.drafters.registry import parallel_kinds
 from specviz.engine import prompt_ids_for
-from specviz.parallel_drafters import default_weights, load_drafter
-from specviz.registry import DRAFTER_SPECS
+from specviz.presentation import figures
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Parallel drafters: Blockwise heads vs [MASK] queries")
@@ -22,45 +24,47 @@ st.caption("Both draft all k tokens in ONE small pass on states the verification
            "plug into every verification rule (so greedy stays exact and sampling stays lossless). Their weights are "
            "shipped small safetensors files made by `python -m specviz train-drafter` (sizes and commands below).")
 if config is not None:
-    pair = ui.show_user_errors(lambda: ui.pair_for(config))
+    pair = ui.page_pair(config)
     ids = ui.show_user_errors(lambda: prompt_ids_for(pair, config, prompt, None)) if pair else None
     if ids:
         st.subheader("The real attention each drafter uses at the end of your prompt")
         cols = st.columns(2)
-        for col, kind in zip(cols, ("blockwise", "maskquery")):
-            weights = ui.show_user_errors(lambda kind=kind: analysis.drafter_attention(config, pair, ids, kind))
+        for col, kind in zip(cols, parallel_kinds()):
+            weights = ui.show_user_errors(lambda kind=kind: drafters.drafter_attention(config, pair, ids, kind))
             if weights is not None:
                 window = weights.shape[1] - 1 - weights.shape[0]
                 title = "Blockwise: every head reads h[t] (shared)" if kind == "blockwise" else \
                     "Mask-query: learned weights, one row per [MASK] (distinct)"
-                col.plotly_chart(figures.drafter_attention_figure(weights, title, window), width="stretch", key=f"attn_{kind}")
+                col.plotly_chart(figures.drafter_attention_figure(weights, title, window), width="stretch",
+                                 key=f"attn_{kind}")
         files = []
-        for kind in ("blockwise", "maskquery"):
+        for kind in parallel_kinds():
             path = default_weights(kind)
             if path.is_file():
                 meta = load_drafter(str(path))[1]
-                files.append(dict(drafter=kind, file=f"specviz/weights/{path.name}", size_mb=round(path.stat().st_size / 1e6, 2),
+                files.append(dict(drafter=kind, file=f"specviz/weights/{path.name}",
+                                  size_mb=round(path.stat().st_size / 1e6, 2),
                                   k=meta.k, steps=meta.steps, seed=meta.seed, final_loss=round(meta.final_loss, 3),
                                   command=meta.command))
         st.dataframe(pd.DataFrame(files), hide_index=True, width="stretch")
 
         st.subheader("Acceptance by position and draft cost, on the same prompts")
-        kinds = [s.name for s in DRAFTER_SPECS if s.requires_model_outputs] + ["layerskip"] + (["model"] if pair.draft else [])
-        st.markdown(f"Each drafter decodes the same {analysis.COMPARE_PROMPTS_MAX} preset prompts (at most "
-                    f"{analysis.SWEEP_TOKENS_MAX} new tokens each) with the sidebar's rule and γ; the target alone decodes "
-                    "them too, for the end-to-end speedup. Draft cost is per round that drafted: the parallel drafters "
-                    "make one small pass, the autoregressive drafts make γ passes of a full (or nearly full) model.")
+        kinds = [*parallel_kinds(), "layerskip"] + (["model"] if pair.draft else [])
+        st.markdown(f"Each drafter decodes the same {drafters.COMPARE_PROMPTS_MAX} preset prompts (at most "
+                    f"{common.SWEEP_TOKENS_MAX} new tokens each) with the sidebar's rule and γ; the target alone "
+                    "decodes them too, for the end-to-end speedup. Draft cost is per round that drafted: the parallel "
+                    "drafters make one small pass, the autoregressive drafts make γ passes of a full "
+                    "(or nearly full) model.")
         key = ui.trace_key(config, "|".join(ui.PROMPT_PRESETS.values()), "drafters", tuple(kinds))
-        if ui.known(key) or st.button("Compare the drafters", type="primary"):
-            def compare(on_progress):
-                prompts = [prompt_ids_for(pair, config, p, None) for p in ui.PROMPT_PRESETS.values()]
-                return analysis.compare_drafters(config, pair, prompts, kinds, on_progress)
+        def compare(on_progress):
+            prompts = [prompt_ids_for(pair, config, p, None) for p in ui.PROMPT_PRESETS.values()]
+            return drafters.compare_drafters(config, pair, prompts, kinds, on_progress)
 
-            result = ui.remembered(key, compare, "Decoding")
-            if result is not None:
-                summary, by_position = result
-                st.plotly_chart(figures.acceptance_by_drafter_figure(by_position), width="stretch")
-                st.dataframe(summary, hide_index=True, width="stretch")
-                st.download_button("Download comparison (CSV)", pd.concat(
-                    [summary.assign(table="summary"), by_position.assign(table="by_position")]).to_csv(index=False),
-                    "specviz-drafters.csv", "text/csv")
+        result = ui.shared_result(key, compare, "Decoding", button="Compare the drafters")
+        if result is not None:
+            summary, by_position = result
+            st.plotly_chart(figures.acceptance_by_drafter_figure(by_position), width="stretch")
+            st.dataframe(summary, hide_index=True, width="stretch")
+            st.download_button("Download comparison (CSV)", pd.concat(
+                [summary.assign(table="summary"), by_position.assign(table="by_position")]).to_csv(index=False),
+                "specviz-drafters.csv", "text/csv")

@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from specviz import analysis, ui
+from specviz import ui
+from specviz.analysis import tree_vs_chain
 from specviz.engine import prompt_ids_for
 
 linked_round = ui.linked_round()  # read before the sidebar rewrites the URL
@@ -10,14 +11,14 @@ config, prompt, defaults = ui.shared_controls()
 st.title("Recursive Speculative Decoding: a tree of drafts")
 st.markdown("Jeon et al. 2024 (seed 002). Each **draft iteration** expands the tree one level with one draft forward "
             "pass: RSD-C gives every node the same number of children, drawn **without replacement** from q "
-            "(Gumbel-top-k); RSD-S keeps the best paths of a **stochastic beam search** under a node budget. The target "
-            "then scores **every node in one forward pass** (a tree attention mask: each node sees the prefix and its "
-            "ancestors, at position prefix + depth). **Recursive rejection sampling** walks down: sibling xᵢ is accepted "
-            "with min(1, pᵢ(xᵢ)/qᵢ(xᵢ)); after a rejection pᵢ₊₁ = norm(max(0, pᵢ − qᵢ)) and qᵢ₊₁ is q without the "
-            "rejected siblings; if every sibling fails the correction is drawn from the last residual. The output is "
-            "distributed exactly as the target's. The sidebar's tree settings apply (drafter forced to *tree*); the "
-            "drafts come from the pair's draft model, or from the layer-skip self-draft for the embedded model. Every "
-            "round is in the page: step with the buttons, the slider or the arrow keys.")
+            "(Gumbel-top-k); RSD-S keeps the best paths of a **stochastic beam search** under a node budget. The "
+            "target then scores **every node in one forward pass** (a tree attention mask: each node sees the prefix "
+            "and its ancestors, at position prefix + depth). **Recursive rejection sampling** walks down: sibling xᵢ "
+            "is accepted with min(1, pᵢ(xᵢ)/qᵢ(xᵢ)); after a rejection pᵢ₊₁ = norm(max(0, pᵢ − qᵢ)) and qᵢ₊₁ is q "
+            "without the rejected siblings; if every sibling fails the correction is drawn from the last residual. The "
+            "output is distributed exactly as the target's. The sidebar's tree settings apply (drafter forced to "
+            "*tree*); the drafts come from the pair's draft model, or from the layer-skip self-draft for the embedded "
+            "model. Every round is in the page: step with the buttons, the slider or the arrow keys.")
 if config is not None:
     tree_config = config.replace(drafter="tree")
     trace = ui.get_trace(tree_config, prompt)
@@ -28,14 +29,16 @@ if config is not None:
         st.subheader("Against standard speculative decoding on the same prompt")
         st.markdown("Same draft source and prompt: a chain with as many draft passes per round as the tree has levels, "
                     "and a chain drafting as many tokens per round as the tree has nodes. A tree buys more accepted "
-                    "tokens per target pass by hedging over alternatives; a chain of equal budget spends it on one guess.")
+                    "tokens per target pass by hedging over alternatives; "
+                    "a chain of equal budget spends it on one guess.")
         key = ui.trace_key(tree_config, prompt, "tree_vs_chain")
-        if ui.known(key) or st.button("Run the comparison"):
-            def compare(on_progress):
-                pair = ui.pair_for(tree_config)
-                return analysis.tree_vs_chain(tree_config, pair, prompt_ids_for(pair, tree_config, prompt, None), on_progress)
+        def compare(on_progress):
+            pair = ui.pair_for(tree_config)
+            return tree_vs_chain.tree_vs_chain(tree_config, pair, prompt_ids_for(pair, tree_config, prompt, None),
+                                               on_progress)
 
-            table = ui.remembered(key, compare, "Decoding")
-            if table is not None:
-                st.dataframe(table, hide_index=True, width="stretch")
-                st.download_button("Download comparison (CSV)", table.to_csv(index=False), "specviz-tree-vs-chain.csv", "text/csv")
+        table = ui.shared_result(key, compare, "Decoding", button="Run the comparison")
+        if table is not None:
+            st.dataframe(table, hide_index=True, width="stretch")
+            st.download_button("Download comparison (CSV)", table.to_csv(index=False),
+                               "specviz-tree-vs-chain.csv", "text/csv")

@@ -3,7 +3,8 @@ stepped in the browser (the lesson player in its step view: no server round trip
 
 import streamlit as st
 
-from specviz import render, tables, ui
+from specviz import ui
+from specviz.presentation import render, tables
 
 linked_round = ui.linked_round()  # read before the sidebar rewrites the URL
 config, prompt, defaults = ui.shared_controls()
@@ -23,5 +24,6 @@ elif trace is not None:
     st.markdown(render.CSS + render.output_html(trace), unsafe_allow_html=True)
     left, middle, right = st.columns(3)
     left.download_button("Download trace (JSON)", trace.to_json(indent=1), "specviz-trace.json", "application/json")
-    middle.download_button("Download tokens (CSV)", tables.token_table(trace).to_csv(index=False), "specviz-tokens.csv", "text/csv")
+    middle.download_button("Download tokens (CSV)", tables.token_table(trace).to_csv(index=False),
+                           "specviz-tokens.csv", "text/csv")
     right.download_button("Download the lesson (HTML, no server needed)", player, "specviz-lesson.html", "text/html")

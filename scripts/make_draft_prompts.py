@@ -23,16 +23,18 @@ from pathlib import Path
 OUT = Path(__file__).resolve().parent.parent / "specviz" / "data" / "draft_prompts.txt"
 HELDOUT = OUT.parent / "heldout_prompts.txt"
 
-THINGS = ["a bicycle", "a refrigerator", "a rainbow", "the internet", "a vaccine", "a volcano", "a compass", "an airplane wing",
-          "a battery", "photosynthesis", "a credit card", "a microwave oven", "the heart", "a solar panel", "a camera",
-          "a thermostat", "a lock and key", "a search engine", "a bridge", "a telescope", "a washing machine", "a piano",
-          "an elevator", "a hydroelectric dam", "a GPS receiver", "a spreadsheet", "a library catalogue", "a seed",
-          "the immune system", "a wind turbine", "a printing press", "a clock", "money", "a recipe", "a river delta"]
-CONCEPTS = ["gravity", "inflation", "democracy", "a prime number", "machine learning", "entropy", "evolution", "a black hole",
-            "recursion", "supply and demand", "climate change", "the water cycle", "a metaphor", "compound interest",
-            "photosynthesis", "a database index", "an algorithm", "friction", "the placebo effect", "a haiku",
-            "plate tectonics", "a fraction", "the scientific method", "a budget", "encryption", "a food chain",
-            "an ecosystem", "the Renaissance", "a variable in programming", "sleep", "a vowel", "an election"]
+THINGS = ["a bicycle", "a refrigerator", "a rainbow", "the internet", "a vaccine", "a volcano", "a compass",
+          "an airplane wing", "a battery", "photosynthesis", "a credit card", "a microwave oven", "the heart",
+          "a solar panel", "a camera", "a thermostat", "a lock and key", "a search engine", "a bridge", "a telescope",
+          "a washing machine", "a piano", "an elevator", "a hydroelectric dam", "a GPS receiver", "a spreadsheet",
+          "a library catalogue", "a seed", "the immune system", "a wind turbine", "a printing press", "a clock",
+          "money", "a recipe", "a river delta"]
+CONCEPTS = ["gravity", "inflation", "democracy", "a prime number", "machine learning", "entropy", "evolution",
+            "a black hole", "recursion", "supply and demand", "climate change", "the water cycle", "a metaphor",
+            "compound interest", "photosynthesis", "a database index", "an algorithm", "friction", "the placebo effect",
+            "a haiku", "plate tectonics", "a fraction", "the scientific method", "a budget", "encryption",
+            "a food chain", "an ecosystem", "the Renaissance", "a variable in programming", "sleep", "a vowel",
+            "an election"]
 TASKS = ["make a cup of tea", "plant a tomato seedling", "write a cover letter", "prepare for a job interview",
          "learn to juggle", "clean a laptop keyboard", "start a vegetable garden", "plan a birthday party",
          "save money on groceries", "train for a 5 km run", "make fresh pasta", "change a flat tyre",
@@ -47,29 +49,35 @@ CODE_TASKS = ["reverses a string", "checks whether a number is prime", "counts t
               "sorts a list of dictionaries by a key", "counts vowels in a string", "computes the mean of a list"]
 LANGUAGES = ["Python", "JavaScript", "SQL", "Python", "Python"]
 LISTS = ["fruits and their colours", "tips for better sleep", "ways to reduce plastic waste", "famous scientists",
-         "board games for families", "healthy breakfast ideas", "reasons to learn history", "animals that live in the ocean",
-         "questions to ask at a job interview", "things to do on a rainy day", "common programming mistakes",
-         "European capitals", "uses of a paper clip", "benefits of reading", "kitchen tools every cook needs",
-         "features of a good website", "safety rules for a science lab", "ways to say thank you"]
-SENTENCES = ["The weather is beautiful today.", "Where is the nearest train station?", "I would like a cup of coffee, please.",
-             "My brother works in a hospital.", "We are going to the beach tomorrow.", "This book is very interesting.",
-             "Can you help me with my homework?", "The museum opens at nine o'clock.", "I have lived here for five years.",
-             "Please close the window, it is cold.", "How much does this jacket cost?", "The children are playing outside."]
+         "board games for families", "healthy breakfast ideas", "reasons to learn history",
+         "animals that live in the ocean", "questions to ask at a job interview", "things to do on a rainy day",
+         "common programming mistakes", "European capitals", "uses of a paper clip", "benefits of reading",
+         "kitchen tools every cook needs", "features of a good website", "safety rules for a science lab",
+         "ways to say thank you"]
+SENTENCES = ["The weather is beautiful today.", "Where is the nearest train station?",
+             "I would like a cup of coffee, please.", "My brother works in a hospital.",
+             "We are going to the beach tomorrow.", "This book is very interesting.",
+             "Can you help me with my homework?", "The museum opens at nine o'clock.",
+             "I have lived here for five years.", "Please close the window, it is cold.",
+             "How much does this jacket cost?", "The children are playing outside."]
 FOREIGN = ["Guten Morgen, wie geht es dir heute?", "Je voudrais réserver une table pour deux personnes.",
            "El perro duerme debajo de la mesa.", "Ich habe heute keine Zeit, aber morgen gerne.",
            "Il fait très chaud cet été.", "¿Dónde está la biblioteca?", "Wir fahren am Wochenende in die Berge.",
-           "La vie est belle quand on partage.", "Mi hermana estudia medicina en Madrid.", "Das Essen war ausgezeichnet."]
+           "La vie est belle quand on partage.", "Mi hermana estudia medicina en Madrid.",
+           "Das Essen war ausgezeichnet."]
 TARGET_LANGUAGES = ["French", "Spanish", "German"]
 CHARACTERS = ["a lost dog", "a young inventor", "a lighthouse keeper", "a shy dragon", "an old fisherman", "a robot",
-              "a girl who can talk to birds", "a baker", "two rival chess players", "a cat on a train", "a time traveller",
-              "a grandmother and her garden"]
-EVENTS = ["finds a mysterious map", "has to cross a frozen lake", "meets a stranger at midnight", "loses something precious",
-          "wins an unexpected prize", "learns to be brave", "builds something new", "gets lost in a big city"]
+              "a girl who can talk to birds", "a baker", "two rival chess players", "a cat on a train",
+              "a time traveller", "a grandmother and her garden"]
+EVENTS = ["finds a mysterious map", "has to cross a frozen lake", "meets a stranger at midnight",
+          "loses something precious", "wins an unexpected prize", "learns to be brave", "builds something new",
+          "gets lost in a big city"]
 QUESTION_FORMS = ["What is {c}?", "Explain {c} in simple terms.", "Why does {c} matter?", "Give an example of {c}.",
                   "Explain {c} to a ten-year-old.", "What are common misconceptions about {c}?"]
 THING_FORMS = ["Explain how {t} works.", "Describe {t} in three sentences.", "What are the main parts of {t}?",
                "Write a short paragraph about the history of {t}."]
-TASK_FORMS = ["Give step-by-step instructions to {t}.", "What is the best way to {t}?", "I want to {t}. Where do I start?"]
+TASK_FORMS = ["Give step-by-step instructions to {t}.", "What is the best way to {t}?",
+              "I want to {t}. Where do I start?"]
 LIST_FORMS = ["List five {x}.", "Give me a list of {x}.", "Name three {x} and say one thing about each."]
 EVERYDAY_PROMPTS = 1100  # drawn from the everyday forms above (about 20 minutes of the target's answers on 2 cores)
 MATERIAL_FORMS = ["Summarize the following text in two sentences:\n\n{p}", "Continue this text:\n\n{p}",
@@ -79,35 +87,40 @@ MATERIAL_FORMS = ["Summarize the following text in two sentences:\n\n{p}", "Cont
 # (the first draft, distilled on the 803 prompts above alone, accepted 0.76 of its training prompts' tokens
 # but 0.32 of held-out ones).
 TOPICS = ["dolphins", "the moon", "coffee", "the Roman Empire", "volcanoes", "electric cars", "wasps",
-          "the Olympic Games", "chocolate", "earthquakes", "the Great Wall of China", "owls", "tea ceremonies", "glaciers",
-          "the human brain", "deserts", "the violin", "coral reefs", "the Eiffel Tower", "wolves", "rainforests",
-          "the printing of money", "bicycles in cities", "the ancient Egyptians", "penicillin", "lightning", "sharks",
-          "the Amazon river", "jazz music", "yoga", "the stock market", "recycling", "dinosaurs", "the Moon landing",
-          "elephants", "the Vikings", "pizza", "tornadoes", "the Mona Lisa", "honey badgers", "tides", "the Sahara",
-          "public libraries", "the Industrial Revolution", "octopuses", "bread making", "the Northern Lights", "kangaroos",
-          "video games", "the Silk Road", "mushrooms", "the ozone layer", "marathons", "the Great Barrier Reef",
-          "origami", "the Titanic", "hummingbirds", "cheese", "the Pyramids", "bamboo", "smartphones", "whales",
-          "the French Revolution", "snowflakes", "football", "the Internet of Things", "rice farming", "comets",
-          "the Sistine Chapel", "seals", "table tennis", "the metric system", "ants",
-          "public transport", "the Renaissance painters", "tsunamis", "bats", "spices", "the human skeleton", "deserts at night",
-          "sign language", "the Moon's phases", "hot air balloons", "the piano's history", "tigers", "vaccination campaigns",
-          "solar eclipses", "the Arctic", "coffee shops", "robots in factories", "the ancient Greeks", "sleep in animals",
-          "wind power", "trains", "museums", "forests in autumn", "the first computers", "opera", "camels", "clouds"]
-TOPIC_FORMS = ["Tell me about {t}.", "Write a short paragraph about {t}.", "What are three interesting facts about {t}?",
-               "Explain {t} to a child.", "Why are people interested in {t}?", "Write a short poem about {t}.",
-               "Write a limerick about {t}.", "Give me a quiz question about {t} and its answer.",
-               "What would a beginner want to know about {t}?", "Summarize what you know about {t} in three sentences.",
-               "Write a tweet about {t}.", "Describe {t} to someone who has never heard of it."]
-SITUATIONS = ["a friend who moved to another city", "a colleague who helped you with a project", "a teacher at the end of the year",
-              "a hotel about a lost umbrella", "a company about a late delivery", "a landlord about a broken heater",
-              "a team before a big match", "a customer who waited too long", "a neighbour who lent you a ladder",
-              "a school about a field trip", "a library about an overdue book", "a cousin about a family reunion"]
+          "the Olympic Games", "chocolate", "earthquakes", "the Great Wall of China", "owls", "tea ceremonies",
+          "glaciers", "the human brain", "deserts", "the violin", "coral reefs", "the Eiffel Tower", "wolves",
+          "rainforests", "the printing of money", "bicycles in cities", "the ancient Egyptians", "penicillin",
+          "lightning", "sharks", "the Amazon river", "jazz music", "yoga", "the stock market", "recycling", "dinosaurs",
+          "the Moon landing", "elephants", "the Vikings", "pizza", "tornadoes", "the Mona Lisa", "honey badgers",
+          "tides", "the Sahara", "public libraries", "the Industrial Revolution", "octopuses", "bread making",
+          "the Northern Lights", "kangaroos", "video games", "the Silk Road", "mushrooms", "the ozone layer",
+          "marathons", "the Great Barrier Reef", "origami", "the Titanic", "hummingbirds", "cheese", "the Pyramids",
+          "bamboo", "smartphones", "whales", "the French Revolution", "snowflakes", "football",
+          "the Internet of Things", "rice farming", "comets", "the Sistine Chapel", "seals", "table tennis",
+          "the metric system", "ants", "public transport", "the Renaissance painters", "tsunamis", "bats", "spices",
+          "the human skeleton", "deserts at night", "sign language", "the Moon's phases", "hot air balloons",
+          "the piano's history", "tigers", "vaccination campaigns", "solar eclipses", "the Arctic", "coffee shops",
+          "robots in factories", "the ancient Greeks", "sleep in animals", "wind power", "trains", "museums",
+          "forests in autumn", "the first computers", "opera", "camels", "clouds"]
+TOPIC_FORMS = ["Tell me about {t}.", "Write a short paragraph about {t}.",
+               "What are three interesting facts about {t}?", "Explain {t} to a child.",
+               "Why are people interested in {t}?", "Write a short poem about {t}.", "Write a limerick about {t}.",
+               "Give me a quiz question about {t} and its answer.", "What would a beginner want to know about {t}?",
+               "Summarize what you know about {t} in three sentences.", "Write a tweet about {t}.",
+               "Describe {t} to someone who has never heard of it."]
+SITUATIONS = ["a friend who moved to another city", "a colleague who helped you with a project",
+              "a teacher at the end of the year", "a hotel about a lost umbrella", "a company about a late delivery",
+              "a landlord about a broken heater", "a team before a big match", "a customer who waited too long",
+              "a neighbour who lent you a ladder", "a school about a field trip", "a library about an overdue book",
+              "a cousin about a family reunion"]
 SITUATION_FORMS = ["Write a short email to {s}.", "Write a thank-you note to {s}.", "Write a friendly message to {s}."]
-SCENES = ["a busy market in the morning", "a quiet beach at sunset", "a train station at night", "a kitchen before a holiday dinner",
-          "a mountain village after snow", "a school playground at noon", "a city park in spring", "a thunderstorm over a lake",
-          "an old bookshop", "a football stadium on match day", "a farm at dawn", "a rainy afternoon in a cafe"]
-DIALOGUES = ["a doctor and a patient", "two friends planning a trip", "a teacher and a student", "a shopkeeper and a tourist",
-             "a librarian and a child", "a pilot and a passenger", "a chef and a new cook", "two neighbours about a lost cat"]
+SCENES = ["a busy market in the morning", "a quiet beach at sunset", "a train station at night",
+          "a kitchen before a holiday dinner", "a mountain village after snow", "a school playground at noon",
+          "a city park in spring", "a thunderstorm over a lake", "an old bookshop", "a football stadium on match day",
+          "a farm at dawn", "a rainy afternoon in a cafe"]
+DIALOGUES = ["a doctor and a patient", "two friends planning a trip", "a teacher and a student",
+             "a shopkeeper and a tourist", "a librarian and a child", "a pilot and a passenger",
+             "a chef and a new cook", "two neighbours about a lost cat"]
 COMPARISONS = [("cats", "dogs"), ("tea", "coffee"), ("trains", "planes"), ("books", "films"), ("summer", "winter"),
                ("cities", "villages"), ("email", "letters"), ("running", "swimming"), ("Python", "JavaScript"),
                ("the sun", "the moon"), ("rivers", "lakes"), ("paper books", "e-readers"), ("walking", "cycling")]
@@ -174,11 +187,13 @@ def prompts(rng: random.Random) -> list[str]:
     out += [f"Write a short poem about {t}." for t in THINGS[:20]]
     everyday = [form.format(t=t) for t in TOPICS for form in TOPIC_FORMS]
     everyday += [form.format(s=s) for s in SITUATIONS for form in SITUATION_FORMS]
-    everyday += [f"Describe {scene}." for scene in SCENES] + [f"Write a short story set in {scene}." for scene in SCENES]
+    everyday += ([f"Describe {scene}." for scene in SCENES]
+                 + [f"Write a short story set in {scene}." for scene in SCENES])
     everyday += [f"Write a short dialogue between {who}." for who in DIALOGUES]
     everyday += [f"What are the differences between {a} and {b}?" for a, b in COMPARISONS]
     everyday += [f"Compare {a} and {b} in a short paragraph." for a, b in COMPARISONS]
-    everyday += [f"{problem} What should I do?" for problem in ADVICE] + [f"{problem} Give me three tips." for problem in ADVICE]
+    everyday += ([f"{problem} What should I do?" for problem in ADVICE]
+                 + [f"{problem} Give me three tips." for problem in ADVICE])
     out += rng.sample(everyday, min(len(everyday), EVERYDAY_PROMPTS))
     material = python_material()
     out += [rng.choice(MATERIAL_FORMS).format(p=p) for p in material]

@@ -11,7 +11,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from .registry import DRAFTERS, RULES, drafter_spec
+from specviz.drafters.registry import DRAFTERS, RULES, drafter_spec
 
 EMBEDDED, EMBEDDED_DRAFT = "embedded", "embedded-draft"  # the shipped pair's model specs
 TREE_MODES = ("constant", "beam")  # RSD-C (constant branching) | RSD-S (stochastic beam search)
@@ -89,15 +89,18 @@ class DecodeConfig:
     skip_layers: tuple[int, ...] | None = param(None, label="Layers to skip", widget="text", section="Models",
                                                 help="layer-skip drafter: comma-separated layer numbers, e.g. 10,11,12 "
                                                      "(default: the two middle layers)")
-    exit_threshold: float = param(0.0, label="Adaptive draft exit threshold", section="Models", low=0.0, high=1.0, step=0.05,
-                                  help="layer-skip: stop drafting when the draft's top-1 probability falls below this (0 = off)")
+    exit_threshold: float = param(0.0, label="Adaptive draft exit threshold", section="Models", low=0.0, high=1.0,
+                                  step=0.05,
+                                  help="layer-skip: stop drafting when the draft's top-1 probability falls below this "
+                                       "(0 = off)")
     ngram_max: int = param(3, label="n-gram length", section="Models", low=1, high=8,
                            help="n-gram drafter: the longest suffix looked up in earlier text")
     tree_mode: str = param("constant", label="Tree", widget="radio", section="Models", choices=TREE_MODES,
                            choice_labels=("RSD-C: constant branching", "RSD-S: stochastic beam"),
-                           help="tree drafter: constant branching (RSD-C, Gumbel-top-k) or beam (RSD-S, stochastic beam search)")
-    branching: int = param(2, label="Branching factor (RSD-C)", section="Models", low=1, high=8, when=("tree_mode", "constant"),
-                           help="tree drafter, constant mode: children per node")
+                           help="tree drafter: constant branching (RSD-C, Gumbel-top-k) or beam "
+                                "(RSD-S, stochastic beam search)")
+    branching: int = param(2, label="Branching factor (RSD-C)", section="Models", low=1, high=8,
+                           when=("tree_mode", "constant"), help="tree drafter, constant mode: children per node")
     tree_depth: int = param(3, label="Tree depth (draft iterations)", section="Models", low=1, high=GAMMA_MAX,
                             help="tree drafter: draft iterations, the tree's depth")
     beam_width: int = param(4, label="Beam width (RSD-S)", section="Models", low=1, high=32, when=("tree_mode", "beam"),
@@ -105,29 +108,33 @@ class DecodeConfig:
     rule: str = param("greedy", label="Rule", widget="radio", choices=tuple(RULES),
                       choice_labels=tuple(s.label for s in RULES.values()),
                       help="verification rule: " + " · ".join(f"{s.label}: {s.help}" for s in RULES.values()))
-    # 2: on a 2-core CPU the target's pass over gamma + 1 = 5 tokens costs 1.6 one-token steps, so gamma 4 loses
+    # 2: on a small CPU the target's pass over gamma + 1 tokens costs clearly more than one one-token step,
+    # so a larger gamma loses
     gamma: int = param(2, label="Block size γ (drafted tokens per round)", low=1, high=GAMMA_MAX,
                        help="tokens drafted per round (block size)")
     beta: int = param(3, label="β (target's top tokens a draft may be)", low=1, high=BETA_MAX,
                       help="top-beta: a drafted token must be among the target's beta best (SpecDec)")
-    tau: float = param(5.0, label="τ (max log p(top1) − log p(token))", low=0.0, high=math.inf, shown=(0.0, 10.0), step=0.1,
-                       help="top-beta: max log p(top1) - log p(token) (SpecDec's tolerance)")
+    tau: float = param(5.0, label="τ (max log p(top1) − log p(token))", low=0.0, high=math.inf, shown=(0.0, 10.0),
+                       step=0.1, help="top-beta: max log p(top1) - log p(token) (SpecDec's tolerance)")
     temperature: float = param(1.0, label="Temperature", low=0.0, high=100.0, shown=(0.0, 2.0), step=0.05,
                                help="sampling: temperature applied to both p and q (0 = argmax)")
     top_k: int = param(0, label="Top-k (0 = off)", low=0, high=10**7, shown=(0, 200),
                        help="sampling: keep the k most likely tokens of p and q (0 = off)")
     top_p: float = param(1.0, label="Top-p", low=0.0, high=1.0, low_open=True, shown=(0.05, 1.0), step=0.05,
                          help="sampling: nucleus mass of p and q, in (0, 1] (1 = off)")
-    seed: int = param(0, label="Seed", widget="number", low=0, high=2**63 - 1, help="seeds every random draw, so a config reproduces its trace")
+    seed: int = param(0, label="Seed", widget="number", low=0, high=2**63 - 1,
+                      help="seeds every random draw, so a config reproduces its trace")
     max_new_tokens: int = param(32, label="Max new tokens", low=1, high=MAX_NEW_TOKENS_MAX, shown=(1, 256),
                                 help="stop after this many new tokens")
     chat_template: bool = param(True, label="Apply the chat template", widget="checkbox", section="Prompt",
                                 help="wrap a text prompt in the tokenizer's chat template if it has one")
     parallel_weights: str | None = param(None, label="Parallel drafter weights", widget="none", url=False,
-                                         help="blockwise / maskquery: a trained weights file (default: the shipped one)")
+                                         help="blockwise / maskquery: a trained weights file "
+                                              "(default: the shipped one)")
     top_n: int = param(10, label="Top tokens recorded", widget="none", url=False, low=1, high=TOP_N_MAX,
                        help="how many top tokens of each distribution a trace records")
-    device: str = param("auto", label="Device", widget="none", url=False, help="auto (CUDA if available), cpu, cuda, cuda:N")
+    device: str = param("auto", label="Device", widget="none", url=False,
+                        help="auto (CUDA if available), cpu, cuda, cuda:N")
     dtype: str = param("float32", label="Precision", widget="radio", section="Models", choices=DTYPES,
                        choice_labels=("float32 (exact)", "bfloat16", "float16"),
                        help="the models' weights and activations; every probability a rule uses is float32 either way. "
@@ -145,9 +152,11 @@ class DecodeConfig:
             f"drafter {self.drafter!r} needs a draft model (--draft); only the embedded target has a built-in one",
         )
         _check(self.tree_nodes() <= TREE_NODES_MAX,
-               f"the draft tree would have {self.tree_nodes()} nodes; the limit is {TREE_NODES_MAX} (lower branching or depth)")
+               f"the draft tree would have {self.tree_nodes()} nodes; the limit is {TREE_NODES_MAX} "
+               "(lower branching or depth)")
         if self.skip_layers is not None:
-            _check(all(isinstance(i, int) and i >= 0 for i in self.skip_layers), "skip_layers must be layer indices >= 0")
+            _check(all(isinstance(i, int) and i >= 0 for i in self.skip_layers),
+                   "skip_layers must be layer indices >= 0")
         return self
 
     @property
@@ -191,37 +200,6 @@ def field_params() -> dict[str, Param]:
 def field_type(name: str) -> str:
     """The field's annotation as written, e.g. "int", "float", "str | None", "tuple[int, ...] | None"."""
     return next(f.type for f in dataclasses.fields(DecodeConfig) if f.name == name)
-
-
-def parse_value(name: str, raw: str):
-    """A field's value from text (a URL parameter, a CLI option, a text box); ValueError if malformed.
-
-    Empty text means None for optional fields; skip_layers is comma-separated; booleans are 1/0/true/false."""
-    kind, text = field_type(name), raw.strip()
-    if "None" in kind and text.lower() in ("", "auto", "none"):
-        return None
-    if kind.startswith("tuple[int"):
-        return tuple(int(x) for x in text.replace(" ", "").split(",") if x)
-    if kind == "bool":
-        if text.lower() not in ("1", "0", "true", "false"):
-            raise ValueError(f"{name} must be 1, 0, true or false")
-        return text.lower() in ("1", "true")
-    if kind.startswith("int"):
-        return int(text)
-    if kind == "float":
-        return float(text)
-    return raw
-
-
-def format_value(value) -> str:
-    """The text :func:`parse_value` reads back as ``value``."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, tuple):
-        return ",".join(map(str, value))
-    return str(value)
 
 
 def _check_described(name: str, value, described: Param) -> None:

@@ -23,82 +23,17 @@ import dataclasses
 import hashlib
 import itertools
 import logging
-import sys
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Any
 
-import numpy as np
-import pandas as pd
-import torch
+from specviz.store import ByteBoundedStore
 
 log = logging.getLogger(__name__)
 ProgressFn = Callable[..., None]  # on_progress(done, total, text=None)
 Compute = Callable[[ProgressFn], Any]
-ARRAY_HEADER_BYTES = 112  # a numpy array's object header (its sys.getsizeof counts an owned buffer too)
-
-
-def approx_bytes(value: Any) -> int:
-    """An estimate of the memory ``value`` holds, following containers, dataclasses and arrays.
-
-    Shared sub-objects are counted once. Tensors, numpy arrays and data frames count their buffers.
-    """
-    seen: set[int] = set()
-    stack, total = [value], 0
-    while stack:
-        item = stack.pop()
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
-        if isinstance(item, torch.Tensor):
-            total += item.element_size() * item.nelement() + sys.getsizeof(item)
-        elif isinstance(item, np.ndarray):
-            total += item.nbytes + ARRAY_HEADER_BYTES
-        elif isinstance(item, pd.DataFrame | pd.Series):
-            total += int(np.sum(item.memory_usage(deep=True)))
-        else:
-            total += sys.getsizeof(item)
-            if isinstance(item, dict):
-                stack.extend(item.keys())
-                stack.extend(item.values())
-            elif isinstance(item, list | tuple | set | frozenset):
-                stack.extend(item)
-            elif dataclasses.is_dataclass(item) and not isinstance(item, type):
-                stack.extend(getattr(item, f.name) for f in dataclasses.fields(item))
-            elif hasattr(item, "__dict__") and not isinstance(item, type):
-                stack.append(vars(item))
-    return total
-
-
-class ByteBoundedStore:
-    """A least-recently-used map whose values' estimated sizes sum to at most ``max_bytes``."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes, self.lock = max_bytes, threading.Lock()
-        self.items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
-        self.bytes = 0
-
-    def get(self, key: Hashable) -> Any | None:
-        with self.lock:
-            if key not in self.items:
-                return None
-            self.items.move_to_end(key)
-            return self.items[key][0]
-
-    def put(self, key: Hashable, value: Any) -> bool:
-        """Store ``value`` (evicting the least recently used); False when it alone exceeds the bound."""
-        size = approx_bytes(value)
-        with self.lock:
-            if key in self.items:
-                self.bytes -= self.items.pop(key)[1]
-            if size > self.max_bytes:
-                return False
-            self.items[key], self.bytes = (value, size), self.bytes + size
-            while self.bytes > self.max_bytes:
-                self.bytes -= self.items.popitem(last=False)[1][1]
-            return True
 
 
 @dataclasses.dataclass
@@ -147,7 +82,8 @@ class SharedWork:
         self.durations: dict[str, list[float]] = {}  # label -> recent run times, for estimates
         self.computed: dict[str, int] = {}  # key_digest(key) -> times computed (small, whatever the keys hold)
         self.numbers = itertools.count()
-        self.threads = [threading.Thread(target=self._work, name=f"specviz-work-{i}", daemon=True) for i in range(workers)]
+        self.threads = [threading.Thread(target=self._work, name=f"specviz-work-{i}", daemon=True)
+                        for i in range(workers)]
         for thread in self.threads:
             thread.start()
 
@@ -250,8 +186,8 @@ class SharedWork:
 
     def _finish(self, job: Job, result: Any, error: str | None) -> None:
         seconds = time.monotonic() - job.started
-        log.info("computed %s %s in %.2f s for %d session(s)%s", job.label, key_digest(job.key), seconds, len(job.waiters),
-                 "" if error is None else f": {error}")
+        log.info("computed %s %s in %.2f s for %d session(s)%s", job.label, key_digest(job.key), seconds,
+                 len(job.waiters), "" if error is None else f": {error}")
         with self.lock:
             self.running.remove(job)
             del self.jobs[job.key]

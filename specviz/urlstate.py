@@ -2,7 +2,8 @@
 
 Pure functions over a ``{name: str}`` mapping (no streamlit): parse every known parameter, keep
 the valid ones, and explain each value that was malformed or out of range (it falls back to the
-default). Only non-default values are written, so shared links stay short.
+default). Only non-default values are written, so shared links stay short. The text form of a value
+(:func:`parse_value`, :func:`format_value`) is the CLI's and the sidebar's text boxes' too.
 """
 
 from __future__ import annotations
@@ -10,13 +11,46 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from .config import ConfigError, DecodeConfig, field_params, format_value, parse_value
+from specviz.config import ConfigError, DecodeConfig, field_params, field_type
+
+
+def parse_value(name: str, raw: str):
+    """A field's value from text (a URL parameter, a CLI option, a text box); ValueError if malformed.
+
+    Empty text means None for optional fields; skip_layers is comma-separated; booleans are 1/0/true/false."""
+    kind, text = field_type(name), raw.strip()
+    if "None" in kind and text.lower() in ("", "auto", "none"):
+        return None
+    if kind.startswith("tuple[int"):
+        return tuple(int(x) for x in text.replace(" ", "").split(",") if x)
+    if kind == "bool":
+        if text.lower() not in ("1", "0", "true", "false"):
+            raise ValueError(f"{name} must be 1, 0, true or false")
+        return text.lower() in ("1", "true")
+    if kind.startswith("int"):
+        return int(text)
+    if kind == "float":
+        return float(text)
+    return raw
+
+
+def format_value(value) -> str:
+    """The text :func:`parse_value` reads back as ``value``."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    return str(value)
+
 
 # Settable from a URL: the fields whose Param allows it (not the device, the recorded top-N or a
 # weights path: those are the server's business). Applied in this order, each checked with those
 # before it: the draft and the drafter come before the target, so a link naming a new target and its
 # draft is valid at every step.
-URL_FIELDS = ("draft", "drafter") + tuple(name for name, p in field_params().items() if p.url and name not in ("draft", "drafter"))
+URL_FIELDS = ("draft", "drafter") + tuple(name for name, p in field_params().items()
+                                          if p.url and name not in ("draft", "drafter"))
 PROMPT_CHARS_MAX = 4000
 
 
@@ -32,7 +66,8 @@ def _whole_link(params: Mapping[str, str], defaults: DecodeConfig) -> DecodeConf
     """Every URL field applied at once, if they parse and validate together (values that are only valid
     together, such as a wide tree with a shallow depth, need this); None otherwise."""
     try:
-        config = defaults.replace(**{name: parse_value(name, str(params[name])) for name in URL_FIELDS if name in params})
+        config = defaults.replace(**{name: parse_value(name, str(params[name]))
+                                     for name in URL_FIELDS if name in params})
         return config.validated()
     except (ValueError, ConfigError):
         return None

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from specviz.engine import ModelPair
-from specviz.models import load_model
-from specviz.tiny import make_tiny_pair
+from specviz.models.loading import load_model
+from tests.tiny import make_tiny_pair
 
 
 @pytest.fixture(scope="session")
@@ -47,5 +47,6 @@ def target_greedy(loaded, prompt_ids: list[int], max_new_tokens: int) -> list[in
     """The target's own greedy decoding through transformers' generate."""
     ids = torch.tensor([prompt_ids])
     with torch.inference_mode():
-        out = loaded.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens)
+        out = loaded.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                    max_new_tokens=max_new_tokens)
     return out[0, len(prompt_ids):].tolist()

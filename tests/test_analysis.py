@@ -7,12 +7,13 @@ import pandas as pd
 import pytest
 import torch
 
-from specviz import analysis, figures
+from specviz.analysis import cost, metrics, rules, sweep, timing, tree_vs_chain
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
-from specviz.forwards import KVCachedSequence, full_forward
-from specviz.tables import token_table
-from specviz.distributions import softmax32
+from specviz.models.forwards import KVCachedSequence, full_forward
+from specviz.presentation import figures
+from specviz.presentation.tables import token_table
+from specviz.rules.distributions import softmax32
 
 PROMPT = [3, 7, 5, 9, 3, 7]
 
@@ -32,12 +33,12 @@ def test_acceptance_by_position_matches_the_token_table(trace):
     table = token_table(trace)
     drafted = table[table.kind.isin(["accepted draft", "rejected draft"])]
     expected = drafted.groupby("position").apply(lambda g: (g.kind == "accepted draft").mean(), include_groups=False)
-    got = analysis.acceptance_by_position(trace).set_index("position").acceptance_rate
+    got = metrics.acceptance_by_position(trace).set_index("position").acceptance_rate
     assert np.allclose(got.sort_index().values, expected.sort_index().values)
 
 
 def test_tokens_per_round_histogram_adds_up(trace):
-    hist = analysis.tokens_per_round(trace)
+    hist = metrics.tokens_per_round(trace)
     assert hist.rounds.sum() == trace.stats.rounds
     assert (hist.tokens * hist.rounds).sum() == trace.stats.new_tokens
 
@@ -53,7 +54,7 @@ def test_sampling_alpha_is_the_overlap_recomputed_from_the_models(config, tiny_p
 
 
 def test_theory_uses_the_realised_block_of_every_round(trace):
-    check = analysis.theory_check(trace)
+    check = metrics.theory_check(trace)
     blocks = [len(r.draft) for r in trace.rounds]
     assert list(check.blocks) == blocks and min(blocks) < trace.config.gamma  # the last round is clipped
     expected = sum(sum(check.alpha**i for i in range(k + 1)) for k in blocks) / len(blocks)
@@ -70,11 +71,12 @@ def test_deterministic_rules_alpha_is_whether_the_drafts_argmax_passes(config, t
 
 
 def test_accepted_lengths_and_vllm_mean_acceptance_length(trace):
-    lengths = analysis.accepted_lengths(trace)
+    lengths = metrics.accepted_lengths(trace)
     drafting = [r for r in trace.rounds if r.draft]
     assert lengths.rounds.sum() == len(drafting)
-    assert 1 + (lengths.accepted * lengths.rounds).sum() / len(drafting) == pytest.approx(trace.stats.mean_acceptance_length)
-    by_position = analysis.acceptance_by_position(trace)
+    assert 1 + (lengths.accepted * lengths.rounds).sum() / len(drafting) == pytest.approx(
+        trace.stats.mean_acceptance_length)
+    by_position = metrics.acceptance_by_position(trace)
     first = by_position.iloc[0]
     assert first.accepted_per_draft == pytest.approx(first.accepted / len(drafting))
 
@@ -86,7 +88,7 @@ def test_compare_rules_agrees_with_the_engine_on_its_own_round(tiny_dirs, tiny_p
     trace = speculative_decode(config, prompt_ids=PROMPT, pair=tiny_pair)
     for rnd in (r for r in trace.rounds if r.draft):
         prefix = trace.prompt_ids + trace.output_ids[: rnd.prefix_len - len(PROMPT)]
-        table = analysis.compare_rules_on_draft(config, tiny_pair, prefix, [p.token_id for p in rnd.draft])
+        table = rules.compare_rules_on_draft(config, tiny_pair, prefix, [p.token_id for p in rnd.draft])
         greedy = table[table.rule == "greedy"].status.tolist()
         assert greedy == [p.status for p in rnd.draft]
         beta1 = table[table.rule.str.startswith("top-β β=1 ")].status.tolist()
@@ -96,13 +98,13 @@ def test_compare_rules_agrees_with_the_engine_on_its_own_round(tiny_dirs, tiny_p
 def test_lossy_departures_beta_one_never_departs(tiny_dirs, tiny_pair):
     config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", gamma=4,
                           max_new_tokens=16, tau=100.0, device="cpu")
-    table = analysis.lossy_departures(config, tiny_pair, PROMPT)
+    table = rules.lossy_departures(config, tiny_pair, PROMPT)
     assert table.loc[table.beta == 1, "same_as_target"].item()
     assert list(table.beta) == [1, 2, 3, 4, 5]
 
 
 def test_verification_mask_is_causal_over_prefix_and_draft():
-    mask = analysis.verification_mask(prefix_len=5, gamma=3)
+    mask = timing.verification_mask(prefix_len=5, gamma=3)
     assert mask.shape == (4, 8)
     assert mask[0].tolist() == [1] * 5 + [0] * 3  # the last prefix token sees the prefix only
     assert mask[3].tolist() == [1] * 8  # the bonus position sees every drafted token
@@ -110,13 +112,14 @@ def test_verification_mask_is_causal_over_prefix_and_draft():
 
 
 def test_verification_timing_and_cost_ratio(config, tiny_pair):
-    timing = analysis.verification_timing(tiny_pair, PROMPT, [4, 5, 6, 7], repeats=3)
-    assert timing["parallel_ms"] > 0 and timing["sequential_ms"] > 0 and timing["gamma"] == 4
-    assert timing["repeats"] == 3 and timing["tokens"] == 5  # as in a round: the last committed token and the 4 drafts, p at all 5
-    one_token_prefix = analysis.verification_timing(tiny_pair, PROMPT[:1], [4, 5], repeats=1)
+    measured = timing.verification_timing(tiny_pair, PROMPT, [4, 5, 6, 7], repeats=3)
+    assert measured["parallel_ms"] > 0 and measured["sequential_ms"] > 0 and measured["gamma"] == 4
+    # as in a round: the last committed token and the 4 drafts, p at all 5
+    assert measured["repeats"] == 3 and measured["tokens"] == 5
+    one_token_prefix = timing.verification_timing(tiny_pair, PROMPT[:1], [4, 5], repeats=1)
     assert one_token_prefix["tokens"] == 3 and one_token_prefix["parallel_ms"] > 0
-    assert analysis.cost_ratio(config.replace(drafter="ngram"), tiny_pair, PROMPT) == 0.0
-    assert analysis.cost_ratio(config, tiny_pair, PROMPT) > 0
+    assert cost.cost_ratio(config.replace(drafter="ngram"), tiny_pair, PROMPT) == 0.0
+    assert cost.cost_ratio(config, tiny_pair, PROMPT) > 0
 
 
 @pytest.mark.parametrize("prefix_len", [1, 3])
@@ -143,7 +146,7 @@ def test_parallel_arrows_label_the_pass_and_the_one_token_passes():
 def test_tree_vs_chain_same_greedy_output_fewer_passes_per_token(tiny_dirs, tiny_pair):
     config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="tree", rule="greedy",
                           branching=2, tree_depth=3, max_new_tokens=24, device="cpu")
-    table = analysis.tree_vs_chain(config, tiny_pair, PROMPT)
+    table = tree_vs_chain.tree_vs_chain(config, tiny_pair, PROMPT)
     assert list(table.method) == ["tree RSD-C", "chain, γ = depth = 3", "chain, γ = tree budget = 14"]
     assert (table.new_tokens == 24).all()  # greedy: the same output whatever the drafting
     assert (table.target_passes == table.rounds).all()
@@ -154,23 +157,27 @@ def test_tree_vs_chain_same_greedy_output_fewer_passes_per_token(tiny_dirs, tiny
 
 def test_gamma_sweep_progress_counts_its_real_steps(config, tiny_pair):
     calls = []
-    table, c = analysis.gamma_sweep(config.replace(rule="greedy", max_new_tokens=10), tiny_pair, PROMPT, [1, 2, 4],
+    table, c = sweep.gamma_sweep(config.replace(rule="greedy", max_new_tokens=10), tiny_pair, PROMPT, [1, 2, 4],
                                        lambda done, total, text: calls.append((done, total, text)))
-    assert {total for _, total, _ in calls} == {3 + 2}  # three block sizes (each with its baseline), c, the verification costs
+    # three block sizes (each with its baseline), c, the verification costs
+    assert {total for _, total, _ in calls} == {3 + 2}
     assert calls[-1][0] == calls[-1][1] and [done for done, _, _ in calls] == sorted(done for done, _, _ in calls)
-    assert [text for _, _, text in calls if "γ =" in text] == [f"γ = {g} ({i} of 3 block sizes)" for i, g in enumerate((1, 2, 4), 1)]
+    assert [text for _, _, text in calls if "γ =" in text] == [f"γ = {g} ({i} of 3 block sizes)"
+                                                               for i, g in enumerate((1, 2, 4), 1)]
     assert list(table.gamma) == [1, 2, 4] and c > 0
     # the theory priced with the measured pass over k + 1 tokens: a dearer pass than one step predicts less
     assert (table.verify_cost > 0).all()
     for row in table.itertuples():
         assert (row.expected_speedup_verify_measured < row.expected_speedup) == (row.verify_cost > 1.0)
-    assert ((table.speedup_low <= table.speedup) & (table.speedup <= table.speedup_high)).all()  # the median within its pairs
+    # the median within its pairs
+    assert ((table.speedup_low <= table.speedup) & (table.speedup <= table.speedup_high)).all()
     fig = figures.gamma_sweep_figure(table, 2, 2)
     bars = next(t for t in fig.data if t.name == "measured speedup").error_y
     assert list(bars.array) == pytest.approx(list(table.speedup_high - table.speedup))
     assert list(bars.arrayminus) == pytest.approx(list(table.speedup - table.speedup_low))
-    assert [t.name for t in fig.data][:4] == ["measured tokens per round", "theory tokens per round", "measured speedup",
-                                              "theory speedup"]  # the legend speaks words, not column names
+    # the legend speaks words, not column names
+    assert [t.name for t in fig.data][:4] == ["measured tokens per round", "theory tokens per round",
+                                              "measured speedup", "theory speedup"]
 
 
 def test_timed_pairs_alternate_their_order_and_report_medians():
@@ -179,7 +186,7 @@ def test_timed_pairs_alternate_their_order_and_report_medians():
     def timed(name: str, seconds: list[float]):
         return lambda: (order.append(name) or f"{name}{len(order)}", seconds.pop(0))
 
-    result = analysis.timed_in_alternating_pairs(timed("a", [1.0, 9.0, 2.0]), timed("b", [5.0, 4.0, 30.0]), pairs=3)
+    result = metrics.timed_in_alternating_pairs(timed("a", [1.0, 9.0, 2.0]), timed("b", [5.0, 4.0, 30.0]), pairs=3)
     assert order == ["a", "b", "b", "a", "a", "b"]  # a disturbed moment falls on both sides in turn
     assert (result.first, result.second) == ("a1", "b2")  # each side's first result
     assert (result.first_median, result.second_median) == (2.0, 5.0)  # medians: one slow run sets neither
@@ -189,15 +196,15 @@ def test_timed_pairs_alternate_their_order_and_report_medians():
 def test_block_sizes_whose_pairs_overlap_the_best_are_a_tie():
     table = pd.DataFrame(dict(gamma=[1, 2, 3], speedup=[1.26, 1.25, 0.90], speedup_low=[1.20, 1.22, 0.85],
                               speedup_high=[1.30, 1.27, 0.95]))
-    assert analysis.gammas_tied_with(table, 1) == [2]  # gamma 2's fastest pair (1.27) beats gamma 1's slowest (1.20)
-    assert analysis.gammas_tied_with(table.assign(speedup_high=[1.30, 1.20, 0.95]), 1) == [2]  # reaching it is enough
-    assert analysis.gammas_tied_with(table.assign(speedup_high=[1.30, 1.15, 0.95]), 1) == []
+    assert sweep.gammas_tied_with(table, 1) == [2]  # gamma 2's fastest pair (1.27) beats gamma 1's slowest (1.20)
+    assert sweep.gammas_tied_with(table.assign(speedup_high=[1.30, 1.20, 0.95]), 1) == [2]  # reaching it is enough
+    assert sweep.gammas_tied_with(table.assign(speedup_high=[1.30, 1.15, 0.95]), 1) == []
 
 
 def test_measured_speedup_times_both_runs_now_not_the_stored_trace(config, tiny_pair):
     trace = speculative_decode(config.replace(rule="greedy", max_new_tokens=12), prompt_ids=PROMPT, pair=tiny_pair)
     trace.stats.wall_ms = 1e9  # as if the stored trace had been timed on a machine busy with something else
-    check = analysis.measured_speedup(trace, tiny_pair)
+    check = metrics.measured_speedup(trace, tiny_pair)
     assert 0 < check.speculative_s < 1e6 and check.autoregressive_s > 0  # re-timed, not read from the trace
     assert check.measured == pytest.approx(check.autoregressive_s / check.speculative_s)
     assert len(check.pair_speedups) == 3 and min(check.pair_speedups) <= check.measured <= max(check.pair_speedups)

@@ -99,7 +99,8 @@ def test_round_view_in_chromium(app_url):
         assert player.locator("#title").inner_text().startswith("Round 1 of")
         player.get_by_role("button", name="Next ▶").click()
         assert player.locator("#title").inner_text().startswith("Round 2 of")  # no server round trip
-        page.wait_for_function("() => location.search.includes('round=2')", timeout=600_000)  # the link reopens this round
+        # the link reopens this round
+        page.wait_for_function("() => location.search.includes('round=2')", timeout=600_000)
         player.locator("body").press("ArrowRight")
         assert player.locator("#title").inner_text().startswith("Round 3 of")
         page.wait_for_function("() => location.search.includes('round=3')", timeout=600_000)

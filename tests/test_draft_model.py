@@ -1,4 +1,5 @@
-"""The shipped embedded draft: it loads, fits the target, stays exact (full and trimmed head), and is the trained one."""
+"""The shipped embedded draft: it loads, fits the target, stays exact (full and trimmed head), and is the trained
+one."""
 
 from __future__ import annotations
 
@@ -12,17 +13,19 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, DynamicCache
 
-from specviz import analysis
+from specviz.analysis import sweep
+from specviz.analysis.lab import chi_square_power, goodness_of_fit
 from specviz.cli import main
 from specviz.config import EMBEDDED, ConfigError, DecodeConfig
-from specviz.draft_model import MANIFEST_FILE, ROW_SCALE, WEIGHTS_FILE, embedded_draft_dir, layer_state
-from specviz.draft_training import HELDOUT_FILE
-from specviz.lab import chi_square_power, goodness_of_fit
-from specviz.engine import ModelPair, draft_forward_for, load_pair, prompt_ids_for, speculative_decode
-from specviz.models import VocabularyMismatchError, encode_prompt, load_model
-from specviz.teacher_text import read_prompt_file
-from specviz.distributions import softmax32
-from specviz.verify import SpeculativeSamplingRule
+from specviz.drafters.model import draft_forward_for
+from specviz.engine import ModelPair, load_pair, prompt_ids_for, speculative_decode
+from specviz.models.embedded_draft import MANIFEST_FILE, ROW_SCALE, WEIGHTS_FILE, embedded_draft_dir, layer_state
+from specviz.models.errors import VocabularyMismatchError
+from specviz.models.loading import encode_prompt, load_model
+from specviz.rules.acceptance import SpeculativeSamplingRule
+from specviz.rules.distributions import softmax32
+from specviz.training.draft_model import HELDOUT_FILE
+from specviz.training.teacher_text import read_prompt_file
 
 from .conftest import target_greedy
 
@@ -53,7 +56,8 @@ def test_the_default_pair_is_the_embedded_target_and_its_shipped_draft(pair, emb
     start = layer_state(pair.target.model.state_dict(), manifest["layers_from_target"])
     name = "model.layers.1.mlp.down_proj.weight"
     assert stored[name].dtype == torch.int8
-    assert torch.equal(pair.draft.model.state_dict()[name], start[name] + stored[name].float() * stored[name + ROW_SCALE][:, None])
+    assert torch.equal(pair.draft.model.state_dict()[name],
+                       start[name] + stored[name].float() * stored[name + ROW_SCALE][:, None])
     # the draft's embedding and tied head are the target's own
     assert torch.equal(pair.draft.model.get_input_embeddings().weight, pair.target.model.get_input_embeddings().weight)
 
@@ -61,7 +65,8 @@ def test_the_default_pair_is_the_embedded_target_and_its_shipped_draft(pair, emb
 def test_shipped_files_are_small_and_the_manifest_says_how_they_were_made():
     assert WEIGHTS_FILE.stat().st_size < 30e6
     manifest = json.loads(MANIFEST_FILE.read_text())
-    for field in ("command", "seed", "steps", "response_tokens", "final_loss", "heldout_greedy_acceptance", "draft_vocab"):
+    for field in ("command", "seed", "steps", "response_tokens", "final_loss", "heldout_greedy_acceptance",
+                  "draft_vocab"):
         assert field in manifest, field
     assert manifest["command"].startswith("python -m specviz train-draft")
 
@@ -146,7 +151,7 @@ def test_the_head_size_comparison_reports_the_trace_of_each_head(pair):
     """The Gamma sweep page's "Compare head sizes" table: one row per K, whose alpha is that K's own trace."""
     config = DecodeConfig(gamma=2, max_new_tokens=8, top_n=1, device="cpu")
     ids = prompt_ids_for(pair, config, PROMPT, None)
-    table = analysis.vocab_sweep(config, pair, ids, sizes=(512, 0))
+    table = sweep.vocab_sweep(config, pair, ids, sizes=(512, 0))
     assert list(table.draft_vocab) == [512, pair.vocab_size]
     assert (table.cost_ratio > 0).all() and table.alpha.between(0, 1).all()
     trimmed = speculative_decode(config.replace(draft_vocab=512, drafter="model"), prompt_ids=ids, pair=pair)
@@ -159,7 +164,8 @@ def test_loading_the_default_pair_trains_nothing():
     """The app's start-up path (load_pair on the defaults) reads the shipped weights and never imports training code."""
     probe = ("import sys; from specviz.config import DecodeConfig; from specviz.engine import load_pair; "
              "load_pair(DecodeConfig(device='cpu')); "
-             "print([m for m in ('specviz.draft_training', 'specviz.teacher_text', 'specviz.training') if m in sys.modules])")
+             "print([m for m in ('specviz.training.draft_model', 'specviz.training.teacher_text', "
+             "'specviz.training.parallel_drafters') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
 
@@ -174,7 +180,8 @@ def test_bad_draft_settings_get_clear_messages(tiny_dirs, tiny_pair):
         DecodeConfig(target=tiny_dirs["target"], drafter="model").validated()
     with pytest.raises(ConfigError, match="draft_vocab"):
         DecodeConfig(draft_vocab=-5).validated()
-    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", draft_vocab=16, device="cpu")
+    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", draft_vocab=16,
+                          device="cpu")
     with pytest.raises(ConfigError, match="frequency ranking"):
         speculative_decode(config, prompt_ids=[3, 7, 5], pair=tiny_pair)
     assert load_model(tiny_dirs["draft"], "cpu").vocab_ranking is None

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from specviz.config import DecodeConfig
-from specviz import models
 from specviz.engine import ModelPair, speculative_decode
-from specviz.models import embedded_model_dir, load_model
+from specviz.models.embedded import embedded_model_dir
+from specviz.models.loading import _load_pretrained, load_model
 
 from .conftest import target_greedy
 
@@ -34,7 +34,7 @@ def test_embedded_cache_reloads_with_the_same_weights(embedded):
     weights = embedded_model_dir() / "model.safetensors"
     written = weights.stat().st_mtime_ns
     # a second process's load, without disturbing this process's shared copy: it reads the cache directory
-    again, _ = models._load_pretrained(str(embedded_model_dir()), torch.float32)
+    again, _ = _load_pretrained(str(embedded_model_dir()), torch.float32)
     assert weights.stat().st_mtime_ns == written  # the de-quantisation (~18 s) was not repeated
     assert load_model("embedded", "cpu") is embedded  # still one shared copy in this process
     for (name, a), (_, b) in zip(embedded.model.state_dict().items(), again.state_dict().items()):

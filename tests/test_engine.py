@@ -10,18 +10,25 @@ import sys
 import pytest
 import torch
 
+import specviz.models.forwards
+from specviz.analysis.lab import chi_square_power, goodness_of_fit, output_law
 from specviz.config import ConfigError, DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
-import specviz.forwards
-from specviz.forwards import KVCachedSequence, TreeLayout, draft_forward, full_forward, layer_skip_forward, skipping_body
-from specviz.llama_step import is_plain_llama, llama_weights
-from specviz.lab import chi_square_power, goodness_of_fit, output_law
-from specviz.models import (
-    SHARED_KV_HEADS_FLAG, ModelLoadError, VocabularyMismatchError, load_model, share_kv_heads_in_masked_attention,
+from specviz.engine.trace import Trace
+from specviz.models.errors import ModelLoadError, VocabularyMismatchError
+from specviz.models.forwards import (
+    KVCachedSequence,
+    TreeLayout,
+    draft_forward,
+    full_forward,
+    layer_skip_forward,
+    skipping_body,
 )
-from specviz.trace import Trace
-from specviz.distributions import softmax32
-from specviz.verify import BrokenResidualRule
+from specviz.models.llama_step import is_plain_llama, llama_weights
+from specviz.models.loading import load_model
+from specviz.models.machine import SHARED_KV_HEADS_FLAG, share_kv_heads_in_masked_attention
+from specviz.rules.acceptance import BrokenResidualRule
+from specviz.rules.distributions import softmax32
 
 from .conftest import target_greedy
 
@@ -74,9 +81,11 @@ def test_identical_draft_and_target_accept_everything(tiny_dirs, tiny_pair):
 
 def test_beta_one_gives_greedy_output(tiny_dirs, tiny_pair):
     greedy = speculative_decode(tiny_config(tiny_dirs), prompt_ids=PROMPT, pair=tiny_pair)
-    beta1 = speculative_decode(tiny_config(tiny_dirs, rule="topbeta", beta=1, tau=100.0), prompt_ids=PROMPT, pair=tiny_pair)
+    beta1 = speculative_decode(tiny_config(tiny_dirs, rule="topbeta", beta=1, tau=100.0),
+                               prompt_ids=PROMPT, pair=tiny_pair)
     assert beta1.output_ids == greedy.output_ids
-    beta5 = speculative_decode(tiny_config(tiny_dirs, rule="topbeta", beta=5, tau=100.0), prompt_ids=PROMPT, pair=tiny_pair)
+    beta5 = speculative_decode(tiny_config(tiny_dirs, rule="topbeta", beta=5, tau=100.0),
+                               prompt_ids=PROMPT, pair=tiny_pair)
     assert beta5.stats.acceptance_rate >= greedy.stats.acceptance_rate
 
 
@@ -133,14 +142,16 @@ def test_bad_input_gets_clear_errors(tiny_dirs, tiny_pair):
         with pytest.raises(ConfigError, match=message):
             tiny_config(tiny_dirs, **{field: value}).validated()
     with pytest.raises(ConfigError, match="skip_layers"):
-        speculative_decode(tiny_config(tiny_dirs, drafter="layerskip", skip_layers=(0,)), prompt_ids=PROMPT, pair=ModelPair(tiny_pair.target))
+        speculative_decode(tiny_config(tiny_dirs, drafter="layerskip", skip_layers=(0,)), prompt_ids=PROMPT,
+                           pair=ModelPair(tiny_pair.target))
 
 
 def test_unknown_model_and_tokenizer_mismatch(tiny_dirs, tmp_path):
     with pytest.raises(ModelLoadError, match="Unknown model"):
         load_model(str(tmp_path / "no-such-model"), "cpu")
     with pytest.raises(VocabularyMismatchError, match="different tokenizers"):
-        load_pair(DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["other_vocab"], drafter="model", device="cpu"))
+        load_pair(DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["other_vocab"], drafter="model",
+                               device="cpu"))
 
 
 def test_the_models_run_in_the_precision_asked_for_and_the_rules_stay_float32(tiny_dirs):
@@ -196,7 +207,8 @@ def test_masked_passes_share_kv_heads_in_place_with_the_same_logits(tiny_pair, m
     dict(rule="sample", dtype="bfloat16"),
 ])
 def test_every_masked_path_gives_the_same_trace_with_shared_kv_heads(tiny_dirs, monkeypatch, changes):
-    monkeypatch.setattr(specviz.forwards, "llama_weights", lambda model: None)  # every body transformers' own, as the flag concerns them
+    # every body transformers' own, as the flag concerns them
+    monkeypatch.setattr(specviz.models.forwards, "llama_weights", lambda model: None)
     config = tiny_config(tiny_dirs, max_new_tokens=12, **changes)
     pair = load_pair(config)
 
@@ -213,11 +225,13 @@ def assert_same_logits_over_feeds(forward, reference, loaded) -> None:
     before = {k: v.clone() for k, v in loaded.model.state_dict().items()}
     cached = len(PROMPT) + 3 + 1  # after the first three feeds below
     allowed = torch.ones(3, cached + 3, dtype=torch.bool)
-    allowed[:, cached:] = torch.tensor([[1, 0, 0], [1, 1, 0], [1, 0, 1]], dtype=torch.bool)  # a, then b and c both after a
+    # a, then b and c both after a
+    allowed[:, cached:] = torch.tensor([[1, 0, 0], [1, 1, 0], [1, 0, 1]], dtype=torch.bool)
     tree = TreeLayout(positions=[cached, cached + 1, cached + 1], allowed=allowed)
     ours, theirs = KVCachedSequence(), KVCachedSequence()
     for ids, n_last, layout in [(PROMPT, 2, None), ([4, 8, 2], 3, None), ([6], 1, None), ([5, 9, 3], 3, tree)]:
-        assert torch.equal(ours.feed(forward, loaded, ids, n_last, layout), theirs.feed(reference, loaded, ids, n_last, layout))
+        assert torch.equal(ours.feed(forward, loaded, ids, n_last, layout),
+                           theirs.feed(reference, loaded, ids, n_last, layout))
     assert all(torch.equal(before[k], v) for k, v in loaded.model.state_dict().items())
 
 
@@ -230,7 +244,7 @@ def test_the_drafts_lean_llama_body_gives_transformers_logits_bit_for_bit(tiny_d
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_a_qwen2_draft_takes_the_lean_body_with_its_projection_biases_bit_for_bit(tmp_path, dtype):
-    from specviz.tiny import make_tiny_model
+    from tests.tiny import make_tiny_model
 
     draft = load_model(make_tiny_model(tmp_path / "qwen2", seed=5, layers=2, hidden=64, qwen2=True), "cpu", dtype)
     weights = llama_weights(draft.model)
@@ -256,9 +270,9 @@ def test_what_draft_passes_derive_from_a_model_is_made_once_and_does_not_keep_it
 
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from specviz.vocab_ranking import VocabRanking
-    from specviz.forwards import trimmed_head
-    from specviz.models import LoadedModel
+    from specviz.models.forwards import trimmed_head
+    from specviz.models.loading import LoadedModel
+    from specviz.models.vocab_ranking import VocabRanking
 
     model = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
                                          num_attention_heads=4, num_key_value_heads=2))
@@ -271,7 +285,8 @@ def test_what_draft_passes_derive_from_a_model_is_made_once_and_does_not_keep_it
     alive = weakref.ref(model), weakref.ref(loaded)
     del model, loaded
     gc.collect()
-    assert alive[0]() is None and alive[1]() is None  # a model the model cache evicts is freed, with what was made from it
+    # a model the model cache evicts is freed, with what was made from it
+    assert alive[0]() is None and alive[1]() is None
 
 
 def test_models_the_lean_body_cannot_compute_exactly_run_through_transformers():
@@ -289,7 +304,8 @@ def test_layer_skip_does_not_mutate_the_shared_model(tiny_dirs, tiny_pair):
     target = tiny_pair.target
     before = {k: v.clone() for k, v in target.model.state_dict().items()}
     layers_before, config_before = list(target.model.model.layers), target.model.config.to_dict()
-    speculative_decode(tiny_config(tiny_dirs, drafter="layerskip", skip_layers=(1, 2)), prompt_ids=PROMPT, pair=ModelPair(target))
+    speculative_decode(tiny_config(tiny_dirs, drafter="layerskip", skip_layers=(1, 2)), prompt_ids=PROMPT,
+                       pair=ModelPair(target))
     assert list(target.model.model.layers) == layers_before
     assert target.model.config.to_dict() == config_before
     assert all(torch.equal(before[k], v) for k, v in target.model.state_dict().items())

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz import lab
+from specviz.analysis import lab
 from specviz.config import DecodeConfig
-from specviz.distributions import softmax32
-from specviz.verify import BrokenResidualRule, SpeculativeSamplingRule
+from specviz.rules.acceptance import BrokenResidualRule, SpeculativeSamplingRule
+from specviz.rules.distributions import softmax32
 
 PROMPT = [3, 7, 5, 9, 3, 7]
 
@@ -45,7 +45,8 @@ def test_the_simulated_rule_follows_its_exact_law():
 def test_power_grows_with_n_and_is_zero_for_the_null_itself():
     p, q = hand_made()
     broken = lab.output_law(BrokenResidualRule(), p, q)
-    assert lab.chi_square_power(p, broken, 20) < lab.chi_square_power(p, broken, 200) < lab.chi_square_power(p, broken, 2000)
+    assert (lab.chi_square_power(p, broken, 20) < lab.chi_square_power(p, broken, 200)
+            < lab.chi_square_power(p, broken, 2000))
     assert lab.chi_square_power(p, broken, 2000) > 0.99
     assert lab.chi_square_power(p, p, 2000) == pytest.approx(0.01, abs=1e-6)  # only the test's own level
 

@@ -7,18 +7,19 @@ import math
 
 import pytest
 
-from specviz.analysis import match_rate, precision_run
+from specviz.analysis.numerics import match_rate, precision_run
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
-from specviz.models import load_model
-from specviz.tiny import make_tiny_model
+from specviz.models.loading import load_model
+from tests.tiny import make_tiny_model
 
 PROMPTS = [[2 + s, 5, 7, 9] for s in range(10)]
 
 
 @pytest.fixture(scope="module")
 def near_tie_dirs(tmp_path_factory) -> tuple[str, str]:
-    """A tiny pair with flat logits (a small init): the target's two best tokens are often within a rounding of each other."""
+    """A tiny pair with flat logits (a small init): the target's two best tokens are often within a rounding of each
+    other."""
     root = tmp_path_factory.mktemp("near-tie")
     target = make_tiny_model(root / "target", seed=1, layers=4, hidden=64, init=0.05)
     return target, make_tiny_model(root / "draft", seed=2, layers=4, hidden=64, like=target, noise=0.3, init=0.05)
@@ -27,7 +28,8 @@ def near_tie_dirs(tmp_path_factory) -> tuple[str, str]:
 def runs_in(dirs: tuple[str, str], dtype: str):
     target, draft = dirs
     pair = ModelPair(load_model(target, "cpu", dtype), load_model(draft, "cpu", dtype))
-    config = DecodeConfig(target=target, draft=draft, drafter="model", device="cpu", dtype=dtype, max_new_tokens=40, gamma=4)
+    config = DecodeConfig(target=target, draft=draft, drafter="model", device="cpu", dtype=dtype, max_new_tokens=40,
+                          gamma=4)
     return [precision_run(config, pair, prompt) for prompt in PROMPTS]
 
 
@@ -54,7 +56,8 @@ def test_float32_on_the_same_prompts_departs_nowhere(near_tie_dirs):
 
 
 def test_bfloat16_traces_are_recorded_as_bf16_with_float32_probabilities_that_sum_to_one(tiny_dirs):
-    pair = ModelPair(load_model(tiny_dirs["target"], "cpu", "bfloat16"), load_model(tiny_dirs["draft"], "cpu", "bfloat16"))
+    pair = ModelPair(load_model(tiny_dirs["target"], "cpu", "bfloat16"),
+                     load_model(tiny_dirs["draft"], "cpu", "bfloat16"))
     config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", device="cpu",
                           dtype="bfloat16", rule="sample", max_new_tokens=12, top_n=32)  # 32: the whole tiny vocabulary
     trace = speculative_decode(config, prompt_ids=[3, 7, 5, 9], pair=pair)

@@ -7,18 +7,19 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import analysis, ui
+from specviz import ui
+from specviz.analysis import metrics
 from specviz.config import DecodeConfig
+from specviz.drafters.registry import DRAFTERS
 from specviz.engine import speculative_decode
-from specviz.registry import DRAFTERS
 
 from .test_app import make_app, player_of
 
 
 @pytest.fixture
 def params(tiny_dirs) -> dict[str, str]:
-    return {"target": tiny_dirs["target"], "draft": tiny_dirs["draft"], "drafter": "model", "prompt": "w3 w7 w5 w9 w3 w7",
-            "max_new_tokens": "16", "gamma": "3"}
+    return {"target": tiny_dirs["target"], "draft": tiny_dirs["draft"], "drafter": "model",
+            "prompt": "w3 w7 w5 w9 w3 w7", "max_new_tokens": "16", "gamma": "3"}
 
 
 def open_page(params, page: str):
@@ -32,10 +33,10 @@ def test_metrics_page(params, tiny_dirs, tiny_pair):
     at = open_page(params, "metrics")
     assert not at.error, [e.value for e in at.error]
     values = {m.label: m.value for m in at.metric}
-    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", max_new_tokens=16, gamma=3,
-                          device="cpu")
+    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", max_new_tokens=16,
+                          gamma=3, device="cpu")
     trace = speculative_decode(config, prompt=params["prompt"], pair=tiny_pair)  # the page's trace, recomputed
-    check = analysis.theory_check(trace)
+    check = metrics.theory_check(trace)
     assert values["α (greedy)"] == f"{trace.stats.alpha_estimate:.3f}"
     assert values["tokens per round, measured"] == f"{trace.stats.mean_tokens_per_round:.2f}"
     assert values["(1 − α^(k+1)) / (1 − α), realised k"] == f"{check.expected_tokens_per_round:.2f}"
@@ -112,7 +113,8 @@ def test_recursive_page(params):
     trace, drawings, start = player_of(at)
     assert start["round"] == 1 and len(drawings) == len(trace["rounds"]) >= 2
     first = trace["rounds"][0]["tree"]
-    assert drawings[0]["rows"].count("<circle") == len(first["nodes"]) == 1 + 2 + 4  # the root, 2 children, 4 grandchildren
+    # the root, 2 children, 4 grandchildren
+    assert drawings[0]["rows"].count("<circle") == len(first["nodes"]) == 1 + 2 + 4
     assert "iteration 1" in drawings[0]["rows"] and "iteration 2" in drawings[0]["rows"]
     assert "Recursive rejection sampling" in drawings[0]["rows"] and drawings[0]["svg"].startswith("<svg")
     at.button[-1].click().run()  # run the comparison with chain drafting
@@ -130,7 +132,8 @@ def test_round_view_shows_tree_rounds(params):
 
 
 def test_parallel_drafters_page_on_the_embedded_model(embedded):
-    at = open_page({"max_new_tokens": "4", "prompt": "Explain speculative decoding in one sentence."}, "parallel_drafters")
+    at = open_page({"max_new_tokens": "4", "prompt": "Explain speculative decoding in one sentence."},
+                   "parallel_drafters")
     assert not at.error, [e.value for e in at.error]
     assert len(at.get("plotly_chart")) == 2  # the two real attention patterns
     files = at.dataframe[0].value
@@ -141,8 +144,7 @@ def test_parallel_drafters_page_on_the_embedded_model(embedded):
     assert list(summary.drafter)[:2] == [DRAFTERS["blockwise"].label, DRAFTERS["maskquery"].label]
 
 
-@pytest.mark.parametrize("page", ["round_view", "metrics", "gamma_sweep", "compare_rules", "losslessness", "parallel",
-                                  "recursive", "numerics"])
+@pytest.mark.parametrize("page", [p.script for p in ui.PAGES if p.script not in ("lesson_player", "parallel_drafters")])
 def test_every_page_runs_on_the_embedded_default(embedded, page):
     """No hub, no injected models: the default pair, every button pressed once."""
     at = open_page({"max_new_tokens": "6", "prompt": "Name three colours."}, page)

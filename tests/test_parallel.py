@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 
+from specviz.analysis.lab import chi_square_power, goodness_of_fit
 from specviz.config import ConfigError, DecodeConfig
+from specviz.drafters.parallel import default_weights, load_drafter, save_drafter
+from specviz.drafters.registry import DRAFTERS
 from specviz.engine import ModelPair, eos_ids, speculative_decode
-from specviz.lab import chi_square_power, goodness_of_fit
-from specviz.registry import DRAFTERS
-from specviz.parallel_drafters import default_weights, load_drafter, save_drafter
-from specviz.training import generate_corpus, train_drafter
-from specviz.distributions import softmax32
+from specviz.rules.distributions import softmax32
+from specviz.training.parallel_drafters import generate_corpus, train_drafter
 
 from .conftest import target_greedy
 
@@ -47,7 +47,7 @@ def test_training_lowers_the_loss(tiny_weights, kind):
 
 
 def test_training_examples_cover_the_generated_region_only(tiny_pair):
-    from specviz.training import Corpus, make_batch, training_examples
+    from specviz.training.parallel_drafters import Corpus, make_batch, training_examples
 
     corpus = Corpus(sequences=[list(range(2, 14))], prompt_lens=[5])
     examples = training_examples(corpus, k=3)
@@ -103,7 +103,8 @@ def test_speculative_sampling_with_a_parallel_draft_is_lossless(tiny_dirs, tiny_
     joint = joint_law_of_two_tokens(tiny_pair.target, PROMPT)
     vocab = int(len(joint) ** 0.5)
     # power: a second token drawn ignoring the first (a broken cache or position) would be caught
-    ignoring_first = (joint.reshape(vocab, vocab).sum(1)[:, None] * joint.reshape(vocab, vocab).sum(0)[None, :]).reshape(-1)
+    ignoring_first = (joint.reshape(vocab, vocab).sum(1)[:, None]
+                      * joint.reshape(vocab, vocab).sum(0)[None, :]).reshape(-1)
     assert chi_square_power(joint, ignoring_first, n, level=1e-3) > 0.999
     config = parallel_config(tiny_dirs, tiny_weights[0][kind], kind, rule="sample", max_new_tokens=3)
     pair = ModelPair(tiny_pair.target)
@@ -127,7 +128,8 @@ def test_weights_round_trip_and_mismatch_errors(tiny_dirs, tiny_pair, tiny_weigh
         speculative_decode(parallel_config(tiny_dirs, tmp_path / "missing.safetensors", "blockwise"), prompt_ids=PROMPT,
                            pair=ModelPair(tiny_pair.target))
     with pytest.raises(ConfigError, match="maskquery drafter"):  # a mask-query file named as blockwise weights
-        speculative_decode(parallel_config(tiny_dirs, path, "blockwise"), prompt_ids=PROMPT, pair=ModelPair(tiny_pair.target))
+        speculative_decode(parallel_config(tiny_dirs, path, "blockwise"), prompt_ids=PROMPT,
+                           pair=ModelPair(tiny_pair.target))
 
 
 @pytest.mark.parametrize("kind", ["blockwise", "maskquery"])
@@ -143,7 +145,7 @@ def test_shipped_weights_fit_the_embedded_model_and_stay_exact(embedded, kind):
 
 
 def test_compare_drafters_on_the_embedded_model(embedded):
-    from specviz.analysis import compare_drafters
+    from specviz.analysis.drafters import compare_drafters
 
     config = DecodeConfig(max_new_tokens=12, gamma=4, device="cpu")
     pair = ModelPair(embedded)
@@ -161,7 +163,8 @@ def test_compare_drafters_on_the_embedded_model(embedded):
 @pytest.mark.parametrize("kind", ["blockwise", "maskquery"])
 def test_rule_comparison_recomputes_the_parallel_drafts_q(tiny_dirs, tiny_pair, tiny_weights, kind):
     """The Compare-rules page scores a parallel draft with fresh passes: same q and verdicts as the engine."""
-    from specviz.analysis import compare_rules_on_draft, cost_ratio
+    from specviz.analysis.cost import cost_ratio
+    from specviz.analysis.rules import compare_rules_on_draft
 
     config = parallel_config(tiny_dirs, tiny_weights[0][kind], kind, rule="sample", seed=4)
     pair = ModelPair(tiny_pair.target)

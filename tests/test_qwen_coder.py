@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from specviz.analysis.lab import exact_lab
 from specviz.config import DecodeConfig
 from specviz.engine import load_pair, prompt_ids_for, speculative_decode
-from specviz.lab import exact_lab
-from specviz.llama_step import llama_weights
-from specviz.published import FETCH_COMMAND, QWEN_CODER_05B, QWEN_CODER_15B, fetched
+from specviz.models.llama_step import llama_weights
+from specviz.models.published import FETCH_COMMAND, QWEN_CODER_05B, QWEN_CODER_15B, fetched
 from specviz.ui.controls import QWEN_CODER_PAIR
 
 from .conftest import target_greedy

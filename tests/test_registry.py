@@ -9,10 +9,10 @@ import pytest
 
 from specviz import ui
 from specviz.cli import build_parser, config_from_args
-from specviz.config import ConfigError, DecodeConfig, field_params, format_value, parse_value
-from specviz.engine import make_drafter, rule_for, speculative_decode
-from specviz.registry import DRAFTERS, RULES
-from specviz.urlstate import URL_FIELDS, parse_query, to_query
+from specviz.config import ConfigError, DecodeConfig, field_params
+from specviz.drafters.registry import DRAFTERS, RULES, make_drafter, rule_for
+from specviz.engine import speculative_decode
+from specviz.urlstate import URL_FIELDS, format_value, parse_query, parse_value, to_query
 
 from .conftest import target_greedy
 from .test_app import make_app, player_of
@@ -72,7 +72,8 @@ def test_the_oracle_drafter_accepts_everything_and_stays_exact(tiny_dirs, tiny_p
     config = tiny_config(tiny_dirs, drafter="oracle", rule=rule, gamma=3, max_new_tokens=17, seed=4)
     trace = speculative_decode(config, prompt_ids=PROMPT, pair=tiny_pair)
     stats = trace.stats
-    assert stats.drafted_tokens > 0 and stats.acceptance_rate == 1.0 and stats.alpha_estimate == pytest.approx(1.0, abs=1e-4)  # q = p up to float rounding
+    assert (stats.drafted_tokens > 0 and stats.acceptance_rate == 1.0
+            and stats.alpha_estimate == pytest.approx(1.0, abs=1e-4))  # q = p up to float rounding
     full_rounds = [r for r in trace.rounds if len(r.draft) == 3]
     assert full_rounds and all(len(r.emitted_ids) == 4 for r in full_rounds)  # gamma accepted + the bonus
     if rule == "greedy":

@@ -7,7 +7,8 @@ import threading
 import numpy as np
 import torch
 
-from specviz.sharedwork import ByteBoundedStore, SharedWork, approx_bytes, key_digest
+from specviz.sharedwork import SharedWork, key_digest
+from specviz.store import ByteBoundedStore, approx_bytes
 
 NO_HANG = 600  # a guard against a hang, never reached by a working pool however slow the machine
 

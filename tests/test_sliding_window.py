@@ -6,8 +6,8 @@ import pytest
 
 from specviz.config import ConfigError, DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
-from specviz.models import load_model
-from specviz.tiny import make_tiny_model
+from specviz.models.loading import load_model
+from tests.tiny import make_tiny_model
 
 from .conftest import target_greedy
 

@@ -6,7 +6,7 @@ import pytest
 
 from specviz.config import DecodeConfig
 from specviz.engine import autoregressive_decode
-from specviz.theory import best_gamma, expected_speedup, expected_speedup_for_blocks, expected_tokens_per_round
+from specviz.rules.theory import best_gamma, expected_speedup, expected_speedup_for_blocks, expected_tokens_per_round
 
 from .conftest import target_greedy
 
@@ -42,9 +42,11 @@ def test_speedup_and_best_gamma():
 
 def test_the_speedup_can_price_verification_at_its_measured_cost():
     alpha, c = 0.6, 0.1
-    assert expected_speedup_for_blocks(alpha, [3, 3], c) == pytest.approx(expected_speedup(alpha, 3, c))  # v = 1: Thm. 3.8
+    # v = 1: Thm. 3.8
+    assert expected_speedup_for_blocks(alpha, [3, 3], c) == pytest.approx(expected_speedup(alpha, 3, c))
     # a pass over 4 tokens costing 1.4 one-token steps: (1 - a^4) / (1 - a) over (3c + 1.4)
-    assert expected_speedup_for_blocks(alpha, [3], c, {3: 1.4}) == pytest.approx((1 - alpha**4) / (1 - alpha) / (3 * c + 1.4))
+    assert expected_speedup_for_blocks(alpha, [3], c, {3: 1.4}) == pytest.approx(
+        (1 - alpha**4) / (1 - alpha) / (3 * c + 1.4))
     assert expected_speedup_for_blocks(alpha, [1, 3], c, {3: 1.4}) == pytest.approx(
         (expected_tokens_per_round(alpha, 1) + expected_tokens_per_round(alpha, 3)) / (c + 1 + 3 * c + 1.4))
 

@@ -7,13 +7,13 @@ from collections import Counter
 import pytest
 import torch
 
+from specviz.analysis.lab import chi_square_power, goodness_of_fit
 from specviz.config import ConfigError, DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
-from specviz.lab import chi_square_power, goodness_of_fit
-from specviz.models import load_model
-from specviz.trace import Trace
-from specviz.tree import remove_and_renormalise
-from specviz.distributions import gumbel_top_k, softmax32
+from specviz.engine.trace import Trace
+from specviz.engine.verification import remove_and_renormalise
+from specviz.models.loading import load_model
+from specviz.rules.distributions import gumbel_top_k, softmax32
 
 from .conftest import target_greedy
 from .test_engine import PROMPT
@@ -60,7 +60,8 @@ def test_recursive_rejection_sampling_preserves_target_distribution(tiny_dirs, t
         q = softmax32(tiny_pair.draft.model(torch.tensor([PROMPT])).logits[0, -1])
     assert chi_square_power(p, q, n, level=1e-6) > 0.999
     config = tree_config(tiny_dirs, rule="sample", max_new_tokens=3, **changes)
-    firsts = [speculative_decode(config.replace(seed=s), prompt_ids=PROMPT, pair=tiny_pair).output_ids[0] for s in range(n)]
+    firsts = [speculative_decode(config.replace(seed=s), prompt_ids=PROMPT, pair=tiny_pair).output_ids[0]
+              for s in range(n)]
     assert goodness_of_fit(firsts, p) > 1e-3
     assert goodness_of_fit(firsts, q) < 1e-6  # the test has the power to see a wrong distribution
 

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from specviz.distributions import overlap, residual_distribution, sampling_distribution
-from specviz.verify import GreedyRule, SpeculativeSamplingRule, TopBetaRule
+from specviz.rules.acceptance import GreedyRule, SpeculativeSamplingRule, TopBetaRule
+from specviz.rules.distributions import overlap, residual_distribution, sampling_distribution
 
 P = torch.tensor([0.5, 0.3, 0.15, 0.05])  # target
 Q = torch.tensor([0.2, 0.6, 0.15, 0.05])  # draft
@@ -75,7 +75,8 @@ def test_top_beta_with_beta_one_is_greedy():
     for _ in range(20):
         p = torch.softmax(torch.randn(30, generator=gen), -1)
         for token in range(30):
-            assert TopBetaRule(beta=1, tau=100.0).check(token, p, p, gen).accepted == GreedyRule().check(token, p, p, gen).accepted
+            assert (TopBetaRule(beta=1, tau=100.0).check(token, p, p, gen).accepted
+                    == GreedyRule().check(token, p, p, gen).accepted)
 
 
 def test_sampling_distribution_warps():

@@ -1,4 +1,5 @@
-"""Pure view code: URL state, tables, HTML rows, the tree picture and the player's drawings, on real traces from the tiny pair."""
+"""Pure view code: URL state, tables, HTML rows, the tree picture and the player's drawings, on real traces from the
+tiny pair."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from xml.etree import ElementTree
 import pandas as pd
 import pytest
 
-from specviz import player, render, tables
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
+from specviz.presentation import player, render, tables, tree_drawing
 from specviz.urlstate import parse_query, to_query
 
 DEFAULTS = DecodeConfig()
@@ -35,7 +36,8 @@ def test_url_round_trip():
 def test_url_bad_values_fall_back_one_by_one():
     state = parse_query({"gamma": "0", "beta": "x", "temperature": "-1", "top_p": "nan", "rule": "greedy",
                          "drafter": "model", "target": "org/other-model", "round": "zero", "seed": "7"}, DEFAULTS)
-    assert (state.config.gamma, state.config.beta, state.config.temperature) == (DEFAULTS.gamma, DEFAULTS.beta, DEFAULTS.temperature)
+    assert (state.config.gamma, state.config.beta, state.config.temperature) == (DEFAULTS.gamma, DEFAULTS.beta,
+                                                                                 DEFAULTS.temperature)
     assert state.config.drafter == "model"  # valid: the embedded target has its shipped draft
     assert state.config.target == "embedded"  # another target without a draft model is refused
     assert state.config.seed == 7 and state.round == 1
@@ -70,16 +72,17 @@ def test_round_rows_show_marks_struck_corrections_and_masks(trace):
 def test_the_player_carries_each_rounds_seed_rows_and_one_stylesheet(trace):
     page = player.lesson_html(trace)
     drawings = json.loads(page.split('<script id="drawings" type="application/json">')[1].split("</script>")[0])
-    assert [d["rows"] for d in drawings] == [render.round_rows_html(trace, r).removeprefix(render.CSS) for r in trace.rounds]
+    assert [d["rows"] for d in drawings] == [render.round_rows_html(trace, r).removeprefix(render.CSS)
+                                             for r in trace.rounds]
     assert page.count(render.CSS) == 1
 
 
 def test_tree_svg_draws_every_node_edge_and_the_accepted_path(tiny_dirs, tiny_pair):
-    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="tree", rule="sample", branching=2,
-                          tree_depth=3, max_new_tokens=16, seed=1, device="cpu")
+    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="tree", rule="sample",
+                          branching=2, tree_depth=3, max_new_tokens=16, seed=1, device="cpu")
     rounds = speculative_decode(config, prompt_ids=[3, 7, 5, 9], pair=tiny_pair).rounds
     rnd = max(rounds, key=lambda r: (len(r.tree.path), len(r.tree.nodes)))
-    svg = render.tree_svg(rnd)
+    svg = tree_drawing.tree_svg(rnd)
     ElementTree.fromstring(svg)  # well-formed, so it stands alone as a file
     nodes = rnd.tree.nodes
     assert svg.count("<circle") == len(nodes) and svg.count("<title>node ") == len(nodes)
@@ -90,4 +93,4 @@ def test_tree_svg_draws_every_node_edge_and_the_accepted_path(tiny_dirs, tiny_pa
         style = {"accepted": "accepted", "rejected": "rejected"}.get(node.status, "not_verified")
         assert f'fill="{render.COLORS[style][0]}">{html.escape(render.display_text(node.text))}</text>' in svg
     nodes[1].text = "\x01</svg><b>"  # a byte-fallback token and markup still make a well-formed picture
-    ElementTree.fromstring(render.tree_svg(rnd))
+    ElementTree.fromstring(tree_drawing.tree_svg(rnd))

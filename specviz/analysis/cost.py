@@ -7,11 +7,12 @@ import time
 
 import torch
 
-from ..config import DecodeConfig
-from ..forwards import KVCachedSequence, full_forward
-from ..engine import ModelPair, parallel_drafter
-from ..parallel_drafters import draft_logits, target_states, window_memory
-from ..registry import drafter_spec
+from specviz.config import DecodeConfig
+from specviz.drafters import parallel
+from specviz.drafters.parallel import draft_logits, target_states, window_memory
+from specviz.drafters.registry import drafter_spec
+from specviz.engine import ModelPair
+from specviz.models.forwards import KVCachedSequence, full_forward
 
 
 def timed_feeds(state: KVCachedSequence, forward, loaded, chunks: list[list[int]]) -> float:
@@ -69,7 +70,7 @@ def verification_costs(pair: ModelPair, prefix: list[int], blocks: list[int], re
 def parallel_inputs(config: DecodeConfig, pair: ModelPair, prefix: list[int]):
     """(drafter, memory): a parallel drafter and the target-state window it reads after ``prefix``
     (the states of prefix[:-1], as a run's cache would hold them; prefix[-1] is the pending token)."""
-    drafter = parallel_drafter(config, pair, KVCachedSequence())
+    drafter = parallel.build(config, pair, KVCachedSequence())
     states = target_states(pair.target, prefix[:-1])
     return drafter, window_memory(states, len(prefix) - 1, drafter.meta.window)
 

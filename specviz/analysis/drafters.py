@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 import torch
 
-from ..config import DecodeConfig
-from ..engine import ModelPair, autoregressive_decode, speculative_decode
-from ..registry import DRAFTERS
-
-from .cost import parallel_inputs
-from .metrics import acceptance_by_position
-from .common import SWEEP_TOKENS_MAX, Progress, _tick
-
+from specviz.analysis.common import SWEEP_TOKENS_MAX, Progress, _tick
+from specviz.analysis.cost import parallel_inputs
+from specviz.analysis.metrics import acceptance_by_position
+from specviz.config import DecodeConfig
+from specviz.drafters.registry import DRAFTERS
+from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 
 COMPARE_PROMPTS_MAX = 4
 
@@ -56,12 +53,14 @@ def compare_drafters(config: DecodeConfig, pair: ModelPair, prompts_ids: list[li
         seconds = sum(t.stats.wall_ms for t in traces) / 1e3
         summary.append(dict(
             drafter=DRAFTERS[kind].label, tokens_per_round=tokens / len(rounds),
-            acceptance_rate=sum(t.stats.accepted_tokens for t in traces) / max(1, sum(t.stats.drafted_tokens for t in traces)),
+            acceptance_rate=(sum(t.stats.accepted_tokens for t in traces)
+                             / max(1, sum(t.stats.drafted_tokens for t in traces))),
             draft_ms_per_round=sum(r.draft_ms for r in drafting) / max(1, len(drafting)),
             draft_passes_per_round=sum(r.draft_forward_passes for r in drafting) / max(1, len(drafting)),
             tokens_per_s=tokens / seconds, speedup_vs_autoregressive=(tokens / seconds) / (ar_tokens / ar_seconds),
         ))
-        merged = pd.concat([acceptance_by_position(t) for t in traces]).groupby("position")[["verified", "accepted"]].sum()
+        merged = (pd.concat([acceptance_by_position(t) for t in traces])
+                  .groupby("position")[["verified", "accepted"]].sum())
         for position, row in merged.iterrows():
             positions.append(dict(drafter=DRAFTERS[kind].label, position=int(position), verified=int(row.verified),
                                   accepted=int(row.accepted), acceptance_rate=row.accepted / row.verified))

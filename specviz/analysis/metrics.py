@@ -9,12 +9,11 @@ from typing import Callable, Generic, TypeVar
 
 import pandas as pd
 
-from ..config import DecodeConfig
-from ..engine import ModelPair, autoregressive_decode, speculative_decode
-from ..theory import expected_speedup_for_blocks, expected_tokens_for_blocks
-from ..trace import NOT_VERIFIED, Trace
-
-from .cost import cost_ratio, verification_costs
+from specviz.analysis.cost import cost_ratio, verification_costs
+from specviz.config import DecodeConfig
+from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
+from specviz.engine.trace import NOT_VERIFIED, Trace
+from specviz.rules.theory import expected_speedup_for_blocks, expected_tokens_for_blocks
 
 A, B = TypeVar("A"), TypeVar("B")
 
@@ -51,7 +50,8 @@ def accepted_lengths(trace: Trace) -> pd.DataFrame:
     """This request's histogram of accepted drafted tokens per drafting round (0 .. the largest block)."""
     counts = Counter(r.accepted_count for r in trace.rounds if r.drafted_count)
     largest = max((len(r.draft) for r in trace.rounds), default=0)
-    return pd.DataFrame({"accepted": list(range(largest + 1)), "rounds": [counts.get(k, 0) for k in range(largest + 1)]})
+    return pd.DataFrame({"accepted": list(range(largest + 1)),
+                         "rounds": [counts.get(k, 0) for k in range(largest + 1)]})
 
 
 def realised_blocks(trace: Trace) -> list[int]:
@@ -86,7 +86,8 @@ class SpeedupCheck:
     cost_ratio: float  # c measured here
     expected: float  # the theory at the trace's alpha, realised blocks and c (verification = one target step)
     expected_verify_measured: float  # the same with the measured cost of the target's pass over k + 1 tokens
-    pair_speedups: tuple[float, ...] = ()  # each back-to-back pair's own autoregressive / speculative ratio, in pair order
+    # each back-to-back pair's own autoregressive / speculative ratio, in pair order
+    pair_speedups: tuple[float, ...] = ()
 
     @property
     def measured(self) -> float:
@@ -122,9 +123,9 @@ def timed_in_alternating_pairs(first: Callable[[], tuple[A, float]], second: Cal
     """Run two timed computations (each returns (result, seconds)) in ``pairs`` back-to-back pairs whose
     order alternates (first-second, second-first, ...); keep each one's first result and every time.
 
-    On a shared machine whose speed drifts by 20% within seconds, both sides of a ratio meet the same
-    load, and one disturbed pair (the browser painting a page's charts on the same cores, seen here)
-    cannot set the ratio of the medians. (With an even ``pairs`` each median is the mean of the middle two.)
+    On a shared machine whose speed drifts within seconds, both sides of a ratio meet the same load,
+    and one disturbed pair (the browser painting a page's charts on the same cores) cannot set the
+    ratio of the medians. (With an even ``pairs`` each median is the mean of the middle two.)
     """
     if pairs < 1:
         raise ValueError(f"pairs must be at least 1, not {pairs}")

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..config import DecodeConfig
-from ..engine import ModelPair, speculative_decode
-from ..trace import TopTokens, Trace
+from specviz.config import DecodeConfig
+from specviz.engine import ModelPair, speculative_decode
+from specviz.engine.trace import TopTokens, Trace
 
 
 @dataclass(frozen=True)
@@ -104,12 +104,14 @@ def verification_at(trace: Trace, position: int) -> tuple[int, int, TopTokens]:
     raise IndexError(f"position {position} is past the trace's {emitted} new tokens")
 
 
-def generate_with_logits(pair: ModelPair, prompt_ids: list[int], max_new_tokens: int) -> tuple[list[int], list[torch.Tensor]]:
+def generate_with_logits(pair: ModelPair, prompt_ids: list[int],
+                         max_new_tokens: int) -> tuple[list[int], list[torch.Tensor]]:
     """The target's own greedy ``generate`` (the prompt in one pass, then one-token steps) and each step's logits."""
     ids = torch.tensor([prompt_ids], device=pair.target.device)
     with pair.target.lock, torch.inference_mode():
-        out = pair.target.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
-                                         output_logits=True, return_dict_in_generate=True)
+        out = pair.target.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                         max_new_tokens=max_new_tokens, output_logits=True,
+                                         return_dict_in_generate=True)
     return out.sequences[0, len(prompt_ids):].tolist(), [step[0] for step in out.logits]
 
 
@@ -136,6 +138,7 @@ def match_rate(runs: list[PrecisionRun]) -> dict:
     """Over several prompts in one precision: how many outputs are identical to ``generate``'s, and the share of
     new tokens produced before the first departure."""
     tokens = sum(len(r.generate_ids) for r in runs)
-    return dict(dtype=runs[0].dtype if runs else "", prompts=len(runs), identical=sum(r.departure is None for r in runs),
+    return dict(dtype=runs[0].dtype if runs else "", prompts=len(runs),
+                identical=sum(r.departure is None for r in runs),
                 matching_tokens=sum(r.matching for r in runs), tokens=tokens,
                 matching_share=sum(r.matching for r in runs) / max(1, tokens))

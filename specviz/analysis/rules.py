@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-
 import pandas as pd
 import torch
 
-from ..config import DecodeConfig
-from ..forwards import KVCachedSequence, full_forward
-from ..engine import ModelPair, autoregressive_decode, speculative_decode
-from ..engine.records import status_of
-from ..registry import drafter_spec
-from ..distributions import one_hot
-from ..verify import GreedyRule, SpeculativeSamplingRule, TopBetaRule, check_block
-
-from .cost import parallel_logits
-from .common import COMPARE_BETAS, Progress, _tick
+from specviz.analysis.common import COMPARE_BETAS, Progress, _tick
+from specviz.analysis.cost import parallel_logits
+from specviz.config import DecodeConfig
+from specviz.drafters.registry import drafter_spec
+from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
+from specviz.engine.records import status_of
+from specviz.models.forwards import KVCachedSequence, full_forward
+from specviz.rules.acceptance import GreedyRule, SpeculativeSamplingRule, TopBetaRule, check_block
+from specviz.rules.distributions import one_hot
 
 
 def score_draft(config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]):
@@ -25,7 +23,8 @@ def score_draft(config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_
     target_state = KVCachedSequence()
     target_logits = target_state.feed(full_forward, pair.target, prefix + draft_ids, len(draft_ids) + 1)
     if drafter_spec(config.drafter).requires_model_outputs:  # every slot's q comes from the same one pass
-        return target_logits[:, : pair.vocab_size], parallel_logits(config, pair, prefix)[: len(draft_ids), : pair.vocab_size]
+        return (target_logits[:, : pair.vocab_size],
+                parallel_logits(config, pair, prefix)[: len(draft_ids), : pair.vocab_size])
     draft = drafter_spec(config.drafter).draft_source(config, pair)
     if draft is None:
         return target_logits[:, : pair.vocab_size], None
@@ -34,7 +33,8 @@ def score_draft(config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_
     return target_logits[:, : pair.vocab_size], draft_logits[:, : pair.vocab_size]
 
 
-def compare_rules_on_draft(config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]) -> pd.DataFrame:
+def compare_rules_on_draft(config: DecodeConfig, pair: ModelPair, prefix: list[int],
+                           draft_ids: list[int]) -> pd.DataFrame:
     """One drafted block checked by greedy, speculative sampling and top-beta (beta = 1..5).
 
     Each rule walks the block left to right and stops at its first rejection (later tokens are
@@ -58,7 +58,8 @@ def compare_rules_on_draft(config: DecodeConfig, pair: ModelPair, prefix: list[i
     return pd.DataFrame(rows, columns=["rule", "position", "token_id", "status", "accept_prob"])
 
 
-def lossy_departures(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], on_progress: Progress = None) -> pd.DataFrame:
+def lossy_departures(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int],
+                     on_progress: Progress = None) -> pd.DataFrame:
     """For beta = 1..5 (top-beta + tau): the full output and where it departs from the target's greedy text."""
     reference, _ = autoregressive_decode(config.replace(rule="greedy"), pair, prompt_ids)
     tokenizer = pair.target.tokenizer
@@ -71,7 +72,8 @@ def lossy_departures(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int
             first = min(len(out), len(reference))
         rows.append(dict(beta=beta, tau=config.tau, acceptance_rate=trace.stats.acceptance_rate,
                          tokens_per_round=trace.stats.mean_tokens_per_round, departs_at=first,
-                         same_as_target=first is None, common_prefix=tokenizer.decode(out[: first if first is not None else len(out)]),
+                         same_as_target=first is None,
+                         common_prefix=tokenizer.decode(out[: first if first is not None else len(out)]),
                          output_after=tokenizer.decode(out[first:]) if first is not None else "",
                          target_after=tokenizer.decode(reference[first:]) if first is not None else ""))
         _tick(on_progress, i + 1, len(COMPARE_BETAS))

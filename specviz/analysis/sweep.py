@@ -1,18 +1,21 @@
-"""The gamma sweep and the draft head sweep (the Gamma sweep page). Pure data in, plain data (pandas) out; no streamlit."""
+"""The gamma sweep and the draft head sweep (the Gamma sweep page).
+
+Pure data in, plain data (pandas) out; no streamlit.
+"""
 
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import pandas as pd
 
-from ..config import DecodeConfig
-from ..engine import ModelPair, autoregressive_decode, speculative_decode
-from ..theory import expected_speedup_for_blocks, expected_tokens_for_blocks
-
-from .cost import cost_ratio, verification_costs
-from .metrics import realised_blocks, timed_in_alternating_pairs, timed_trace
-from .common import SWEEP_GAMMAS_MAX, SWEEP_PAIRS, SWEEP_TOKENS_MAX, Progress
+from specviz.analysis.common import SWEEP_GAMMAS_MAX, SWEEP_PAIRS, SWEEP_TOKENS_MAX, Progress
+from specviz.analysis.cost import cost_ratio, verification_costs
+from specviz.analysis.metrics import realised_blocks, timed_in_alternating_pairs, timed_trace
+from specviz.config import DecodeConfig
+from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
+from specviz.rules.theory import expected_speedup_for_blocks, expected_tokens_for_blocks
 
 
 def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], gammas: list[int],
@@ -42,9 +45,9 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
     timed = []  # per gamma: PairedTimes(baseline ids, trace, ...)
     for i, gamma in enumerate(gammas):
         tick(i, f"γ = {gamma} ({i + 1} of {len(gammas)} block sizes)")
-        gamma_config = config.replace(gamma=gamma)
         timed.append(timed_in_alternating_pairs(lambda: autoregressive_decode(config, pair, prompt_ids),
-                                                lambda: timed_trace(gamma_config, pair, prompt_ids), pairs))
+                                                partial(timed_trace, config.replace(gamma=gamma), pair, prompt_ids),
+                                                pairs))
     ar_ids = timed[0].first  # the target's own tokens (every baseline decodes the same)
     tick(len(gammas), "measuring the cost ratio c")
     c = cost_ratio(config, pair, prompt_ids + ar_ids[:1])
@@ -57,12 +60,14 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
         same_length = s.new_tokens / max(1, len(run.first))  # the baseline's time scaled to the trace's tokens
         pair_speedups = [ratio * same_length for ratio in run.ratios]
         rows.append(dict(
-            gamma=gamma, alpha=s.alpha_estimate, acceptance_rate=s.acceptance_rate, mean_block=sum(blocks) / max(1, len(blocks)),
-            tokens_per_round=s.mean_tokens_per_round, expected_tokens_per_round=expected_tokens_for_blocks(s.alpha_estimate, blocks),
+            gamma=gamma, alpha=s.alpha_estimate, acceptance_rate=s.acceptance_rate,
+            mean_block=sum(blocks) / max(1, len(blocks)), tokens_per_round=s.mean_tokens_per_round,
+            expected_tokens_per_round=expected_tokens_for_blocks(s.alpha_estimate, blocks),
             speedup=run.first_median / run.second_median * same_length, speedup_low=min(pair_speedups),
             speedup_high=max(pair_speedups), expected_speedup=expected_speedup_for_blocks(s.alpha_estimate, blocks, c),
             expected_speedup_verify_measured=expected_speedup_for_blocks(s.alpha_estimate, blocks, c, verify_cost),
-            verify_cost=sum(verify_cost[k] for k in blocks) / max(1, len(blocks)), target_passes=s.target_forward_passes, new_tokens=s.new_tokens,
+            verify_cost=sum(verify_cost[k] for k in blocks) / max(1, len(blocks)),
+            target_passes=s.target_forward_passes, new_tokens=s.new_tokens,
             wall_s=run.second_median,
         ))
     tick(steps, f"done: {len(gammas)} block sizes")
@@ -101,6 +106,8 @@ def vocab_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], si
         trace = speculative_decode(sized, prompt_ids=prompt_ids, pair=pair)
         c = cost_ratio(sized, pair, prompt_ids + trace.output_ids[:1])
         alpha, blocks = trace.stats.alpha_estimate, realised_blocks(trace)
-        rows.append(dict(draft_vocab=k or pair.vocab_size, cost_ratio=c, alpha=alpha, tokens_per_round=trace.stats.mean_tokens_per_round,
-                         expected_speedup=expected_speedup_for_blocks(alpha, blocks, c), tokens_per_s=trace.stats.tokens_per_s))
+        rows.append(dict(draft_vocab=k or pair.vocab_size, cost_ratio=c, alpha=alpha,
+                         tokens_per_round=trace.stats.mean_tokens_per_round,
+                         expected_speedup=expected_speedup_for_blocks(alpha, blocks, c),
+                         tokens_per_s=trace.stats.tokens_per_s))
     return pd.DataFrame(rows)

@@ -1,15 +1,17 @@
-"""Parallel verification, measured (the Parallel verification page). Pure data in, plain data (pandas) out; no streamlit."""
+"""Parallel verification, measured (the Parallel verification page).
+
+Pure data in, plain data (pandas) out; no streamlit.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..forwards import full_forward
-from ..engine import ModelPair
-
-from .common import TIMING_REPEATS_MAX
-from .cost import primed_state, timed_feeds
-from .metrics import timed_in_alternating_pairs
+from specviz.analysis.common import TIMING_REPEATS_MAX
+from specviz.analysis.cost import primed_state, timed_feeds
+from specviz.analysis.metrics import timed_in_alternating_pairs
+from specviz.engine import ModelPair
+from specviz.models.forwards import full_forward
 
 
 def verification_timing(pair: ModelPair, prefix: list[int], block: list[int], repeats: int = 5) -> dict:

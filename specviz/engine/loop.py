@@ -21,37 +21,27 @@ from typing import Callable, TypeVar
 
 import torch
 
-from ..config import DecodeConfig
-from ..drafters import DraftBlock, Drafter
-from ..forwards import KVCachedSequence, full_forward, states_forward
-from ..registry import drafter_spec
-from ..trace import DraftPosition, EmittedToken, Round, Trace, TreeRecord
-from ..tree import DraftTree, recursive_rejection, score_tree
-from ..verify import Rule
-from .factory import make_drafter, rule_for
-from .pair import ModelPair, eos_ids, load_pair, prompt_ids_for
-from .records import (
-    TokenTexts, draft_position, models_info, summarize, sync_tree_with_checks, tree_record, truncate_at_eos, verify_block,
-)
+from specviz.config import DecodeConfig
+from specviz.drafters.base import DraftBlock, Drafter
+from specviz.drafters.registry import drafter_spec, make_drafter, rule_for
+from specviz.drafters.tree import DraftTree
+from specviz.engine.records import TokenTexts, models_info, summarize
+from specviz.engine.trace import Round, Trace
+from specviz.engine.verification import Outcome, score_tree, truncate_at_eos, walk_chain, walk_tree
+from specviz.models.forwards import KVCachedSequence, full_forward, states_forward
+from specviz.models.pair import ModelPair, eos_ids, load_pair, prompt_ids_for
+from specviz.rules.acceptance import Rule
 
 T = TypeVar("T")
 
 
 @dataclass
 class Verified:
-    """Steps 2-4 of a round: what the ONE target pass and the rule's walk made of a proposal.
+    """Steps 2-4 of a round: the ONE target pass over ``target_positions`` positions and the rule's walk."""
 
-    ``accepted_path``: the proposal's accepted nodes from the top (a chain's are ``[1, ..., accepted]``).
-    """
-
-    positions: list[DraftPosition]
-    correction: EmittedToken | None
-    bonus: EmittedToken | None
-    accepted_path: list[int]
+    outcome: Outcome
     target_positions: int
     target_pass_ms: float  # the one target forward and its p's (float32, on the CPU); the rest is the rule and records
-    # (a chain's cache is cropped inside its next pass; a tree's is cut to the accepted path after its pass)
-    tree: TreeRecord | None = None
 
 
 @dataclass
@@ -82,11 +72,6 @@ class DecodeRun:
         """Drafters that read the target's hidden states (parallel drafters) need runs that keep them."""
         return states_forward if drafter_spec(self.config.drafter).requires_model_outputs else full_forward
 
-    @property
-    def verify(self) -> Callable[["DecodeRun", list[int], DraftBlock | DraftTree], "Verified"]:
-        """How this drafter's proposals are verified: a tree (the registry's ``tree`` flag) or a chain."""
-        return verify_tree if drafter_spec(self.config.drafter).tree else verify_chain
-
     def target_probs(self, logits: torch.Tensor) -> list[torch.Tensor]:
         return [self.rule.target_distribution(row).cpu() for row in logits]  # float32, one per position
 
@@ -104,31 +89,27 @@ def verify_chain(run: DecodeRun, committed: list[int], block: DraftBlock) -> Ver
     The target's cache is cropped lazily to the new context at the next round."""
     k = block.size
     feed = run.target_state.pending(committed) + block.token_ids
+    # k+1 x (V,)
     target_probs, pass_ms = timed_ms(lambda: run.target_probs(
-        run.target_state.feed(run.target_forward, run.pair.target, feed, k + 1)[:, : run.pair.vocab_size]))  # k+1 x (V,)
-    positions, correction, bonus = verify_block(block, target_probs, run.rule, run.generator, run.texts, run.config.top_n)
-    accepted = sum(p.accepted for p in positions)
-    return Verified(positions, correction, bonus, list(range(1, accepted + 1)), k + 1, pass_ms)
+        run.target_state.feed(run.target_forward, run.pair.target, feed, k + 1)[:, : run.pair.vocab_size]))
+    return Verified(walk_chain(block, target_probs, run.rule, run.generator, run.texts, run.config.top_n),
+                    k + 1, pass_ms)
 
 
 def verify_tree(run: DecodeRun, committed: list[int], tree: DraftTree) -> Verified:
     """A Recursive Speculative Decoding tree: ONE target pass over every node (tree attention), walked
     with recursive rejection sampling; the target's cache keeps only the accepted path's entries."""
-    config, rule, texts = run.config, run.rule, run.texts
-    target_probs, pass_ms = timed_ms(lambda: run.target_probs(score_tree(run.target_state, full_forward, run.pair.target,
-                                                                         committed, tree, run.pair.vocab_size)))
-    checks, path, final_p, leaf = recursive_rejection(tree, target_probs, rule, run.generator)
-    token = rule.bonus(final_p, run.generator)
-    positions = [draft_position(tree.nodes[c.node].depth - 1, c.token_id, c.target_probs, c.draft_probs, c.verdict,
-                                rule, texts, config.top_n) for c in checks]
-    p_here = target_probs[path[-1] if path else 0]
-    emitted = EmittedToken(token_id=token, text=texts(token), prob=float(final_p[token]), target_prob=float(p_here[token]),
-                           source="target" if leaf or not rule.stochastic else "residual",
-                           distribution_top=texts.top(final_p, config.top_n), target_top=texts.top(p_here, config.top_n),
-                           residual_top=texts.top(final_p, config.top_n) if rule.stochastic and not leaf else None)
-    record = tree_record(tree, checks, path, target_probs, rule, texts, config)
-    run.target_state.keep(list(range(len(committed))) + [len(committed) + node - 1 for node in path])
-    return Verified(positions, None if leaf else emitted, emitted if leaf else None, path, len(tree.nodes), pass_ms, record)
+    target_probs, pass_ms = timed_ms(lambda: run.target_probs(
+        score_tree(run.target_state, full_forward, run.pair.target, committed, tree, run.pair.vocab_size)))
+    outcome = walk_tree(tree, target_probs, run.rule, run.generator, run.texts, run.config)
+    run.target_state.keep(list(range(len(committed))) + [len(committed) + node - 1 for node in outcome.accepted_path])
+    return Verified(outcome, len(tree.nodes), pass_ms)
+
+
+def verify(run: DecodeRun, committed: list[int], proposal: DraftBlock | DraftTree) -> Verified:
+    """A proposal verified by its shape: a tree with tree attention, a chain causally."""
+    return (verify_tree(run, committed, proposal) if isinstance(proposal, DraftTree)
+            else verify_chain(run, committed, proposal))
 
 
 def play_round(run: DecodeRun, committed: list[int], max_block: int) -> RoundResult:
@@ -136,9 +117,9 @@ def play_round(run: DecodeRun, committed: list[int], max_block: int) -> RoundRes
     # 1. draft: up to max_block tokens (a chain) or levels (a tree)
     proposal, draft_ms = timed_ms(lambda: run.drafter.propose(committed, max_block, run.rule, run.generator))
     # 2.-4. verify in ONE target pass, accept a path, then the correction or the bonus
-    verified, verify_ms = timed_ms(lambda: run.verify(run, committed, proposal))
+    verified, verify_ms = timed_ms(lambda: verify(run, committed, proposal))
     # 5. tell the drafter how its proposal fared (adaptive exit; a tree keeps its accepted path's caches)
-    run.drafter.update(proposal.size, verified.accepted_path)
+    run.drafter.update(proposal.size, verified.outcome.accepted_path)
     return RoundResult(verified, draft_ms, verify_ms, proposal.forward_passes, proposal.exit_threshold)
 
 
@@ -175,22 +156,21 @@ def speculative_decode(
         # leave room for the correction/bonus token within max_new_tokens and the context
         result = play_round(run, committed, max(0, min(block_size, config.max_new_tokens - new - 1, room - 1)))
         verified = result.verified
-        positions, correction, bonus, emitted, hit_eos = truncate_at_eos(verified.positions, verified.correction,
-                                                                         verified.bonus, eos)
-        if verified.tree and hit_eos:
-            sync_tree_with_checks(verified.tree, positions)
+        outcome = truncate_at_eos(verified.outcome, eos)
+        emitted = outcome.emitted_ids
         record = Round(
-            index=len(rounds), prefix_len=len(committed), draft=positions, correction=correction, bonus=bonus,
-            emitted_ids=emitted, emitted_texts=[run.texts(t) for t in emitted], draft_ms=result.draft_ms,
-            verify_ms=result.verify_ms, draft_forward_passes=result.draft_forward_passes, target_forward_passes=1,
-            target_positions=verified.target_positions, target_pass_ms=verified.target_pass_ms,
-            exit_threshold=result.exit_threshold, tree=verified.tree,
+            index=len(rounds), prefix_len=len(committed), draft=outcome.positions, correction=outcome.correction,
+            bonus=outcome.bonus, emitted_ids=emitted, emitted_texts=[run.texts(t) for t in emitted],
+            draft_ms=result.draft_ms, verify_ms=result.verify_ms, draft_forward_passes=result.draft_forward_passes,
+            target_forward_passes=1, target_positions=verified.target_positions,
+            target_pass_ms=verified.target_pass_ms,
+            exit_threshold=result.exit_threshold, tree=outcome.tree,
         )
         rounds.append(record)
         committed.extend(emitted)
         if on_round:
             on_round(record, len(committed) - len(ids))
-        if hit_eos:
+        if outcome.ends_at_eos:
             stop_reason = "eos"
             break
     wall_ms = (time.perf_counter() - started) * 1e3

@@ -1,19 +1,26 @@
-"""What a round records: token texts, drafted positions with their verdicts, EOS truncation, stats."""
+"""What a round records: token texts, drafted positions with their verdicts, the tree, the run's stats."""
 
 from __future__ import annotations
 
 import torch
 
-from ..config import DecodeConfig
-from ..drafters import DraftBlock
-from ..trace import (
-    ACCEPTED, NOT_VERIFIED, REJECTED, DraftPosition, EmittedToken, Round, Stats, TopTokens, TreeNodeRecord, TreeRecord,
+from specviz.config import DecodeConfig
+from specviz.drafters.model import draft_vocab_for
+from specviz.drafters.tree import DraftTree
+from specviz.engine.trace import (
+    ACCEPTED,
+    NOT_VERIFIED,
+    REJECTED,
+    DraftPosition,
+    Round,
+    Stats,
+    TopTokens,
+    TreeNodeRecord,
+    TreeRecord,
 )
-from ..tree import DraftTree
-from ..distributions import overlap, residual_distribution
-from ..verify import Rule, Verdict, check_block
-from .pair import ModelPair, uses_draft_model
-from .factory import draft_vocab_for
+from specviz.models.pair import ModelPair, uses_draft_model
+from specviz.rules.acceptance import Rule, Verdict
+from specviz.rules.distributions import overlap, residual_distribution
 
 
 class TokenTexts:
@@ -48,60 +55,12 @@ def draft_position(index: int, token: int, p_dist: torch.Tensor, q_dist: torch.T
     return DraftPosition(
         index=index, token_id=token, text=texts(token), p=float(p_dist[token]), q=float(q_dist[token]),
         accept_prob=verdict.accept_prob if verdict else 0.0, uniform=verdict.uniform if verdict else None,
-        accepted=status == ACCEPTED, status=status, overlap=overlap(p_dist, q_dist), alpha=rule.acceptance_alpha(p_dist, q_dist),
+        accepted=status == ACCEPTED, status=status, overlap=overlap(p_dist, q_dist),
+        alpha=rule.acceptance_alpha(p_dist, q_dist),
         target_top=texts.top(p_dist, top_n), draft_top=texts.top(q_dist, top_n),
         candidates=None if (ids := rule.candidates(p_dist)) is None else texts.of(ids, p_dist),
         tau_gap=verdict.tau_gap if verdict else None,
     )
-
-
-def verify_block(
-    block: DraftBlock, target_probs: list[torch.Tensor], rule: Rule, generator: torch.Generator,
-    texts: TokenTexts, top_n: int,
-) -> tuple[list[DraftPosition], EmittedToken | None, EmittedToken | None]:
-    """Steps 3-4 of a round: check drafted tokens left to right, then take a correction or bonus."""
-    verdicts = check_block(rule, block.token_ids, target_probs, block.draft_probs, generator)
-    positions = [draft_position(i, token, target_probs[i], q_dist, verdict, rule, texts, top_n)
-                 for i, (token, q_dist, verdict) in enumerate(zip(block.token_ids, block.draft_probs, verdicts))]
-    rejected_at = next((i for i, v in enumerate(verdicts) if v is not None and not v.accepted), None)
-    if rejected_at is not None:
-        p_dist, q_dist = target_probs[rejected_at], block.draft_probs[rejected_at]
-        token = rule.correction(p_dist, q_dist, generator)
-        residual = residual_distribution(p_dist, q_dist)
-        source_dist, source = (residual, "residual") if rule.stochastic else (p_dist, "target")
-        correction = EmittedToken(
-            token_id=token, text=texts(token), prob=float(source_dist[token]), target_prob=float(p_dist[token]),
-            source=source, distribution_top=texts.top(source_dist, top_n), target_top=texts.top(p_dist, top_n),
-            residual_top=texts.top(residual, top_n),
-        )
-        return positions, correction, None
-    p_dist = target_probs[len(block.token_ids)]
-    token = rule.bonus(p_dist, generator)
-    top = texts.top(p_dist, top_n)
-    bonus = EmittedToken(token_id=token, text=texts(token), prob=float(p_dist[token]), target_prob=float(p_dist[token]),
-                         source="target", distribution_top=top, target_top=top)
-    return positions, None, bonus
-
-
-def truncate_at_eos(positions, correction, bonus, eos: set[int]):
-    """Cut a round's emitted tokens after the first EOS; every check made after the accepted EOS (later
-    accepted tokens; in a tree, deeper siblings too) counts as not verified, and no token is emitted after it."""
-    emitted = [p.token_id for p in positions if p.accepted] + [t.token_id for t in (correction, bonus) if t]
-    stop = next((i for i, t in enumerate(emitted) if t in eos), None)
-    if stop is None or stop == len(emitted) - 1:
-        return positions, correction, bonus, emitted, stop is not None
-    eos_check = [i for i, p in enumerate(positions) if p.accepted][stop]
-    for pos in positions[eos_check + 1:]:
-        pos.accepted, pos.status = False, NOT_VERIFIED
-    return positions, None, None, emitted[: stop + 1], True
-
-
-def sync_tree_with_checks(tree: TreeRecord, positions: list[DraftPosition]) -> None:
-    """After EOS truncation: node statuses, the accepted path and residual bars follow the checks' statuses."""
-    for node, pos in zip(tree.check_nodes, positions):
-        tree.nodes[node].status = pos.status
-    tree.path = [node for node, pos in zip(tree.check_nodes, positions) if pos.accepted]
-    tree.residual_tops = [top if pos.status == REJECTED else None for top, pos in zip(tree.residual_tops, positions)]
 
 
 def tree_record(tree: DraftTree, checks, path: list[int], target_probs, rule: Rule, texts: TokenTexts,
@@ -144,7 +103,8 @@ def summarize(rounds: list[Round], new_tokens: int, stop_reason: str, wall_ms: f
         draft_forward_passes=sum(r.draft_forward_passes for r in rounds),
         autoregressive_forward_passes=new_tokens,
         alpha_estimate=sum(p.alpha for p in verified) / len(verified) if verified else 0.0,
-        mean_acceptance_length=1 + accepted / drafting if (drafting := sum(r.drafted_count > 0 for r in rounds)) else 1.0,
+        mean_acceptance_length=(1 + accepted / drafting if (drafting := sum(r.drafted_count > 0 for r in rounds))
+                                else 1.0),
         stop_reason=stop_reason,
         wall_ms=wall_ms,
         tokens_per_s=new_tokens / (wall_ms / 1e3) if wall_ms > 0 else 0.0,

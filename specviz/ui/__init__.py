@@ -1,25 +1,49 @@
 """Streamlit glue (the only package that imports streamlit).
 
-``work``: models loaded once and every page's computation shared by all sessions; ``controls``:
-the sidebar generated from the config's fields and the registries, mirrored in the URL; ``views``:
-the trace's summary line, the round a link names and the lesson player that steps the rounds in the
-browser (:mod:`specviz.player`). Pages use these through ``from specviz import ui``.
+``navigation``: the page list; ``work``: models loaded once and every page's computation shared by all
+sessions; ``controls``: the sidebar generated from the config's fields and the registries, mirrored in
+the URL; ``views``: the trace's summary line, the round a link names and the lesson player that steps the
+rounds in the browser (:mod:`specviz.presentation.player`). Pages use these through ``from specviz import ui``.
 """
 
-from .controls import (
-    CUSTOM_PAIR, DEFAULT_PROMPT, EMBEDDED_PAIR, PAGE_CONFIG, PAIR_PRESETS, PROMPT_PRESETS, UNSET, config_value, draw_field,
-    draw_shared_sidebar, field_enabled, init_state_from_url, shared_controls, sidebar_controls, widget_value, write_url,
+from specviz.ui.controls import (
+    CUSTOM_PAIR,
+    DEFAULT_PROMPT,
+    EMBEDDED_PAIR,
+    PAGE_CONFIG,
+    PAIR_PRESETS,
+    PROMPT_PRESETS,
+    UNSET,
+    config_value,
+    draw_field,
+    draw_shared_sidebar,
+    field_enabled,
+    init_state_from_url,
+    shared_controls,
+    sidebar_controls,
+    widget_value,
+    write_url,
 )
-from .views import linked_round, precision_caption, show_player, summary_line
-from .work import (
-    app_defaults, cached_pair, describe_failure, get_trace, known, pair_for, place_message, remembered, shared_work,
-    show_user_errors, trace_key,
+from specviz.ui.navigation import PAGES, navigation
+from specviz.ui.views import linked_round, precision_caption, show_player, summary_line
+from specviz.ui.work import (
+    app_defaults,
+    cached_pair,
+    describe_failure,
+    get_trace,
+    page_pair,
+    pair_for,
+    place_message,
+    shared_result,
+    shared_work,
+    show_user_errors,
+    trace_key,
 )
 
 __all__ = [
-    "CUSTOM_PAIR", "DEFAULT_PROMPT", "EMBEDDED_PAIR", "PAGE_CONFIG", "PAIR_PRESETS", "PROMPT_PRESETS", "UNSET", "app_defaults",
-    "cached_pair", "config_value", "describe_failure", "draw_field", "draw_shared_sidebar",
-    "field_enabled", "get_trace", "init_state_from_url", "known", "linked_round", "pair_for", "place_message", "precision_caption", "remembered",
-    "shared_controls", "shared_work", "show_player", "show_user_errors", "sidebar_controls",
-    "summary_line", "trace_key", "widget_value", "write_url",
+    "CUSTOM_PAIR", "DEFAULT_PROMPT", "EMBEDDED_PAIR", "PAGES", "PAGE_CONFIG", "PAIR_PRESETS", "PROMPT_PRESETS", "UNSET",
+    "app_defaults", "cached_pair", "config_value", "describe_failure", "draw_field", "draw_shared_sidebar",
+    "field_enabled", "get_trace", "init_state_from_url", "linked_round", "navigation", "page_pair", "pair_for",
+    "place_message", "precision_caption", "shared_controls", "shared_result", "shared_work", "show_player",
+    "show_user_errors", "sidebar_controls", "summary_line", "trace_key", "widget_value", "write_url",
 ]

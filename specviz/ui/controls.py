@@ -3,17 +3,16 @@ URL that mirrors it (a copied link reopens the same state)."""
 
 from __future__ import annotations
 
-
 import streamlit as st
-from streamlit.runtime.pages_manager import PagesManager
+from streamlit.errors import StreamlitAPIException
 
-from ..config import ConfigError, DecodeConfig, field_params, field_type, format_value, parse_value
-from ..models import EMBEDDED
-from ..published import FETCH_COMMAND, PUBLISHED, fetched
-from ..registry import CLAIMED_FIELDS, drafter_spec, rule_spec
-from ..urlstate import parse_query, to_query
-from .work import app_defaults
-
+from specviz.config import ConfigError, DecodeConfig, field_params, field_type
+from specviz.drafters.registry import CLAIMED_FIELDS, drafter_spec, rule_spec
+from specviz.models.loading import EMBEDDED
+from specviz.models.published import FETCH_COMMAND, PUBLISHED, fetched
+from specviz.ui.navigation import navigation
+from specviz.ui.work import app_defaults
+from specviz.urlstate import format_value, parse_query, parse_value, to_query
 
 EMBEDDED_PAIR = "Embedded: SmolLM2-135M-Instruct + its distilled 4-layer draft (runs offline)"
 QWEN_CODER_PAIR = "Qwen2.5-Coder 0.5B drafts for 1.5B (published pair, fetched once)"
@@ -21,8 +20,10 @@ CUSTOM_PAIR = "Custom model ids or directories"
 PAIR_PRESETS = {  # label -> (target, draft); the hub pairs share a tokenizer within each family
     EMBEDDED_PAIR: (EMBEDDED, None),
     QWEN_CODER_PAIR: ("qwen-coder-1.5b", "qwen-coder-0.5b"),
-    "SmolLM2-135M → SmolLM2-360M-Instruct": ("HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
-    "SmolLM2-135M → SmolLM2-1.7B-Instruct": ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    "SmolLM2-135M → SmolLM2-360M-Instruct": ("HuggingFaceTB/SmolLM2-360M-Instruct",
+                                             "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    "SmolLM2-135M → SmolLM2-1.7B-Instruct": ("HuggingFaceTB/SmolLM2-1.7B-Instruct",
+                                             "HuggingFaceTB/SmolLM2-135M-Instruct"),
     "Qwen2.5-0.5B → Qwen2.5-1.5B-Instruct": ("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
     "Qwen2.5-0.5B → Qwen2.5-7B-Instruct": ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
     "distilgpt2 → gpt2-large": ("gpt2-large", "distilgpt2"),
@@ -30,7 +31,8 @@ PAIR_PRESETS = {  # label -> (target, draft); the hub pairs share a tokenizer wi
 }
 PROMPT_PRESETS = {
     "Explain": "Explain speculative decoding to a student in three sentences.",
-    "Translation (seed 000)": "Translate to English: Machen sich Hunderte Millionen von Autofahrern Sorgen über ihre Privatsphäre?",
+    "Translation (seed 000)": ("Translate to English: Machen sich Hunderte Millionen von Autofahrern "
+                               "Sorgen über ihre Privatsphäre?"),
     "Code": "Write a Python function that returns the n-th Fibonacci number.",
     "Code: SQL": "Write a SQL query that returns the ten customers with the highest total order value.",
     "Code: fix a bug": "Fix the bug in this Python function: def mean(xs): return sum(xs) / len(xs) + 1",
@@ -38,8 +40,7 @@ PROMPT_PRESETS = {
     "Story": "Once upon a time, in a small village by the sea,",
 }
 # Seed 000's own sentence, so the round view opens on the example its diagram draws (in none of the draft's
-# training prompts). Greedy alpha of the shipped draft at gamma 2, 48 tokens, per preset: Explain 0.44,
-# Translation 0.59, Code 0.97, List 0.43, Story 0.40 (the 2-epoch draft before it: 0.50, 0.58, 0.97, 0.45, 0.40).
+# training prompts).
 DEFAULT_PROMPT = PROMPT_PRESETS["Translation (seed 000)"]
 
 
@@ -58,19 +59,22 @@ def shared_controls() -> tuple[DecodeConfig | None, str, DecodeConfig]:
 
     app.py draws the sidebar for every page, so its widgets keep their values whichever page is open.
     A page opened straight from a link on a freshly started server runs without app.py (streamlit's
-    pages/ folder mode until the first st.navigation call); it then leaves that mode and reruns at
-    once, through app.py, before drawing anything. (Drawing the sidebar from the page for that one run
-    lost the prompt at the next click: the widgets then belonged to another script's run.)
+    pages/ folder mode until the first ``st.navigation`` call); it then makes that call itself and reruns
+    at once, through app.py, before drawing anything. (Drawing the sidebar from the page for that one run
+    lost the prompt at the next click: the widgets then belonged to another script's run.) A page run as
+    the main script has no app.py beside it, so the page list's paths do not resolve: it says how to start.
     The URL is updated here, from the page, so a copied link reopens this state on this page.
     """
     ss = st.session_state
     if not ss.pop("sv_sidebar_drawn", False) and "sv_config" not in ss:
-        if not PagesManager.uses_pages_directory:  # this page is the main script: there is no app.py run to go to
+        try:
+            navigation()
+        except StreamlitAPIException:  # this page is the main script: there is no app.py run to go to
             st.error("This page is part of specviz: start the app with `streamlit run app.py`.")
             st.stop()
-        PagesManager.uses_pages_directory = False  # what st.navigation's first call does
         st.rerun()
-    config, prompt, defaults = ss.get("sv_config"), ss.get("sv_prompt", DEFAULT_PROMPT), ss.get("sv_defaults") or app_defaults()
+    config, prompt, defaults = (ss.get("sv_config"), ss.get("sv_prompt", DEFAULT_PROMPT),
+                                ss.get("sv_defaults") or app_defaults())
     if config is not None:
         write_url(config, prompt, ss.get("round", 1), defaults)
     return config, prompt, defaults
@@ -112,7 +116,8 @@ def init_state_from_url(defaults: DecodeConfig) -> None:
         return
     state = parse_query(st.query_params.to_dict(), defaults)
     c = state.config
-    st.session_state.update({name: widget_value(name, getattr(c, name)) for name, p in field_params().items() if p.widget != "none"})
+    st.session_state.update({name: widget_value(name, getattr(c, name)) for name, p in field_params().items()
+                             if p.widget != "none"})
     st.session_state.update(
         sv_initialized=True, url_messages=state.messages, pair=_pair_label(c.target, c.draft),
         custom_target=c.target, custom_draft=c.draft or "",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..config import DecodeConfig
-from ..models import cpu_matrix_units
-from ..player import lesson_html
-from ..trace import Trace
-from .controls import write_url
+from specviz.config import DecodeConfig
+from specviz.engine.trace import Trace
+from specviz.models.machine import cpu_matrix_units
+from specviz.presentation.player import lesson_html
+from specviz.ui.controls import write_url
 
 
 def summary_line(trace: Trace) -> str:
@@ -43,8 +43,8 @@ def linked_round() -> int:
 def show_player(trace: Trace, config: DecodeConfig, prompt: str, defaults: DecodeConfig, linked: int,
                 view: str = "step") -> str:
     """The lesson player for a computed trace, opened on the linked round (clipped to the trace) with the
-    page's link (``config``: the sidebar's, which may differ from the trace's own) on it; every round is in the page, so stepping needs no server. Returns the player's
-    HTML, which is also the lesson download."""
+    page's link (``config``: the sidebar's, which may differ from the trace's own) on it; every round is in
+    the page, so stepping needs no server. Returns the player's HTML, which is also the lesson download."""
     shown = min(linked, len(trace.rounds))
     write_url(config, prompt, shown, defaults, extra={"view": view} if view != "step" else None)
     page = lesson_html(trace, view=view, round_index=shown)

@@ -12,17 +12,16 @@ import logging
 import math
 import os
 import time
-from functools import partial
+import uuid
 
 import streamlit as st
 import torch
-from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
-from ..config import ConfigError, DecodeConfig
-from ..engine import ModelPair, load_pair, speculative_decode, uses_draft_model
-from ..models import ModelLoadError, VocabularyMismatchError
-from ..sharedwork import Place, SharedWork
-from ..trace import Trace
+from specviz.config import ConfigError, DecodeConfig
+from specviz.engine import ModelPair, load_pair, speculative_decode, uses_draft_model
+from specviz.engine.trace import Trace
+from specviz.models.errors import ModelLoadError, VocabularyMismatchError
+from specviz.sharedwork import Place, SharedWork
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +35,8 @@ HEARTBEAT_SECONDS = 2.0  # a waiting page redraws at least this often, even when
 def app_defaults() -> DecodeConfig:
     """The app's defaults; the device comes from $SPECVIZ_DEVICE (auto: the GPU when there is one), the
     weights' precision from $SPECVIZ_DTYPE (float32 unless set)."""
-    return DecodeConfig(device=os.environ.get("SPECVIZ_DEVICE", "auto"), dtype=os.environ.get("SPECVIZ_DTYPE", "float32"))
+    return DecodeConfig(device=os.environ.get("SPECVIZ_DEVICE", "auto"),
+                        dtype=os.environ.get("SPECVIZ_DTYPE", "float32"))
 
 
 @st.cache_resource(show_spinner=False, max_entries=6)
@@ -79,17 +79,20 @@ def show_user_errors(fn):
 
 
 def pair_for(config: DecodeConfig) -> ModelPair:
-    """The process's shared model pair for ``config`` (a spinner when a page, not a worker, loads it)."""
-    load = partial(cached_pair, config.target, _draft_spec(config), config.drafter, config.device, config.dtype)
-    if get_script_run_ctx(suppress_warning=True) is None:
-        return load()
-    with st.spinner(f"Loading {config.target}" + (f" and {config.draft}" if _draft_spec(config) else "") + " …"):
-        return load()
+    """The process's shared model pair for ``config`` (what a shared computation, on a worker, decodes with)."""
+    return cached_pair(config.target, _draft_spec(config), config.drafter, config.device, config.dtype)
+
+
+def page_pair(config: DecodeConfig) -> ModelPair | None:
+    """The shared pair for a page that reads the models itself: a spinner while loading, a message on failure."""
+    loading = f"Loading {config.target}" + (f" and {config.draft}" if _draft_spec(config) else "") + " …"
+    with st.spinner(loading):
+        return show_user_errors(lambda: pair_for(config))
 
 
 def _session_id() -> str:
-    ctx = get_script_run_ctx(suppress_warning=True)
-    return ctx.session_id if ctx is not None else "no-session"
+    """This browser session's id, kept in its session state (the work queue counts who waits on what)."""
+    return st.session_state.setdefault("sv_session_id", uuid.uuid4().hex)
 
 
 def place_message(place: Place, label: str) -> tuple[str, float | None, str]:
@@ -113,9 +116,18 @@ def _draw_message(box, message: tuple[str, float | None, str]) -> None:
         box.progress(fraction, text=text)
 
 
-def known(key: tuple) -> bool:
-    """Whether ``key``'s result is stored or being computed (a page then shows it without a button press)."""
-    return shared_work().known(key)
+def shared_result(key: tuple, compute, label: str, button: str | None = None, button_key: str | None = None,
+                  hint: str | None = None):
+    """``compute``'s result for ``key``, computed once and shown to every session that asks; None until it exists.
+
+    A costly computation names a ``button``: it starts when someone presses it (``hint`` says so meanwhile),
+    and a page whose result is already stored, or under way for another session, shows it without a press.
+    """
+    if button is not None and not shared_work().known(key) and not st.button(button, type="primary", key=button_key):
+        if hint:
+            st.info(hint)
+        return None
+    return remembered(key, compute, label)
 
 
 def remembered(key: tuple, compute, label: str):

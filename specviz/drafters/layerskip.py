@@ -1,0 +1,93 @@
+"""Layer-skip self-drafting (Draft & Verify, Zhang et al. 2023, arXiv 2309.08168): the target with some
+of its layers skipped drafts for itself, optionally with the paper's adaptive draft exit.
+
+The shared model object and its config are never modified: the skip happens in specviz's own loop over
+the decoder layers (:func:`specviz.models.forwards.layer_skip_forward`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from specviz.config import ConfigError, DecodeConfig
+from specviz.drafters.base import AutoregressiveDrafter
+from specviz.models.forwards import (
+    ForwardFn,
+    KVCachedSequence,
+    has_mixed_attention,
+    layer_skip_forward,
+)
+from specviz.models.loading import LoadedModel
+from specviz.models.pair import ModelPair
+
+
+@dataclass
+class AdaptiveExit:
+    """Draft & Verify's adaptive draft-exiting (Zhang et al. 2023, Sec. 3.3).
+
+    Stop drafting a round when the draft's top-1 probability falls below ``threshold``; after each
+    round move the threshold up by ``step`` when the smoothed acceptance rate is below
+    ``target_acceptance`` (drafts too long) and down otherwise.
+    """
+
+    threshold: float
+    target_acceptance: float = 0.8
+    step: float = 0.05
+    momentum: float = 0.5
+    acceptance: float = 1.0
+
+    def should_stop(self, draft_probs: torch.Tensor) -> bool:
+        return float(draft_probs.max()) < self.threshold
+
+    def update(self, drafted: int, accepted: int) -> None:
+        if drafted == 0:
+            return
+        self.acceptance = self.momentum * self.acceptance + (1 - self.momentum) * accepted / drafted
+        delta = self.step if self.acceptance < self.target_acceptance else -self.step
+        self.threshold = min(1.0, max(0.0, self.threshold + delta))
+
+
+def default_skip_layers(num_layers: int) -> tuple[int, ...]:
+    """The two middle layers."""
+    width = 2 if num_layers >= 4 else 0
+    start = num_layers // 2 - width // 2
+    return tuple(range(start, start + width))
+
+
+def check_skip_layers(skip: tuple[int, ...], num_layers: int) -> frozenset[int]:
+    """Validate a skip set: indices inside the model, never the first or last layer."""
+    bad = [i for i in skip if not 0 < i < num_layers - 1]
+    if bad:
+        raise ValueError(
+            f"skip_layers {bad} out of range: this model has layers 0..{num_layers - 1}, "
+            f"and the first and last layers cannot be skipped"
+        )
+    return frozenset(skip)
+
+
+def layer_skip_forward_for(config: DecodeConfig, pair: ModelPair) -> ForwardFn:
+    """The layer-skip self-draft's forward for this config (default: the target's middle layers)."""
+    num_layers = pair.target.num_layers
+    skip = config.skip_layers if config.skip_layers is not None else default_skip_layers(num_layers)
+    try:
+        skip_set = check_skip_layers(skip, num_layers)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    if has_mixed_attention(pair.target.model.config):
+        raise ConfigError(f"layer-skip drafting runs one attention mask for all layers; {pair.target.name} mixes "
+                          "sliding and full attention layers. Use a draft model or n-gram drafting with it.")
+    if not hasattr(pair.target.model, "model") or not hasattr(pair.target.model.model, "layers"):
+        raise ConfigError(f"layer-skip drafting needs a decoder-only model with model.layers; {pair.target.name} "
+                          "has none")
+    return layer_skip_forward(skip_set)
+
+
+def draft_source(config: DecodeConfig, pair: ModelPair) -> tuple[LoadedModel, ForwardFn]:
+    return pair.target, layer_skip_forward_for(config, pair)
+
+
+def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> AutoregressiveDrafter:
+    exit_rule = AdaptiveExit(config.exit_threshold) if config.exit_threshold > 0 else None
+    return AutoregressiveDrafter("layerskip", *draft_source(config, pair), pair.vocab_size, exit_rule)

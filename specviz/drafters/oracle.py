@@ -1,0 +1,25 @@
+"""The oracle drafter: the target drafts for itself (draft = target), the upper bound of acceptance.
+
+With q = p at every position, greedy accepts every drafted token (argmax q = argmax p) and
+speculative sampling accepts with probability min(1, p/q) = 1, so alpha = 1 and every round emits
+gamma + 1 tokens (Leviathan et al. 2023, Eq. 1 at alpha = 1). Each drafted token costs a full target
+forward (c = 1), so the theory's speedup (gamma + 1) / (gamma c + 1) = 1: in class it shows that
+acceptance alone is not speed, the draft must also be cheap.
+"""
+
+from __future__ import annotations
+
+from specviz.config import DecodeConfig
+from specviz.drafters.base import AutoregressiveDrafter
+from specviz.models.forwards import ForwardFn, KVCachedSequence, full_forward
+from specviz.models.loading import LoadedModel
+from specviz.models.pair import ModelPair
+
+
+def draft_source(config: DecodeConfig, pair: ModelPair) -> tuple[LoadedModel, ForwardFn]:
+    """(model, forward) the oracle drafts with: the target itself, all its layers."""
+    return pair.target, full_forward
+
+
+def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> AutoregressiveDrafter:
+    return AutoregressiveDrafter("oracle", *draft_source(config, pair), pair.vocab_size)

@@ -1,0 +1,223 @@
+"""Parallel drafters: k tokens in ONE small forward pass on top of the target's own hidden states (seed 003).
+
+Both read the target's final (normed) hidden states, which the verification pass computes anyway, and
+predict through the target's frozen output embedding (lm_head). With t the last position the target
+has scored and x_{t+1} the pending token it emitted, both draft tokens t+2 .. t+1+k:
+
+* :class:`BlockwiseHeads` (Stern et al. 2018, "Blockwise Parallel Decoding"; the Medusa form
+  h + SiLU(W_i h)): k heads on the single state h_t. Every head shares the same attention, the target's
+  at position t ("shared attention").
+* :class:`MaskQueryDrafter` (SpecDec's Spec-Drafter, Xia et al. 2022): k learned [MASK] query embeddings
+  appended after the prefix; one transformer block lets each query attend to the last ``window``
+  target states, to x_{t+1} and to the other queries with its own attention ("distinct attention").
+
+Weights are small safetensors files trained by ``python -m specviz train-drafter`` (see
+:mod:`specviz.training.parallel_drafters`) and shipped in ``specviz/weights/``. The target is never modified.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from specviz import WEIGHTS_DIR
+from specviz.config import ConfigError, DecodeConfig
+from specviz.drafters.base import DraftBlock
+from specviz.drafters.registry import parallel_kinds
+from specviz.models.forwards import KVCachedSequence
+from specviz.models.loading import LoadedModel
+from specviz.models.pair import ModelPair
+from specviz.rules.acceptance import Rule
+
+
+class BlockwiseHeads(nn.Module):
+    """k residual heads on one hidden state: head_i(h) = h + SiLU(W_i h + b_i), zero-initialised so an
+    untrained head starts as the target's own next-token predictor."""
+
+    def __init__(self, hidden: int, k: int) -> None:
+        super().__init__()
+        self.k = k
+        self.proj = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(k))
+        for layer in self.proj:
+            nn.init.zeros_(layer.weight)
+            nn.init.zeros_(layer.bias)
+
+    def forward(self, memory: torch.Tensor, pending: torch.Tensor) -> torch.Tensor:
+        """memory (B, W, H) target states ending at t; pending (B, H) unused -> (B, k, H)."""
+        h = memory[:, -1]  # (B, H): the one state every head shares
+        return torch.stack([h + nn.functional.silu(proj(h)) for proj in self.proj], dim=1)
+
+    def attention(self, memory: torch.Tensor, pending: torch.Tensor) -> torch.Tensor:
+        """Which inputs each head reads: all weight on h_t, for every head (B, k, W + 1 + k)."""
+        batch, window, _ = memory.shape
+        pattern = torch.zeros(batch, self.k, window + 1 + self.k)
+        pattern[:, :, window - 1] = 1.0
+        return pattern
+
+
+class MaskQueryDrafter(nn.Module):
+    """k [MASK] queries + the pending token, one pre-norm transformer block over the target's last states."""
+
+    def __init__(self, hidden: int, k: int, window: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        self.k, self.window = k, window
+        self.masks = nn.Parameter(torch.randn(k, hidden) * 0.02)  # the learned [MASK] query embeddings
+        self.positions = nn.Parameter(torch.zeros(window + 1 + k, hidden))  # memory slots, pending, masks
+        self.norm_in = nn.LayerNorm(hidden)
+        self.attn = nn.MultiheadAttention(hidden, heads, batch_first=True)
+        self.norm_mlp = nn.LayerNorm(hidden)
+        self.mlp = nn.Sequential(nn.Linear(hidden, 2 * hidden), nn.SiLU(), nn.Linear(2 * hidden, hidden))
+
+    def _sequence(self, memory: torch.Tensor, pending: torch.Tensor) -> torch.Tensor:
+        batch, window, _ = memory.shape
+        masks = self.masks.expand(batch, -1, -1)
+        seq = torch.cat([memory, pending[:, None], masks], dim=1)  # (B, W + 1 + k, H)
+        return seq + self.positions[-seq.shape[1]:]
+
+    def forward(self, memory: torch.Tensor, pending: torch.Tensor) -> torch.Tensor:
+        """memory (B, W, H), pending (B, H) -> (B, k, H): one vector per [MASK] query."""
+        seq = self.norm_in(self._sequence(memory, pending))
+        queries = seq[:, -self.k:]  # each [MASK] has its own query: distinct attention
+        out, _ = self.attn(queries, seq, seq, need_weights=False)
+        x = self._sequence(memory, pending)[:, -self.k:] + out
+        return x + self.mlp(self.norm_mlp(x))
+
+    def attention(self, memory: torch.Tensor, pending: torch.Tensor) -> torch.Tensor:
+        """The block's real attention weights, averaged over heads: (B, k, W + 1 + k)."""
+        seq = self.norm_in(self._sequence(memory, pending))
+        _, weights = self.attn(seq[:, -self.k:], seq, seq, need_weights=True, average_attn_weights=True)
+        return weights
+
+
+def build_module(kind: str, hidden: int, k: int, window: int) -> nn.Module:
+    if kind == "blockwise":
+        return BlockwiseHeads(hidden, k)
+    if kind == "maskquery":
+        return MaskQueryDrafter(hidden, k, window)
+    raise ValueError(f"unknown parallel drafter {kind!r}; choose from {', '.join(parallel_kinds())}")
+
+
+@dataclass
+class DrafterMeta:
+    """What a weights file was trained for; stored in the safetensors metadata."""
+
+    kind: str
+    k: int
+    hidden: int
+    window: int
+    vocab: int  # the target's output vocabulary size
+    target: str  # the target's model spec
+    steps: int = 0
+    seed: int = 0
+    final_loss: float = 0.0
+    command: str = ""
+
+
+def save_drafter(module: nn.Module, meta: DrafterMeta, path: Path) -> None:
+    tensors = {name: t.detach().to(torch.float16).contiguous() for name, t in module.state_dict().items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(path), metadata={"specviz": json.dumps(meta.__dict__)})
+
+
+@functools.lru_cache(maxsize=8)
+def load_drafter(path: str, device: str = "cpu") -> tuple[nn.Module, DrafterMeta]:
+    """A trained drafter from a safetensors file (no pickle), float32, eval mode, on ``device``;
+    loaded once per process and shared read-only, like the models."""
+    from safetensors import safe_open
+
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no drafter weights at {path}")
+    with safe_open(path, framework="pt") as f:
+        meta = DrafterMeta(**json.loads(f.metadata()["specviz"]))
+    module = build_module(meta.kind, meta.hidden, meta.k, meta.window)
+    module.load_state_dict({name: t.float() for name, t in load_file(path).items()})
+    return module.to(device).eval().requires_grad_(False), meta
+
+
+def default_weights(kind: str) -> Path:
+    return WEIGHTS_DIR / f"smollm2-135m-{kind}.safetensors"
+
+
+def target_states(target: LoadedModel, ids: list[int]) -> torch.Tensor:
+    """The target's final (normed) hidden states (T, H) over ``ids``, float32 on the target's device:
+    what a run's target cache holds for those positions, and what the drafters train on."""
+    with target.lock, torch.inference_mode():
+        out = target.model.model(input_ids=torch.tensor([ids], device=target.device))
+    return out.last_hidden_state[0].float()
+
+
+def window_memory(states: torch.Tensor, end: int, window: int) -> torch.Tensor:
+    """The ``window`` states ending at position ``end - 1`` (W, H), left-padded with the first state
+    when the sequence is shorter: the same view in training and in drafting."""
+    memory = states[max(0, end - window):end]
+    if len(memory) < window:
+        memory = torch.cat([memory[:1].expand(window - len(memory), -1), memory])
+    return memory
+
+
+def draft_logits(module: nn.Module, target: LoadedModel, memory: torch.Tensor, pending_token: int) -> torch.Tensor:
+    """Run the drafter once: logits (k, V) for tokens t+2 .. t+1+k through the frozen lm_head."""
+    device = target.device
+    with target.lock, torch.inference_mode():
+        pending = target.model.get_input_embeddings()(torch.tensor([pending_token], device=device)).float()  # (1, H)
+        hidden = module(memory[None].float(), pending)  # (1, k, H)
+        lm_head = target.model.get_output_embeddings()
+        return lm_head(hidden.to(lm_head.weight.dtype))[0].float()  # (k, V)
+
+
+@dataclass
+class ParallelDrafter:
+    """Drafts k tokens in one small pass from the target's cached hidden states (see module docstring).
+
+    ``target_state`` is the run's target KV cache, which also keeps the target's final hidden state of
+    every cached position. Before the first verification there are none, so round 1 drafts nothing.
+    """
+
+    module: nn.Module
+    meta: DrafterMeta
+    target: LoadedModel
+    target_state: KVCachedSequence
+    vocab_size: int
+
+    @property
+    def kind(self) -> str:
+        return self.meta.kind
+
+    def propose(self, context: list[int], max_tokens: int, rule: Rule, generator: torch.Generator) -> DraftBlock:
+        t = len(context) - 1  # number of positions whose states are needed (all but the pending token)
+        states = self.target_state.states
+        if max_tokens <= 0 or states is None or len(states) < t or self.target_state.ids[:t] != context[:t] or t == 0:
+            return DraftBlock(token_ids=[], draft_probs=[])
+        memory = window_memory(states, t, self.meta.window)  # (W, H), ending at position t - 1
+        logits = draft_logits(self.module, self.target, memory, context[-1])[: min(max_tokens, self.meta.k)]
+        block = DraftBlock(token_ids=[], draft_probs=[], forward_passes=1)
+        for row in logits:
+            draft_probs = rule.draft_distribution(row[: self.vocab_size]).cpu()  # q_i: independent per slot
+            block.token_ids.append(rule.draft_token(draft_probs, generator))
+            block.draft_probs.append(draft_probs)
+        return block
+
+    def update(self, drafted: int, accepted_path: list[int]) -> None:
+        """A trained drafter has no strategy to adapt."""
+
+
+def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> ParallelDrafter:
+    """Blockwise heads or the mask-query drafter, from trained weights that fit this target."""
+    path = config.parallel_weights or str(default_weights(config.drafter))
+    try:
+        module, meta = load_drafter(path, str(pair.target.device))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"No trained {config.drafter} weights at {path}: train them with `python -m specviz "
+                          f"train-drafter --kind {config.drafter} --target {config.target}`") from exc
+    hidden = int(pair.target.model.config.hidden_size)
+    if meta.kind != config.drafter or meta.hidden != hidden or meta.vocab != pair.vocab_size:
+        raise ConfigError(f"The weights at {path} are a {meta.kind} drafter for {meta.target} (hidden {meta.hidden}, "
+                          f"vocabulary {meta.vocab}); {pair.target.name} has hidden {hidden} and vocabulary "
+                          f"{pair.vocab_size}")
+    return ParallelDrafter(module, meta, pair.target, target_state, pair.vocab_size)

@@ -1,0 +1,141 @@
+"""One entry per drafter and per verification rule: the only list of them in the code.
+
+The CLI's choices, the sidebar's radios and their help, the URL parser, the config's validation and
+the analysis pages all read these registries, and the engine builds drafters and rules from them.
+A new drafter is one module in :mod:`specviz.drafters` (its class, ``build(config, pair, target_state)``
+and, for an autoregressive draft, ``draft_source(config, pair)``) plus one :class:`DrafterSpec` line below.
+
+Modules are named as strings and imported on first use, so this module (and :mod:`specviz.config`,
+which validates names against it) imports no model code.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+
+def resolve(reference: str) -> Any:
+    """``"package.module:attribute"`` -> the attribute (importing the module on first use)."""
+    module, _, attribute = reference.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+_DRAFTERS = "specviz.drafters"
+
+
+@dataclass(frozen=True)
+class DrafterSpec:
+    """A drafter as the rest of the product sees it.
+
+    ``module`` (in :mod:`specviz.drafters`) has ``build(config, pair, target_state) -> drafter``, which
+    makes one run's drafter, and, when ``autoregressive``, ``draft_source(config, pair) -> (model, forward)``:
+    the draft forward (cost ratio c, teacher-forced q). ``draft_model``: "always" a separate draft model, "if named"
+    (trees: the draft model when one is named, else the layer-skip self-draft) or "never".
+    ``requires_model_outputs``: it reads the target's hidden states, so runs keep them (transformers'
+    candidate generators carry the same flag). ``tree``: it proposes a token tree (block = tree depth).
+    """
+
+    name: str
+    label: str
+    help: str
+    fields: tuple[str, ...]  # the DecodeConfig fields it reads (the sidebar enables their widgets)
+    module: str
+    autoregressive: bool = False
+    draft_model: str = "never"
+    requires_model_outputs: bool = False
+    tree: bool = False
+
+    def build(self, config, pair, target_state):
+        return resolve(f"{_DRAFTERS}.{self.module}:build")(config, pair, target_state)
+
+    def draft_source(self, config, pair):
+        return resolve(f"{_DRAFTERS}.{self.module}:draft_source")(config, pair) if self.autoregressive else None
+
+    def uses_draft_model(self, config) -> bool:
+        return self.draft_model == "always" or (self.draft_model == "if named" and bool(config.draft_spec))
+
+    def reads(self, draft_named: bool) -> tuple[str, ...]:
+        """The fields it reads with or without a named draft model: one that drafts from the draft model
+        only "if named" reads the draft's head size then, and the self-draft's skipped layers otherwise."""
+        if self.draft_model != "if named":
+            return self.fields
+        unused = "skip_layers" if draft_named else "draft_vocab"
+        return tuple(f for f in self.fields if f != unused)
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """A verification rule: ``builder(config) -> Rule``; ``lossless``: it preserves the target's law."""
+
+    name: str
+    label: str
+    help: str
+    fields: tuple[str, ...]
+    builder: str
+    lossless: bool
+
+    def build(self, config):
+        return resolve(self.builder)(config)
+
+
+DRAFTER_SPECS = (
+    DrafterSpec("model", "draft model", "a separate small model drafts; the target verifies (Leviathan et al. 2023)",
+                ("draft_vocab", "gamma"), "model", autoregressive=True, draft_model="always"),
+    DrafterSpec("layerskip", "layer-skip",
+                "the target minus some layers drafts for itself (Draft & Verify, Zhang et al. 2024)",
+                ("skip_layers", "exit_threshold", "gamma"), "layerskip", autoregressive=True),
+    DrafterSpec("ngram", "n-gram", "copy what followed the same words earlier in the text (prompt lookup)",
+                ("ngram_max", "gamma"), "ngram"),
+    DrafterSpec("tree", "tree (RSD)", "Recursive Speculative Decoding: a tree of drafts from the draft model when "
+                "the pair has one, else the layer-skip self-draft (Jeon et al. 2024)",
+                ("draft_vocab", "skip_layers", "tree_mode", "branching", "tree_depth", "beam_width"), "tree",
+                draft_model="if named", tree=True),
+    DrafterSpec("blockwise", "blockwise heads", "k heads on the target's last hidden state draft k tokens in one pass "
+                "(Stern et al. 2018); trained for the embedded model", ("gamma",), "parallel",
+                requires_model_outputs=True),
+    DrafterSpec("maskquery", "[MASK] queries", "k [MASK] queries attend to the target's states and draft k tokens "
+                "in one pass (SpecDec, Xia et al. 2023); trained for the embedded model", ("gamma",), "parallel",
+                requires_model_outputs=True),
+    DrafterSpec("oracle", "oracle (draft = target)", "the target drafts for itself at full cost: every draft is "
+                "accepted, the upper bound of acceptance (and c = 1: no speedup)", ("gamma",), "oracle",
+                autoregressive=True),
+)
+RULE_SPECS = (
+    RuleSpec("greedy", "greedy", "accept a drafted token when it is the target's argmax; lossless for greedy decoding",
+             (), "specviz.rules.acceptance:greedy_rule", lossless=True),
+    RuleSpec("sample", "spec. sampling", "accept with probability min(1, p/q), else sample the residual max(0, p - q); "
+             "the output follows p exactly (Leviathan et al. 2023, Chen et al. 2023)",
+             ("temperature", "top_k", "top_p"), "specviz.rules.acceptance:sampling_rule", lossless=True),
+    RuleSpec("topbeta", "top-β + τ", "accept a drafted token among the target's top beta within tau of its best "
+             "(SpecDec, Xia et al. 2023); lossy", ("beta", "tau"), "specviz.rules.acceptance:top_beta_rule",
+             lossless=False),
+)
+DRAFTERS = {spec.name: spec for spec in DRAFTER_SPECS}
+# read only by some entries
+CLAIMED_FIELDS = frozenset(f for spec in (*DRAFTER_SPECS, *RULE_SPECS) for f in spec.fields)
+RULES = {spec.name: spec for spec in RULE_SPECS}
+
+
+def drafter_spec(name: str) -> DrafterSpec:
+    return DRAFTERS[name]
+
+
+def rule_spec(name: str) -> RuleSpec:
+    return RULES[name]
+
+
+def parallel_kinds() -> tuple[str, ...]:
+    """The drafters that draft in one pass on the target's hidden states (trained by ``train-drafter``)."""
+    return tuple(spec.name for spec in DRAFTER_SPECS if spec.requires_model_outputs)
+
+
+def rule_for(config):
+    """The verification rule the config names, built by its registry entry."""
+    return rule_spec(config.rule).build(config)
+
+
+def make_drafter(config, pair, target_state=None):
+    """The drafter the config names, built by its registry entry (parallel drafters read ``target_state``)."""
+    return drafter_spec(config.drafter).build(config, pair, target_state)

@@ -1,0 +1,202 @@
+"""Recursive Speculative Decoding (Jeon et al. 2024, arXiv 2402.14160): draft trees, one-pass tree
+verification, recursive rejection sampling among siblings.
+
+Drafting (one draft forward per depth level, the seed's "draft iterations"):
+  * RSD-C, constant branching: every node gets ``branching`` children drawn WITHOUT replacement from
+    the draft's q at that node (Gumbel-top-k).
+  * RSD-S, budgeted: Stochastic Beam Search (Kool et al. 2019) keeps the ``beam_width`` best
+    Gumbel-perturbed paths per level, so the tree has at most beam_width nodes per level.
+  With a deterministic rule (greedy, top-beta) the same shapes are drawn deterministically (top-k /
+  beam search), since those rules never need q's randomness.
+
+The target scores the whole tree in one pass with :func:`tree_attention`'s mask and walks it with
+recursive rejection sampling (:mod:`specviz.engine.verification`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from specviz.config import ConfigError, DecodeConfig
+from specviz.drafters import layerskip, model
+from specviz.models.forwards import ForwardFn, KVCachedSequence, TreeLayout, has_mixed_attention, sliding_window
+from specviz.models.loading import LoadedModel
+from specviz.models.pair import ModelPair
+from specviz.rules.acceptance import Rule
+from specviz.rules.distributions import gumbel_top_k
+
+
+@dataclass
+class TreeNode:
+    index: int  # 0 is the root: the last committed token, not a draft
+    parent: int  # -1 for the root
+    depth: int  # the root is depth 0; a node drafted in iteration k has depth k
+    token_id: int
+    draft_prob: float  # q(token) at its parent (the distribution it was drawn from)
+    sibling_rank: int  # draw order among its siblings (0 = drawn first)
+    children: list[int] = field(default_factory=list)
+    log_prob: float = 0.0  # log q of the path from the root (beam search's phi)
+    perturbed: float = 0.0  # Gumbel-perturbed path score (stochastic beam search's G)
+
+
+@dataclass
+class DraftTree:
+    nodes: list[TreeNode]
+    levels: list[list[int]]  # node indices drafted in each iteration (depth 1, 2, ...)
+    draft_probs: dict[int, torch.Tensor]  # node index -> q at that node (float32, CPU), for expanded nodes
+    forward_passes: int = 0
+    exit_threshold: float | None = None  # trees have no adaptive draft exit (a chain's DraftBlock may)
+
+    def path_to(self, index: int) -> list[int]:
+        """Node indices from depth 1 down to ``index``."""
+        path = []
+        while index > 0:
+            path.append(index)
+            index = self.nodes[index].parent
+        return path[::-1]
+
+    @property
+    def size(self) -> int:
+        return len(self.nodes) - 1  # drafted tokens (the root is not drafted)
+
+
+def tree_attention(context_len: int, tail_len: int, tree: DraftTree, nodes: list[int], cache_index: dict[int, int],
+                   cached: int) -> TreeLayout:
+    """The layout for feeding ``tail_len`` chain tokens (the uncached end of the context, root last) and
+    then ``nodes``: each node attends to the whole context and to its ancestors, at position
+    context_len - 1 + depth. ``cache_index`` maps already-cached nodes to their cache column."""
+    total = cached + tail_len + len(nodes)
+    allowed = torch.zeros(tail_len + len(nodes), total, dtype=torch.bool)
+    positions = []
+    for i in range(tail_len):  # causal chain over the context tail
+        allowed[i, : cached + i + 1] = True
+        positions.append(cached + i)
+    columns = dict(cache_index)
+    for j, node in enumerate(nodes):
+        row = tail_len + j
+        columns[node] = cached + tail_len + j
+        allowed[row, :context_len] = True
+        for ancestor in tree.path_to(node):
+            allowed[row, columns[ancestor]] = True
+        positions.append(context_len - 1 + tree.nodes[node].depth)
+    return TreeLayout(positions=positions, allowed=allowed)
+
+
+def _children_constant(q: torch.Tensor, branching: int, stochastic: bool, generator: torch.Generator) -> list[int]:
+    if stochastic:
+        return gumbel_top_k(q, branching, generator)
+    return [int(i) for i in torch.topk(q, min(branching, int((q > 0).sum()))).indices]
+
+
+def _conditioned_gumbel(parent_score: float, child_keys: torch.Tensor) -> torch.Tensor:
+    """Stochastic beam search (Kool et al. 2019, Eq. 5 in its numerically stable form): Gumbels of a
+    node's children conditioned on their maximum being the parent's perturbed score."""
+    top = child_keys.max()
+    v = parent_score - child_keys + torch.log1p(-torch.exp(child_keys - top))
+    return parent_score - torch.clamp(v, min=0) - torch.log1p(torch.exp(-v.abs()))
+
+
+def _beam_children(tree: DraftTree, frontier: list[int], probs: dict[int, torch.Tensor], width: int, stochastic: bool,
+                   generator: torch.Generator) -> list[tuple[int, int, float, float]]:
+    """(parent, token, log_prob, perturbed) of the ``width`` best children over the whole frontier."""
+    candidates = []
+    for parent in frontier:
+        node, q = tree.nodes[parent], probs[parent].double()
+        log_probs = node.log_prob + torch.log(q)
+        if stochastic:
+            uniform01 = torch.rand(q.shape, generator=generator, dtype=torch.float64).clamp_(1e-300, 1.0)
+            keys = _conditioned_gumbel(node.perturbed, log_probs - torch.log(-torch.log(uniform01)))
+        else:
+            keys = log_probs
+        top = torch.topk(keys, min(width, int((q > 0).sum())))
+        candidates += [(float(k), parent, int(t), float(log_probs[t])) for k, t in zip(top.values, top.indices)]
+    candidates.sort(key=lambda c: -c[0])
+    return [(parent, token, log_prob, key) for key, parent, token, log_prob in candidates[:width]]
+
+
+@dataclass
+class TreeDrafter:
+    """Drafts a token tree, one draft forward pass per level, from a draft model or layer-skip draft."""
+
+    loaded: LoadedModel
+    forward: ForwardFn
+    vocab_size: int
+    mode: str = "constant"
+    branching: int = 2
+    depth: int = 3
+    beam_width: int = 4
+    kind: str = "tree"
+    state: KVCachedSequence = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.state = KVCachedSequence()
+        self.cache_index: dict[int, int] = {}  # tree node -> its column in the draft's KV cache
+        self.context_len = 0  # the committed context the last tree grew from
+
+    def propose(self, context: list[int], max_depth: int, rule: Rule, generator: torch.Generator) -> DraftTree:
+        """A tree of at most ``max_depth`` levels below the context's last token, one draft pass per level."""
+        root = TreeNode(index=0, parent=-1, depth=0, token_id=context[-1], draft_prob=1.0, sibling_rank=0)
+        tree = DraftTree(nodes=[root], levels=[], draft_probs={})
+        self.cache_index = {}
+        self.context_len = len(context)
+        frontier = [0]
+        for _ in range(min(self.depth, max_depth)):
+            self._score(tree, frontier, context, rule)
+            frontier = self._expand(tree, frontier, rule, generator)
+            tree.levels.append(frontier)
+        return tree
+
+    def _score(self, tree: DraftTree, frontier: list[int], context: list[int], rule: Rule) -> None:
+        """One draft forward over the frontier (the context tail first, in the first iteration)."""
+        if frontier == [0]:
+            logits = self.state.feed(self.forward, self.loaded, self.state.pending(context), 1)
+        else:
+            cached = len(self.state.ids)
+            layout = tree_attention(len(context), 0, tree, frontier, self.cache_index, cached)
+            logits = self.state.feed(self.forward, self.loaded, [tree.nodes[i].token_id for i in frontier],
+                                     len(frontier), layout)
+            self.cache_index.update({node: cached + j for j, node in enumerate(frontier)})
+        tree.forward_passes += 1
+        for node, row in zip(frontier, logits):
+            tree.draft_probs[node] = rule.draft_distribution(row[: self.vocab_size]).cpu()
+
+    def _expand(self, tree: DraftTree, frontier: list[int], rule: Rule, generator: torch.Generator) -> list[int]:
+        if self.mode == "constant":
+            chosen = []
+            for parent in frontier:
+                q = tree.draft_probs[parent]
+                chosen += [(parent, t, tree.nodes[parent].log_prob + math.log(float(q[t])), 0.0)
+                           for t in _children_constant(q, self.branching, rule.stochastic, generator)]
+        else:
+            chosen = _beam_children(tree, frontier, tree.draft_probs, self.beam_width, rule.stochastic, generator)
+        added = []
+        for parent, token, log_prob, perturbed in chosen:
+            node = TreeNode(index=len(tree.nodes), parent=parent, depth=tree.nodes[parent].depth + 1, token_id=token,
+                            draft_prob=float(tree.draft_probs[parent][token]),
+                            sibling_rank=len(tree.nodes[parent].children), log_prob=log_prob, perturbed=perturbed)
+            tree.nodes[parent].children.append(node.index)
+            tree.nodes.append(node)
+            added.append(node.index)
+        return added
+
+    def update(self, drafted: int, accepted_path: list[int]) -> None:
+        """Keep the committed context and the accepted path's cached nodes; drop the rest of the tree."""
+        kept = list(range(min(self.context_len, len(self.state.ids))))  # fewer when this round drafted nothing
+        for node in accepted_path:
+            if node not in self.cache_index:
+                break
+            kept.append(self.cache_index[node])
+        self.state.keep(kept)
+
+
+def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> TreeDrafter:
+    """RSD's tree, drafted by the draft model when the pair has one, else the layer-skip self-draft."""
+    if sliding_window(pair.target.model.config) or has_mixed_attention(pair.target.model.config):
+        raise ConfigError(f"The tree drafter needs full attention: {pair.target.name} attends through a sliding "
+                          "window, which a tree's attention mask does not model. Use a chain drafter with this model.")
+    source, forward = (model if pair.draft else layerskip).draft_source(config, pair)
+    return TreeDrafter(source, forward, pair.vocab_size, config.tree_mode, config.branching, config.tree_depth,
+                       config.beam_width)

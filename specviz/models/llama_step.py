@@ -1,0 +1,168 @@
+"""A plain Llama decoder's cached forward written directly in torch, for draft passes: small draft models and
+the layer-skip self-draft. Qwen2 is the same decoder with biases on the query, key and value projections
+(Qwen2 technical report, Yang et al. 2024, arXiv 2407.10671, Sec. 2.1), which the step adds.
+
+A 4-layer draft on a CPU holds its weights in the cache, so its one-token step is mostly the Python
+around the matmuls: module calls, mask and output objects. This step skips them and gives bit-identical
+hidden states in float32 (tests/test_engine.py checks this, trees and bfloat16 included, on a tiny Llama).
+
+The math (LLaMA, Touvron et al. 2023, arXiv 2302.13971, Sec. 2), per layer, for the new tokens x:
+  h  = x + W_o Attn(RoPE(W_q n1(x) + b_q), RoPE(W_k n1(x) + b_k), W_v n1(x) + b_v)   grouped-query heads
+                                                      (Ainslie et al. 2023); the biases b are Qwen2's, else 0
+  x' = h + W_down (silu(W_gate n2(h)) * W_up n2(h))                   SwiGLU (Shazeer 2020)
+  n(x) = w * x / sqrt(mean(x^2) + eps)                                 RMSNorm (Zhang & Sennrich 2019)
+  RoPE rotates each pair (x_i, x_{i+d/2}) of a head by pos * theta^(-2i/d)   (Su et al. 2021, RoFormer)
+Keys and values of every layer the step runs go to the same ``DynamicCache`` transformers would use (at the
+step's own layer numbers 0, 1, ...: a layer-skip draft's kept layers sit there compacted, so a cache is never
+shared with transformers' skipping loop, which keeps the model's numbering), and
+:class:`specviz.models.forwards.KVCachedSequence` crops it as before. The weights are the shared model's own
+parameters, only read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from transformers import DynamicCache, PreTrainedModel
+
+from specviz.models.memo import memoised_while_alive
+
+
+@dataclass(frozen=True)
+class LlamaLayer:
+    """One decoder layer's weights (views of the model's parameters): projections (out, in), norm gains (H,)."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    o: torch.Tensor
+    gate: torch.Tensor
+    up: torch.Tensor
+    down: torch.Tensor
+    attention_norm: torch.Tensor
+    mlp_norm: torch.Tensor
+    q_bias: torch.Tensor | None = None  # (heads * d,) Qwen2's projection biases; None for Llama
+    k_bias: torch.Tensor | None = None  # (kv heads * d,)
+    v_bias: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class LlamaWeights:
+    """What the step reads from a plain Llama: embedding (V, H), layers, final norm gain (H,), rotary
+    frequencies theta^(-2i/d) (d/2,) in float32, and the shapes of its heads."""
+
+    embedding: torch.Tensor
+    layers: tuple[LlamaLayer, ...]
+    final_norm: torch.Tensor
+    inverse_frequencies: torch.Tensor
+    eps: float
+    heads: int
+    kv_heads: int
+    head_dim: int
+
+
+LEAN_MODEL_TYPES = ("llama", "qwen2")  # Qwen2: a Llama with biases on q, k and v (its config names no such flag)
+
+
+def is_plain_llama(config) -> bool:
+    """A config the step computes exactly: a Llama (or Qwen2) with unscaled rotary embeddings, SiLU, no other
+    biases, no sliding window and one tensor-parallel slice. Anything else runs through transformers' own body."""
+    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    return (getattr(config, "model_type", None) in LEAN_MODEL_TYPES
+            and rope.get("rope_type", rope.get("type", "default")) == "default"
+            and getattr(config, "hidden_act", None) == "silu" and not getattr(config, "attention_bias", False)
+            and not getattr(config, "mlp_bias", False) and getattr(config, "pretraining_tp", 1) == 1
+            and not getattr(config, "sliding_window", None))
+
+
+def _bias(projection) -> torch.Tensor | None:
+    return projection.bias.detach() if projection.bias is not None else None
+
+
+@memoised_while_alive
+def llama_weights(model: PreTrainedModel) -> LlamaWeights | None:
+    """The model's weights as the step reads them (read once per live model), or None when the model is not a
+    plain Llama."""
+    inner, config = model.model, model.config
+    if not is_plain_llama(config) or getattr(inner.rotary_emb, "attention_scaling", 1.0) != 1.0:
+        return None
+    layers = tuple(
+        LlamaLayer(q=layer.self_attn.q_proj.weight.detach(), k=layer.self_attn.k_proj.weight.detach(),
+                   v=layer.self_attn.v_proj.weight.detach(), o=layer.self_attn.o_proj.weight.detach(),
+                   gate=layer.mlp.gate_proj.weight.detach(), up=layer.mlp.up_proj.weight.detach(),
+                   down=layer.mlp.down_proj.weight.detach(), attention_norm=layer.input_layernorm.weight.detach(),
+                   mlp_norm=layer.post_attention_layernorm.weight.detach(), q_bias=_bias(layer.self_attn.q_proj),
+                   k_bias=_bias(layer.self_attn.k_proj), v_bias=_bias(layer.self_attn.v_proj))
+        for layer in inner.layers
+    )
+    heads = int(config.num_attention_heads)
+    head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // heads)
+    return LlamaWeights(embedding=inner.embed_tokens.weight.detach(), layers=layers,
+                        final_norm=inner.norm.weight.detach(),
+                        inverse_frequencies=inner.rotary_emb.inv_freq.detach().float(), eps=float(config.rms_norm_eps),
+                        heads=heads, kv_heads=int(config.num_key_value_heads), head_dim=head_dim)
+
+
+def rms_norm(x: torch.Tensor, gain: torch.Tensor, eps: float) -> torch.Tensor:
+    """gain * x / sqrt(mean(x^2) + eps), the mean square taken in float32 (as Llama's reference code does)."""
+    x32 = x.float()
+    return gain * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def rotary_tables(inverse_frequencies: torch.Tensor, positions: torch.Tensor, dtype: torch.dtype):
+    """cos and sin of pos * theta^(-2i/d), each (T, d), the d/2 angles written twice (float32, then ``dtype``)."""
+    angles = positions.float()[:, None] * inverse_frequencies[None]  # (T, d/2)
+    angles = torch.cat((angles, angles), dim=-1)  # (T, d)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """RoPE on heads x (1, heads, T, d): (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin) for the two halves."""
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+def causal_mask(new: int, cached: int, device: torch.device) -> torch.Tensor | None:
+    """(new, cached + new) bool, True where a new token may attend: the cache and itself and the new tokens
+    before it. None for a single token, which attends to everything cached."""
+    if new == 1:
+        return None
+    return torch.ones(new, cached + new, dtype=torch.bool, device=device).tril(cached)
+
+
+def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                      allowed: torch.Tensor | None) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d)) v over the allowed keys, each key/value head shared by a group of query heads
+    (GQA): q (1, heads, T, d), keys and values (1, kv heads, S, d) -> (1, heads, T, d). A CPU reads the
+    shared heads in place; on a GPU a masked call with shared heads leaves the fused kernels, so there the
+    heads are copied per query head first, as transformers does."""
+    scale = q.shape[-1] ** -0.5
+    if allowed is not None and q.device.type != "cpu":
+        group = q.shape[1] // keys.shape[1]
+        keys, values = keys.repeat_interleave(group, dim=1), values.repeat_interleave(group, dim=1)
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=allowed, scale=scale)
+    return F.scaled_dot_product_attention(q, keys, values, attn_mask=allowed, scale=scale, enable_gqa=True)
+
+
+def llama_hidden(weights: LlamaWeights, ids: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor | None,
+                 cache: DynamicCache, n_last: int) -> torch.Tensor:
+    """Final normed hidden states (n_last, H) of the last ``n_last`` of the new tokens ``ids`` (T,) at
+    ``positions`` (T,), each attending where ``allowed`` (T, cached + T) is True (None: everything cached);
+    every layer's keys and values are appended to ``cache``."""
+    w, new = weights, ids.shape[0]
+    x = F.embedding(ids, w.embedding)[None]  # (1, T, H)
+    cos, sin = rotary_tables(w.inverse_frequencies, positions, x.dtype)  # (T, d) each
+    for index, layer in enumerate(w.layers):
+        h = rms_norm(x, layer.attention_norm, w.eps)
+        q = F.linear(h, layer.q, layer.q_bias).view(1, new, w.heads, w.head_dim).transpose(1, 2)  # (1, heads, T, d)
+        # (1, kv heads, T, d)
+        k = F.linear(h, layer.k, layer.k_bias).view(1, new, w.kv_heads, w.head_dim).transpose(1, 2)
+        v = F.linear(h, layer.v, layer.v_bias).view(1, new, w.kv_heads, w.head_dim).transpose(1, 2)
+        keys, values = cache.update(rotate(k, cos, sin), v, index)  # (1, kv heads, cached + T, d)
+        attended = grouped_attention(rotate(q, cos, sin), keys, values, allowed)  # (1, heads, T, d)
+        x = x + F.linear(attended.transpose(1, 2).reshape(1, new, w.heads * w.head_dim), layer.o)
+        h = rms_norm(x, layer.mlp_norm, w.eps)
+        x = x + F.linear(F.silu(F.linear(h, layer.gate)) * F.linear(h, layer.up), layer.down)
+    return rms_norm(x[0, -n_last:], w.final_norm, w.eps)  # (n_last, H)

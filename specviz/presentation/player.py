@@ -1,0 +1,70 @@
+"""The lesson player: one self-contained HTML file that steps through a computed trace in the browser.
+
+Every round of the trace is embedded once: the trace as JSON, and each round's seed drawing as HTML
+made by the same pure functions the app draws with (:mod:`specviz.presentation.render`): seed 000's six rows of a
+chain round; a tree round's draft iterations, the tree picture (SVG), the recursive rejection walk and
+its output chain (seed 002). The page's own script swaps rounds and draws the p-vs-q bars, the
+residual bars and the acceptance test of each drafted token with its numbers, so stepping costs no
+server round trip. Views: ``step``, ``present`` (large type for a projector, the rule's formula under
+the round) and ``quiz`` (predict each verdict before it is revealed; a running score). The URL's hash
+keeps the round and the view (``#round=3&view=quiz``); inside the app (an ``about:srcdoc`` frame of the
+app's origin) the player writes the round into the page's own address instead, so a copied link reopens it.
+A round downloads as SVG or PNG for slides. No network access is needed to open the file: every script and
+style is inline.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+from specviz.engine.trace import Round, Trace
+from specviz.presentation import render, tree_drawing
+
+TEMPLATE = Path(__file__).with_name("player_template.html")
+
+
+def script_safe(json_text: str) -> str:
+    """JSON with no ``<`` left in it (written ``\\u003c``, still the same JSON), so no text in it can end or
+    comment out the <script> element it is embedded in."""
+    return json_text.replace("<", "\\u003c")
+
+
+def embedded_json(trace: Trace) -> str:
+    return script_safe(trace.to_json())
+
+
+def round_drawing(trace: Trace, rnd: Round) -> dict[str, str]:
+    """One round's seed drawing: ``rows`` (HTML) and, for a tree round, ``svg`` (the tree alone, for export)."""
+    if rnd.tree is None:
+        return {"rows": render.round_rows_html(trace, rnd)}
+    svg = tree_drawing.tree_svg(rnd)
+    rows = ("<h4>Draft iterations (one draft forward pass each)</h4>" + tree_drawing.tree_bands_html(rnd) +
+            f"<h4>The draft tree (accepted path in green); ONE target pass scored all {len(rnd.tree.nodes) - 1} "
+            f"drafted nodes</h4>{svg}<h4>Recursive rejection sampling</h4>" + tree_drawing.rrs_flow_html(rnd) +
+            tree_drawing.output_chain_html(rnd))
+    return {"rows": rows, "svg": svg}
+
+
+def lesson_title(trace: Trace) -> str:
+    return (f"specviz lesson · {trace.models['target']} ← {trace.models['draft']} · {trace.config.rule} "
+            f"· γ = {trace.config.gamma}")
+
+
+VIEWS = ("step", "present", "quiz")
+
+
+def lesson_html(trace: Trace, title: str | None = None, view: str = "step", round_index: int = 1) -> str:
+    """The standalone lesson: the player template with this trace, its title and the view and round it
+    opens on (a hash in the file's URL, ``#round=3&view=quiz``, takes precedence)."""
+    if view not in VIEWS:
+        raise ValueError(f"view must be one of {', '.join(VIEWS)}; got {view!r}")
+    drawings = [round_drawing(trace, rnd) for rnd in trace.rounds]
+    fills = {"__TITLE__": html.escape(title or lesson_title(trace)), "__TRACE_JSON__": embedded_json(trace),
+             "__DRAWINGS_JSON__": script_safe(json.dumps(drawings)), "__SEED_CSS__": render.CSS,
+             "__LEGEND__": render.legend_html(),
+             "__START__": json.dumps({"view": view, "round": int(round_index)})}
+    # one pass, so text inside a filled value is never taken for a placeholder
+    return re.sub("|".join(fills), lambda match: fills[match.group(0)], TEMPLATE.read_text(encoding="utf-8"))

@@ -1,0 +1,171 @@
+"""A round as the seed diagrams draw it, in HTML: rows of token boxes with checks and crosses.
+
+Rows (Xia et al. 2022, Fig. 1; Zhang et al. 2023, Fig. 1): Prompt; Decoder input (prefix + [MASK]
+per drafted slot); Draft; Verify (a check or a cross on each drafted token, the target's best
+candidates under it, a rejected token struck through with the correction above it, the bonus
+token when all were accepted); Output; Next input (output + [MASK] x gamma).
+Pure functions from trace records to HTML fragments; whoever shows them includes the stylesheet
+``CSS`` once (the lesson player in its head, a Streamlit page before its fragment).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from specviz.engine.trace import ACCEPTED, REJECTED, DraftPosition, Round, Trace
+from specviz.presentation.tables import KIND_ACCEPTED, KIND_BONUS, KIND_CORRECTION, emitted_tokens
+
+# One colour language everywhere (legend, boxes, output text, bar charts).
+COLORS = {
+    "accepted": ("#1b5e20", "#c8e6c9"),  # (text/border, background)
+    "rejected": ("#b71c1c", "#ffcdd2"),
+    "correction": ("#e65100", "#ffe0b2"),
+    "bonus": ("#0d47a1", "#bbdefb"),
+    "draft": ("#4a148c", "#ede7f6"),
+    "not_verified": ("#616161", "#eeeeee"),
+    "prefix": ("#424242", "#fafafa"),
+    "mask": ("#9e9e9e", "#ffffff"),
+}
+KIND_STYLE = {KIND_ACCEPTED: "accepted", KIND_CORRECTION: "correction", KIND_BONUS: "bonus"}
+CONTEXT_TAIL = 5  # prefix tokens shown before each round's new tokens
+CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f]")
+
+CSS = """
+<style>
+.sv-rows {font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 14px; overflow-x: auto;}
+.sv-row {display: flex; align-items: flex-end; gap: 4px; margin: 6px 0; min-height: 34px;}
+.sv-label {width: 120px; flex: none; font-weight: 600; color: #333; font-family: sans-serif; align-self: center;}
+.sv-col {display: flex; flex-direction: column; align-items: center; gap: 2px;}
+.sv-above {min-height: 28px; display: flex; align-items: flex-end;}
+.sv-verify {align-items: flex-start;}
+.sv-tok {border: 1.5px solid; border-radius: 6px; padding: 3px 7px; white-space: pre; line-height: 20px;}
+.sv-mask {border-style: dashed;}
+.sv-struck {text-decoration: line-through; text-decoration-thickness: 2px;}
+.sv-mark {font-weight: 700; font-size: 15px; line-height: 16px;}
+.sv-cand {font-size: 11px; color: #555; white-space: pre; line-height: 13px;}
+.sv-cand b {color: #1b5e20;}
+.sv-ellipsis {color: #999; align-self: center;}
+.sv-prompt {font-family: sans-serif; background: #fafafa; border: 1px solid #ddd; border-radius: 6px; padding: 4px 8px;
+            max-width: 900px; white-space: pre-wrap;}
+.sv-legend {display: flex; gap: 10px; flex-wrap: wrap; font-family: sans-serif; font-size: 13px; margin: 4px 0 8px;}
+.sv-out {font-family: ui-monospace, Menlo, Consolas, monospace; line-height: 28px; font-size: 14px;}
+.sv-out span {border-radius: 3px; padding: 1px 0; white-space: pre-wrap;}
+.sv-out .sv-r0 {border-bottom: 2px solid #90a4ae;} .sv-out .sv-r1 {border-bottom: 2px dotted #90a4ae;}
+</style>
+"""
+
+
+def display_text(text: str) -> str:
+    """A token as a box shows it: newlines and tabs visible, other control characters (byte-fallback
+    tokens, which an SVG picture may not hold) as U+FFFD, blank tokens as open boxes."""
+    shown = CONTROL_CHARACTERS.sub("\ufffd", text.replace("\n", "↵").replace("\t", "⇥"))
+    if not shown.strip():
+        return "␣" * max(1, len(shown))
+    return shown.strip()
+
+
+def token_box(text: str, style: str, *, struck: bool = False, mask: bool = False, title: str = "") -> str:
+    fg, bg = COLORS[style]
+    classes = "sv-tok" + (" sv-struck" if struck else "") + (" sv-mask" if mask else "")
+    return (f'<span class="{classes}" style="color:{fg};border-color:{fg};background:{bg}" '
+            f'title="{html.escape(title or text)}">{html.escape(display_text(text) if not mask else text)}</span>')
+
+
+def row_html(label: str, cells: list[str], extra_class: str = "") -> str:
+    return f'<div class="sv-row {extra_class}"><div class="sv-label">{html.escape(label)}</div>{"".join(cells)}</div>'
+
+
+def _masks(n: int) -> list[str]:
+    return [token_box("[MASK]", "mask", mask=True) for _ in range(n)]
+
+
+def _prefix_tail(trace: Trace, rnd: Round) -> list[str]:
+    """The last few tokens before this round (output so far, else the end of the prompt)."""
+    generated = rnd.prefix_len - len(trace.prompt_ids)
+    texts = [t for r in trace.rounds[: rnd.index] for t in r.emitted_texts] if generated else trace.prompt_tokens
+    tail = texts[-CONTEXT_TAIL:]
+    cells = ['<span class="sv-ellipsis">…</span>'] if len(texts) > len(tail) else []
+    return cells + [token_box(t, "prefix") for t in tail]
+
+
+def _candidates(pos: DraftPosition, beta: int) -> str:
+    top = pos.candidates or pos.target_top
+    lines = []
+    for token_id, text, prob in list(zip(top.ids, top.texts, top.probs))[:beta]:
+        shown = html.escape(display_text(text))
+        lines.append(f"<b>{shown}</b> {prob:.2f}" if token_id == pos.token_id else f"{shown} {prob:.2f}")
+    return f'<div class="sv-cand">{"<br>".join(lines)}</div>'
+
+
+def _verify_column(above: str, mark: str, box: str, below: str = "") -> str:
+    """One Verify-row column: correction slot, check/cross, the token, the target's candidates."""
+    return (f'<div class="sv-col"><div class="sv-above">{above}</div>'
+            f'<span class="sv-mark">{mark or "&nbsp;"}</span>{box}{below}</div>')
+
+
+def _verify_cell(pos: DraftPosition, rnd: Round, beta: int) -> str:
+    above = ""
+    if pos.status == REJECTED and rnd.correction:
+        above = token_box(rnd.correction.text, "correction", title=f"correction: {rnd.correction.text!r}")
+    style = {ACCEPTED: "accepted", REJECTED: "rejected"}.get(pos.status, "not_verified")
+    mark = {ACCEPTED: ("✓", "#2e7d32"), REJECTED: ("✗", "#c62828")}.get(pos.status, ("✗", "#9e9e9e"))
+    title = (f"p={pos.p:.3f} q={pos.q:.3f} accept={pos.accept_prob:.3f}" +
+             (f" u={pos.uniform:.3f}" if pos.uniform is not None else ""))
+    box = token_box(pos.text, style, struck=pos.status != ACCEPTED, title=title)
+    return _verify_column(above, f'<span style="color:{mark[1]}">{mark[0]}</span>', box, _candidates(pos, beta))
+
+
+def _emitted_cells(rnd: Round) -> list[str]:
+    cells = [token_box(p.text, "accepted") for p in rnd.draft if p.accepted]
+    if rnd.correction:
+        cells.append(token_box(rnd.correction.text, "correction", title="correction"))
+    if rnd.bonus:
+        cells.append(token_box(rnd.bonus.text, "bonus", title="bonus token"))
+    return cells
+
+
+def round_rows_html(trace: Trace, rnd: Round) -> str:
+    """The six rows of one round (seed 000's layout) as an HTML block."""
+    gamma = trace.config.gamma
+    beta = trace.config.beta if trace.config.rule == "topbeta" else 3
+    tail = _prefix_tail(trace, rnd)
+    prompt = trace.prompt_text if trace.prompt_text is not None else "".join(trace.prompt_tokens)
+    verify_label = f"Verify (β = {beta})" if trace.config.rule == "topbeta" else "Verify"
+    verify = [_verify_column("", "", cell) for cell in tail] + [_verify_cell(p, rnd, beta) for p in rnd.draft]
+    if rnd.bonus:
+        verify.append(_verify_column("", '<span style="color:#0d47a1">+</span>',
+                                     token_box(rnd.bonus.text, "bonus", title="bonus token")))
+    rows = [
+        row_html("Prompt", [f'<div class="sv-prompt">{html.escape(prompt[-600:])}</div>']),
+        row_html("Decoder input", tail + _masks(len(rnd.draft))),
+        row_html("Draft", tail + [token_box(p.text, "draft", title=f"q={p.q:.3f}") for p in rnd.draft]),
+        row_html(verify_label, verify, "sv-verify"),
+        row_html("Output", tail + _emitted_cells(rnd)),
+        row_html("Next input", tail + _emitted_cells(rnd) + _masks(gamma)),
+    ]
+    return f'<div class="sv-rows">{"".join(rows)}</div>'
+
+
+def legend_html() -> str:
+    items = [("accepted draft ✓", "accepted"), ("rejected draft ✗", "rejected"),
+             ("correction (resampled)", "correction"), ("bonus token", "bonus"), ("drafted", "draft"),
+             ("not verified", "not_verified"), ("[MASK] slot", "mask")]
+    boxes = [token_box(label, style, mask=style == "mask") for label, style in items]
+    return f'<div class="sv-legend">{"".join(boxes)}</div>'
+
+
+def output_html(trace: Trace) -> str:
+    """The whole output, each token coloured by how it was produced and underlined per round."""
+    spans = []
+    for round_number, text, kind in emitted_tokens(trace):
+        fg, bg = COLORS[KIND_STYLE[kind]]
+        spans.append(f'<span class="sv-r{round_number % 2}" style="background:{bg};color:{fg}" '
+                     f'title="round {round_number}: {kind}">{html.escape(text)}</span>')
+    return f'<div class="sv-out">{"".join(spans)}</div>'
+
+
+# ---------------------------------------------------------------------------------------------
+# Tree rounds (seed 002: Recursive Speculative Decoding)
+
+

@@ -1,0 +1,131 @@
+"""The target's own text and distributions, generated in batches and cached: the draft's training data.
+
+DistillSpec (Zhou et al. 2023, arXiv 2310.08461) distils a draft on text the teacher itself generates,
+with the teacher's distribution at every position as the soft label. ``generate_teacher_text`` runs
+the target's ``generate`` over batches of chat-formatted prompts (left padding, greedy or sampled at a
+temperature) and keeps, for every generated position, the response token and the target's top-k
+log-probabilities from the raw logits (``output_logits``, before any temperature warp), so one pass
+yields the text and the labels.
+
+Each batch is written to its own safetensors file under ``$SPECVIZ_CACHE/teacher-text/<key>/`` as soon
+as it is done: a long background run can be stopped and resumed, and nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+
+from specviz.engine import eos_ids
+from specviz.models.cache import cache_root
+from specviz.models.loading import LoadedModel, encode_prompt
+
+PAD = -1  # pad value in stored id tensors (never a real token id)
+
+
+@dataclass(frozen=True)
+class TeacherBatch:
+    """Prompts and the target's responses, right-padded with PAD.
+
+    ids:         (B, L) int64   prompt + response token ids
+    prompt_lens: (B,)   int64   prompt length P of each row
+    total_lens:  (B,)   int64   P + response length
+    top_ids:     (B, R, K) int64  the target's k most likely ids at response step s (position P - 1 + s)
+    top_logp:    (B, R, K) float32 their log-probabilities under the raw (unwarped) target
+    """
+
+    ids: torch.Tensor
+    prompt_lens: torch.Tensor
+    total_lens: torch.Tensor
+    top_ids: torch.Tensor
+    top_logp: torch.Tensor
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {"ids": self.ids, "prompt_lens": self.prompt_lens, "total_lens": self.total_lens,
+                "top_ids": self.top_ids.to(torch.int32), "top_logp": self.top_logp.to(torch.float16)}
+
+    @classmethod
+    def from_tensors(cls, t: dict[str, torch.Tensor]) -> "TeacherBatch":
+        return cls(t["ids"], t["prompt_lens"], t["total_lens"], t["top_ids"].long(), t["top_logp"].float())
+
+
+def generate_batch(target: LoadedModel, prompt_ids: list[list[int]], new_tokens: int, temperature: float,
+                   seed: int, top_k: int) -> TeacherBatch:
+    """One batched ``generate`` call: greedy when ``temperature == 0``, else sampling at that temperature."""
+    pad_id = int(target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None
+                 else target.tokenizer.eos_token_id)
+    width = max(len(p) for p in prompt_ids)
+    input_ids = torch.full((len(prompt_ids), width), pad_id, dtype=torch.long)
+    attention = torch.zeros_like(input_ids)
+    for row, ids in enumerate(prompt_ids):  # left padding, as batched decoder-only generation needs
+        input_ids[row, width - len(ids):] = torch.tensor(ids)
+        attention[row, width - len(ids):] = 1
+    sampling = (dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0
+                else dict(do_sample=False))
+    torch.manual_seed(seed)
+    with target.lock, torch.inference_mode():
+        out = target.model.generate(
+            input_ids=input_ids.to(target.device), attention_mask=attention.to(target.device),
+            max_new_tokens=new_tokens, pad_token_id=pad_id, return_dict_in_generate=True, output_logits=True,
+            **sampling,
+        )
+    responses = out.sequences[:, width:].cpu()  # (B, R)
+    # Raw logits of every step, reduced to the top-k on the model's device one step at a time (a GPU
+    # batch of 1,024 rows would otherwise move R x 1,024 x 49,152 floats to the host).
+    steps = [torch.topk(torch.log_softmax(step.float(), dim=-1), top_k, dim=-1) for step in out.logits]
+    top_ids = torch.stack([s.indices for s in steps], dim=1).cpu()  # (B, R, K)
+    top_logp = torch.stack([s.values for s in steps], dim=1).cpu()
+    eos = eos_ids(target)
+    rows, lengths = [], []
+    for prompt, response in zip(prompt_ids, responses.tolist()):
+        stop = next((i + 1 for i, t in enumerate(response) if t in eos), len(response))  # keep the EOS itself
+        rows.append(prompt + response[:stop])
+        lengths.append(len(prompt))
+    length = max(len(r) for r in rows)
+    ids = torch.full((len(rows), length), PAD, dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r)
+    return TeacherBatch(ids, torch.tensor(lengths), torch.tensor([len(r) for r in rows]), top_ids, top_logp)
+
+
+def corpus_key(spec: str, prompts: list[str], new_tokens: int, seed: int, top_k: int, batch_size: int) -> str:
+    """Names the cache folder; each temperature's batches are files of their own inside it, so adding a
+    temperature later reuses the batches already made."""
+    payload = json.dumps([spec, prompts, new_tokens, seed, top_k, batch_size])
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def generate_teacher_text(target: LoadedModel, prompts: list[str], *, new_tokens: int, temperatures: list[float],
+                          seed: int, top_k: int = 32, batch_size: int = 16,
+                          progress: bool = True) -> list[TeacherBatch]:
+    """Every prompt answered once per temperature (0 = greedy), in batches of similar prompt length,
+    each batch cached as it finishes. Returns all batches (loaded from the cache where present)."""
+    folder = cache_root() / "teacher-text" / corpus_key(target.spec, prompts, new_tokens, seed, top_k, batch_size)
+    folder.mkdir(parents=True, exist_ok=True)
+    encoded = [encode_prompt(target.tokenizer, p, True) for p in prompts]
+    order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i]), i))  # similar lengths share a batch
+    jobs = [(t, number, order[i: i + batch_size]) for t in temperatures
+            for number, i in enumerate(range(0, len(order), batch_size))]
+    batches = []
+    for temperature, number, members in tqdm(jobs, desc="target answers (batches)", disable=not progress):
+        path = folder / f"t{temperature:.2f}-batch-{number:05d}.safetensors"
+        if path.is_file():
+            batches.append(TeacherBatch.from_tensors(load_file(str(path))))
+            continue
+        batch = generate_batch(target, [encoded[i] for i in members], new_tokens, temperature, seed + number, top_k)
+        save_file(batch.tensors(), str(path.with_suffix(".tmp")))
+        path.with_suffix(".tmp").replace(path)  # atomic: a stopped run never leaves half a batch
+        batches.append(batch)
+    return batches
+
+
+def read_prompt_file(path: Path) -> list[str]:
+    """One prompt per line; the two characters backslash-n stand for a newline inside a prompt."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [line.strip().replace("\\n", "\n") for line in lines if line.strip()]

@@ -1,0 +1,42 @@
+"""The app's pages, listed once: ``app.py`` builds its navigation from this list and the tests walk it.
+
+A page is one script in the top-level ``pages/`` folder plus one :class:`PageEntry` line below.
+Icons are streamlit's Material Symbols (a font streamlit ships), so they render without an emoji font.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+
+@dataclass(frozen=True)
+class PageEntry:
+    script: str  # the file's stem in pages/
+    title: str
+    icon: str
+
+    @property
+    def path(self) -> str:
+        """The script's path relative to app.py (streamlit resolves page paths against the main script)."""
+        return f"pages/{self.script}.py"
+
+
+PAGES = (
+    PageEntry("round_view", "Round view", ":material/view_timeline:"),
+    PageEntry("lesson_player", "Lesson player", ":material/school:"),
+    PageEntry("metrics", "Metrics and theory", ":material/monitoring:"),
+    PageEntry("gamma_sweep", "Gamma sweep", ":material/tune:"),
+    PageEntry("compare_rules", "Compare rules", ":material/balance:"),
+    PageEntry("losslessness", "Losslessness lab", ":material/casino:"),
+    PageEntry("numerics", "Precision and rounding", ":material/calculate:"),
+    PageEntry("parallel", "Parallel verification", ":material/timer:"),
+    PageEntry("recursive", "Recursive (tree) drafts", ":material/account_tree:"),
+    PageEntry("parallel_drafters", "Parallel drafters", ":material/extension:"),
+)
+
+
+def navigation():
+    """streamlit's navigation over :data:`PAGES`, the first page the default."""
+    return st.navigation([st.Page(p.path, title=p.title, icon=p.icon, default=i == 0) for i, p in enumerate(PAGES)])
