@@ -101,3 +101,8 @@ def test_every_page_file_is_listed_once():
     assert sorted(listed) == sorted(p.stem for p in (ROOT / "pages").glob("*.py"))
     assert len(set(listed)) == len(listed) and len({p.title for p in PAGES}) == len(PAGES)
     assert all(p.icon.startswith(":material/") for p in PAGES)  # no emoji font needed
+
+
+def test_every_package_folder_is_a_regular_package():
+    folders = {p.parent for p in PACKAGE.rglob("*.py")}
+    assert all((folder / "__init__.py").is_file() for folder in folders), sorted(map(str, folders))

@@ -82,6 +82,19 @@ def test_a_page_link_opened_first_on_a_fresh_server_keeps_the_prompt_at_the_next
         browser.close()
 
 
+FRAME_FIT = """() => { const frame = document.querySelector('iframe'), doc = frame.contentDocument;
+  return [frame.clientHeight, doc.documentElement.scrollHeight,
+          doc.querySelector('main').getBoundingClientRect().bottom]; }"""
+
+
+def assert_frame_fits(page) -> None:
+    """The player's frame shows the whole player: no scrollbar inside it, no blank band of more than 40 px below."""
+    page.wait_for_function(f"() => {{ const [h, content, bottom] = ({FRAME_FIT})(); "
+                           "return content <= h + 1 && h - bottom <= 40; }", timeout=60_000)
+    height, content, bottom = page.evaluate(FRAME_FIT)
+    assert content <= height + 1 and height - bottom <= 40, (height, content, bottom)
+
+
 def test_round_view_in_chromium(app_url):
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as pw:
@@ -95,7 +108,8 @@ def test_round_view_in_chromium(app_url):
         assert rows[:6] == ["Prompt", "Decoder input", "Draft", "Verify", "Output", "Next input"]
         marks = "".join(player.locator("#seed .sv-mark").all_inner_texts())
         assert "✓" in marks or "✗" in marks
-        assert player.locator(".card .bar .p").count() >= 2  # p-vs-q bars, drawn by the page
+        assert player.locator(".card svg.pq rect.p-bar").count() >= 2  # p-vs-q bars, drawn by the page
+        assert_frame_fits(page)
         assert player.locator("#title").inner_text().startswith("Round 1 of")
         player.get_by_role("button", name="Next ▶").click()
         assert player.locator("#title").inner_text().startswith("Round 2 of")  # no server round trip
@@ -104,6 +118,7 @@ def test_round_view_in_chromium(app_url):
         player.locator("body").press("ArrowRight")
         assert player.locator("#title").inner_text().startswith("Round 3 of")
         page.wait_for_function("() => location.search.includes('round=3')", timeout=600_000)
+        assert_frame_fits(page)  # a round of another height: the frame follows it
         page.reload()  # what a copied link does: it opens on the round the page showed
         player = page.frame_locator("iframe").first
         player.locator("#seed .sv-rows").wait_for(timeout=600_000)

@@ -10,6 +10,7 @@ import sys
 import pytest
 from playwright.sync_api import sync_playwright
 
+from specviz.drafters.registry import rule_spec
 from specviz.engine import speculative_decode
 from specviz.presentation.player import embedded_json, lesson_html
 
@@ -203,3 +204,49 @@ def test_cli_writes_the_standalone_lesson(tiny_dirs, tmp_path):
     data = json.loads(text.split('<script id="trace-data" type="application/json">')[1].split("</script>")[0])
     assert len(data["output_ids"]) == 8
     assert not re.search(r'<(script|link|img)[^>]+(src|href)=', text)  # every script and style is inline
+
+
+BAR_MEASURES = """() => [...document.querySelectorAll('#cards svg.pq')].map((svg) => {
+  const width = (el) => el ? el.getBoundingClientRect().width : 0;
+  const rows = [...svg.querySelectorAll('g.row')].map((g) => {
+    const p = g.querySelector('rect.p-bar'), q = g.querySelector('rect.q-extent') || g.querySelector('rect.q-bar');
+    return {p: p ? Number(p.dataset.p) : null, q: q ? Number(g.querySelector('rect.q-bar').dataset.q) : null,
+            pw: width(p), qw: width(q)};
+  });
+  return {track: width(svg.querySelector('rect.track')), rows};
+})"""
+
+
+def test_every_card_draws_its_bars_on_its_own_scale_in_chromium(sampled_trace, offline_browser, tmp_path):
+    """Seed 002's comparison, measured on the drawn bars of a sampling trace at 1440x900: each card's largest bar
+    spans most of its track, and where p < q the p-bar is shorter than the q-bar by the ratio p/q."""
+    page = open_lesson(offline_browser[0], write_lesson(tmp_path / "lesson.html", sampled_trace))
+    page.set_viewport_size({"width": 1440, "height": 900})
+    cards = compared = 0
+    for index in range(1, len(sampled_trace.rounds) + 1):
+        page.evaluate(f"() => go({index})")
+        assert round_title(page) == f"Round {index} of {len(sampled_trace.rounds)}"
+        for card in page.evaluate(BAR_MEASURES):
+            cards += 1
+            assert card["track"] >= 200  # wide enough to read at a card's largest probability
+            assert max(max(r["pw"], r["qw"]) for r in card["rows"]) >= 0.6 * card["track"]
+            for row in card["rows"]:
+                if row["p"] is None or row["q"] is None or row["p"] >= row["q"] or row["pw"] < 2:
+                    continue
+                compared += 1
+                assert row["pw"] < row["qw"]
+                assert row["pw"] / row["qw"] == pytest.approx(row["p"] / row["q"], rel=0.05)
+    page.close()
+    assert cards >= 2 * len(sampled_trace.rounds) and compared > 0  # every round has cards; some tokens had p < q
+
+
+@pytest.mark.parametrize("rule", ["greedy", "sample", "topbeta"])
+def test_the_labels_are_the_rules_own(tiny_dirs, tiny_pair, rule):
+    """The correction and the bonus are named as the rule makes them: greedy resamples nothing."""
+    trace = speculative_decode(tiny_config(tiny_dirs, rule=rule, gamma=3, max_new_tokens=12), prompt_ids=PROMPT,
+                               pair=tiny_pair)
+    page, spec = lesson_html(trace), rule_spec(rule)
+    labels = json.loads(re.search(r'<script id="labels" type="application/json">(.*?)</script>', page).group(1))
+    assert labels == {"correction": spec.correction, "bonus": spec.bonus}
+    assert spec.correction in page and spec.bonus in page  # the legend
+    assert ("resampled" in page) == (rule == "sample") and ("residual max(0, p − q)" in page) == (rule == "sample")

@@ -67,7 +67,9 @@ class DrafterSpec:
 
 @dataclass(frozen=True)
 class RuleSpec:
-    """A verification rule: ``builder(config) -> Rule``; ``lossless``: it preserves the target's law."""
+    """A verification rule: ``builder(config) -> Rule``; ``lossless``: it preserves the target's law;
+    ``correction`` and ``bonus``: what the round view calls the token the target emits after a rejection and
+    after a fully accepted draft under this rule."""
 
     name: str
     label: str
@@ -75,6 +77,8 @@ class RuleSpec:
     fields: tuple[str, ...]
     builder: str
     lossless: bool
+    correction: str
+    bonus: str
 
     def build(self, config):
         return resolve(self.builder)(config)
@@ -104,13 +108,15 @@ DRAFTER_SPECS = (
 )
 RULE_SPECS = (
     RuleSpec("greedy", "greedy", "accept a drafted token when it is the target's argmax; lossless for greedy decoding",
-             (), "specviz.rules.acceptance:greedy_rule", lossless=True),
+             (), "specviz.rules.acceptance:greedy_rule", lossless=True, correction="target's choice (argmax p)",
+             bonus="bonus: target's choice (argmax p)"),
     RuleSpec("sample", "spec. sampling", "accept with probability min(1, p/q), else sample the residual max(0, p - q); "
              "the output follows p exactly (Leviathan et al. 2023, Chen et al. 2023)",
-             ("temperature", "top_k", "top_p"), "specviz.rules.acceptance:sampling_rule", lossless=True),
+             ("temperature", "top_k", "top_p"), "specviz.rules.acceptance:sampling_rule", lossless=True,
+             correction="resampled from the residual", bonus="bonus, drawn from p"),
     RuleSpec("topbeta", "top-β + τ", "accept a drafted token among the target's top beta within tau of its best "
              "(SpecDec, Xia et al. 2023); lossy", ("beta", "tau"), "specviz.rules.acceptance:top_beta_rule",
-             lossless=False),
+             lossless=False, correction="target's top-1", bonus="bonus: target's top-1"),
 )
 DRAFTERS = {spec.name: spec for spec in DRAFTER_SPECS}
 # read only by some entries

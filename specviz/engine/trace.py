@@ -60,6 +60,8 @@ class EmittedToken:
     distribution_top: TopTokens  # top-N of the distribution it was taken from
     target_top: TopTokens  # top-N of the target's p at this position
     residual_top: TopTokens | None = None  # corrections: top-N of norm(max(0, p - q)), whatever the rule
+    residual_p: list[float] | None = None  # p(x) at the rejected check, for each token of residual_top
+    residual_q: list[float] | None = None  # q(x) there: its residual share is max(0, p(x) - q(x))
 
 
 @dataclass

@@ -62,14 +62,18 @@ class Outcome:
 
 
 def emitted_token(token: int, drawn_from: torch.Tensor, target_p: torch.Tensor, source: str, texts: TokenTexts,
-                  top_n: int, residual: torch.Tensor | None = None) -> EmittedToken:
+                  top_n: int, rejected: tuple[torch.Tensor, torch.Tensor] | None = None) -> EmittedToken:
     """The record of a token the target emitted, ``drawn_from`` a distribution (V,) (``source``: "target" for
-    p itself, "residual" for norm(max(0, p - q)))."""
+    p itself, "residual" for norm(max(0, p - q))); ``rejected``: the (p, q) of the check a correction replaces,
+    whose residual is recorded with each of its top tokens' p and q (what the round view draws)."""
+    residual = None if rejected is None else residual_distribution(*rejected)
+    top = None if residual is None else texts.top(residual, top_n)
     return EmittedToken(token_id=token, text=texts(token), prob=float(drawn_from[token]),
                         target_prob=float(target_p[token]), source=source,
                         distribution_top=texts.top(drawn_from, top_n),
                         target_top=texts.top(target_p, top_n),
-                        residual_top=None if residual is None else texts.top(residual, top_n))
+                        residual_top=top, residual_p=None if top is None else [float(rejected[0][i]) for i in top.ids],
+                        residual_q=None if top is None else [float(rejected[1][i]) for i in top.ids])
 
 
 def walk_chain(block: DraftBlock, target_probs: list[torch.Tensor], rule: Rule, generator: torch.Generator,
@@ -88,9 +92,9 @@ def walk_chain(block: DraftBlock, target_probs: list[torch.Tensor], rule: Rule, 
         return Outcome(positions, None, bonus, path)
     p_dist, q_dist = target_probs[rejected_at], block.draft_probs[rejected_at]
     token = rule.correction(p_dist, q_dist, generator)
-    residual = residual_distribution(p_dist, q_dist)
-    drawn_from, source = (residual, "residual") if rule.stochastic else (p_dist, "target")
-    return Outcome(positions, emitted_token(token, drawn_from, p_dist, source, texts, top_n, residual), None, path)
+    drawn_from, source = (residual_distribution(p_dist, q_dist), "residual") if rule.stochastic else (p_dist, "target")
+    return Outcome(positions, emitted_token(token, drawn_from, p_dist, source, texts, top_n, (p_dist, q_dist)), None,
+                   path)
 
 
 def score_tree(state: KVCachedSequence, forward: ForwardFn, loaded: LoadedModel, context: list[int],
@@ -172,7 +176,7 @@ def walk_tree(tree: DraftTree, target_probs: list[torch.Tensor], rule: Rule, gen
     from_residual = rule.stochastic and not leaf
     emitted = emitted_token(rule.bonus(final_p, generator), final_p, target_probs[path[-1] if path else 0],
                             "residual" if from_residual else "target", texts, config.top_n,
-                            final_p if from_residual else None)
+                            (checks[-1].target_probs, checks[-1].draft_probs) if from_residual else None)
     record = tree_record(tree, checks, path, target_probs, rule, texts, config)
     return Outcome(positions, None if leaf else emitted, emitted if leaf else None, path, record)
 

@@ -20,6 +20,7 @@ import json
 import re
 from pathlib import Path
 
+from specviz.drafters.registry import rule_spec
 from specviz.engine.trace import Round, Trace
 from specviz.presentation import render, tree_drawing
 
@@ -54,6 +55,11 @@ def lesson_title(trace: Trace) -> str:
 
 
 VIEWS = ("step", "present", "quiz")
+BAR_LEGEND = {  # what a card's chart draws besides p and q, under the rules that draw it
+    "sample": ' <span style="color:#ef6c00">■ residual max(0, p − q)</span> <span>| u: the uniform draw on the q-bar '
+              '(accepted where p covers it: u &lt; p/q)</span>',
+    "greedy": " <span>← argmax p: the target's choice</span>",
+}
 
 
 def lesson_html(trace: Trace, title: str | None = None, view: str = "step", round_index: int = 1) -> str:
@@ -62,9 +68,11 @@ def lesson_html(trace: Trace, title: str | None = None, view: str = "step", roun
     if view not in VIEWS:
         raise ValueError(f"view must be one of {', '.join(VIEWS)}; got {view!r}")
     drawings = [round_drawing(trace, rnd) for rnd in trace.rounds]
+    rule = rule_spec(trace.config.rule)
     fills = {"__TITLE__": html.escape(title or lesson_title(trace)), "__TRACE_JSON__": embedded_json(trace),
              "__DRAWINGS_JSON__": script_safe(json.dumps(drawings)), "__SEED_CSS__": render.CSS,
-             "__LEGEND__": render.legend_html(),
+             "__LEGEND__": render.legend_html(rule), "__BAR_LEGEND__": BAR_LEGEND.get(rule.name, ""),
+             "__LABELS__": json.dumps({"correction": rule.correction, "bonus": rule.bonus}),
              "__START__": json.dumps({"view": view, "round": int(round_index)})}
     # one pass, so text inside a filled value is never taken for a placeholder
     return re.sub("|".join(fills), lambda match: fills[match.group(0)], TEMPLATE.read_text(encoding="utf-8"))

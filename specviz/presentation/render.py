@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import re
 
+from specviz.drafters.registry import RuleSpec
 from specviz.engine.trace import ACCEPTED, REJECTED, DraftPosition, Round, Trace
 from specviz.presentation.tables import KIND_ACCEPTED, KIND_BONUS, KIND_CORRECTION, emitted_tokens
 
@@ -147,10 +148,10 @@ def round_rows_html(trace: Trace, rnd: Round) -> str:
     return f'<div class="sv-rows">{"".join(rows)}</div>'
 
 
-def legend_html() -> str:
-    items = [("accepted draft ✓", "accepted"), ("rejected draft ✗", "rejected"),
-             ("correction (resampled)", "correction"), ("bonus token", "bonus"), ("drafted", "draft"),
-             ("not verified", "not_verified"), ("[MASK] slot", "mask")]
+def legend_html(rule: RuleSpec) -> str:
+    """The boxes' colours, naming the correction and the bonus as ``rule`` makes them."""
+    items = [("accepted draft ✓", "accepted"), ("rejected draft ✗", "rejected"), (rule.correction, "correction"),
+             (rule.bonus, "bonus"), ("drafted", "draft"), ("not verified", "not_verified"), ("[MASK] slot", "mask")]
     boxes = [token_box(label, style, mask=style == "mask") for label, style in items]
     return f'<div class="sv-legend">{"".join(boxes)}</div>'
 

@@ -48,6 +48,5 @@ def show_player(trace: Trace, config: DecodeConfig, prompt: str, defaults: Decod
     shown = min(linked, len(trace.rounds))
     write_url(config, prompt, shown, defaults, extra={"view": view} if view != "step" else None)
     page = lesson_html(trace, view=view, round_index=shown)
-    tall = view == "present" or trace.rounds[0].tree is not None  # large type, or a tree picture per round
-    st.iframe(page, height=1400 if tall else 1150)
+    st.iframe(page, height="content")  # streamlit sizes the frame to the player's content
     return page
