@@ -1,6 +1,6 @@
 """A class on one server: N real Chromium sessions against a real ``streamlit run app.py``.
 
-Usage: ``.venv/bin/python benchmarks/bench_class.py [--sessions 30] [--tokens 32]``
+Usage: ``.venv/bin/python -m benchmarks.bench_class [--sessions 30] [--tokens 32]``
 
 Phases, after one warm-up session has loaded the models (on a seed nobody uses later):
 1. **one link**: every session opens the same teacher's link at once;
@@ -20,20 +20,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
-import threading
 import time
-import urllib.request
 from pathlib import Path
 
 from playwright.async_api import async_playwright
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.appserver import Server, free_port
+
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
 FAILED = '[data-testid="stException"], [data-testid="stAlertContentError"]'
@@ -44,45 +39,6 @@ PAINTED_OR_FAILED = (f"""() => document.querySelector('{FAILED}') !== null ||
                      "f.contentDocument.querySelector('.sv-rows'))")
 BARE_PAINTED = """() => document.querySelector('[data-testid="stMarkdownContainer"]') !== null"""
 BARE_APP = 'import streamlit as st\nst.write("A bare page: no models, no player.")\n'
-COMPUTED = re.compile(r"computed (Decoding) (\w+) in ([\d.]+) s for (\d+) session")
-
-
-class Server:
-    """``streamlit run app.py`` with its log read in the background."""
-
-    def __init__(self, port: int, app: Path = ROOT / "app.py") -> None:
-        env = {**os.environ, "SPECVIZ_DEVICE": "cpu", "SPECVIZ_LOG_LEVEL": "INFO"}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port),
-             "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.url, self.lines = f"http://127.0.0.1:{port}", []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            self.lines.append(line.rstrip())
-
-    def wait_healthy(self) -> None:
-        while True:
-            try:
-                if urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2).status == 200:
-                    return
-            except OSError:
-                if self.process.poll() is not None:
-                    raise RuntimeError("streamlit exited:\n" + "\n".join(self.lines[-30:])) from None
-                time.sleep(0.5)
-
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def computations(self) -> list[tuple[str, float, int]]:
-        return [(m[2], float(m[3]), int(m[4])) for m in map(COMPUTED.search, list(self.lines)) if m]
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=30)
 
 
 async def open_session(browser, url: str, timeout_s: float, painted: str) -> tuple[float | None, str | None]:
@@ -148,12 +104,6 @@ async def keep_browsers_nice(niceness: int) -> None:
     while True:
         renice_browsers(niceness)
         await asyncio.sleep(0.5)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def bare_page_floor(browser, sessions: int, timeout_s: float, folder: Path) -> None:

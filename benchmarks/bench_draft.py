@@ -16,8 +16,8 @@ Prints, from one run:
     key/value heads, for comparison), and where the engine's time goes: the draft, the target's pass (and its p's),
     checking and recording the round (rule, top-N, token texts), the loop around them, as % of the wall time.
 
-    .venv/bin/python benchmarks/bench_draft.py [--max-new-tokens 64] [--prompts 6] [--gammas 1,2,3,4,5,6]
-    .venv/bin/python benchmarks/bench_draft.py --pair qwen-coder --dtype bfloat16 --prompts 3 --gammas 2,4,6 \\
+    .venv/bin/python -m benchmarks.bench_draft [--max-new-tokens 64] [--prompts 6] [--gammas 1,2,3,4,5,6]
+    .venv/bin/python -m benchmarks.bench_draft --pair qwen-coder --dtype bfloat16 --prompts 3 --gammas 2,4,6 \\
         --heads shipped
 """
 

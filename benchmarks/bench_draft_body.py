@@ -6,7 +6,7 @@ Each prompt is decoded with both, back to back, the order alternating from promp
 speed drifts by 20% over minutes); both traces must give the same tokens. Prints, from one run, the ratio of
 the summed wall times (transformers' body / lean body) and the spread of the pairs' own ratios.
 
-    .venv/bin/python benchmarks/bench_draft_body.py [--drafter model] [--gamma 2] [--rule greedy] [--prompts 6] \\
+    .venv/bin/python -m benchmarks.bench_draft_body [--drafter model] [--gamma 2] [--rule greedy] [--prompts 6] \\
         [--repeats 2]
 """
 

@@ -4,7 +4,7 @@ For blockwise heads, the mask-query drafter, the layer-skip self-draft and (with
 model, prints mean tokens per round, acceptance by drafted position, draft milliseconds per round,
 and end-to-end tokens/s against plain autoregressive decoding of the same target in this process.
 
-    .venv/bin/python benchmarks/bench_drafters.py [--device cuda] [--gamma 4] [--max-new-tokens 48]
+    .venv/bin/python -m benchmarks.bench_drafters [--device cuda] [--gamma 4] [--max-new-tokens 48]
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Compares, on the same model and prompts in one process:
 Prints tokens/s, mean tokens per target call (= per round) and the ratios. Target calls are counted
 with a forward hook, so transformers' paths get the same accounting as the engine.
 
-    .venv/bin/python benchmarks/bench_engine.py [--device cuda] [--max-new-tokens 64] [--gamma 4]
+    .venv/bin/python -m benchmarks.bench_engine [--device cuda] [--max-new-tokens 64] [--gamma 4]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """How long one step of the lesson player takes in real Chromium: key press -> next round fully drawn.
 
-Usage: ``.venv/bin/python benchmarks/bench_player.py [--tokens 64] [--rule sample]``
+Usage: ``.venv/bin/python -m benchmarks.bench_player [--tokens 64] [--rule sample]``
 
 Decodes the embedded default pair once, writes the standalone lesson file, opens it from file://
 and presses → through every round; each step is timed inside the page from the key event to the

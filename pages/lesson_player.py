@@ -30,5 +30,5 @@ if trace is not None and not trace.rounds:
     st.info("Nothing was generated (the model ended at once).")
 elif trace is not None:
     page = ui.show_player(trace, config, prompt, defaults, linked_round, view)
-    st.download_button("Download this lesson (one HTML file, opens with no server)", page,
+    st.download_button("Download this lesson (one HTML file, opens with no server)", lambda: page,
                        "specviz-lesson.html", "text/html")

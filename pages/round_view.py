@@ -23,7 +23,10 @@ elif trace is not None:
     st.markdown("##### Output (colour: how each token was produced; underline alternates per round)")
     st.markdown(render.CSS + render.output_html(trace), unsafe_allow_html=True)
     left, middle, right = st.columns(3)
-    left.download_button("Download trace (JSON)", trace.to_json(indent=1), "specviz-trace.json", "application/json")
-    middle.download_button("Download tokens (CSV)", tables.token_table(trace).to_csv(index=False),
+    # built when clicked, not for every session that opens the link
+    left.download_button("Download trace (JSON)", lambda: trace.to_json(indent=1), "specviz-trace.json",
+                         "application/json")
+    middle.download_button("Download tokens (CSV)", lambda: tables.token_table(trace).to_csv(index=False),
                            "specviz-tokens.csv", "text/csv")
-    right.download_button("Download the lesson (HTML, no server needed)", player, "specviz-lesson.html", "text/html")
+    right.download_button("Download the lesson (HTML, no server needed)", lambda: player, "specviz-lesson.html",
+                          "text/html")

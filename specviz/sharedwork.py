@@ -27,9 +27,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specviz.store import ByteBoundedStore
+
+if TYPE_CHECKING:
+    from specviz.redisshare import RedisShare
 
 log = logging.getLogger(__name__)
 ProgressFn = Callable[..., None]  # on_progress(done, total, text=None)
@@ -71,8 +74,10 @@ class Place:
 class SharedWork:
     """Single-flight computations on a bounded pool of threads, results kept in a byte-bounded store."""
 
-    def __init__(self, max_bytes: int, workers: int = 1, describe_error: Callable[[BaseException], str] = repr) -> None:
+    def __init__(self, max_bytes: int, workers: int = 1, describe_error: Callable[[BaseException], str] = repr,
+                 shared: RedisShare | None = None) -> None:
         self.store = ByteBoundedStore(max_bytes)
+        self.shared = shared  # other replicas' results and locks (Redis); None: this process alone
         self.workers, self.describe_error = workers, describe_error
         self.lock = threading.Condition()
         self.queue: deque[Job] = deque()
@@ -90,12 +95,20 @@ class SharedWork:
     # -- what sessions call ------------------------------------------------------------------------
 
     def cached(self, key: Hashable) -> Any | None:
-        return self.store.get(key)
+        """``key``'s stored result: this process's, else one another replica stored (then kept here too)."""
+        value = self.store.get(key)
+        if value is None and self.shared is not None:
+            value = self.shared.get(key)
+            if value is not None:
+                self.store.put(key, value)
+        return value
 
     def known(self, key: Hashable) -> bool:
-        """Whether ``key``'s result is stored, queued or running."""
+        """Whether ``key``'s result is stored, queued or running (here or, with a shared store, anywhere)."""
         with self.lock:
-            return key in self.jobs or self.store.get(key) is not None
+            if key in self.jobs or self.store.get(key) is not None:
+                return True
+        return self.shared is not None and (self.shared.busy(key) or self.cached(key) is not None)
 
     def submit(self, key: Hashable, compute: Compute, session: str, label: str) -> Job:
         """The job computing ``key``, joined by ``session`` (a new one is queued if none is in flight).
@@ -175,9 +188,17 @@ class SharedWork:
         def on_progress(done: int, total: int, text: str | None = None) -> None:
             job.progress = (done, total, text)
 
+        def compute() -> Any:
+            return job.compute(on_progress)
+
+        def waiting_elsewhere() -> None:
+            on_progress(0, 1, f"{job.label}: another server computes it; waiting for its result")
+
         result, error = None, "Computation failed"
         try:
-            result, error = job.compute(on_progress), None
+            shared = self.shared
+            result = compute() if shared is None else shared.compute_once(job.key, compute, waiting_elsewhere)
+            error = None
             self.store.put(job.key, result)
         except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it, and the worker must live on
             error = _safe_description(self.describe_error, exc)

@@ -65,14 +65,30 @@ BAR_LEGEND = {  # what a card's chart draws besides p and q, under the rules tha
 def lesson_html(trace: Trace, title: str | None = None, view: str = "step", round_index: int = 1) -> str:
     """The standalone lesson: the player template with this trace, its title and the view and round it
     opens on (a hash in the file's URL, ``#round=3&view=quiz``, takes precedence)."""
+    return opened_at(lesson_page(trace, title), view, round_index)
+
+
+def opened_at(page: str, view: str, round_index: int) -> str:
+    """A :func:`lesson_page` opening on ``view`` and round ``round_index``: the one part that differs between the
+    sessions showing one trace, so the page itself is built once."""
     if view not in VIEWS:
         raise ValueError(f"view must be one of {', '.join(VIEWS)}; got {view!r}")
+    start = json.dumps({"view": view, "round": int(round_index)})
+    return page.replace(START_TAG.format(START_PLACEHOLDER), START_TAG.format(start), 1)
+
+
+START_PLACEHOLDER = "__START__"
+START_TAG = '<script id="start" type="application/json">{}</script>'  # no "<" in the trace's JSON: matched once
+
+
+def lesson_page(trace: Trace, title: str | None = None) -> str:
+    """The lesson player for this trace with its start still to fill in (:func:`opened_at`)."""
     drawings = [round_drawing(trace, rnd) for rnd in trace.rounds]
     rule = rule_spec(trace.config.rule)
     fills = {"__TITLE__": html.escape(title or lesson_title(trace)), "__TRACE_JSON__": embedded_json(trace),
              "__DRAWINGS_JSON__": script_safe(json.dumps(drawings)), "__SEED_CSS__": render.CSS,
              "__LEGEND__": render.legend_html(rule), "__BAR_LEGEND__": BAR_LEGEND.get(rule.name, ""),
              "__LABELS__": json.dumps({"correction": rule.correction, "bonus": rule.bonus}),
-             "__START__": json.dumps({"view": view, "round": int(round_index)})}
+             START_PLACEHOLDER: START_PLACEHOLDER}
     # one pass, so text inside a filled value is never taken for a placeholder
     return re.sub("|".join(fills), lambda match: fills[match.group(0)], TEMPLATE.read_text(encoding="utf-8"))

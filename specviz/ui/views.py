@@ -7,8 +7,9 @@ import streamlit as st
 from specviz.config import DecodeConfig
 from specviz.engine.trace import Trace
 from specviz.models.machine import cpu_matrix_units
-from specviz.presentation.player import lesson_html
+from specviz.presentation.player import lesson_page, opened_at
 from specviz.ui.controls import write_url
+from specviz.ui.work import shared_work
 
 
 def summary_line(trace: Trace) -> str:
@@ -40,6 +41,17 @@ def linked_round() -> int:
     return shown
 
 
+def shared_lesson_page(trace: Trace) -> str:
+    """The trace's lesson page, built once per process and kept with the results (every session of a link shows
+    the same page; only the round and view it opens on differ)."""
+    work, key = shared_work(), ("lesson-page", repr(trace.config), tuple(trace.prompt_ids))
+    page = work.store.get(key)
+    if page is None:
+        page = lesson_page(trace)
+        work.store.put(key, page)
+    return page
+
+
 def show_player(trace: Trace, config: DecodeConfig, prompt: str, defaults: DecodeConfig, linked: int,
                 view: str = "step") -> str:
     """The lesson player for a computed trace, opened on the linked round (clipped to the trace) with the
@@ -47,6 +59,6 @@ def show_player(trace: Trace, config: DecodeConfig, prompt: str, defaults: Decod
     the page, so stepping needs no server. Returns the player's HTML, which is also the lesson download."""
     shown = min(linked, len(trace.rounds))
     write_url(config, prompt, shown, defaults, extra={"view": view} if view != "step" else None)
-    page = lesson_html(trace, view=view, round_index=shown)
+    page = opened_at(shared_lesson_page(trace), view, shown)
     st.iframe(page, height="content")  # streamlit sizes the frame to the player's content
     return page

@@ -24,6 +24,7 @@ from specviz.models.errors import ModelLoadError, VocabularyMismatchError
 from specviz.sharedwork import Place, SharedWork
 
 log = logging.getLogger(__name__)
+REDIS_URL_VAR = "SPECVIZ_REDIS_URL"
 
 USER_ERRORS = (ConfigError, ModelLoadError, VocabularyMismatchError)
 STORE_MAX_BYTES = int(float(os.environ.get("SPECVIZ_STORE_MB", "1024")) * 2**20)  # finished results kept, by size
@@ -61,8 +62,25 @@ def describe_failure(exc: BaseException) -> str:
 
 @st.cache_resource(show_spinner=False)
 def shared_work() -> SharedWork:
-    """The process's one pool of shared computations (see :mod:`specviz.sharedwork`)."""
-    return SharedWork(STORE_MAX_BYTES, WORKERS, describe_failure)
+    """The process's one pool of shared computations (see :mod:`specviz.sharedwork`); with ``SPECVIZ_REDIS_URL``
+    its results and single-flight locks are shared with every replica using that Redis."""
+    return SharedWork(STORE_MAX_BYTES, WORKERS, describe_failure, shared=replica_share(os.environ.get(REDIS_URL_VAR)))
+
+
+def replica_share(url: str | None):
+    """The Redis share at ``url`` (None without one, or when it does not answer: this process then works alone,
+    which the log says)."""
+    if not url:
+        return None
+    from specviz.redisshare import RedisShare  # the redis client only where a Redis is configured
+
+    share = RedisShare(url)
+    try:
+        share.client.ping()
+    except Exception as exc:  # noqa: BLE001 - a replica without its Redis still serves its own sessions
+        log.error("%s=%s does not answer (%s): this process keeps its results to itself", REDIS_URL_VAR, url, exc)
+        return None
+    return share
 
 
 def trace_key(config: DecodeConfig, prompt: str, *extra) -> tuple:

@@ -1,0 +1,191 @@
+"""A lecture hall without browsers: N sessions over Streamlit's own websocket protocol, on one or more replicas.
+
+Usage: ``.venv/bin/python -m benchmarks.load_client [--sessions 300] [--replicas 2] [--seeds 60] [--kill]``
+
+Each session opens ``ws://HOST:PORT/_stcore/stream`` (subprotocol "streamlit"), sends one ``BackMsg`` asking
+for a script run with the link's query string and page, and reads ``ForwardMsg``s: the first server message,
+the first paint (the delta whose new element is the page's main view: the round view's player, an iframe)
+and the end of the run (``script_finished``). Messages are parsed as protobuf and only the element's type is
+looked at; no text conversion and no keepalive pings, so the client stays cheap (its own CPU time is
+printed). Sessions are spread round robin over the replicas' ports. With two replicas a ``redis-server`` is
+started and both share it (``SPECVIZ_REDIS_URL``). Phases: one link (trace not computed yet), the same link
+again (stored), N different seeds, a mix of pages; ``--kill`` kills the replica holding a computation's lock
+mid-run. Per phase: first paint p50 / p95 / max, errors, CPU seconds of every replica (/proc), computations
+(from the replicas' logs) and the client's CPU. Bounded: at most 1,000 sessions, each at most ``--timeout``
+seconds. A benchmark, not a test: nothing is asserted; the figures are printed from one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import time
+from dataclasses import dataclass
+
+import redis
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from websockets.asyncio.client import connect
+from websockets.typing import Subprotocol
+
+from benchmarks.appserver import RedisServer, Server, free_port
+
+SESSIONS_MAX = 1000
+FINISHED = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_SUCCESSFULLY")
+PAINT = {"": "iframe", "lesson_player": "iframe", "compare_rules": "plotly_chart"}  # each page's main view
+
+
+@dataclass
+class Session:
+    """One session's times in seconds from its start (None: never happened) and its error, if any."""
+
+    replica: int
+    first_s: float | None = None
+    paint_s: float | None = None
+    end_s: float | None = None
+    error: str | None = None
+
+
+def rerun_request(query: str, page: str) -> bytes:
+    message = BackMsg()
+    message.rerun_script.query_string = query
+    message.rerun_script.page_name = page
+    return message.SerializeToString()
+
+
+def paints(message: ForwardMsg, element: str) -> bool:
+    return (message.WhichOneof("type") == "delta" and message.delta.WhichOneof("type") == "new_element"
+            and message.delta.new_element.WhichOneof("type") == element)
+
+
+async def run_session(port: int, replica: int, query: str, page: str, timeout_s: float) -> Session:
+    session, start = Session(replica), time.monotonic()
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with connect(f"ws://127.0.0.1:{port}/_stcore/stream", subprotocols=[Subprotocol("streamlit")],
+                               ping_interval=None, max_size=None, compression=None) as ws:
+                await ws.send(rerun_request(query, page))
+                async for data in ws:
+                    message, now = ForwardMsg.FromString(data), time.monotonic() - start
+                    session.first_s = session.first_s if session.first_s is not None else now
+                    if session.paint_s is None and paints(message, PAINT.get(page, "iframe")):
+                        session.paint_s = now
+                    if message.WhichOneof("type") == "delta" and message.delta.new_element.WhichOneof("type") == \
+                            "exception":
+                        session.error = "exception on the page"
+                    if message.WhichOneof("type") == "script_finished" and message.script_finished == FINISHED:
+                        session.end_s = now
+                        break
+    except Exception as exc:  # noqa: BLE001 - a benchmark counts failures instead of stopping
+        session.error = f"{type(exc).__name__}: {str(exc)[:100]}"
+    if session.error is None and session.paint_s is None:
+        session.error = "no paint"
+    return session
+
+
+async def run_sessions(ports: list[int], links: list[tuple[str, str]], timeout_s: float) -> list[Session]:
+    """Every (query string, page) link at once, session i on replica i mod len(ports)."""
+    return await asyncio.gather(*(run_session(ports[i % len(ports)], i % len(ports), query, page, timeout_s)
+                                  for i, (query, page) in enumerate(links)))
+
+
+def link(seed: int, tokens: int, rule: str = "sample") -> str:
+    return f"rule={rule}&seed={seed}&max_new_tokens={tokens}"
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+async def phase(name: str, servers: list[Server], links: list[tuple[str, str]], timeout_s: float) -> list[Session]:
+    cpu = [s.cpu_seconds() if s.process.poll() is None else 0.0 for s in servers]
+    logged = [len(s.computations()) for s in servers]
+    client = resource.getrusage(resource.RUSAGE_SELF)
+    started = time.monotonic()
+    results = await run_sessions([s.port for s in servers], links, timeout_s)
+    wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    painted = [r.paint_s for r in results if r.paint_s is not None]
+    computed = [c for s, n in zip(servers, logged) for c in s.computations()[n:]]
+    server_cpu = [(s.cpu_seconds() - c) if s.process.poll() is None else float("nan") for s, c in zip(servers, cpu)]
+    fmt = lambda x: "-" if x is None else f"{x:.2f}"
+    print(f"| {name} | {len(links)} | {len(painted)} | {sum(r.error is not None for r in results)} | "
+          f"{fmt(percentile(painted, 0.5))} / {fmt(percentile(painted, 0.95))} / {fmt(max(painted, default=None))} | "
+          f"{' + '.join(f'{x:.1f}' for x in server_cpu)} | {len(computed)} | "
+          f"{(after.ru_utime + after.ru_stime) - (client.ru_utime + client.ru_stime):.1f} | {wall:.1f} |", flush=True)
+    errors = {r.error for r in results if r.error}
+    if errors:
+        print(f"    errors: {sorted(errors)[:3]}", flush=True)
+    return results
+
+
+async def kill_phase(servers: list[Server], share_url: str, sessions: int, tokens: int, timeout_s: float) -> None:
+    """Start a new link on every replica, kill the replica whose lock it is once it computes, and see the others'
+    sessions painted (after the lock's expiry, by a survivor)."""
+    client = redis.Redis.from_url(share_url)
+    links = [(link(999_999, tokens), "")] * sessions
+    running = asyncio.ensure_future(phase("kill the lock's owner mid-run", servers, links, timeout_s))
+    owner = None
+    while owner is None and not running.done():
+        held = [client.get(k) for k in client.scan_iter("specviz:lock:*")]
+        owner = next((v.decode() for v in held if v), None)
+        await asyncio.sleep(0.1)
+    if owner is not None:
+        pid = int(owner.split(":")[1])
+        victim = next(s for s in servers if s.process.pid == pid)
+        await asyncio.sleep(1.0)  # mid-run
+        victim.process.kill()
+        print(f"    killed replica {servers.index(victim)} (pid {pid}) while it held the lock", flush=True)
+    results = await running
+    survivors = [r for r in results if owner is None or servers[r.replica].process.poll() is None]
+    print(f"    surviving replicas' sessions painted: {sum(r.paint_s is not None for r in survivors)} of "
+          f"{len(survivors)}", flush=True)
+
+
+async def main(args: argparse.Namespace) -> None:
+    share = RedisServer(maxmemory="256mb") if args.replicas > 1 else None
+    env = {"SPECVIZ_REDIS_URL": share.url} if share else {}
+    servers = [Server(free_port(), env=env) for _ in range(args.replicas)]
+    try:
+        for server in servers:
+            server.wait_healthy()
+        print(f"{args.replicas} replica(s){' sharing one redis-server' if share else ''}; {args.sessions} sessions; "
+              f"{args.tokens} tokens; embedded default pair, sampling")
+        print("| phase | sessions | painted | errors | first paint p50 / p95 / max (s) | server CPU s per replica | "
+              "traces computed | client CPU s | wall s |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        await phase("warm-up (each replica loads the models)", servers,
+                    [(link(1, args.tokens), "")] * len(servers), args.timeout)
+        one = [(link(2, args.tokens), "")] * args.sessions
+        await phase("one link, trace not computed", servers, one, args.timeout)
+        await phase("one link, trace stored", servers, one, args.timeout)
+        await phase(f"{args.seeds} different seeds", servers,
+                    [(link(100 + i, args.tokens), "") for i in range(args.seeds)], args.timeout)
+        pages = list(PAINT)
+        await phase("mix of pages, one link", servers,
+                    [(link(2, args.tokens), pages[i % len(pages)]) for i in range(args.sessions)], args.timeout)
+        if args.kill and share:
+            await kill_phase(servers, share.url, min(args.sessions, 40), args.tokens, args.timeout)
+    finally:
+        for server in servers:
+            server.stop()
+        if share:
+            share.stop()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=300)
+    parser.add_argument("--replicas", type=int, default=1, choices=(1, 2, 3, 4))
+    parser.add_argument("--seeds", type=int, default=30, help="sessions in the different-seeds phase")
+    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds a session may take")
+    parser.add_argument("--kill", action="store_true", help="with 2+ replicas: kill the lock's owner mid-run")
+    arguments = parser.parse_args()
+    if not 1 <= arguments.sessions <= SESSIONS_MAX or not 1 <= arguments.seeds <= SESSIONS_MAX:
+        parser.error(f"--sessions and --seeds must be 1..{SESSIONS_MAX}")
+    asyncio.run(main(arguments))
