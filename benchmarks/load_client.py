@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import resource
 import time
 from dataclasses import dataclass
@@ -110,6 +111,7 @@ async def phase(name: str, servers: list[Server], links: list[tuple[str, str]], 
     wall = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_SELF)
     painted = [r.paint_s for r in results if r.paint_s is not None]
+    await asyncio.sleep(0.5)  # the replicas' logs are read on other threads
     computed = [c for s, n in zip(servers, logged) for c in s.computations()[n:]]
     server_cpu = [(s.cpu_seconds() - c) if s.process.poll() is None else float("nan") for s, c in zip(servers, cpu)]
     fmt = lambda x: "-" if x is None else f"{x:.2f}"
@@ -117,6 +119,10 @@ async def phase(name: str, servers: list[Server], links: list[tuple[str, str]], 
           f"{fmt(percentile(painted, 0.5))} / {fmt(percentile(painted, 0.95))} / {fmt(max(painted, default=None))} | "
           f"{' + '.join(f'{x:.1f}' for x in server_cpu)} | {len(computed)} | "
           f"{(after.ru_utime + after.ru_stime) - (client.ru_utime + client.ru_stime):.1f} | {wall:.1f} |", flush=True)
+    if computed:
+        each = sum(seconds for _, seconds, _ in computed) / len(computed)
+        print(f"    one trace {each:.2f} s on average; {len(computed)} traces over {len(servers)} worker(s): "
+              f"{len(computed) * each / len(servers):.1f} s of queue", flush=True)
     errors = {r.error for r in results if r.error}
     if errors:
         print(f"    errors: {sorted(errors)[:3]}", flush=True)
@@ -148,7 +154,9 @@ async def kill_phase(servers: list[Server], share_url: str, sessions: int, token
 
 async def main(args: argparse.Namespace) -> None:
     share = RedisServer(maxmemory="256mb") if args.replicas > 1 else None
-    env = {"SPECVIZ_REDIS_URL": share.url} if share else {}
+    # replicas on one machine split its cores: torch's threads in each, else they oversubscribe and spin
+    threads = str(max(1, (os.cpu_count() or 1) // args.replicas))
+    env = {"OMP_NUM_THREADS": threads, **({"SPECVIZ_REDIS_URL": share.url} if share else {})}
     servers = [Server(free_port(), env=env) for _ in range(args.replicas)]
     try:
         for server in servers:

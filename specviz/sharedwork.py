@@ -53,6 +53,7 @@ class Job:
     progress: tuple[int, int, str | None] = (0, 1, None)
     result: Any = None
     error: str | None = None
+    computed_here: bool = False  # False when another replica's result arrived (a shared store)
     finished: threading.Event = dataclasses.field(default_factory=threading.Event)
 
     @property
@@ -189,6 +190,7 @@ class SharedWork:
             job.progress = (done, total, text)
 
         def compute() -> Any:
+            job.computed_here = True
             return job.compute(on_progress)
 
         def waiting_elsewhere() -> None:
@@ -207,7 +209,8 @@ class SharedWork:
 
     def _finish(self, job: Job, result: Any, error: str | None) -> None:
         seconds = time.monotonic() - job.started
-        log.info("computed %s %s in %.2f s for %d session(s)%s", job.label, key_digest(job.key), seconds,
+        how = "computed" if job.computed_here else "received from another replica"
+        log.info("%s %s %s in %.2f s for %d session(s)%s", how, job.label, key_digest(job.key), seconds,
                  len(job.waiters), "" if error is None else f": {error}")
         with self.lock:
             self.running.remove(job)
@@ -215,7 +218,7 @@ class SharedWork:
             self.durations.setdefault(job.label, []).append(seconds)
             del self.durations[job.label][:-20]
             digest = key_digest(job.key)
-            self.computed[digest] = self.computed.get(digest, 0) + 1
+            self.computed[digest] = self.computed.get(digest, 0) + job.computed_here
             job.result, job.error, job.state = result, error, "done" if error is None else "failed"
             for session in [s for s, j in self.session_job.items() if j is job]:
                 del self.session_job[session]
