@@ -5,7 +5,7 @@ import streamlit as st
 from specviz import ui
 from specviz.analysis import common, sweep
 from specviz.config import ConfigError
-from specviz.drafters.registry import drafter_spec
+from specviz.drafters.registry import drafter_entry
 from specviz.engine import prompt_ids_for
 from specviz.presentation import figures
 from specviz.rules import theory
@@ -70,7 +70,7 @@ st.markdown("On a CPU most of a small draft's time is its output head over the w
             "(Zhao et al. 2025) lets the draft score only its K most frequent tokens: q is zero elsewhere, so every "
             "rule stays exact, and a token outside the K can only be rejected. "
             "Smaller K: cheaper drafts (lower c), slightly lower α.")
-if config is not None and drafter_spec(config.drafter).draft_model == "always":
+if config is not None and drafter_entry(config.drafter).draft_model == "always":
     vocab_key = ui.trace_key(config, prompt, "vocab-sweep")
     def compute_vocab(on_progress):
         pair = ui.pair_for(config)

@@ -6,7 +6,7 @@ import streamlit as st
 
 from specviz import ui
 from specviz.analysis import lab
-from specviz.drafters.registry import drafter_spec
+from specviz.drafters.registry import drafter_entry
 from specviz.engine import prompt_ids_for
 from specviz.presentation import figures
 
@@ -40,7 +40,7 @@ if config is not None:
             st.info("This drafter proposes nothing at this prompt (no n-gram match), "
                     "so there is no drafted token to test.")
         else:
-            if drafter_spec(lab_config.drafter).requires_model_outputs:
+            if drafter_entry(lab_config.drafter).requires_model_outputs:
                 st.caption(f"A parallel drafter drafts from round 2, so this is the token after the prompt and the "
                            f"target's top token {tokenizer.decode(result.position.context[-1:])!r}.")
             cols = st.columns(4)

@@ -11,7 +11,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from specviz.drafters.registry import DRAFTERS, RULES, drafter_spec
+from specviz.drafters.registry import DRAFTERS, RULES, drafter_entry
 
 EMBEDDED, EMBEDDED_DRAFT = "embedded", "embedded-draft"  # the shipped pair's model specs
 TREE_MODES = ("constant", "beam")  # RSD-C (constant branching) | RSD-S (stochastic beam search)
@@ -148,7 +148,7 @@ class DecodeConfig:
             _check_described(name, getattr(self, name), described)
         _check(bool(str(self.target).strip()), "target model must not be empty")
         _check(
-            drafter_spec(self.drafter).draft_model != "always" or bool(self.draft_spec),
+            drafter_entry(self.drafter).draft_model != "always" or bool(self.draft_spec),
             f"drafter {self.drafter!r} needs a draft model (--draft); only the embedded target has a built-in one",
         )
         _check(self.tree_nodes() <= TREE_NODES_MAX,
@@ -165,7 +165,7 @@ class DecodeConfig:
         target's draft-model drafter (trees without a named draft use the layer-skip self-draft)."""
         if self.draft and str(self.draft).strip():
             return str(self.draft).strip()
-        always = self.drafter in DRAFTERS and drafter_spec(self.drafter).draft_model == "always"
+        always = self.drafter in DRAFTERS and drafter_entry(self.drafter).draft_model == "always"
         return EMBEDDED_DRAFT if always and self.target == EMBEDDED else None
 
     def tree_nodes(self) -> int:

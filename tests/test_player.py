@@ -10,7 +10,7 @@ import sys
 import pytest
 from playwright.sync_api import sync_playwright
 
-from specviz.drafters.registry import rule_spec
+from specviz.drafters.registry import rule_entry
 from specviz.engine import speculative_decode
 from specviz.presentation.player import embedded_json, lesson_html
 
@@ -245,7 +245,7 @@ def test_the_labels_are_the_rules_own(tiny_dirs, tiny_pair, rule):
     """The correction and the bonus are named as the rule makes them: greedy resamples nothing."""
     trace = speculative_decode(tiny_config(tiny_dirs, rule=rule, gamma=3, max_new_tokens=12), prompt_ids=PROMPT,
                                pair=tiny_pair)
-    page, spec = lesson_html(trace), rule_spec(rule)
+    page, spec = lesson_html(trace), rule_entry(rule)
     labels = json.loads(re.search(r'<script id="labels" type="application/json">(.*?)</script>', page).group(1))
     assert labels == {"correction": spec.correction, "bonus": spec.bonus}
     assert spec.correction in page and spec.bonus in page  # the legend

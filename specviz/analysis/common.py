@@ -9,8 +9,6 @@ Progress = Callable[[int, int], None] | None
 SWEEP_GAMMAS_MAX = 8  # block sizes per sweep
 SWEEP_TOKENS_MAX = 64  # new tokens per sweep run
 SWEEP_PAIRS = 3  # alternating (target alone, speculative) pairs timed per gamma, medians
-LAB_SAMPLES_MAX = 300  # samples per arm of the losslessness lab
-LAB_TOKENS_MAX = 3  # first M tokens compared
 TIMING_REPEATS_MAX = 20
 COMPARE_BETAS = (1, 2, 3, 4, 5)
 

@@ -10,7 +10,7 @@ import torch
 from specviz.config import DecodeConfig
 from specviz.drafters import parallel
 from specviz.drafters.parallel import draft_logits, target_states, window_memory
-from specviz.drafters.registry import drafter_spec
+from specviz.drafters.registry import drafter_entry
 from specviz.engine import ModelPair
 from specviz.models.forwards import KVCachedSequence, full_forward
 
@@ -87,7 +87,7 @@ def cost_ratio(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats
     Autoregressive drafts pay one forward per token; a parallel drafter pays one small pass for all
     its k tokens (on states the verification pass already computed), so its c is that pass over k."""
     target_ms = cached_pass_ms(pair.target, full_forward, prefix, repeats)
-    if drafter_spec(config.drafter).requires_model_outputs:
+    if drafter_entry(config.drafter).requires_model_outputs:
         drafter, memory = parallel_inputs(config, pair, prefix)  # the states come from verification: not timed
         draft_logits(drafter.module, pair.target, memory, prefix[-1])  # warm-up
         times = []
@@ -96,7 +96,7 @@ def cost_ratio(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats
             k = len(draft_logits(drafter.module, pair.target, memory, prefix[-1]))
             times.append((time.perf_counter() - started) * 1e3 / k)
         return statistics.median(times) / target_ms
-    draft = drafter_spec(config.drafter).draft_source(config, pair)
+    draft = drafter_entry(config.drafter).draft_source(config, pair)
     if draft is None:
         return 0.0
     return cached_pass_ms(draft[0], draft[1], prefix, repeats) / target_ms

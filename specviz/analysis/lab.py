@@ -25,7 +25,7 @@ import torch
 from scipy.stats import chi2, chi2_contingency, chisquare, ncx2
 
 from specviz.config import DecodeConfig
-from specviz.drafters.registry import drafter_spec, make_drafter, rule_for
+from specviz.drafters.registry import drafter_entry, make_drafter, rule_for
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.models.forwards import KVCachedSequence, full_forward, states_forward
 from specviz.rules.acceptance import BrokenResidualRule, SpeculativeSamplingRule
@@ -61,10 +61,10 @@ def first_drafted_position(config: DecodeConfig, pair: ModelPair, prompt_ids: li
     Tree drafters draw their first level from the draft model (or the layer-skip draft) at the prompt.
     """
     config = config.replace(rule="sample")
-    if drafter_spec(config.drafter).tree:
+    if drafter_entry(config.drafter).tree:
         config = config.replace(drafter="model" if config.draft_spec else "layerskip")
     rule = rule_for(config)
-    parallel = drafter_spec(config.drafter).requires_model_outputs
+    parallel = drafter_entry(config.drafter).requires_model_outputs
     state = KVCachedSequence()
     logits = state.feed(states_forward if parallel else full_forward, pair.target,
                         list(prompt_ids), 1)[-1, : pair.vocab_size]

@@ -8,7 +8,7 @@ import torch
 from specviz.analysis.common import COMPARE_BETAS, Progress, _tick
 from specviz.analysis.cost import parallel_logits
 from specviz.config import DecodeConfig
-from specviz.drafters.registry import drafter_spec
+from specviz.drafters.registry import drafter_entry
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.records import status_of
 from specviz.models.forwards import KVCachedSequence, full_forward
@@ -22,10 +22,10 @@ def score_draft(config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_
     pass), or None for n-gram."""
     target_state = KVCachedSequence()
     target_logits = target_state.feed(full_forward, pair.target, prefix + draft_ids, len(draft_ids) + 1)
-    if drafter_spec(config.drafter).requires_model_outputs:  # every slot's q comes from the same one pass
+    if drafter_entry(config.drafter).requires_model_outputs:  # every slot's q comes from the same one pass
         return (target_logits[:, : pair.vocab_size],
                 parallel_logits(config, pair, prefix)[: len(draft_ids), : pair.vocab_size])
-    draft = drafter_spec(config.drafter).draft_source(config, pair)
+    draft = drafter_entry(config.drafter).draft_source(config, pair)
     if draft is None:
         return target_logits[:, : pair.vocab_size], None
     draft_state = KVCachedSequence()

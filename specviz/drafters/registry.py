@@ -3,7 +3,7 @@
 The CLI's choices, the sidebar's radios and their help, the URL parser, the config's validation and
 the analysis pages all read these registries, and the engine builds drafters and rules from them.
 A new drafter is one module in :mod:`specviz.drafters` (its class, ``build(config, pair, target_state)``
-and, for an autoregressive draft, ``draft_source(config, pair)``) plus one :class:`DrafterSpec` line below.
+and, for an autoregressive draft, ``draft_source(config, pair)``) plus one :class:`DrafterEntry` line below.
 
 Modules are named as strings and imported on first use, so this module (and :mod:`specviz.config`,
 which validates names against it) imports no model code.
@@ -26,7 +26,7 @@ _DRAFTERS = "specviz.drafters"
 
 
 @dataclass(frozen=True)
-class DrafterSpec:
+class DrafterEntry:
     """A drafter as the rest of the product sees it.
 
     ``module`` (in :mod:`specviz.drafters`) has ``build(config, pair, target_state) -> drafter``, which
@@ -66,7 +66,7 @@ class DrafterSpec:
 
 
 @dataclass(frozen=True)
-class RuleSpec:
+class RuleEntry:
     """A verification rule: ``builder(config) -> Rule``; ``lossless``: it preserves the target's law;
     ``correction`` and ``bonus``: what the round view calls the token the target emits after a rejection and
     after a fully accepted draft under this rule."""
@@ -84,64 +84,64 @@ class RuleSpec:
         return resolve(self.builder)(config)
 
 
-DRAFTER_SPECS = (
-    DrafterSpec("model", "draft model", "a separate small model drafts; the target verifies (Leviathan et al. 2023)",
-                ("draft_vocab", "gamma"), "model", autoregressive=True, draft_model="always"),
-    DrafterSpec("layerskip", "layer-skip",
-                "the target minus some layers drafts for itself (Draft & Verify, Zhang et al. 2024)",
-                ("skip_layers", "exit_threshold", "gamma"), "layerskip", autoregressive=True),
-    DrafterSpec("ngram", "n-gram", "copy what followed the same words earlier in the text (prompt lookup)",
-                ("ngram_max", "gamma"), "ngram"),
-    DrafterSpec("tree", "tree (RSD)", "Recursive Speculative Decoding: a tree of drafts from the draft model when "
-                "the pair has one, else the layer-skip self-draft (Jeon et al. 2024)",
-                ("draft_vocab", "skip_layers", "tree_mode", "branching", "tree_depth", "beam_width"), "tree",
-                draft_model="if named", tree=True),
-    DrafterSpec("blockwise", "blockwise heads", "k heads on the target's last hidden state draft k tokens in one pass "
-                "(Stern et al. 2018); trained for the embedded model", ("gamma",), "parallel",
-                requires_model_outputs=True),
-    DrafterSpec("maskquery", "[MASK] queries", "k [MASK] queries attend to the target's states and draft k tokens "
-                "in one pass (SpecDec, Xia et al. 2023); trained for the embedded model", ("gamma",), "parallel",
-                requires_model_outputs=True),
-    DrafterSpec("oracle", "oracle (draft = target)", "the target drafts for itself at full cost: every draft is "
-                "accepted, the upper bound of acceptance (and c = 1: no speedup)", ("gamma",), "oracle",
-                autoregressive=True),
+DRAFTER_ENTRIES = (
+    DrafterEntry("model", "draft model", "a separate small model drafts; the target verifies (Leviathan et al. 2023)",
+                 ("draft_vocab", "gamma"), "model", autoregressive=True, draft_model="always"),
+    DrafterEntry("layerskip", "layer-skip",
+                 "the target minus some layers drafts for itself (Draft & Verify, Zhang et al. 2024)",
+                 ("skip_layers", "exit_threshold", "gamma"), "layerskip", autoregressive=True),
+    DrafterEntry("ngram", "n-gram", "copy what followed the same words earlier in the text (prompt lookup)",
+                 ("ngram_max", "gamma"), "ngram"),
+    DrafterEntry("tree", "tree (RSD)", "Recursive Speculative Decoding: a tree of drafts from the draft model when "
+                 "the pair has one, else the layer-skip self-draft (Jeon et al. 2024)",
+                 ("draft_vocab", "skip_layers", "tree_mode", "branching", "tree_depth", "beam_width"), "tree",
+                 draft_model="if named", tree=True),
+    DrafterEntry("blockwise", "blockwise heads", "k heads on the target's last hidden state draft k tokens in one pass "
+                 "(Stern et al. 2018); trained for the embedded model", ("gamma",), "parallel",
+                 requires_model_outputs=True),
+    DrafterEntry("maskquery", "[MASK] queries", "k [MASK] queries attend to the target's states and draft k tokens "
+                 "in one pass (SpecDec, Xia et al. 2023); trained for the embedded model", ("gamma",), "parallel",
+                 requires_model_outputs=True),
+    DrafterEntry("oracle", "oracle (draft = target)", "the target drafts for itself at full cost: every draft is "
+                 "accepted, the upper bound of acceptance (and c = 1: no speedup)", ("gamma",), "oracle",
+                 autoregressive=True),
 )
-RULE_SPECS = (
-    RuleSpec("greedy", "greedy", "accept a drafted token when it is the target's argmax; lossless for greedy decoding",
-             (), "specviz.rules.acceptance:greedy_rule", lossless=True, correction="target's choice (argmax p)",
-             bonus="bonus: target's choice (argmax p)"),
-    RuleSpec("sample", "spec. sampling", "accept with probability min(1, p/q), else sample the residual max(0, p - q); "
-             "the output follows p exactly (Leviathan et al. 2023, Chen et al. 2023)",
-             ("temperature", "top_k", "top_p"), "specviz.rules.acceptance:sampling_rule", lossless=True,
-             correction="resampled from the residual", bonus="bonus, drawn from p"),
-    RuleSpec("topbeta", "top-β + τ", "accept a drafted token among the target's top beta within tau of its best "
-             "(SpecDec, Xia et al. 2023); lossy", ("beta", "tau"), "specviz.rules.acceptance:top_beta_rule",
-             lossless=False, correction="target's top-1", bonus="bonus: target's top-1"),
+RULE_ENTRIES = (
+    RuleEntry("greedy", "greedy", "accept a drafted token when it is the target's argmax; lossless for greedy decoding",
+              (), "specviz.rules.acceptance:greedy_rule", lossless=True, correction="target's choice (argmax p)",
+              bonus="bonus: target's choice (argmax p)"),
+    RuleEntry("sample", "spec. sampling", "accept with probability min(1, p/q), else sample the residual "
+              "max(0, p - q); the output follows p exactly (Leviathan et al. 2023, Chen et al. 2023)",
+              ("temperature", "top_k", "top_p"), "specviz.rules.acceptance:sampling_rule", lossless=True,
+              correction="resampled from the residual", bonus="bonus, drawn from p"),
+    RuleEntry("topbeta", "top-β + τ", "accept a drafted token among the target's top beta within tau of its best "
+              "(SpecDec, Xia et al. 2023); lossy", ("beta", "tau"), "specviz.rules.acceptance:top_beta_rule",
+              lossless=False, correction="target's top-1", bonus="bonus: target's top-1"),
 )
-DRAFTERS = {spec.name: spec for spec in DRAFTER_SPECS}
+DRAFTERS = {entry.name: entry for entry in DRAFTER_ENTRIES}
 # read only by some entries
-CLAIMED_FIELDS = frozenset(f for spec in (*DRAFTER_SPECS, *RULE_SPECS) for f in spec.fields)
-RULES = {spec.name: spec for spec in RULE_SPECS}
+CLAIMED_FIELDS = frozenset(f for entry in (*DRAFTER_ENTRIES, *RULE_ENTRIES) for f in entry.fields)
+RULES = {entry.name: entry for entry in RULE_ENTRIES}
 
 
-def drafter_spec(name: str) -> DrafterSpec:
+def drafter_entry(name: str) -> DrafterEntry:
     return DRAFTERS[name]
 
 
-def rule_spec(name: str) -> RuleSpec:
+def rule_entry(name: str) -> RuleEntry:
     return RULES[name]
 
 
 def parallel_kinds() -> tuple[str, ...]:
     """The drafters that draft in one pass on the target's hidden states (trained by ``train-drafter``)."""
-    return tuple(spec.name for spec in DRAFTER_SPECS if spec.requires_model_outputs)
+    return tuple(entry.name for entry in DRAFTER_ENTRIES if entry.requires_model_outputs)
 
 
 def rule_for(config):
     """The verification rule the config names, built by its registry entry."""
-    return rule_spec(config.rule).build(config)
+    return rule_entry(config.rule).build(config)
 
 
 def make_drafter(config, pair, target_state=None):
     """The drafter the config names, built by its registry entry (parallel drafters read ``target_state``)."""
-    return drafter_spec(config.drafter).build(config, pair, target_state)
+    return drafter_entry(config.drafter).build(config, pair, target_state)

@@ -23,7 +23,7 @@ import torch
 
 from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock, Drafter
-from specviz.drafters.registry import drafter_spec, make_drafter, rule_for
+from specviz.drafters.registry import drafter_entry, make_drafter, rule_for
 from specviz.drafters.tree import DraftTree
 from specviz.engine.records import TokenTexts, models_info, summarize
 from specviz.engine.trace import Round, Trace
@@ -70,7 +70,7 @@ class DecodeRun:
     @property
     def target_forward(self):
         """Drafters that read the target's hidden states (parallel drafters) need runs that keep them."""
-        return states_forward if drafter_spec(self.config.drafter).requires_model_outputs else full_forward
+        return states_forward if drafter_entry(self.config.drafter).requires_model_outputs else full_forward
 
     def target_probs(self, logits: torch.Tensor) -> list[torch.Tensor]:
         return [self.rule.target_distribution(row).cpu() for row in logits]  # float32, one per position
@@ -142,7 +142,7 @@ def speculative_decode(
     target_state = KVCachedSequence()
     run = DecodeRun(config, pair, rule or rule_for(config), make_drafter(config, pair, target_state),
                     torch.Generator().manual_seed(config.seed), TokenTexts(pair.target.tokenizer), target_state)
-    block_size = config.tree_depth if drafter_spec(config.drafter).tree else config.gamma
+    block_size = config.tree_depth if drafter_entry(config.drafter).tree else config.gamma
     eos = eos_ids(pair.target)
     committed = list(ids)
     rounds: list[Round] = []

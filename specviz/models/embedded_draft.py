@@ -45,13 +45,13 @@ def draft_config(config, layers: int):
     return config
 
 
-def layer_state(target_state: dict[str, torch.Tensor], layer_ids: list[int]) -> dict[str, torch.Tensor]:
+def layer_state(target_weights: dict[str, torch.Tensor], layer_ids: list[int]) -> dict[str, torch.Tensor]:
     """The target's decoder layers ``layer_ids`` renamed to the draft's numbering 0, 1, ... (in order)."""
     state = {}
     for new, old in enumerate(layer_ids):
         prefix = f"model.layers.{old}."
         state.update({f"model.layers.{new}.{name[len(prefix):]}": value
-                      for name, value in target_state.items() if name.startswith(prefix)})
+                      for name, value in target_weights.items() if name.startswith(prefix)})
     return state
 
 
@@ -59,9 +59,9 @@ def cut_model(target: PreTrainedModel, layer_ids: list[int]) -> LlamaForCausalLM
     """A new Llama made of the target's embedding, the decoder layers ``layer_ids`` (in order) and its
     final norm: the draft's starting point before distillation (a layer subset of the target)."""
     draft = LlamaForCausalLM(draft_config(copy.deepcopy(target.config), len(layer_ids)))
-    target_state = target.state_dict()
-    state = {name: value for name, value in target_state.items() if not name.startswith("model.layers.")}
-    draft.load_state_dict({**state, **layer_state(target_state, layer_ids)}, strict=False)
+    target_weights = target.state_dict()
+    state = {name: value for name, value in target_weights.items() if not name.startswith("model.layers.")}
+    draft.load_state_dict({**state, **layer_state(target_weights, layer_ids)}, strict=False)
     draft.tie_weights()
     return draft.to(device=target.device, dtype=target.dtype).eval()
 
@@ -116,10 +116,6 @@ def save_shipped(tensors: dict[str, torch.Tensor], layers_from_target: list[int]
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file({**tensors, "vocab_order": vocab_order.to(torch.int32).contiguous()}, str(path), metadata=metadata)
     path.with_suffix(".json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-
-
-def read_manifest(path: Path = MANIFEST_FILE) -> dict:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
 def _digest(path: Path) -> str:

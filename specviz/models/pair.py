@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specviz.config import PROMPT_TOKENS_MAX, ConfigError, DecodeConfig
-from specviz.drafters.registry import drafter_spec
+from specviz.drafters.registry import drafter_entry
 from specviz.models.loading import LoadedModel, check_same_vocabulary, encode_prompt, load_model
 
 
@@ -25,7 +25,7 @@ class ModelPair:
 
 def uses_draft_model(config: DecodeConfig) -> bool:
     """Whether the config's drafter reads a separate draft model (its registry entry says when)."""
-    return drafter_spec(config.drafter).uses_draft_model(config)
+    return drafter_entry(config.drafter).uses_draft_model(config)
 
 
 def load_pair(config: DecodeConfig) -> ModelPair:

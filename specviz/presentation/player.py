@@ -20,7 +20,7 @@ import json
 import re
 from pathlib import Path
 
-from specviz.drafters.registry import rule_spec
+from specviz.drafters.registry import rule_entry
 from specviz.engine.trace import Round, Trace
 from specviz.presentation import render, tree_drawing
 
@@ -84,7 +84,7 @@ START_TAG = '<script id="start" type="application/json">{}</script>'  # no "<" i
 def lesson_page(trace: Trace, title: str | None = None) -> str:
     """The lesson player for this trace with its start still to fill in (:func:`opened_at`)."""
     drawings = [round_drawing(trace, rnd) for rnd in trace.rounds]
-    rule = rule_spec(trace.config.rule)
+    rule = rule_entry(trace.config.rule)
     fills = {"__TITLE__": html.escape(title or lesson_title(trace)), "__TRACE_JSON__": embedded_json(trace),
              "__DRAWINGS_JSON__": script_safe(json.dumps(drawings)), "__SEED_CSS__": render.CSS,
              "__LEGEND__": render.legend_html(rule), "__BAR_LEGEND__": BAR_LEGEND.get(rule.name, ""),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 import re
 
-from specviz.drafters.registry import RuleSpec
+from specviz.drafters.registry import RuleEntry
 from specviz.engine.trace import ACCEPTED, REJECTED, DraftPosition, Round, Trace
 from specviz.presentation.tables import KIND_ACCEPTED, KIND_BONUS, KIND_CORRECTION, emitted_tokens
 
@@ -148,7 +148,7 @@ def round_rows_html(trace: Trace, rnd: Round) -> str:
     return f'<div class="sv-rows">{"".join(rows)}</div>'
 
 
-def legend_html(rule: RuleSpec) -> str:
+def legend_html(rule: RuleEntry) -> str:
     """The boxes' colours, naming the correction and the bonus as ``rule`` makes them."""
     items = [("accepted draft ✓", "accepted"), ("rejected draft ✗", "rejected"), (rule.correction, "correction"),
              (rule.bonus, "bonus"), ("drafted", "draft"), ("not verified", "not_verified"), ("[MASK] slot", "mask")]

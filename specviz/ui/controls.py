@@ -7,7 +7,7 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from specviz.config import ConfigError, DecodeConfig, field_params, field_type
-from specviz.drafters.registry import CLAIMED_FIELDS, drafter_spec, rule_spec
+from specviz.drafters.registry import CLAIMED_FIELDS, drafter_entry, rule_entry
 from specviz.models.loading import EMBEDDED
 from specviz.models.published import FETCH_COMMAND, PUBLISHED, fetched
 from specviz.ui.navigation import navigation
@@ -140,7 +140,7 @@ def field_enabled(name: str, ss) -> bool:
     """A widget is enabled when the chosen drafter or rule reads its field (fields no registry entry
     claims are always on) and its Param's ``when`` condition holds."""
     described = field_params()[name]
-    used = set(drafter_spec(ss.drafter).reads(bool(chosen_pair(ss)[1]))) | set(rule_spec(ss.rule).fields)
+    used = set(drafter_entry(ss.drafter).reads(bool(chosen_pair(ss)[1]))) | set(rule_entry(ss.rule).fields)
     condition = described.when is None or ss.get(described.when[0]) == described.when[1]
     return (name not in CLAIMED_FIELDS or name in used) and condition
 
