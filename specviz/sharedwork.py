@@ -56,10 +56,6 @@ class Job:
     computed_here: bool = False  # False when another replica's result arrived (a shared store)
     finished: threading.Event = dataclasses.field(default_factory=threading.Event)
 
-    @property
-    def over(self) -> bool:
-        return self.finished.is_set()
-
 
 @dataclasses.dataclass(frozen=True)
 class Place:

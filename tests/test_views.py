@@ -13,6 +13,7 @@ import pytest
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
 from specviz.presentation import player, render, tables, tree_drawing
+from specviz.ui.views import summary_line
 from specviz.urlstate import parse_query, to_query
 
 DEFAULTS = DecodeConfig()
@@ -94,3 +95,11 @@ def test_tree_svg_draws_every_node_edge_and_the_accepted_path(tiny_dirs, tiny_pa
         assert f'fill="{render.COLORS[style][0]}">{html.escape(render.display_text(node.text))}</text>' in svg
     nodes[1].text = "\x01</svg><b>"  # a byte-fallback token and markup still make a well-formed picture
     ElementTree.fromstring(tree_drawing.tree_svg(rnd))
+
+
+@pytest.mark.parametrize("rule,lossy", [("greedy", False), ("sample", False), ("topbeta", True)])
+def test_the_summary_says_when_the_rule_is_lossy(tiny_dirs, tiny_pair, rule, lossy):
+    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", rule=rule, gamma=3,
+                          max_new_tokens=8, device="cpu")
+    line = summary_line(speculative_decode(config, prompt_ids=[3, 7, 5, 9], pair=tiny_pair))
+    assert ("lossy rule" in line) == lossy and "rounds" in line

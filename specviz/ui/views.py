@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from specviz.config import DecodeConfig
+from specviz.drafters.registry import rule_entry
 from specviz.engine.trace import Trace
 from specviz.models.machine import cpu_matrix_units
 from specviz.presentation.player import lesson_page, opened_at
@@ -18,7 +19,9 @@ def summary_line(trace: Trace) -> str:
             f"**{s.accepted_tokens}/{s.drafted_tokens}** drafted tokens accepted · "
             f"**{s.mean_tokens_per_round:.2f}** tokens per round · **{s.target_forward_passes}** target passes "
             f"vs **{s.autoregressive_forward_passes}** autoregressive · stopped by {s.stop_reason.replace('_', ' ')} · "
-            f"{trace.models['device']} {trace.models['dtype']}")
+            f"{trace.models['device']} {trace.models['dtype']}"
+            + ("" if rule_entry(trace.config.rule).lossless else
+               " · **lossy rule**: the output may differ from the target's own"))
 
 
 def precision_caption(config: DecodeConfig) -> None:
