@@ -78,14 +78,16 @@ def test_two_processes_on_one_key_compute_once(redis_url):
 
 
 def test_a_replica_killed_mid_run_frees_the_key_for_another(redis_url):
-    owner = replica(redis_url, 60, ttl=1.0)
-    share = RedisShare(redis_url)
-    while not share.busy("the lesson's trace"):  # the owner holds the lock and renews it while it computes
+    owner = replica(redis_url, 600, ttl=2.0)
+    share, lock = RedisShare(redis_url), redis_key("lock", "the lesson's trace")
+    ttls = []  # the lock's remaining milliseconds, watched until the owner has renewed it once
+    for _ in range(6000):
+        ttls.append(share.client.pttl(lock))
+        if ttls[-1] > 0 and max(ttls[:-1], default=-1) > 0 and ttls[-1] > min(t for t in ttls[:-1] if t > 0):
+            break
         time.sleep(0.05)
-    time.sleep(1.5)
-    assert share.busy("the lesson's trace")  # renewed past its 1 s expiry
-    waiter = replica(redis_url, 0.1, ttl=1.0)
-    time.sleep(0.5)
+    assert owner.poll() is None and ttls[-1] > min(t for t in ttls[:-1] if t > 0)  # renewed while computing
+    waiter = replica(redis_url, 0.1, ttl=2.0)
     owner.send_signal(signal.SIGKILL)
     owner.wait()
     result = json.loads(waiter.communicate(timeout=600)[0])  # after the dead owner's lock expired
