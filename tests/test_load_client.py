@@ -28,7 +28,7 @@ def test_one_session_gets_a_first_paint(server):
 
 def logged_since(server: Server, before: int) -> int:
     """Computations the server logged since ``before`` (its log is read on another thread: let it catch up)."""
-    for _ in range(600):
+    for _ in range(6000):
         if len(server.computations()) > before:
             break
         time.sleep(0.1)
