@@ -6,7 +6,7 @@ import streamlit as st
 from specviz import ui
 from specviz.analysis import common, drafters
 from specviz.drafters.parallel import default_weights, load_drafter
-from specviz.drafters.registry import parallel_kinds
+from specviz.drafters.registry import chain_drafter, parallel_kinds
 from specviz.engine import prompt_ids_for
 from specviz.presentation import figures
 
@@ -49,7 +49,7 @@ if config is not None:
         st.dataframe(pd.DataFrame(files), hide_index=True, width="stretch")
 
         st.subheader("Acceptance by position and draft cost, on the same prompts")
-        kinds = [*parallel_kinds(), "layerskip"] + (["model"] if pair.draft else [])
+        kinds = [*parallel_kinds(), chain_drafter(False)] + ([chain_drafter(True)] if pair.draft else [])
         st.markdown(f"Each drafter decodes the same {drafters.COMPARE_PROMPTS_MAX} preset prompts (at most "
                     f"{common.SWEEP_TOKENS_MAX} new tokens each) with the sidebar's rule and γ; the target alone "
                     "decodes them too, for the end-to-end speedup. Draft cost is per round that drafted: the parallel "

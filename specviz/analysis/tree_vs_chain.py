@@ -6,6 +6,7 @@ import pandas as pd
 
 from specviz.analysis.common import Progress, _tick
 from specviz.config import DecodeConfig
+from specviz.drafters.registry import chain_drafter
 from specviz.engine import ModelPair, speculative_decode
 
 
@@ -15,7 +16,7 @@ def tree_vs_chain(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int],
     a chain with the same draft passes per round (gamma = depth) and one with the same drafted-token
     budget (gamma = tree nodes, capped at 16)."""
     tree = config.replace(drafter="tree")
-    chain = config.replace(drafter="model" if tree.draft and pair.draft else "layerskip")
+    chain = config.replace(drafter=chain_drafter(bool(tree.draft and pair.draft)))
     runs = [("tree " + ("RSD-C" if tree.tree_mode == "constant" else "RSD-S"), tree),
             (f"chain, γ = depth = {tree.tree_depth}", chain.replace(gamma=tree.tree_depth)),
             (f"chain, γ = tree budget = {min(16, tree.tree_nodes())}",

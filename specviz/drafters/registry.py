@@ -137,6 +137,12 @@ def parallel_kinds() -> tuple[str, ...]:
     return tuple(entry.name for entry in DRAFTER_ENTRIES if entry.requires_model_outputs)
 
 
+def chain_drafter(draft_named: bool) -> str:
+    """The autoregressive drafter a tree drafts its levels with (its entry's ``draft_model="if named"``): the draft
+    model when the pair names one, else the layer-skip self-draft. The lab and the tree-vs-chain comparison run it."""
+    return "model" if draft_named else "layerskip"
+
+
 def rule_for(config):
     """The verification rule the config names, built by its registry entry."""
     return rule_entry(config.rule).build(config)
