@@ -65,7 +65,11 @@ class Server:
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
-            self.process.wait(timeout=30)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
 
 
 class RedisServer:

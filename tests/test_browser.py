@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import sync_playwright
+
+from benchmarks.appserver import Server, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
@@ -20,40 +17,15 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-component-update", "--disable-sync"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def running_app():
     """`streamlit run app.py` on a free port, on the CPU; yields its URL once it answers."""
-    port = free_port()
-    env = {**os.environ, "SPECVIZ_DEVICE": "cpu"}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
+    server = Server(free_port())
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and server.poll() is None:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
-                    break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            raise RuntimeError(f"streamlit did not start (exit code {server.poll()})")
-        yield url
+        server.wait_healthy()
+        yield server.url
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        server.stop()
 
 
 @pytest.fixture(scope="module")

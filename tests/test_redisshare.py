@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 import pytest
 
+from benchmarks.appserver import RedisServer
 from specviz import jsoncodec
 from specviz.analysis.metrics import PairedTimes
 from specviz.engine import speculative_decode
@@ -27,30 +27,13 @@ pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
                                 reason="redis-server is not installed (scripts/test installs Debian's)")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def redis_url(request):
     """A fresh redis-server on a free loopback port (``maxmemory`` from the test's marker, LRU eviction)."""
-    port, marker = free_port(), request.node.get_closest_marker("maxmemory")
-    limit = ["--maxmemory", marker.args[0], "--maxmemory-policy", "allkeys-lru"] if marker else []
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                               "--appendonly", "no", *limit], stdout=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    share = RedisShare(url)
-    for _ in range(200):
-        try:
-            share.client.ping()
-            break
-        except Exception:  # noqa: BLE001 - not listening yet
-            time.sleep(0.05)
-    yield url
-    server.terminate()
-    server.wait()
+    marker = request.node.get_closest_marker("maxmemory")
+    server = RedisServer(marker.args[0] if marker else None)
+    yield server.url
+    server.stop()
 
 
 REPLICA = textwrap.dedent("""

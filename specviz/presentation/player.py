@@ -88,7 +88,6 @@ def lesson_page(trace: Trace, title: str | None = None) -> str:
     fills = {"__TITLE__": html.escape(title or lesson_title(trace)), "__TRACE_JSON__": embedded_json(trace),
              "__DRAWINGS_JSON__": script_safe(json.dumps(drawings)), "__SEED_CSS__": render.CSS,
              "__LEGEND__": render.legend_html(rule), "__BAR_LEGEND__": BAR_LEGEND.get(rule.name, ""),
-             "__LABELS__": json.dumps({"correction": rule.correction, "bonus": rule.bonus}),
-             START_PLACEHOLDER: START_PLACEHOLDER}
-    # one pass, so text inside a filled value is never taken for a placeholder
+             "__LABELS__": json.dumps({"correction": rule.correction, "bonus": rule.bonus})}
+    # one pass, so text inside a filled value is never taken for a placeholder; the start tag is left as it is
     return re.sub("|".join(fills), lambda match: fills[match.group(0)], TEMPLATE.read_text(encoding="utf-8"))
