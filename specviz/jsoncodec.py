@@ -2,7 +2,7 @@
 
 A shared result crosses process (and machine) boundaries, so it is written as data and read back as data:
 primitives as they are; lists, tuples and string-keyed dicts tagged with their kind; a :class:`Trace`
-through its own JSON form; a pandas DataFrame in pandas' "table" JSON (index and dtypes kept); any other
+as its own dict form (``Trace.to_dict``); a pandas DataFrame in pandas' "table" JSON (index and dtypes kept); any other
 dataclass defined in specviz by its fields. Decoding builds only those kinds (a dataclass only when its
 class lives in the specviz package), so a value read from the store can construct nothing else.
 Anything else raises :class:`TypeError`: such a result stays in its own process.
@@ -35,7 +35,7 @@ def encode(value: Any) -> Any:
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
         return {"kind": "dict", "items": {k: encode(v) for k, v in value.items()}}
     if isinstance(value, Trace):
-        return {"kind": "trace", "json": value.to_json()}
+        return {"kind": "trace", "data": value.to_dict()}
     if isinstance(value, pd.DataFrame):
         return {"kind": "frame", "json": value.to_json(orient="table")}
     if dataclasses.is_dataclass(value) and type(value).__module__.startswith(PACKAGE):
@@ -56,7 +56,7 @@ def decode(data: Any) -> Any:
     if kind == "dict":
         return {k: decode(v) for k, v in data["items"].items()}
     if kind == "trace":
-        return Trace.from_json(data["json"])
+        return Trace.from_dict(data["data"])
     if kind == "frame":
         return pd.read_json(io.StringIO(data["json"]), orient="table")
     if kind == "dataclass":
