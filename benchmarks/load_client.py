@@ -115,8 +115,12 @@ async def phase(name: str, servers: list[Server], links: list[tuple[str, str]], 
     computed = [c for s, n in zip(servers, logged) for c in s.computations()[n:]]
     server_cpu = [(s.cpu_seconds() - c) if s.process.poll() is None else float("nan") for s, c in zip(servers, cpu)]
     fmt = lambda x: "-" if x is None else f"{x:.2f}"
+    first = [r.first_s for r in results if r.first_s is not None]
+    ended = [r.end_s for r in results if r.end_s is not None]
     print(f"| {name} | {len(links)} | {len(painted)} | {sum(r.error is not None for r in results)} | "
+          f"{fmt(percentile(first, 0.5))} | "
           f"{fmt(percentile(painted, 0.5))} / {fmt(percentile(painted, 0.95))} / {fmt(max(painted, default=None))} | "
+          f"{fmt(percentile(ended, 0.95))} | "
           f"{' + '.join(f'{x:.1f}' for x in server_cpu)} | {len(computed)} | "
           f"{(after.ru_utime + after.ru_stime) - (client.ru_utime + client.ru_stime):.1f} | {wall:.1f} |", flush=True)
     if computed:
@@ -163,9 +167,9 @@ async def main(args: argparse.Namespace) -> None:
             server.wait_healthy()
         print(f"{args.replicas} replica(s){' sharing one redis-server' if share else ''}; {args.sessions} sessions; "
               f"{args.tokens} tokens; embedded default pair, sampling")
-        print("| phase | sessions | painted | errors | first paint p50 / p95 / max (s) | server CPU s per replica | "
-              "traces computed | client CPU s | wall s |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("| phase | sessions | painted | errors | first message p50 (s) | first paint p50 / p95 / max (s) | "
+              "run ended p95 (s) | server CPU s per replica | traces computed | client CPU s | wall s |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         await phase("warm-up (each replica loads the models)", servers,
                     [(link(1, args.tokens), "")] * len(servers), args.timeout)
         one = [(link(2, args.tokens), "")] * args.sessions

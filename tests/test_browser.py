@@ -103,6 +103,14 @@ def test_round_view_in_chromium(app_url):
         page.frame_locator("iframe").first.locator(".test", has_text="vs u = ").first.wait_for(timeout=600_000)
         assert page.locator('[data-testid="stSidebar"] [data-testid="stSlider"]').count() >= 5
 
+        # the lesson page and the recursive page's taller tree rounds: their frames fit the player too
+        for path in ("lesson_player", "recursive"):
+            page.goto(f"{app_url}/{path}?max_new_tokens=8")
+            page.frame_locator("iframe").first.locator("#cards .card").first.wait_for(timeout=600_000)
+            assert_frame_fits(page)
+        page.goto(f"{app_url}/?max_new_tokens=16&rule=sample")
+        page.frame_locator("iframe").first.locator("#cards .card").first.wait_for(timeout=600_000)
+
         # another page keeps the sidebar's configuration
         page.get_by_role("link", name="Metrics and theory").click()
         page.wait_for_selector("text=tokens per round, measured", timeout=600_000)
