@@ -36,7 +36,7 @@ def main() -> None:
     pair = load_pair(config)
     prompts = [prompt_ids_for(pair, config, p, None) for p in PROMPTS]
     kinds = ["blockwise", "maskquery", "layerskip"] + (["model"] if args.draft else [])
-    summary, by_position = compare_drafters(config, pair, prompts, kinds)
+    summary, by_position, _ = compare_drafters(config, pair, prompts, kinds)
     print(f"device {pair.target.device}, gamma {args.gamma}, rule {args.rule}, "
           f"{len(prompts)} prompts x {args.max_new_tokens} tokens")
     print(summary.to_string(index=False, float_format=lambda x: f"{x:.3f}"))

@@ -1,17 +1,22 @@
-"""Parallel drafters (seed 003): Blockwise heads (shared attention) versus a Spec-Drafter with [MASK] queries."""
+"""Parallel drafters (seed 003): Blockwise heads (shared attention) versus a Spec-Drafter with [MASK] queries, and EAGLE
+(one layer drafting on the target's own features)."""
+
+import json
 
 import pandas as pd
 import streamlit as st
 
 from specviz import ui
 from specviz.analysis import common, drafters
+from specviz.drafters.eagle_head import MANIFEST_FILE as EAGLE_MANIFEST
+from specviz.drafters.eagle_head import WEIGHTS_FILE as EAGLE_WEIGHTS
 from specviz.drafters.parallel import default_weights, load_drafter
 from specviz.drafters.registry import chain_drafter, parallel_kinds
 from specviz.engine import prompt_ids_for
 from specviz.presentation import figures
 
 config, prompt, defaults = ui.shared_controls()
-st.title("Parallel drafters: Blockwise heads vs [MASK] queries")
+st.title("Drafting on the target's states: Blockwise heads, [MASK] queries, EAGLE")
 left, right = st.columns(2)
 left.markdown("**Blockwise Decoding** (Stern et al. 2018). k small heads sit on ONE hidden state of the target, "
               "h[t], and share the target's frozen output embedding; head i predicts token t+1+i. Every head sees "
@@ -23,6 +28,12 @@ right.markdown("**Spec-Drafter** (SpecDec, Xia et al. 2022). k learned **[MASK] 
 st.caption("Both draft all k tokens in ONE small pass on states the verification pass already computed, and both "
            "plug into every verification rule (so greedy stays exact and sampling stays lossless). Their weights are "
            "shipped small safetensors files made by `python -m specviz train-drafter` (sizes and commands below).")
+st.markdown("**EAGLE** (Li et al. 2024), what vLLM, SGLang and TensorRT-LLM ship: ONE decoder layer of the target's "
+            "shape reads the target's top feature f[t] and the embedding of the next token, predicts the next feature "
+            "and drafts through the target's frozen output embedding; then it drafts on **its own predicted "
+            "features**, one small pass per token (the recurrence the parallel heads lack). After each round the "
+            "accepted tokens' features come exact from the verification pass. **EAGLE-2** grows a dynamic tree where "
+            "the draft is confident, because its confidence tracks how often the target accepts (the last chart).")
 if config is not None:
     pair = ui.page_pair(config)
     ids = ui.show_user_errors(lambda: prompt_ids_for(pair, config, prompt, None)) if pair else None
@@ -46,15 +57,21 @@ if config is not None:
                                   size_mb=round(path.stat().st_size / 1e6, 2),
                                   k=meta.k, steps=meta.steps, seed=meta.seed, final_loss=round(meta.final_loss, 3),
                                   command=meta.command))
+        if EAGLE_MANIFEST.is_file():
+            manifest = json.loads(EAGLE_MANIFEST.read_text(encoding="utf-8"))
+            files.append(dict(drafter="eagle", file=f"specviz/weights/{EAGLE_WEIGHTS.name}",
+                              size_mb=round(EAGLE_WEIGHTS.stat().st_size / 1e6, 2), steps=manifest["steps"],
+                              seed=manifest["settings"]["seed"], command=manifest["command"],
+                              heldout_acceptance=round(manifest["heldout"]["acceptance"], 3)))
         st.dataframe(pd.DataFrame(files), hide_index=True, width="stretch")
 
         st.subheader("Acceptance by position and draft cost, on the same prompts")
-        kinds = [*parallel_kinds(), chain_drafter(False)] + ([chain_drafter(True)] if pair.draft else [])
+        kinds = [*parallel_kinds(), "eagle", chain_drafter(False)] + ([chain_drafter(True)] if pair.draft else [])
         st.markdown(f"Each drafter decodes the same {drafters.COMPARE_PROMPTS_MAX} preset prompts (at most "
                     f"{common.SWEEP_TOKENS_MAX} new tokens each) with the sidebar's rule and γ; the target alone "
                     "decodes them too, for the end-to-end speedup. Draft cost is per round that drafted: the parallel "
-                    "drafters make one small pass, the autoregressive drafts make γ passes of a full "
-                    "(or nearly full) model.")
+                    "drafters make one small pass, EAGLE γ passes of one layer, the autoregressive drafts γ passes "
+                    "of a full (or nearly full) model.")
         key = ui.trace_key(config, "|".join(ui.PROMPT_PRESETS.values()), "drafters", tuple(kinds))
         def compare(on_progress):
             prompts = [prompt_ids_for(pair, config, p, None) for p in ui.PROMPT_PRESETS.values()]
@@ -62,9 +79,15 @@ if config is not None:
 
         result = ui.shared_result(key, compare, "Decoding", button="Compare the drafters")
         if result is not None:
-            summary, by_position = result
+            summary, by_position, calibration = result
             st.plotly_chart(figures.acceptance_by_drafter_figure(by_position), width="stretch")
             st.dataframe(summary, hide_index=True, width="stretch")
+            st.markdown("**Confidence against acceptance** (EAGLE-2's key observation): each point is the drafted "
+                        "tokens whose draft probability q(x) fell in one tenth of [0, 1], placed at their mean q and "
+                        "the share the target accepted. Near the diagonal, q(x) estimates the chance of acceptance, "
+                        "so the product of q along a path estimates the chance the whole path is accepted: EAGLE-2 "
+                        "expands and keeps the tree's nodes where that product is highest.")
+            st.plotly_chart(figures.confidence_calibration_figure(calibration), width="stretch")
             st.download_button("Download comparison (CSV)", pd.concat(
                 [summary.assign(table="summary"), by_position.assign(table="by_position")]).to_csv(index=False),
                 "specviz-drafters.csv", "text/csv")

@@ -105,6 +105,15 @@ class DecodeConfig:
                             help="tree drafter: draft iterations, the tree's depth")
     beam_width: int = param(4, label="Beam width (RSD-S)", section="Models", low=1, high=32, when=("tree_mode", "beam"),
                             help="tree drafter, beam mode: nodes kept per level")
+    eagle_tree: bool = param(False, label="EAGLE-2 dynamic tree", widget="checkbox", section="Models",
+                             help="EAGLE: draft a dynamic tree (EAGLE-2: expand the most confident nodes, keep the "
+                                  "budget best by the product of the draft's confidences) instead of a chain")
+    eagle_top_k: int = param(4, label="EAGLE-2 top-k (nodes expanded per level, children each)", section="Models",
+                             low=1, high=8, when=("eagle_tree", True),
+                             help="EAGLE-2: the nodes expanded at each level, and the children each gets")
+    eagle_budget: int = param(8, label="EAGLE-2 budget (tokens verified per round)", section="Models", low=1,
+                              high=64, when=("eagle_tree", True),
+                              help="EAGLE-2: the drafted nodes kept after reranking, all verified in one target pass")
     rule: str = param("greedy", label="Rule", widget="radio", choices=tuple(RULES),
                       choice_labels=tuple(s.label for s in RULES.values()),
                       help="verification rule: " + " · ".join(f"{s.label}: {s.help}" for s in RULES.values()))
@@ -129,7 +138,7 @@ class DecodeConfig:
     chat_template: bool = param(True, label="Apply the chat template", widget="checkbox", section="Prompt",
                                 help="wrap a text prompt in the tokenizer's chat template if it has one")
     parallel_weights: str | None = param(None, label="Parallel drafter weights", widget="none", url=False,
-                                         help="blockwise / maskquery: a trained weights file "
+                                         help="blockwise / maskquery / eagle: a trained weights file "
                                               "(default: the shipped one)")
     top_n: int = param(10, label="Top tokens recorded", widget="none", url=False, low=1, high=TOP_N_MAX,
                        help="how many top tokens of each distribution a trace records")

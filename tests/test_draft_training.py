@@ -21,6 +21,7 @@ from specviz.training.draft_model import (
     HELDOUT_FILE,
     TEMPLATE_PROMPTS,
     TrainSettings,
+    answer_ids,
     distil,
     prompt_files,
     response_rows,
@@ -65,7 +66,7 @@ def test_distilling_a_cut_of_the_target_lowers_the_divergence(tiny_pair, tmp_pat
     assert draft.config.num_hidden_layers == 2
     assert statistics.mean(losses[-5:]) < 0.5 * statistics.mean(losses[:5])
     vocab = tiny_pair.target.model.config.vocab_size
-    ranking = vocab_ranking(batches, vocab)
+    ranking = vocab_ranking(answer_ids(batches), vocab)
     assert sorted(ranking.tolist()) == list(range(vocab))  # every id once, the most generated first
     generated = [t for b in batches for r in range(b.ids.shape[0])
                  for t in b.ids[r, int(b.prompt_lens[r]): int(b.total_lens[r])].tolist()]

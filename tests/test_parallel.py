@@ -150,7 +150,7 @@ def test_compare_drafters_on_the_embedded_model(embedded):
     config = DecodeConfig(max_new_tokens=12, gamma=4, device="cpu")
     pair = ModelPair(embedded)
     prompts = [[1, 9690, 198, 2683, 359, 253], [1, 4093, 198, 26843, 2, 198]]
-    summary, by_position = compare_drafters(config, pair, prompts, ["blockwise", "maskquery", "layerskip"])
+    summary, by_position, calibration = compare_drafters(config, pair, prompts, ["blockwise", "maskquery", "layerskip"])
     assert list(summary.drafter) == [DRAFTERS[k].label for k in ("blockwise", "maskquery", "layerskip")]
     assert (summary.draft_passes_per_round.iloc[:2] == 1).all()  # parallel: one pass per drafting round
     assert summary.draft_passes_per_round.iloc[2] > 1  # autoregressive self-draft: one pass per token

@@ -5,11 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 
-import torch
-
 from specviz.config import DecodeConfig
-from specviz.drafters import parallel
-from specviz.drafters.parallel import draft_logits, target_states, window_memory
 from specviz.drafters.registry import drafter_entry
 from specviz.engine import ModelPair
 from specviz.models.forwards import KVCachedSequence, full_forward
@@ -67,35 +63,15 @@ def verification_costs(pair: ModelPair, prefix: list[int], blocks: list[int], re
     return {k: statistics.median(paired_ratio(k) for _ in range(pairs)) for k in sorted(set(blocks))}
 
 
-def parallel_inputs(config: DecodeConfig, pair: ModelPair, prefix: list[int]):
-    """(drafter, memory): a parallel drafter and the target-state window it reads after ``prefix``
-    (the states of prefix[:-1], as a run's cache would hold them; prefix[-1] is the pending token)."""
-    drafter = parallel.build(config, pair, KVCachedSequence())
-    states = target_states(pair.target, prefix[:-1])
-    return drafter, window_memory(states, len(prefix) - 1, drafter.meta.window)
-
-
-def parallel_logits(config: DecodeConfig, pair: ModelPair, prefix: list[int]) -> torch.Tensor:
-    """A parallel drafter's logits (k, V) after ``prefix``: one pass over the target's states."""
-    drafter, memory = parallel_inputs(config, pair, prefix)
-    return draft_logits(drafter.module, pair.target, memory, prefix[-1])
-
-
 def cost_ratio(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats: int = 5) -> float:
     """c = draft time per drafted token / time of one target forward, measured here (0 for n-gram).
 
     Autoregressive drafts pay one forward per token; a parallel drafter pays one small pass for all
     its k tokens (on states the verification pass already computed), so its c is that pass over k."""
     target_ms = cached_pass_ms(pair.target, full_forward, prefix, repeats)
-    if drafter_entry(config.drafter).requires_model_outputs:
-        drafter, memory = parallel_inputs(config, pair, prefix)  # the states come from verification: not timed
-        draft_logits(drafter.module, pair.target, memory, prefix[-1])  # warm-up
-        times = []
-        for _ in range(repeats):
-            started = time.perf_counter()
-            k = len(draft_logits(drafter.module, pair.target, memory, prefix[-1]))
-            times.append((time.perf_counter() - started) * 1e3 / k)
-        return statistics.median(times) / target_ms
+    own_timing = drafter_entry(config.drafter).hook("ms_per_drafted_token")
+    if own_timing:  # drafters on the target's states time their own pass (the states come from verification)
+        return own_timing(config, pair, prefix, repeats) / target_ms
     draft = drafter_entry(config.drafter).draft_source(config, pair)
     if draft is None:
         return 0.0

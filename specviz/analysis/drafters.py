@@ -1,4 +1,5 @@
-"""Parallel drafters (seed 003; the Parallel drafters page). Pure data in, plain data (pandas) out; no streamlit."""
+"""Parallel drafters and EAGLE (seed 003; the Parallel drafters page). Pure data in, plain data (pandas) out; no
+streamlit."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import pandas as pd
 import torch
 
 from specviz.analysis.common import SWEEP_TOKENS_MAX, Progress, _tick
-from specviz.analysis.cost import parallel_inputs
 from specviz.analysis.metrics import acceptance_by_position
 from specviz.config import DecodeConfig
+from specviz.drafters.parallel import drafter_inputs
 from specviz.drafters.registry import DRAFTERS
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
+from specviz.engine.trace import NOT_VERIFIED, Trace
 
 COMPARE_PROMPTS_MAX = 4
 
@@ -19,15 +21,35 @@ COMPARE_PROMPTS_MAX = 4
 def drafter_attention(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], kind: str) -> np.ndarray:
     """The attention pattern a parallel drafter uses at the end of the prompt: (k, window + 1 + k),
     one row per drafted slot, over [target states ..., pending token, slots ...]."""
-    drafter, memory = parallel_inputs(config.replace(drafter=kind), pair, prompt_ids)
+    drafter, memory = drafter_inputs(config.replace(drafter=kind), pair, prompt_ids)
     with pair.target.lock, torch.inference_mode():
         pending = pair.target.model.get_input_embeddings()(torch.tensor([prompt_ids[-1]], device=pair.target.device))
         return drafter.module.attention(memory[None], pending.float())[0].cpu().numpy()
 
 
+CONFIDENCE_BINS = 10
+
+
+def confidence_calibration(traces: list[Trace], bins: int = CONFIDENCE_BINS) -> pd.DataFrame:
+    """EAGLE-2's observation (Li et al. 2024, arXiv 2406.16858, Sec. 3.2): the draft's confidence q(x) in a token it
+    drafted against how often the target accepted it, over every verified drafted token, in ``bins`` equal-width
+    bins of confidence: (bin, confidence = mean q in the bin, acceptance_rate, verified). A draft whose points lie
+    near the diagonal is calibrated: its confidence tells where to grow a tree."""
+    checked = [(pos.q, pos.accepted) for t in traces for r in t.rounds for pos in r.draft
+               if pos.status != NOT_VERIFIED]
+    if not checked:
+        return pd.DataFrame(columns=["bin", "confidence", "acceptance_rate", "verified"])
+    frame = pd.DataFrame(checked, columns=["q", "accepted"])
+    frame["bin"] = np.minimum((frame.q * bins).astype(int), bins - 1)
+    grouped = frame.groupby("bin").agg(confidence=("q", "mean"), acceptance_rate=("accepted", "mean"),
+                                       verified=("accepted", "size"))
+    return grouped.reset_index()
+
+
 def compare_drafters(config: DecodeConfig, pair: ModelPair, prompts_ids: list[list[int]], kinds: list[str],
-                     on_progress: Progress = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Each drafter on the same prompts: (summary per drafter, acceptance per drafted position).
+                     on_progress: Progress = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Each drafter on the same prompts: (summary per drafter, acceptance per drafted position, confidence
+    calibration per drafter).
 
     Summary: mean tokens per round, acceptance, draft milliseconds and draft passes per round, and
     end-to-end tokens/s against the target alone (autoregressive, same process)."""
@@ -40,7 +62,7 @@ def compare_drafters(config: DecodeConfig, pair: ModelPair, prompts_ids: list[li
         ar_tokens, ar_seconds = ar_tokens + len(out), ar_seconds + seconds
         done += 1
         _tick(on_progress, done, total)
-    summary, positions = [], []
+    summary, positions, calibration = [], [], []
     for kind in kinds:
         traces = []
         for ids in prompts_ids:
@@ -61,7 +83,8 @@ def compare_drafters(config: DecodeConfig, pair: ModelPair, prompts_ids: list[li
         ))
         merged = (pd.concat([acceptance_by_position(t) for t in traces])
                   .groupby("position")[["verified", "accepted"]].sum())
+        calibration.append(confidence_calibration(traces).assign(drafter=DRAFTERS[kind].label))
         for position, row in merged.iterrows():
             positions.append(dict(drafter=DRAFTERS[kind].label, position=int(position), verified=int(row.verified),
                                   accepted=int(row.accepted), acceptance_rate=row.accepted / row.verified))
-    return pd.DataFrame(summary), pd.DataFrame(positions)
+    return pd.DataFrame(summary), pd.DataFrame(positions), pd.concat(calibration, ignore_index=True)

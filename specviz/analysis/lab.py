@@ -25,7 +25,7 @@ import torch
 from scipy.stats import chi2, chi2_contingency, chisquare, ncx2
 
 from specviz.config import DecodeConfig
-from specviz.drafters.registry import chain_drafter, drafter_entry, make_drafter, rule_for
+from specviz.drafters.registry import drafter_entry, make_drafter, rule_for
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.models.forwards import KVCachedSequence, full_forward, states_forward
 from specviz.rules.acceptance import BrokenResidualRule, SpeculativeSamplingRule
@@ -61,8 +61,7 @@ def first_drafted_position(config: DecodeConfig, pair: ModelPair, prompt_ids: li
     Tree drafters draw their first level from the draft model (or the layer-skip draft) at the prompt.
     """
     config = config.replace(rule="sample")
-    if drafter_entry(config.drafter).tree:
-        config = config.replace(drafter=chain_drafter(bool(config.draft_spec)))
+    config = drafter_entry(config.drafter).chain_config(config)
     rule = rule_for(config)
     parallel = drafter_entry(config.drafter).requires_model_outputs
     state = KVCachedSequence()

@@ -6,7 +6,6 @@ import pandas as pd
 import torch
 
 from specviz.analysis.common import COMPARE_BETAS, Progress, _tick
-from specviz.analysis.cost import parallel_logits
 from specviz.config import DecodeConfig
 from specviz.drafters.registry import drafter_entry
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
@@ -18,13 +17,13 @@ from specviz.rules.distributions import one_hot
 
 def score_draft(config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]):
     """Target logits at the k+1 positions after ``prefix`` (one pass over prefix + draft) and the
-    draft's logits at the k drafted positions (one teacher-forced pass, or the parallel drafter's one
-    pass), or None for n-gram."""
+    draft's logits at the k drafted positions (one teacher-forced pass, the parallel drafter's one pass, or EAGLE's
+    head on its own features), or None for n-gram."""
     target_state = KVCachedSequence()
     target_logits = target_state.feed(full_forward, pair.target, prefix + draft_ids, len(draft_ids) + 1)
-    if drafter_entry(config.drafter).requires_model_outputs:  # every slot's q comes from the same one pass
-        return (target_logits[:, : pair.vocab_size],
-                parallel_logits(config, pair, prefix)[: len(draft_ids), : pair.vocab_size])
+    along = drafter_entry(config.drafter).hook("draft_logits_along")
+    if along:  # drafters on the target's states score a given draft their own way
+        return target_logits[:, : pair.vocab_size], along(config, pair, prefix, draft_ids)[:, : pair.vocab_size]
     draft = drafter_entry(config.drafter).draft_source(config, pair)
     if draft is None:
         return target_logits[:, : pair.vocab_size], None

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import functools
 import json
+import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -205,6 +207,31 @@ class ParallelDrafter:
 
     def update(self, drafted: int, accepted_path: list[int]) -> None:
         """A trained drafter has no strategy to adapt."""
+
+
+def drafter_inputs(config: DecodeConfig, pair: ModelPair, prefix: list[int]):
+    """(drafter, memory): the drafter and the target-state window it reads after ``prefix`` (the states of
+    prefix[:-1], as a run's cache would hold them; prefix[-1] is the pending token)."""
+    drafter = build(config, pair, KVCachedSequence())
+    return drafter, window_memory(target_states(pair.target, prefix[:-1]), len(prefix) - 1, drafter.meta.window)
+
+
+def draft_logits_along(config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]) -> torch.Tensor:
+    """Logits (k, V) for a given draft after ``prefix``: every slot's q comes from the drafter's one pass."""
+    drafter, memory = drafter_inputs(config, pair, prefix)
+    return draft_logits(drafter.module, pair.target, memory, prefix[-1])[: len(draft_ids)]
+
+
+def ms_per_drafted_token(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats: int) -> float:
+    """Milliseconds of the one drafting pass over its k tokens, per token (median of ``repeats``, after a warm-up)."""
+    drafter, memory = drafter_inputs(config, pair, prefix)
+    draft_logits(drafter.module, pair.target, memory, prefix[-1])  # warm-up
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        k = len(draft_logits(drafter.module, pair.target, memory, prefix[-1]))
+        times.append((time.perf_counter() - started) * 1e3 / k)
+    return statistics.median(times)
 
 
 def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> ParallelDrafter:

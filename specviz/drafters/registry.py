@@ -34,7 +34,10 @@ class DrafterEntry:
     the draft forward (cost ratio c, teacher-forced q). ``draft_model``: "always" a separate draft model, "if named"
     (trees: the draft model when one is named, else the layer-skip self-draft) or "never".
     ``requires_model_outputs``: it reads the target's hidden states, so runs keep them (transformers'
-    candidate generators carry the same flag). ``tree``: it proposes a token tree (block = tree depth).
+    candidate generators carry the same flag). ``tree``: it proposes a token tree (block = tree depth);
+    ``tree_when``: the boolean config field that makes it propose a tree instead of a chain. ``drafts_from``: what a
+    round view says the round drafted from (``{position}``, ``{token}``: the last token the target verified;
+    ``{pending}``: the token after it), for drafters that draft from the target's own states.
     """
 
     name: str
@@ -46,6 +49,21 @@ class DrafterEntry:
     draft_model: str = "never"
     requires_model_outputs: bool = False
     tree: bool = False
+    tree_when: str | None = None
+    drafts_from: str = ""
+
+    def drafts_tree(self, config) -> bool:
+        return self.tree or bool(self.tree_when and getattr(config, self.tree_when))
+
+    def chain_config(self, config):
+        """The config of the chain drafter this one drafts its first level with (itself, for a chain)."""
+        if self.tree_when:
+            return config.replace(**{self.tree_when: False})
+        return config.replace(drafter=chain_drafter(bool(config.draft_spec))) if self.tree else config
+
+    def hook(self, name: str):
+        """A function its module may define (``draft_logits_along``, ``ms_per_drafted_token``), else None."""
+        return getattr(importlib.import_module(f"{_DRAFTERS}.{self.module}"), name, None)
 
     def build(self, config, pair, target_state):
         return resolve(f"{_DRAFTERS}.{self.module}:build")(config, pair, target_state)
@@ -102,6 +120,13 @@ DRAFTER_ENTRIES = (
     DrafterEntry("maskquery", "[MASK] queries", "k [MASK] queries attend to the target's states and draft k tokens "
                  "in one pass (SpecDec, Xia et al. 2023); trained for the embedded model", ("gamma",), "parallel",
                  requires_model_outputs=True),
+    DrafterEntry("eagle", "EAGLE", "one decoder layer drafts on the target's own top features, in a chain or "
+                 "EAGLE-2's dynamic tree (Li et al. 2024); trained for the embedded model",
+                 ("draft_vocab", "gamma", "eagle_tree", "eagle_top_k", "tree_depth", "eagle_budget"), "eagle",
+                 requires_model_outputs=True, tree_when="eagle_tree",
+                 drafts_from="EAGLE drafted this round from the target's own feature f at position {position} "
+                             "({token}, the last token the target verified, so the feature is exact) and the "
+                             "embedding of {pending}; every later token from the feature EAGLE itself predicted."),
     DrafterEntry("oracle", "oracle (draft = target)", "the target drafts for itself at full cost: every draft is "
                  "accepted, the upper bound of acceptance (and c = 1: no speedup)", ("gamma",), "oracle",
                  autoregressive=True),
@@ -134,7 +159,7 @@ def rule_entry(name: str) -> RuleEntry:
 
 def parallel_kinds() -> tuple[str, ...]:
     """The drafters that draft in one pass on the target's hidden states (trained by ``train-drafter``)."""
-    return tuple(entry.name for entry in DRAFTER_ENTRIES if entry.requires_model_outputs)
+    return tuple(entry.name for entry in DRAFTER_ENTRIES if entry.module == "parallel")
 
 
 def chain_drafter(draft_named: bool) -> str:

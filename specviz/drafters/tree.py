@@ -99,7 +99,7 @@ def _conditioned_gumbel(parent_score: float, child_keys: torch.Tensor) -> torch.
     return parent_score - torch.clamp(v, min=0) - torch.log1p(torch.exp(-v.abs()))
 
 
-def _beam_children(tree: DraftTree, frontier: list[int], probs: dict[int, torch.Tensor], width: int, stochastic: bool,
+def beam_children(tree: DraftTree, frontier: list[int], probs: dict[int, torch.Tensor], width: int, stochastic: bool,
                    generator: torch.Generator) -> list[tuple[int, int, float, float]]:
     """(parent, token, log_prob, perturbed) of the ``width`` best children over the whole frontier."""
     candidates = []
@@ -171,7 +171,7 @@ class TreeDrafter:
                 chosen += [(parent, t, tree.nodes[parent].log_prob + math.log(float(q[t])), 0.0)
                            for t in _children_constant(q, self.branching, rule.stochastic, generator)]
         else:
-            chosen = _beam_children(tree, frontier, tree.draft_probs, self.beam_width, rule.stochastic, generator)
+            chosen = beam_children(tree, frontier, tree.draft_probs, self.beam_width, rule.stochastic, generator)
         added = []
         for parent, token, log_prob, perturbed in chosen:
             node = TreeNode(index=len(tree.nodes), parent=parent, depth=tree.nodes[parent].depth + 1, token_id=token,

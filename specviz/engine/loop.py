@@ -69,7 +69,7 @@ class DecodeRun:
 
     @property
     def target_forward(self):
-        """Drafters that read the target's hidden states (parallel drafters) need runs that keep them."""
+        """Drafters that read the target's hidden states (parallel drafters, EAGLE) need runs that keep them."""
         return states_forward if drafter_entry(self.config.drafter).requires_model_outputs else full_forward
 
     def target_probs(self, logits: torch.Tensor) -> list[torch.Tensor]:
@@ -100,7 +100,7 @@ def verify_tree(run: DecodeRun, committed: list[int], tree: DraftTree) -> Verifi
     """A Recursive Speculative Decoding tree: ONE target pass over every node (tree attention), walked
     with recursive rejection sampling; the target's cache keeps only the accepted path's entries."""
     target_probs, pass_ms = timed_ms(lambda: run.target_probs(
-        score_tree(run.target_state, full_forward, run.pair.target, committed, tree, run.pair.vocab_size)))
+        score_tree(run.target_state, run.target_forward, run.pair.target, committed, tree, run.pair.vocab_size)))
     outcome = walk_tree(tree, target_probs, run.rule, run.generator, run.texts, run.config)
     run.target_state.keep(list(range(len(committed))) + [len(committed) + node - 1 for node in outcome.accepted_path])
     return Verified(outcome, len(tree.nodes), pass_ms)
@@ -142,7 +142,7 @@ def speculative_decode(
     target_state = KVCachedSequence()
     run = DecodeRun(config, pair, rule or rule_for(config), make_drafter(config, pair, target_state),
                     torch.Generator().manual_seed(config.seed), TokenTexts(pair.target.tokenizer), target_state)
-    block_size = config.tree_depth if drafter_entry(config.drafter).tree else config.gamma
+    block_size = config.tree_depth if drafter_entry(config.drafter).drafts_tree(config) else config.gamma
     eos = eos_ids(pair.target)
     committed = list(ids)
     rounds: list[Round] = []

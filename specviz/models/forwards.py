@@ -120,13 +120,11 @@ def draft_forward(k: int) -> ForwardFn:
 
 def states_forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int,
                    layout: TreeLayout | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """As :func:`full_forward`, plus the final (normed) hidden state of every new token: (logits, (T, H)).
-    Parallel drafters read these states; the target's body runs once either way (Llama-style models)."""
-    if layout is not None:
-        raise ValueError("states_forward serves plain continuations, not trees")
+    """As :func:`full_forward`, plus the final (normed) hidden state of every new token: (logits, (T, H)), a tree's
+    nodes included. Parallel drafters and EAGLE read these states; the target's body runs once either way."""
     with loaded.lock, torch.inference_mode():
         # (T, H): transformers' body, as the target's
-        hidden = model_body(loaded, None, new_ids, cache, cached, len(new_ids))
+        hidden = model_body(loaded, None, new_ids, cache, cached, len(new_ids), layout)
         logits = loaded.model.get_output_embeddings()(hidden[-n_last:])  # (n_last, V)
     return logits, hidden
 

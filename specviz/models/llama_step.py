@@ -146,23 +146,31 @@ def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     return F.scaled_dot_product_attention(q, keys, values, attn_mask=allowed, scale=scale, enable_gqa=True)
 
 
+def llama_layer(weights: LlamaWeights, layer: LlamaLayer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                allowed: torch.Tensor | None, cache: DynamicCache | None, index: int) -> torch.Tensor:
+    """One decoder layer (the math above) on x (B, T, H) -> (B, T, H); the new keys and values go to ``cache`` at
+    layer ``index`` (None: no cache, the T tokens attend among themselves where ``allowed``)."""
+    batch, new = x.shape[:2]
+    h = rms_norm(x, layer.attention_norm, weights.eps)
+    # (B, heads, T, d) and (B, kv heads, T, d)
+    q = F.linear(h, layer.q, layer.q_bias).view(batch, new, weights.heads, weights.head_dim).transpose(1, 2)
+    k = F.linear(h, layer.k, layer.k_bias).view(batch, new, weights.kv_heads, weights.head_dim).transpose(1, 2)
+    v = F.linear(h, layer.v, layer.v_bias).view(batch, new, weights.kv_heads, weights.head_dim).transpose(1, 2)
+    k = rotate(k, cos, sin)
+    keys, values = cache.update(k, v, index) if cache is not None else (k, v)  # (B, kv heads, cached + T, d)
+    attended = grouped_attention(rotate(q, cos, sin), keys, values, allowed)  # (B, heads, T, d)
+    x = x + F.linear(attended.transpose(1, 2).reshape(batch, new, weights.heads * weights.head_dim), layer.o)
+    h = rms_norm(x, layer.mlp_norm, weights.eps)
+    return x + F.linear(F.silu(F.linear(h, layer.gate)) * F.linear(h, layer.up), layer.down)
+
+
 def llama_hidden(weights: LlamaWeights, ids: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor | None,
                  cache: DynamicCache, n_last: int) -> torch.Tensor:
     """Final normed hidden states (n_last, H) of the last ``n_last`` of the new tokens ``ids`` (T,) at
     ``positions`` (T,), each attending where ``allowed`` (T, cached + T) is True (None: everything cached);
     every layer's keys and values are appended to ``cache``."""
-    w, new = weights, ids.shape[0]
-    x = F.embedding(ids, w.embedding)[None]  # (1, T, H)
-    cos, sin = rotary_tables(w.inverse_frequencies, positions, x.dtype)  # (T, d) each
-    for index, layer in enumerate(w.layers):
-        h = rms_norm(x, layer.attention_norm, w.eps)
-        q = F.linear(h, layer.q, layer.q_bias).view(1, new, w.heads, w.head_dim).transpose(1, 2)  # (1, heads, T, d)
-        # (1, kv heads, T, d)
-        k = F.linear(h, layer.k, layer.k_bias).view(1, new, w.kv_heads, w.head_dim).transpose(1, 2)
-        v = F.linear(h, layer.v, layer.v_bias).view(1, new, w.kv_heads, w.head_dim).transpose(1, 2)
-        keys, values = cache.update(rotate(k, cos, sin), v, index)  # (1, kv heads, cached + T, d)
-        attended = grouped_attention(rotate(q, cos, sin), keys, values, allowed)  # (1, heads, T, d)
-        x = x + F.linear(attended.transpose(1, 2).reshape(1, new, w.heads * w.head_dim), layer.o)
-        h = rms_norm(x, layer.mlp_norm, w.eps)
-        x = x + F.linear(F.silu(F.linear(h, layer.gate)) * F.linear(h, layer.up), layer.down)
-    return rms_norm(x[0, -n_last:], w.final_norm, w.eps)  # (n_last, H)
+    x = F.embedding(ids, weights.embedding)[None]  # (1, T, H)
+    cos, sin = rotary_tables(weights.inverse_frequencies, positions, x.dtype)  # (T, d) each
+    for index, layer in enumerate(weights.layers):
+        x = llama_layer(weights, layer, x, cos, sin, allowed, cache, index)
+    return rms_norm(x[0, -n_last:], weights.final_norm, weights.eps)  # (n_last, H)

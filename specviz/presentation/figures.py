@@ -198,3 +198,19 @@ def acceptance_by_drafter_figure(table) -> go.Figure:
                       yaxis=dict(title="acceptance rate", range=[0, 1]),
                       margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=1.12))
     return fig
+
+
+def confidence_calibration_figure(table) -> go.Figure:
+    """EAGLE-2's observation: acceptance rate against the draft's confidence q(x), one line per drafter (markers sized
+    by the tokens in each bin), with the diagonal a perfectly calibrated draft would follow."""
+    fig = go.Figure(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="calibrated (acceptance = confidence)",
+                               line=dict(dash="dash", color="#9e9e9e")))
+    for drafter, rows in table.groupby("drafter", sort=False):
+        fig.add_trace(go.Scatter(x=rows.confidence, y=rows.acceptance_rate, mode="lines+markers", name=drafter,
+                                 marker=dict(size=[6 + 14 * (v / max(1, rows.verified.max())) ** 0.5
+                                                   for v in rows.verified]),
+                                 text=[f"{v} drafted tokens" for v in rows.verified]))
+    fig.update_layout(height=360, xaxis=dict(title="draft confidence q(x) of the drafted token", range=[0, 1]),
+                      yaxis=dict(title="observed acceptance rate", range=[0, 1.05]),
+                      margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=1.15))
+    return fig

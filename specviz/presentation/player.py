@@ -39,10 +39,11 @@ def embedded_json(trace: Trace) -> str:
 
 def round_drawing(trace: Trace, rnd: Round) -> dict[str, str]:
     """One round's seed drawing: ``rows`` (HTML) and, for a tree round, ``svg`` (the tree alone, for export)."""
+    origin = render.drafted_from_html(trace, rnd)
     if rnd.tree is None:
-        return {"rows": render.round_rows_html(trace, rnd)}
+        return {"rows": origin + render.round_rows_html(trace, rnd)}
     svg = tree_drawing.tree_svg(rnd)
-    rows = ("<h4>Draft iterations (one draft forward pass each)</h4>" + tree_drawing.tree_bands_html(rnd) +
+    rows = (origin + "<h4>Draft iterations (one draft forward pass each)</h4>" + tree_drawing.tree_bands_html(rnd) +
             f"<h4>The draft tree (accepted path in green); ONE target pass scored all {len(rnd.tree.nodes) - 1} "
             f"drafted nodes</h4>{svg}<h4>Recursive rejection sampling</h4>" + tree_drawing.rrs_flow_html(rnd) +
             tree_drawing.output_chain_html(rnd))

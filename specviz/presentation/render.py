@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 import re
 
-from specviz.drafters.registry import RuleEntry
+from specviz.drafters.registry import RuleEntry, drafter_entry
 from specviz.engine.trace import ACCEPTED, REJECTED, DraftPosition, Round, Trace
 from specviz.presentation.tables import KIND_ACCEPTED, KIND_BONUS, KIND_CORRECTION, emitted_tokens
 
@@ -146,6 +146,22 @@ def round_rows_html(trace: Trace, rnd: Round) -> str:
         row_html("Next input", tail + _emitted_cells(rnd) + _masks(gamma)),
     ]
     return f'<div class="sv-rows">{"".join(rows)}</div>'
+
+
+def drafted_from_html(trace: Trace, rnd: Round) -> str:
+    """What the round drafted from, for drafters that draft from the target's states (their registry entry's
+    ``drafts_from``); empty for the others. Their first round drafts nothing: the target has no states yet."""
+    note = drafter_entry(trace.config.drafter).drafts_from
+    if not note:
+        return ""
+    if not rnd.drafted_count:
+        text = ("Nothing drafted this round: the drafter reads the target's states, which exist only after the "
+                "target's first pass (this one, over the prompt).")
+    else:
+        texts = trace.prompt_tokens + [t for earlier in trace.rounds[: rnd.index] for t in earlier.emitted_texts]
+        position = rnd.prefix_len - 2
+        text = note.format(position=position, token=repr(texts[position]), pending=repr(texts[position + 1]))
+    return f'<p class="sv-origin">{html.escape(text)}</p>'
 
 
 def legend_html(rule: RuleEntry) -> str:

@@ -13,6 +13,8 @@ as it is done: a long background run can be stopped and resumed, and nothing is 
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -38,6 +40,9 @@ class TeacherBatch:
     total_lens:  (B,)   int64   P + response length
     top_ids:     (B, R, K) int64  the target's k most likely ids at response step s (position P - 1 + s)
     top_logp:    (B, R, K) float32 their log-probabilities under the raw (unwarped) target
+    features:    (B, L, H) float16 the target's final normed hidden states, when kept (``keep_features``): those
+                 of positions 0 .. feature_lens - 1 (generation never scores its last token, so it has none)
+    feature_lens: (B,) int64
     """
 
     ids: torch.Tensor
@@ -45,19 +50,25 @@ class TeacherBatch:
     total_lens: torch.Tensor
     top_ids: torch.Tensor
     top_logp: torch.Tensor
+    features: torch.Tensor | None = None
+    feature_lens: torch.Tensor | None = None
 
     def tensors(self) -> dict[str, torch.Tensor]:
+        kept = {} if self.features is None else {"features": self.features, "feature_lens": self.feature_lens}
         return {"ids": self.ids, "prompt_lens": self.prompt_lens, "total_lens": self.total_lens,
-                "top_ids": self.top_ids.to(torch.int32), "top_logp": self.top_logp.to(torch.float16)}
+                "top_ids": self.top_ids.to(torch.int32), "top_logp": self.top_logp.to(torch.float16), **kept}
 
     @classmethod
     def from_tensors(cls, t: dict[str, torch.Tensor]) -> "TeacherBatch":
-        return cls(t["ids"], t["prompt_lens"], t["total_lens"], t["top_ids"].long(), t["top_logp"].float())
+        return cls(t["ids"], t["prompt_lens"], t["total_lens"], t["top_ids"].long(), t["top_logp"].float(),
+                   t.get("features"), t.get("feature_lens"))
 
 
 def generate_batch(target: LoadedModel, prompt_ids: list[list[int]], new_tokens: int, temperature: float,
-                   seed: int, top_k: int) -> TeacherBatch:
-    """One batched ``generate`` call: greedy when ``temperature == 0``, else sampling at that temperature."""
+                   seed: int, top_k: int, keep_features: bool = False) -> TeacherBatch:
+    """One batched ``generate`` call: greedy when ``temperature == 0``, else sampling at that temperature; with
+    ``keep_features``, also the final normed hidden states it computed anyway (read off the final norm's output
+    while ``generate`` runs, under the model's lock: no second forward)."""
     pad_id = int(target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None
                  else target.tokenizer.eos_token_id)
     width = max(len(p) for p in prompt_ids)
@@ -69,7 +80,8 @@ def generate_batch(target: LoadedModel, prompt_ids: list[list[int]], new_tokens:
     sampling = (dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0
                 else dict(do_sample=False))
     torch.manual_seed(seed)
-    with target.lock, torch.inference_mode():
+    steps_out: list[torch.Tensor] = []  # (B, width, H) for the prompts, then (B, 1, H) per generated token
+    with target.lock, torch.inference_mode(), final_states(target, steps_out, keep_features):
         out = target.model.generate(
             input_ids=input_ids.to(target.device), attention_mask=attention.to(target.device),
             max_new_tokens=new_tokens, pad_token_id=pad_id, return_dict_in_generate=True, output_logits=True,
@@ -91,7 +103,33 @@ def generate_batch(target: LoadedModel, prompt_ids: list[list[int]], new_tokens:
     ids = torch.full((len(rows), length), PAD, dtype=torch.long)
     for i, r in enumerate(rows):
         ids[i, : len(r)] = torch.tensor(r)
-    return TeacherBatch(ids, torch.tensor(lengths), torch.tensor([len(r) for r in rows]), top_ids, top_logp)
+    batch = TeacherBatch(ids, torch.tensor(lengths), torch.tensor([len(r) for r in rows]), top_ids, top_logp)
+    return with_features(batch, steps_out, width) if keep_features else batch
+
+
+@contextlib.contextmanager
+def final_states(target: LoadedModel, steps_out: list[torch.Tensor], keep: bool):
+    """While open, append the output of the target's final norm (its final hidden states) of every forward."""
+    hook = target.model.model.norm.register_forward_hook(
+        lambda module, args, output: steps_out.append(output.detach().to(torch.float16).cpu())) if keep else None
+    try:
+        yield
+    finally:
+        if hook is not None:
+            hook.remove()
+
+
+def with_features(batch: TeacherBatch, steps_out: list[torch.Tensor], width: int) -> TeacherBatch:
+    """The batch with each row's features laid out like its ids: the prompt's (left-padded in ``steps_out[0]``), then
+    one per generated token but the last."""
+    generated = torch.cat(steps_out[1:], dim=1) if len(steps_out) > 1 else steps_out[0][:, :0]  # (B, R - 1, H)
+    features = torch.zeros(*batch.ids.shape, steps_out[0].shape[-1], dtype=torch.float16)
+    lens = []
+    for row, (prompt_len, total) in enumerate(zip(batch.prompt_lens.tolist(), batch.total_lens.tolist())):
+        row_features = torch.cat([steps_out[0][row, width - prompt_len:], generated[row]])[:total]
+        features[row, : len(row_features)] = row_features
+        lens.append(len(row_features))
+    return dataclasses.replace(batch, features=features, feature_lens=torch.tensor(lens))
 
 
 def corpus_key(spec: str, prompts: list[str], new_tokens: int, seed: int, top_k: int, batch_size: int) -> str:
@@ -102,10 +140,11 @@ def corpus_key(spec: str, prompts: list[str], new_tokens: int, seed: int, top_k:
 
 
 def generate_teacher_text(target: LoadedModel, prompts: list[str], *, new_tokens: int, temperatures: list[float],
-                          seed: int, top_k: int = 32, batch_size: int = 16,
-                          progress: bool = True) -> list[TeacherBatch]:
+                          seed: int, top_k: int = 32, batch_size: int = 16, progress: bool = True,
+                          keep_features: bool = False) -> list[TeacherBatch]:
     """Every prompt answered once per temperature (0 = greedy), in batches of similar prompt length,
-    each batch cached as it finishes. Returns all batches (loaded from the cache where present)."""
+    each batch cached as it finishes. Returns all batches (loaded from the cache where present; a batch cached
+    without features stays without them)."""
     folder = cache_root() / "teacher-text" / corpus_key(target.spec, prompts, new_tokens, seed, top_k, batch_size)
     folder.mkdir(parents=True, exist_ok=True)
     encoded = [encode_prompt(target.tokenizer, p, True) for p in prompts]
@@ -118,7 +157,8 @@ def generate_teacher_text(target: LoadedModel, prompts: list[str], *, new_tokens
         if path.is_file():
             batches.append(TeacherBatch.from_tensors(load_file(str(path))))
             continue
-        batch = generate_batch(target, [encoded[i] for i in members], new_tokens, temperature, seed + number, top_k)
+        batch = generate_batch(target, [encoded[i] for i in members], new_tokens, temperature, seed + number, top_k,
+                               keep_features)
         save_file(batch.tensors(), str(path.with_suffix(".tmp")))
         path.with_suffix(".tmp").replace(path)  # atomic: a stopped run never leaves half a batch
         batches.append(batch)

@@ -1,0 +1,193 @@
+"""EAGLE: drafting on the target's own features, in a chain or EAGLE-2's dynamic tree (Li et al. 2024).
+
+A round (EAGLE, arXiv 2401.15077, Fig. 5; EAGLE-2, arXiv 2406.16858, Sec. 4), with the context x_0 .. x_n, where
+the run's verification passes have already given the target's features f_0 .. f_{n-1} (x_n, the last correction or
+bonus, has none yet):
+
+1. catch up: feed the head the positions it has not seen with EXACT features, (f_i, e(x_{i+1})) for the newly
+   accepted i; its cache entries fed with its own predicted features in the last round are dropped first. The last
+   row gives f^_n and q over x_{n+1}: every round drafts from the target's feature at the last accepted token.
+2. chain: draw d_1 ~ q, feed (f^_n, e(d_1)) for f^_{n+1} and q over d_2, ... (one head pass per token);
+   dynamic tree: expand the ``top_k`` nodes of each level whose path confidence (the product of the draft's q along
+   the path) is highest, ``top_k`` children each, one head pass per level with a tree attention mask; then keep the
+   ``budget`` best nodes of the whole tree (EAGLE-2's rerank) for ONE tree-verification pass.
+Every q is exactly the distribution its tokens were drawn from (a tree's children: without replacement, by
+Gumbel-top-k under sampling; the conditioned Gumbel keys of stochastic beam search order a whole tree, Kool et al.
+2019), so greedy stays the target's own output and sampling stays lossless under the rule's verification.
+Round 1 drafts nothing: the target's features exist only after its first pass.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import torch
+from transformers import DynamicCache
+
+from specviz.config import ConfigError, DecodeConfig
+from specviz.drafters.base import DraftBlock
+from specviz.drafters.eagle_head import WEIGHTS_FILE, EagleHead, eagle_step, head_logits, load_head
+from specviz.drafters.eagle_tree import dynamic_tree
+from specviz.drafters.registry import rule_for
+from specviz.models.forwards import KVCachedSequence, TreeLayout, states_forward
+from specviz.models.llama_step import LlamaWeights, llama_weights
+from specviz.models.loading import LoadedModel
+from specviz.models.memo import memoised_while_alive
+from specviz.models.pair import ModelPair
+from specviz.rules.acceptance import Rule
+
+
+@memoised_while_alive
+def trimmed_rows(target: LoadedModel, path: str, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The head's K token ids (K,) and the target's output rows for them (K, H) in float32, made once per target."""
+    _, vocab_order = load_head(path, str(target.device))
+    ids = vocab_order[:k] if k else torch.arange(len(vocab_order), device=target.device)
+    return ids, target.model.get_output_embeddings().weight.detach()[ids].float()
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+@dataclass
+class EagleDrafter:
+    """One run's EAGLE drafter: the shared head and target (read only) and this run's head cache.
+
+    ``target_state`` is the run's target cache, whose ``states`` hold the target's features of every verified
+    position. ``fed`` is the token fed at each cache entry made from an exact feature (x_{i+1} at entry i).
+    """
+
+    head: EagleHead
+    target: LoadedModel
+    weights: LlamaWeights
+    target_state: KVCachedSequence
+    head_ids: torch.Tensor
+    head_rows: torch.Tensor
+    vocab_size: int
+    tree: bool = False
+    top_k: int = 4
+    depth: int = 3
+    budget: int = 8
+    kind: str = "eagle"
+    cache: DynamicCache = field(default_factory=DynamicCache)
+    fed: list[int] = field(default_factory=list)
+
+    def step(self, features: torch.Tensor, tokens: list[int], positions: list[int],
+             layout: TreeLayout | None = None) -> torch.Tensor:
+        """Predicted features (T, H) for T new rows (features (T, H), tokens, positions): causal after the cache, or
+        placed by a tree layout."""
+        device = self.target.device
+        cached = self.cache.get_seq_length()
+        allowed = layout.allowed.to(device) if layout else (
+            None if len(tokens) == 1 else torch.ones(len(tokens), cached + len(tokens), dtype=torch.bool,
+                                                     device=device).tril(cached))
+        with self.target.lock, torch.inference_mode():
+            return eagle_step(self.head, self.weights, features[None].to(device),
+                              torch.tensor([tokens], device=device), torch.tensor(positions, device=device),
+                              allowed, self.cache)[0]
+
+    def q(self, predicted: torch.Tensor, rule: Rule) -> list[torch.Tensor]:
+        """The draft's q (float32, CPU) for each predicted feature (T, H)."""
+        logits = head_logits(predicted, self.head_ids, self.head_rows, self.vocab_size)
+        return [rule.draft_distribution(row[: self.vocab_size]).cpu() for row in logits]
+
+    def crop(self, rows: int) -> None:
+        """Keep the first ``rows`` cache entries."""
+        if self.cache.get_seq_length() > rows:
+            self.cache.crop(rows - self.cache.get_seq_length())  # transformers crops by a negative count
+        self.fed = self.fed[:rows]
+
+    def catch_up(self, context: list[int]) -> torch.Tensor | None:
+        """Step 1: the head's cache brought to the exact features of positions 0 .. n-1; returns f^_n (H,), or None
+        while the target has no features for this context (round 1)."""
+        n = len(context) - 1
+        states = self.target_state.states
+        if n == 0 or states is None or len(states) < n or self.target_state.ids[:n] != context[:n]:
+            return None
+        keep = common_prefix(self.fed, context[1: n + 1])
+        if keep == n:  # the same context asked again (a round always grows it): re-feed its last row for f^_n
+            keep -= 1
+        self.crop(keep)  # drops stale rows and every row fed a predicted feature
+        predicted = self.step(states[keep:n], context[keep + 1: n + 1], list(range(keep, n)))
+        self.fed = list(context[1: n + 1])
+        return predicted[-1]
+
+    def propose(self, context: list[int], max_tokens: int, rule: Rule, generator: torch.Generator):
+        feature = self.catch_up(context) if max_tokens > 0 else None
+        if feature is None:
+            return DraftBlock(token_ids=[], draft_probs=[])
+        if self.tree:
+            return dynamic_tree(self, context, feature, min(self.depth, max_tokens), rule, generator)
+        block = DraftBlock(token_ids=[], draft_probs=[], forward_passes=1)
+        position = len(context) - 1
+        while True:
+            draft_probs = self.q(feature[None], rule)[0]
+            token = rule.draft_token(draft_probs, generator)
+            block.token_ids.append(token)
+            block.draft_probs.append(draft_probs)
+            if block.size == max_tokens:
+                return block
+            feature = self.step(feature[None], [token], [position])[-1]
+            block.forward_passes += 1
+            position += 1
+
+    def update(self, drafted: int, accepted_path: list[int]) -> None:
+        """Nothing to keep: the next catch-up feeds the accepted tokens with the target's exact features."""
+
+
+def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> EagleDrafter:
+    """The shipped head (or ``config.parallel_weights``) for this target, with the run's target cache."""
+    path = config.parallel_weights or str(WEIGHTS_FILE)
+    try:
+        head, vocab_order = load_head(path, str(pair.target.device))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"No EAGLE head at {path}: train one with `python -m specviz train-eagle`") from exc
+    weights = llama_weights(pair.target.model)
+    config_h = pair.target.model.config
+    if weights is None or head.shape.hidden != config_h.hidden_size or head.shape.vocab != pair.vocab_size:
+        raise ConfigError(f"The EAGLE head at {path} was trained for {head.shape.target} (hidden {head.shape.hidden}, "
+                          f"vocabulary {head.shape.vocab}); {pair.target.name} is not that model")
+    k = head.shape.draft_vocab if config.draft_vocab is None else config.draft_vocab
+    ids, rows = trimmed_rows(pair.target, path, min(k, len(vocab_order)) if k else 0)
+    return EagleDrafter(head, pair.target, weights, target_state if target_state is not None else KVCachedSequence(),
+                        ids, rows, pair.vocab_size, config.eagle_tree, config.eagle_top_k, config.tree_depth,
+                        config.eagle_budget)
+
+
+def caught_up(config: DecodeConfig, pair: ModelPair, prefix: list[int]) -> tuple[EagleDrafter, torch.Tensor]:
+    """A chain drafter caught up after ``prefix`` as a run that has verified it: (drafter, the predicted feature whose
+    q scores the token after ``prefix``)."""
+    state = KVCachedSequence()
+    state.feed(states_forward, pair.target, list(prefix), 1)
+    drafter = build(config.replace(eagle_tree=False), pair, state)
+    return drafter, drafter.catch_up(list(prefix))
+
+
+def draft_logits_along(config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]) -> torch.Tensor:
+    """Logits (k, V) of the head at each token of a given draft after ``prefix``, drafting on its own features as a
+    chain does (the first from the target's feature of prefix's last token)."""
+    drafter, feature = caught_up(config, pair, prefix)
+    features = [feature]
+    for i, token in enumerate(draft_ids[:-1]):
+        features.append(drafter.step(features[-1][None], [token], [len(prefix) - 1 + i])[-1])
+    return head_logits(torch.stack(features), drafter.head_ids, drafter.head_rows, pair.vocab_size)
+
+
+def ms_per_drafted_token(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats: int) -> float:
+    """Milliseconds of one chain step (a head pass on one token and its q), median of ``repeats`` after a warm-up."""
+    drafter, feature = caught_up(config, pair, prefix)
+    rule, cached = rule_for(config), drafter.cache.get_seq_length()
+
+    def one_step() -> float:
+        started = time.perf_counter()
+        drafter.q(drafter.step(feature[None], [prefix[-1]], [cached]), rule)
+        drafter.crop(cached)
+        return (time.perf_counter() - started) * 1e3
+
+    one_step()
+    return statistics.median(one_step() for _ in range(repeats))

@@ -1,0 +1,209 @@
+"""EAGLE: a head on the target's features drafts chains and EAGLE-2 trees; greedy stays exact, sampling lossless."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+import pytest
+import torch
+
+from specviz.analysis.lab import chi_square_power, goodness_of_fit
+from specviz.config import ConfigError, DecodeConfig
+from specviz.drafters import eagle
+from specviz.drafters.eagle_head import EagleShape, load_head, save_head
+from specviz.drafters.eagle_tree import reranked
+from specviz.drafters.tree import DraftTree, TreeNode
+from specviz.engine import ModelPair, eos_ids, speculative_decode
+from specviz.models.forwards import KVCachedSequence
+from specviz.rules.distributions import softmax32
+from specviz.training.eagle import EagleSettings, train_head
+from specviz.training.eagle_text import batch_sequences, sequence_features
+from specviz.training.teacher_text import generate_teacher_text
+
+from .conftest import target_greedy
+
+TINY_PROMPTS = [" ".join(f"w{(5 * i + 3 * j) % 30}" for j in range(6)) for i in range(24)]
+PROMPT = [int(w[1:]) + 2 for w in TINY_PROMPTS[0].split()]  # ids of a training prompt (w_i has id i + 2)
+
+
+@pytest.fixture(scope="module")
+def tiny_head(tiny_pair, tmp_path_factory):
+    """A head trained briefly on the tiny target's own greedy text, through the real pipeline (text, features,
+    training, saving): (path, loss curve)."""
+    target = tiny_pair.target
+    batches = generate_teacher_text(target, TINY_PROMPTS, new_tokens=24, temperatures=[0.0], seed=0, top_k=8,
+                                    batch_size=8, progress=False)
+    sequences = [s for b in batches for s in batch_sequences(b)]
+    features = sequence_features(target, sequences, progress=False)
+    config = target.model.config
+    shape = EagleShape(hidden=config.hidden_size, intermediate=config.intermediate_size,
+                       heads=config.num_attention_heads, kv_heads=config.num_key_value_heads,
+                       head_dim=config.hidden_size // config.num_attention_heads, vocab=config.vocab_size,
+                       draft_vocab=0, target=target.spec)
+    settings = EagleSettings(steps=150, rows_per_step=8, lr=3e-3, warmup=10, kl_weight=1.0, noise=0.05,
+                             draft_vocab=0)
+    head, losses = train_head(target, sequences, features, shape, torch.arange(config.vocab_size), settings,
+                              progress=False)
+    path = tmp_path_factory.mktemp("eagle") / "head.safetensors"
+    save_head(head, torch.arange(config.vocab_size), {"test": True}, path)
+    load_head.cache_clear()
+    return path, losses
+
+
+def eagle_config(tiny_dirs, path, **changes) -> DecodeConfig:
+    return DecodeConfig(target=tiny_dirs["target"], drafter="eagle", parallel_weights=str(path), rule="greedy",
+                        max_new_tokens=24, device="cpu").replace(**changes)
+
+
+def test_training_lowers_both_losses(tiny_head):
+    losses = tiny_head[1]
+    for part in ("regression", "kl"):
+        assert statistics.mean(x[part] for x in losses[-10:]) < 0.9 * statistics.mean(x[part] for x in losses[:10])
+
+
+@pytest.mark.parametrize("changes", [dict(gamma=1), dict(gamma=3), dict(gamma=6),
+                                     dict(eagle_tree=True, tree_depth=2, eagle_top_k=2, eagle_budget=3),
+                                     dict(eagle_tree=True, tree_depth=4, eagle_top_k=3, eagle_budget=10)])
+def test_greedy_is_the_targets_own_output(tiny_dirs, tiny_pair, tiny_head, changes):
+    trace = speculative_decode(eagle_config(tiny_dirs, tiny_head[0], **changes), prompt_ids=PROMPT,
+                               pair=ModelPair(tiny_pair.target))
+    assert trace.output_ids == target_greedy(tiny_pair.target, PROMPT, 24)
+    assert trace.rounds[0].draft == [] and trace.rounds[0].tree is None  # no target features before round 1
+    assert trace.stats.accepted_tokens > 0  # the trained head is accepted
+    if changes.get("eagle_tree"):
+        trees = [r.tree for r in trace.rounds[1:] if r.tree]
+        assert trees and all(len(t.nodes) - 1 <= changes["eagle_budget"] for t in trees)
+        assert max(len(t.nodes) - 1 for t in trees) == changes["eagle_budget"]
+    else:  # a chain: one head pass per drafted token
+        assert all(r.draft_forward_passes == len(r.draft) <= changes["gamma"] for r in trace.rounds[1:])
+
+
+def test_features_fed_after_a_rejection_are_the_targets(tiny_dirs, tiny_pair, tiny_head, monkeypatch):
+    """Corrupting the target's features the head catches up on changes what it drafts, never the output."""
+    config = eagle_config(tiny_dirs, tiny_head[0], gamma=4)
+    pair = ModelPair(tiny_pair.target)
+    exact = speculative_decode(config, prompt_ids=PROMPT, pair=pair)
+    assert any(pos.status == "rejected" for r in exact.rounds for pos in r.draft)  # rejections happen
+    catch_up = eagle.EagleDrafter.catch_up
+
+    def corrupted(self, context):
+        if self.target_state.states is not None:
+            noise = torch.Generator().manual_seed(len(context))
+            self.target_state.states = self.target_state.states + 3.0 * torch.randn(
+                self.target_state.states.shape, generator=noise)
+        return catch_up(self, context)
+
+    monkeypatch.setattr(eagle.EagleDrafter, "catch_up", corrupted)
+    broken = speculative_decode(config, prompt_ids=PROMPT, pair=pair)
+    assert broken.output_ids == exact.output_ids == target_greedy(tiny_pair.target, PROMPT, 24)
+    drafts = [[pos.token_id for pos in r.draft] for r in exact.rounds]
+    assert drafts != [[pos.token_id for pos in r.draft] for r in broken.rounds]
+    assert broken.stats.accepted_tokens < exact.stats.accepted_tokens
+
+
+def joint_law(target, prompt: list[int], tokens: int) -> torch.Tensor:
+    """P(t_1 .. t_m) of the target's own sampling, flattened (index sum t_j V^(m-j)); an EOS ends the output, the
+    remaining tokens are then counted as 0 (see ``cell``)."""
+    vocab = int(target.model.config.vocab_size)
+    law = torch.ones(1)
+    prefixes = [[]]
+    for _ in range(tokens):
+        with torch.no_grad():
+            p = softmax32(target.model(torch.tensor([prompt + x for x in prefixes])).logits[:, -1])  # (N, V)
+        for row, prefix in enumerate(prefixes):
+            if any(t in eos_ids(target) for t in prefix):
+                p[row] = 0.0
+                p[row, 0] = 1.0
+        law = (law[:, None] * p).reshape(-1)
+        prefixes = [prefix + [t] for prefix in prefixes for t in range(vocab)]
+    return law
+
+
+def cell(output_ids: list[int], vocab: int, tokens: int) -> int:
+    ids = (list(output_ids) + [0] * tokens)[:tokens]
+    return sum(t * vocab ** (tokens - 1 - j) for j, t in enumerate(ids))
+
+
+@pytest.mark.parametrize("changes", [dict(gamma=3), dict(eagle_tree=True, tree_depth=2, eagle_top_k=2,
+                                                          eagle_budget=4)])
+def test_speculative_sampling_with_eagle_is_lossless(tiny_dirs, tiny_pair, tiny_head, changes):
+    """Round 1 emits token 1; round 2 drafts tokens 2 and 3 (the second on the head's own feature): the joint law of
+    the first three tokens is the target's."""
+    n = 600
+    joint = joint_law(tiny_pair.target, PROMPT, 3)
+    vocab = tiny_pair.target.model.config.vocab_size
+    cube = joint.reshape(vocab, vocab, vocab)
+    pairs = cube.sum(2)  # P(t1, t2)
+    third_given_first = cube.sum(1) / cube.sum((1, 2))[:, None].clamp_min(1e-30)  # P(t3 | t1), t2 marginalised
+    # the alternative: token 3 drawn blind to token 2 (a head that ignored its own drafted token or feature)
+    ignoring_second = (pairs[:, :, None] * third_given_first[:, None, :]).reshape(-1)
+    assert chi_square_power(joint, ignoring_second, n, level=1e-3) > 0.99
+    config = eagle_config(tiny_dirs, tiny_head[0], rule="sample", max_new_tokens=3, **changes)
+    pair = ModelPair(tiny_pair.target)
+    traces = [speculative_decode(config.replace(seed=s), prompt_ids=PROMPT, pair=pair) for s in range(n)]
+    cells = [cell(t.output_ids, vocab, 3) for t in traces]
+    assert goodness_of_fit(cells, joint) > 1e-3
+    assert goodness_of_fit(cells, ignoring_second) < 1e-3
+    drafted = [r for t in traces for r in t.rounds[1:] if r.drafted_count]
+    assert len(drafted) > n // 2 and sum(r.accepted_count for r in drafted) > n // 4  # EAGLE really drafted
+
+
+def node(index, parent, depth, key, children=()):
+    return TreeNode(index=index, parent=parent, depth=depth, token_id=index, draft_prob=0.5, sibling_rank=0,
+                    children=list(children), perturbed=key)
+
+
+def test_rerank_keeps_the_best_nodes_as_a_tree():
+    """EAGLE-2's rerank: the budget's best values, ancestors always in, siblings in draw order, renumbered."""
+    grown = DraftTree(nodes=[node(0, -1, 0, 0.0, (1, 2)), node(1, 0, 1, -0.1, (3, 4)), node(2, 0, 1, -2.0),
+                             node(3, 1, 2, -0.3), node(4, 1, 2, -1.0)],
+                      levels=[[1, 2], [3, 4]], draft_probs={0: torch.ones(2), 1: torch.ones(2)})
+    tree = reranked(grown, 3)
+    assert [n.token_id for n in tree.nodes] == [0, 1, 3, 4]  # node 2 (value -2.0) is the one left out
+    assert [n.parent for n in tree.nodes] == [-1, 0, 1, 1]
+    assert [n.sibling_rank for n in tree.nodes[1:]] == [0, 0, 1]
+    assert tree.levels == [[1], [2, 3]] and set(tree.draft_probs) == {0, 1}
+
+
+def test_weights_round_trip_and_mismatch_errors(tiny_dirs, tiny_pair, tiny_head, tmp_path):
+    head, order = load_head(str(tiny_head[0]))
+    again = tmp_path / "again.safetensors"
+    save_head(head, order, {}, again)
+    reloaded, order_again = load_head(str(again))
+    assert torch.equal(order, order_again)
+    for (name, a), (_, b) in zip(head.state_dict().items(), reloaded.state_dict().items()):
+        assert torch.equal(a.half(), b.half()), name
+    with pytest.raises(ConfigError, match="No EAGLE head"):
+        speculative_decode(eagle_config(tiny_dirs, tmp_path / "missing.safetensors"), prompt_ids=PROMPT,
+                           pair=ModelPair(tiny_pair.target))
+    wider = dataclasses.replace(head.shape, hidden=head.shape.hidden * 2, target="another model")
+    other = tmp_path / "other.safetensors"
+    save_head(type(head)(wider), order, {}, other)
+    with pytest.raises(ConfigError, match="another model"):
+        speculative_decode(eagle_config(tiny_dirs, other), prompt_ids=PROMPT, pair=ModelPair(tiny_pair.target))
+
+
+def test_the_rule_page_and_cost_hooks_score_a_given_draft(tiny_dirs, tiny_pair, tiny_head):
+    from specviz.analysis.cost import cost_ratio
+    from specviz.analysis.rules import score_draft
+
+    config = eagle_config(tiny_dirs, tiny_head[0], gamma=3)
+    pair = ModelPair(tiny_pair.target)
+    trace = speculative_decode(config, prompt_ids=PROMPT, pair=pair)
+    second = trace.rounds[1]
+    prefix = PROMPT + trace.output_ids[: second.prefix_len - len(PROMPT)]
+    draft_ids = [pos.token_id for pos in second.draft]
+    _, draft_logits = score_draft(config, pair, prefix, draft_ids)
+    assert draft_logits.shape == (len(draft_ids), pair.vocab_size)
+    for pos, row in zip(second.draft, draft_logits):  # the q the run drafted from, recomputed
+        assert float(softmax32(row)[pos.token_id]) == pytest.approx(pos.q, abs=1e-5)
+    assert 0 < cost_ratio(config, pair, PROMPT, repeats=2) < 10
+
+
+def test_a_fresh_drafter_drafts_nothing_without_the_targets_features(tiny_dirs, tiny_pair, tiny_head):
+    drafter = eagle.build(eagle_config(tiny_dirs, tiny_head[0]), ModelPair(tiny_pair.target), KVCachedSequence())
+    from specviz.rules.acceptance import greedy_rule
+
+    block = drafter.propose(PROMPT, 3, greedy_rule(None), torch.Generator())
+    assert block.token_ids == [] and block.forward_passes == 0
