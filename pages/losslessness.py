@@ -41,8 +41,8 @@ if config is not None:
                     "so there is no drafted token to test.")
         else:
             if drafter_entry(lab_config.drafter).requires_model_outputs:
-                st.caption(f"A parallel drafter drafts from round 2, so this is the token after the prompt and the "
-                           f"target's top token {tokenizer.decode(result.position.context[-1:])!r}.")
+                st.caption("A drafter on the target's states drafts from round 2, so this is the token after the "
+                           f"prompt and the target's top token {tokenizer.decode(result.position.context[-1:])!r}.")
             cols = st.columns(4)
             for col, (arm, p_value) in zip(cols, result.p_values.items()):
                 col.metric(f"{arm}: χ² p-value vs p", f"{p_value:.3g}",

@@ -29,7 +29,8 @@ if trace is not None and trace.rounds:
                    delta=f"{check.target_passes - check.autoregressive_passes} vs autoregressive",
                    delta_color="inverse")
     st.caption(f"{ALPHA_DEFINITIONS[config.rule]}. The theory uses it with each round's realised block size: rounds "
-               "near max new tokens are clipped, trees draft their depth, parallel drafters nothing in round 1.")
+               "near max new tokens are clipped, trees draft their depth, drafters on the target's states nothing in "
+               "round 1.")
 
     by_position = metrics.acceptance_by_position(trace)
     left, right = st.columns(2)

@@ -4,6 +4,7 @@ import streamlit as st
 
 from specviz import ui
 from specviz.analysis import tree_vs_chain
+from specviz.drafters.registry import drafter_entry
 from specviz.engine import prompt_ids_for
 
 linked_round = ui.linked_round()  # read before the sidebar rewrites the URL
@@ -18,9 +19,11 @@ st.markdown("Jeon et al. 2024 (seed 002). Each **draft iteration** expands the t
             "without the rejected siblings; if every sibling fails the correction is drawn from the last residual. The "
             "output is distributed exactly as the target's. The sidebar's tree settings apply (drafter forced to "
             "*tree*); the drafts come from the pair's draft model, or from the layer-skip self-draft for the embedded "
-            "model. Every round is in the page: step with the buttons, the slider or the arrow keys.")
+            "model. With **EAGLE** chosen in the sidebar the tree is **EAGLE-2's dynamic tree** instead: the nodes "
+            "where the product of the draft's confidences is highest are expanded and kept. Every round is in the "
+            "page: step with the buttons, the slider or the arrow keys.")
 if config is not None:
-    tree_config = config.replace(drafter="tree")
+    tree_config = drafter_entry(config.drafter).tree_config(config)
     trace = ui.get_trace(tree_config, prompt)
     if trace is not None and trace.rounds:
         st.markdown(ui.summary_line(trace))

@@ -111,9 +111,8 @@ class DecodeConfig:
     eagle_top_k: int = param(4, label="EAGLE-2 top-k (nodes expanded per level, children each)", section="Models",
                              low=1, high=8, when=("eagle_tree", True),
                              help="EAGLE-2: the nodes expanded at each level, and the children each gets")
-    eagle_budget: int = param(8, label="EAGLE-2 budget (tokens verified per round)", section="Models", low=1,
-                              high=64, when=("eagle_tree", True),
-                              help="EAGLE-2: the drafted nodes kept after reranking, all verified in one target pass")
+    eagle_budget: int = param(8, label="EAGLE-2 budget (tokens verified per round)", section="Models", low=1, high=64,
+                              when=("eagle_tree", True), help="EAGLE-2: nodes kept after the rerank, verified at once")
     rule: str = param("greedy", label="Rule", widget="radio", choices=tuple(RULES),
                       choice_labels=tuple(s.label for s in RULES.values()),
                       help="verification rule: " + " · ".join(f"{s.label}: {s.help}" for s in RULES.values()))
@@ -178,7 +177,9 @@ class DecodeConfig:
         return EMBEDDED_DRAFT if always and self.target == EMBEDDED else None
 
     def tree_nodes(self) -> int:
-        """Drafted tokens per round of the tree drafter: sum of b^k (RSD-C) or width x depth (RSD-S)."""
+        """Drafted tokens per round of a tree: sum of b^k (RSD-C), width x depth (RSD-S), or EAGLE-2's budget."""
+        if drafter_entry(self.drafter).tree_when:
+            return self.eagle_budget
         if self.tree_mode == "beam":
             return self.beam_width * self.tree_depth
         return sum(self.branching**k for k in range(1, self.tree_depth + 1))

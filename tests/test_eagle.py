@@ -207,3 +207,70 @@ def test_a_fresh_drafter_drafts_nothing_without_the_targets_features(tiny_dirs, 
 
     block = drafter.propose(PROMPT, 3, greedy_rule(None), torch.Generator())
     assert block.token_ids == [] and block.forward_passes == 0
+
+
+def test_calibration_bins_every_verified_drafted_token(tiny_dirs, tiny_pair, tiny_head):
+    from specviz.analysis.drafters import CONFIDENCE_BINS, confidence_calibration
+
+    config = eagle_config(tiny_dirs, tiny_head[0], gamma=4, rule="sample", temperature=1.0)
+    traces = [speculative_decode(config.replace(seed=s), prompt_ids=PROMPT, pair=ModelPair(tiny_pair.target))
+              for s in range(4)]
+    table = confidence_calibration(traces)
+    verified = [pos for t in traces for r in t.rounds for pos in r.draft if pos.status != "not_verified"]
+    assert table.verified.sum() == len(verified) > 0
+    assert table.acceptance_rate.between(0, 1).all()
+    for _, row in table.iterrows():
+        assert row.bin / CONFIDENCE_BINS <= row.confidence <= (row.bin + 1) / CONFIDENCE_BINS
+    accepted = sum(pos.accepted for pos in verified)
+    assert (table.acceptance_rate * table.verified).sum() == pytest.approx(accepted)
+
+
+def test_the_round_view_says_what_eagle_drafted_from(tiny_dirs, tiny_pair, tiny_head):
+    from specviz.presentation.render import drafted_from_html
+
+    trace = speculative_decode(eagle_config(tiny_dirs, tiny_head[0], gamma=3), prompt_ids=PROMPT,
+                               pair=ModelPair(tiny_pair.target))
+    assert "Nothing drafted" in drafted_from_html(trace, trace.rounds[0])
+    second = trace.rounds[1]
+    note = drafted_from_html(trace, second)
+    verified_last = (trace.prompt_tokens + trace.rounds[0].emitted_texts)[second.prefix_len - 2]
+    assert f"position {second.prefix_len - 2}" in note and f"«{verified_last}»" in note
+    chain = speculative_decode(eagle_config(tiny_dirs, tiny_head[0]).replace(drafter="ngram"), prompt_ids=PROMPT,
+                               pair=ModelPair(tiny_pair.target))
+    assert drafted_from_html(chain, chain.rounds[0]) == ""  # drafters that do not read the target's states
+
+
+def test_the_cli_decodes_with_eagle(tiny_dirs, tiny_head, capsys):
+    from specviz.cli import main
+
+    assert main(["generate", "--target", tiny_dirs["target"], "--drafter", "eagle", "--parallel-weights",
+                 str(tiny_head[0]), "--prompt", "w3 w7 w5", "--max-new-tokens", "8", "--device", "cpu"]) == 0
+    assert capsys.readouterr().out.strip()
+    assert main(["train-eagle", "--unroll", "0"]) == 2
+    assert "--unroll in [1, 8]" in capsys.readouterr().err
+
+
+SHIPPED_FLOOR = 0.15  # held-out greedy acceptance per drafted token the shipped head stays above (untrained: ~0)
+
+
+def test_the_shipped_head_is_the_trained_one(embedded):
+    """The shipped file loads without training, is small, says how it was made, and is accepted held out."""
+    import json
+
+    from specviz.drafters.eagle_head import MANIFEST_FILE, WEIGHTS_FILE
+    from specviz.training.draft_model import HELDOUT_FILE
+    from specviz.training.eagle import heldout_acceptance
+    from specviz.training.teacher_text import read_prompt_file
+
+    assert WEIGHTS_FILE.stat().st_size < 15e6
+    manifest = json.loads(MANIFEST_FILE.read_text(encoding="utf-8"))
+    assert manifest["command"].startswith("python -m specviz train-eagle") and manifest["answers"] >= 1000
+    head, _ = load_head(str(WEIGHTS_FILE))
+    assert head.shape.hidden == embedded.model.config.hidden_size and head.shape.target == "embedded"
+    prompts = read_prompt_file(HELDOUT_FILE)[:3]
+    measured = heldout_acceptance(embedded, WEIGHTS_FILE, prompts, max_new_tokens=32, gamma=3)
+    assert measured["acceptance"] > SHIPPED_FLOOR, measured
+    config = DecodeConfig(drafter="eagle", gamma=3, max_new_tokens=24, device="cpu")
+    for changes in ({}, dict(eagle_tree=True, tree_depth=3, eagle_top_k=3, eagle_budget=6)):
+        trace = speculative_decode(config.replace(**changes), prompt=prompts[0], pair=ModelPair(embedded))
+        assert trace.output_ids == target_greedy(embedded, trace.prompt_ids, 24)

@@ -137,11 +137,31 @@ def test_parallel_drafters_page_on_the_embedded_model(embedded):
     assert not at.error, [e.value for e in at.error]
     assert len(at.get("plotly_chart")) == 2  # the two real attention patterns
     files = at.dataframe[0].value
-    assert list(files.drafter) == ["blockwise", "maskquery"] and (files.size_mb < 8).all()
+    assert list(files.drafter) == ["blockwise", "maskquery", "eagle"] and (files.size_mb < 15).all()
+    assert 0 < files.heldout_acceptance.iloc[2] <= 1  # EAGLE's manifest: its measured held-out acceptance
     at.button[-1].click().run()
     assert not at.exception and not at.error
     summary = at.dataframe[1].value
-    assert list(summary.drafter)[:2] == [DRAFTERS["blockwise"].label, DRAFTERS["maskquery"].label]
+    assert list(summary.drafter)[:3] == [DRAFTERS[k].label for k in ("blockwise", "maskquery", "eagle")]
+    calibration = at.get("plotly_chart")[-1].proto.spec
+    assert "observed acceptance rate" in calibration and "calibrated" in calibration  # EAGLE-2's observation
+
+
+def test_eagle_rounds_on_the_round_view_and_the_recursive_page(embedded):
+    at = open_page({"max_new_tokens": "8", "prompt": "Name three colours.", "drafter": "eagle", "gamma": "3"},
+                   "round_view")
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    trace, drawings, _ = player_of(at)
+    assert "Nothing drafted this round" in drawings[0]["rows"]
+    assert "EAGLE drafted this round from the target" in drawings[1]["rows"]
+    tree = open_page({"max_new_tokens": "8", "prompt": "Name three colours.", "drafter": "eagle", "eagle_tree": "true",
+                      "tree_depth": "3", "eagle_budget": "6"}, "recursive")
+    assert not tree.exception and not tree.error, [e.value for e in tree.error]
+    trace, drawings, _ = player_of(tree)
+    assert all(len(r["tree"]["nodes"]) - 1 <= 6 for r in trace["rounds"][1:] if r["tree"])
+    assert any(r["tree"] for r in trace["rounds"][1:])
+    tree.button[-1].click().run()  # the comparison with chain drafting
+    assert list(tree.dataframe[0].value["method"])[0] == "EAGLE-2 dynamic tree"
 
 
 @pytest.mark.parametrize("page", [p.script for p in ui.PAGES if p.script not in ("lesson_player", "parallel_drafters")])

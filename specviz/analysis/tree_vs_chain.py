@@ -6,21 +6,24 @@ import pandas as pd
 
 from specviz.analysis.common import Progress, _tick
 from specviz.config import DecodeConfig
-from specviz.drafters.registry import chain_drafter
+from specviz.drafters.registry import chain_drafter, drafter_entry
 from specviz.engine import ModelPair, speculative_decode
 
 
 def tree_vs_chain(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int],
                   on_progress: Progress = None) -> pd.DataFrame:
-    """The tree drafter against standard (chain) speculative decoding on the same prompt and draft source:
-    a chain with the same draft passes per round (gamma = depth) and one with the same drafted-token
-    budget (gamma = tree nodes, capped at 16)."""
-    tree = config.replace(drafter="tree")
-    chain = config.replace(drafter=chain_drafter(bool(tree.draft and pair.draft)))
-    runs = [("tree " + ("RSD-C" if tree.tree_mode == "constant" else "RSD-S"), tree),
-            (f"chain, γ = depth = {tree.tree_depth}", chain.replace(gamma=tree.tree_depth)),
-            (f"chain, γ = tree budget = {min(16, tree.tree_nodes())}",
-             chain.replace(gamma=min(16, tree.tree_nodes())))]
+    """A tree (``config`` drafts one: the RSD tree drafter, or EAGLE-2's dynamic tree) against standard (chain)
+    speculative decoding on the same prompt and draft source: a chain with the same draft passes per round
+    (gamma = depth) and one with the same drafted-token budget (gamma = tree nodes, capped at 16)."""
+    entry = drafter_entry(config.drafter)
+    chain = entry.chain_config(config)
+    if not entry.tree_when:  # the RSD tree drafts from the draft model when the pair has one
+        chain = config.replace(drafter=chain_drafter(bool(config.draft and pair.draft)))
+    label = ("EAGLE-2 dynamic tree" if entry.tree_when else
+             "tree " + ("RSD-C" if config.tree_mode == "constant" else "RSD-S"))
+    budget = min(16, config.tree_nodes())
+    runs = [(label, config), (f"chain, γ = depth = {config.tree_depth}", chain.replace(gamma=config.tree_depth)),
+            (f"chain, γ = tree budget = {budget}", chain.replace(gamma=budget))]
     rows = []
     for i, (label, run_config) in enumerate(runs):
         trace = speculative_decode(run_config, prompt_ids=prompt_ids, pair=pair)

@@ -72,12 +72,6 @@ class EagleHead(nn.Module):
     def layer(self) -> LlamaLayer:
         return LlamaLayer(**{name: self.layer_weights[name] for name in LAYER_NAMES})
 
-    def start_from(self, target_layer: LlamaLayer) -> None:
-        """Copy a target decoder layer's weights (a start in the right space; the target's last layer by default)."""
-        with torch.no_grad():
-            for name in LAYER_NAMES:
-                self.layer_weights[name].copy_(getattr(target_layer, name).float())
-
 
 def eagle_step(head: EagleHead, target: LlamaWeights, features: torch.Tensor, tokens: torch.Tensor,
                positions: torch.Tensor, allowed: torch.Tensor | None, cache: DynamicCache | None) -> torch.Tensor:

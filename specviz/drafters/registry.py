@@ -55,6 +55,10 @@ class DrafterEntry:
     def drafts_tree(self, config) -> bool:
         return self.tree or bool(self.tree_when and getattr(config, self.tree_when))
 
+    def tree_config(self, config):
+        """The config that makes it draft a tree: its own tree (``tree_when``), else the RSD tree drafter."""
+        return config.replace(**{self.tree_when: True}) if self.tree_when else config.replace(drafter="tree")
+
     def chain_config(self, config):
         """The config of the chain drafter this one drafts its first level with (itself, for a chain)."""
         if self.tree_when:

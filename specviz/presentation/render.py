@@ -160,7 +160,7 @@ def drafted_from_html(trace: Trace, rnd: Round) -> str:
     else:
         texts = trace.prompt_tokens + [t for earlier in trace.rounds[: rnd.index] for t in earlier.emitted_texts]
         position = rnd.prefix_len - 2
-        text = note.format(position=position, token=repr(texts[position]), pending=repr(texts[position + 1]))
+        text = note.format(position=position, token=f"«{texts[position]}»", pending=f"«{texts[position + 1]}»")
     return f'<p class="sv-origin">{html.escape(text)}</p>'
 
 

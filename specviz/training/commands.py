@@ -57,17 +57,18 @@ def add_training_commands(commands) -> None:
     train.add_argument("--out", default=None,
                        help="weights file (default: the shipped specviz/weights/ file for the kind)")
     eagle = commands.add_parser("train-eagle", help="train the EAGLE head (one layer on the target's features) for "
-                                                    "the embedded target on its own greedy answers")
-    eagle.add_argument("--answers", type=int, default=6000,
+                                                    "the embedded target on its own greedy answers; every setting "
+                                                    "defaults to the shipped head's (training/eagle.py: EagleSettings)")
+    eagle.add_argument("--answers", type=int, default=None,
                        help="prompts the target answers (the first of the committed prompt files; cached, resumable)")
-    eagle.add_argument("--steps", type=int, default=3000, help="optimiser steps (a checkpoint every 250; resumable)")
-    eagle.add_argument("--rows-per-step", type=int, default=8, help="answers per optimiser step")
-    eagle.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
-    eagle.add_argument("--kl-weight", type=float, default=0.1, help="weight of the KL to the target's p")
-    eagle.add_argument("--noise", type=float, default=0.1, help="uniform noise on the input features (EAGLE)")
-    eagle.add_argument("--unroll", type=int, default=3,
+    eagle.add_argument("--steps", type=int, default=None, help="optimiser steps (a checkpoint every 250; resumable)")
+    eagle.add_argument("--rows-per-step", type=int, default=None, help="answers per optimiser step")
+    eagle.add_argument("--lr", type=float, default=None, help="peak learning rate")
+    eagle.add_argument("--kl-weight", type=float, default=None, help="weight of the KL to the target's p")
+    eagle.add_argument("--noise", type=float, default=None, help="uniform noise on the input features (EAGLE)")
+    eagle.add_argument("--unroll", type=int, default=None,
                        help="drafting steps unrolled in training, the head reading its own features (1: EAGLE-1)")
-    eagle.add_argument("--draft-vocab", type=int, default=8192, help="FR-Spec head size K the head ships with")
+    eagle.add_argument("--draft-vocab", type=int, default=None, help="FR-Spec head size K the head ships with")
     eagle.add_argument("--seed", type=int, default=0)
     eagle.add_argument("--device", default="auto")
     eagle.add_argument("--out", default=None,
@@ -133,14 +134,15 @@ def train_eagle_command(args: argparse.Namespace) -> None:
     from specviz.training.eagle import EagleSettings, train_eagle
     from specviz.training.eagle_text import TextSettings
 
-    if (not 1 <= args.answers <= 100_000 or not 1 <= args.steps <= 1_000_000 or args.rows_per_step < 1
-            or not 0 < args.lr < 1 or args.kl_weight < 0 or args.noise < 0 or not 0 < args.draft_vocab <= 10**6
-            or not 1 <= args.unroll <= 8):
+    given = dict(steps=args.steps, rows_per_step=args.rows_per_step, lr=args.lr, kl_weight=args.kl_weight,
+                 noise=args.noise, unroll=args.unroll, draft_vocab=args.draft_vocab)
+    text = TextSettings(seed=args.seed, **({"answers": args.answers} if args.answers is not None else {}))
+    settings = EagleSettings(text=text, seed=args.seed, **{k: v for k, v in given.items() if v is not None})
+    if (not 1 <= text.answers <= 100_000 or not 1 <= settings.steps <= 1_000_000 or settings.rows_per_step < 1
+            or not 0 < settings.lr < 1 or settings.kl_weight < 0 or settings.noise < 0
+            or not 0 < settings.draft_vocab <= 10**6 or not 1 <= settings.unroll <= 8):
         raise ConfigError("train-eagle: --answers in [1, 100000], --steps in [1, 1000000], --rows-per-step >= 1, "
                           "--lr in (0, 1), --kl-weight and --noise >= 0, --draft-vocab > 0, --unroll in [1, 8]")
-    settings = EagleSettings(text=TextSettings(answers=args.answers, seed=args.seed), steps=args.steps,
-                             rows_per_step=args.rows_per_step, lr=args.lr, kl_weight=args.kl_weight, noise=args.noise,
-                             unroll=args.unroll, draft_vocab=args.draft_vocab, seed=args.seed)
     target = load_model("embedded", args.device)  # float32: the teacher's features and p in float32
     out = Path(args.out) if args.out else WEIGHTS_FILE
     manifest = train_eagle(target, settings, out=out, command="python -m specviz " + " ".join(sys.argv[1:]))
