@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM
 
+from specviz import DATA_DIR
 from specviz.analysis.cost import cost_ratio, verification_costs
 from specviz.analysis.metrics import realised_blocks
 from specviz.analysis.numerics import first_difference
@@ -40,7 +41,7 @@ from specviz.engine import load_pair, prompt_ids_for, speculative_decode
 from specviz.models.loading import load_location
 from specviz.models.machine import SHARED_KV_HEADS_FLAG
 from specviz.rules.theory import expected_speedup_for_blocks
-from specviz.training.draft_model import DATA, HELDOUT_FILE
+from specviz.training.draft_model import HELDOUT_FILE
 from specviz.training.teacher_text import read_prompt_file
 
 
@@ -109,7 +110,7 @@ def summarise(traces) -> dict:
 
 PAIRS = {  # --pair: (target, draft or None for the config's default, held-out prompts file)
     "embedded": ("embedded", None, HELDOUT_FILE),
-    "qwen-coder": ("qwen-coder-1.5b", "qwen-coder-0.5b", DATA / "heldout_code_prompts.txt"),
+    "qwen-coder": ("qwen-coder-1.5b", "qwen-coder-0.5b", DATA_DIR / "heldout_code_prompts.txt"),
 }
 
 

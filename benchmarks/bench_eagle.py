@@ -4,9 +4,9 @@ just before each method, so every ratio is of times taken side by side.
 
 Prints, from one run:
   - per method (the embedded draft model and EAGLE per gamma; EAGLE-2 trees per depth / top-k / budget): acceptance
-    per drafted token (a tree's: of its sibling checks), tokens per target pass (one pass a round), draft cost c
-    (draft ms per drafted token / ms of one target step, measured by the rule page's hooks), speedup over the
-    target's ``generate``, and how many outputs are token-identical to it (float32: all of them);
+    per verified drafted token (as the manifests measure it; a tree's: of its sibling checks), tokens per target
+    pass (one pass a round), draft cost c (draft ms per drafted token / ms of one target step, measured by the rule
+    page's hooks), speedup over the target's ``generate``, and how many outputs are token-identical to it;
   - dynamic tree vs chain on the same budget: the tree verifying ``budget`` nodes per pass against a chain of
     gamma = budget and one of gamma = depth, tokens per target pass and wall-clock speedup side by side.
 
@@ -24,6 +24,7 @@ from benchmarks.bench_draft import target_generate
 from specviz.analysis.cost import cost_ratio
 from specviz.config import DTYPES, DecodeConfig
 from specviz.engine import load_pair, prompt_ids_for, speculative_decode
+from specviz.engine.trace import NOT_VERIFIED
 from specviz.training.draft_model import HELDOUT_FILE
 from specviz.training.teacher_text import read_prompt_file
 
@@ -51,8 +52,8 @@ def measure(label: str, config: DecodeConfig, prompts: list[str], pairs: dict) -
         identical += trace.output_ids == reference
         tokens += trace.stats.new_tokens
         passes += trace.stats.target_forward_passes
-        drafted += trace.stats.drafted_tokens
-        accepted += trace.stats.accepted_tokens
+        verified = [pos for r in trace.rounds for pos in r.draft if pos.status != NOT_VERIFIED]
+        drafted, accepted = drafted + len(verified), accepted + sum(pos.accepted for pos in verified)
     c = statistics.median(cost_ratio(config.replace(eagle_tree=False), pair,
                                      prompt_ids_for(pair, config, prompts[0], None), repeats=7) for _ in range(3))
     return dict(method=label, acceptance=accepted / max(1, drafted), tokens_per_target_pass=tokens / passes, c=c,

@@ -8,7 +8,7 @@ Examples::
     python -m specviz html --prompt "Explain gravity" --rule sample --out lesson.html
     python -m specviz train-drafter --kind blockwise --seed 0
     python -m specviz train-draft --seed 0
-    python -m specviz train-eagle --answers 6000 --steps 3000
+    python -m specviz train-eagle --answers 5000 --steps 7000
     python -m specviz fetch qwen-coder
 """
 

@@ -50,7 +50,7 @@ class EagleSettings:
     beat eight answers a step and EAGLE's 0.1 at equal compute; unrolling two steps lifted drafted position 2)."""
 
     text: TextSettings = field(default_factory=TextSettings)
-    steps: int = 8000
+    steps: int = 7000
     rows_per_step: int = 2  # sequences per optimiser step
     lr: float = 1e-3
     warmup: int = 50

@@ -33,7 +33,7 @@ CHUNK = 1000  # prompts per cache folder
 
 @dataclass(frozen=True)
 class TextSettings:
-    answers: int = 6000  # prompts answered (the first ones of the prompt files, in order)
+    answers: int = 5000  # prompts answered (the first ones of the prompt files, in order)
     new_tokens: int = 96
     top_k: int = 32
     generation_batch: int = 64
