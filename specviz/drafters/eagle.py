@@ -148,10 +148,14 @@ def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence 
     except FileNotFoundError as exc:
         raise ConfigError(f"No EAGLE head at {path}: train one with `python -m specviz train-eagle`") from exc
     weights = llama_weights(pair.target.model)
-    config_h = pair.target.model.config
-    if weights is None or head.shape.hidden != config_h.hidden_size or head.shape.vocab != pair.vocab_size:
-        raise ConfigError(f"The EAGLE head at {path} was trained for {head.shape.target} (hidden {head.shape.hidden}, "
-                          f"vocabulary {head.shape.vocab}); {pair.target.name} is not that model")
+    if weights is None:
+        raise ConfigError(f"EAGLE runs its layer with the lean Llama step; {pair.target.name} is not a plain Llama "
+                          "or Qwen2 (use another drafter with this model)")
+    shape = head.shape
+    if ((shape.hidden, shape.heads, shape.kv_heads, shape.head_dim, shape.vocab)
+            != (weights.embedding.shape[1], weights.heads, weights.kv_heads, weights.head_dim, pair.vocab_size)):
+        raise ConfigError(f"The EAGLE head at {path} was trained for {shape.target} (hidden {shape.hidden}, "
+                          f"vocabulary {shape.vocab}); {pair.target.name} is not that model")
     k = head.shape.draft_vocab if config.draft_vocab is None else config.draft_vocab
     ids, rows = trimmed_rows(pair.target, path, min(k, len(vocab_order)) if k else 0)
     return EagleDrafter(head, pair.target, weights, target_state if target_state is not None else KVCachedSequence(),
