@@ -22,9 +22,9 @@ import statistics
 
 from benchmarks.bench_draft import target_generate
 from specviz.analysis.cost import cost_ratio
+from specviz.analysis.metrics import pooled_acceptance_by_position
 from specviz.config import DTYPES, DecodeConfig
 from specviz.engine import load_pair, prompt_ids_for, speculative_decode
-from specviz.engine.trace import NOT_VERIFIED
 from specviz.training.draft_model import HELDOUT_FILE
 from specviz.training.teacher_text import read_prompt_file
 
@@ -52,8 +52,8 @@ def measure(label: str, config: DecodeConfig, prompts: list[str], pairs: dict) -
         identical += trace.output_ids == reference
         tokens += trace.stats.new_tokens
         passes += trace.stats.target_forward_passes
-        verified = [pos for r in trace.rounds for pos in r.draft if pos.status != NOT_VERIFIED]
-        drafted, accepted = drafted + len(verified), accepted + sum(pos.accepted for pos in verified)
+        pooled = pooled_acceptance_by_position([trace])
+        drafted, accepted = drafted + int(pooled.verified.sum()), accepted + int(pooled.accepted.sum())
     c = statistics.median(cost_ratio(config.replace(eagle_tree=False), pair,
                                      prompt_ids_for(pair, config, prompts[0], None), repeats=7) for _ in range(3))
     return dict(method=label, acceptance=accepted / max(1, drafted), tokens_per_target_pass=tokens / passes, c=c,

@@ -8,7 +8,7 @@ import pandas as pd
 import torch
 
 from specviz.analysis.common import SWEEP_TOKENS_MAX, Progress, _tick
-from specviz.analysis.metrics import acceptance_by_position
+from specviz.analysis.metrics import pooled_acceptance_by_position
 from specviz.config import DecodeConfig
 from specviz.drafters.parallel import drafter_inputs
 from specviz.drafters.registry import DRAFTERS
@@ -81,10 +81,8 @@ def compare_drafters(config: DecodeConfig, pair: ModelPair, prompts_ids: list[li
             draft_passes_per_round=sum(r.draft_forward_passes for r in drafting) / max(1, len(drafting)),
             tokens_per_s=tokens / seconds, speedup_vs_autoregressive=(tokens / seconds) / (ar_tokens / ar_seconds),
         ))
-        merged = (pd.concat([acceptance_by_position(t) for t in traces])
-                  .groupby("position")[["verified", "accepted"]].sum())
         calibration.append(confidence_calibration(traces).assign(drafter=DRAFTERS[kind].label))
-        for position, row in merged.iterrows():
-            positions.append(dict(drafter=DRAFTERS[kind].label, position=int(position), verified=int(row.verified),
-                                  accepted=int(row.accepted), acceptance_rate=row.accepted / row.verified))
+        for row in pooled_acceptance_by_position(traces).itertuples():
+            positions.append(dict(drafter=DRAFTERS[kind].label, position=int(row.position), verified=int(row.verified),
+                                  accepted=int(row.accepted), acceptance_rate=row.acceptance_rate))
     return pd.DataFrame(summary), pd.DataFrame(positions), pd.concat(calibration, ignore_index=True)

@@ -39,6 +39,15 @@ def acceptance_by_position(trace: Trace) -> pd.DataFrame:
     })
 
 
+def pooled_acceptance_by_position(traces: list[Trace]) -> pd.DataFrame:
+    """:func:`acceptance_by_position` over several traces: verified and accepted summed per position, the
+    acceptance rate recomputed from the sums."""
+    merged = (pd.concat([acceptance_by_position(t) for t in traces])
+              .groupby("position")[["verified", "accepted"]].sum().reset_index())
+    merged["acceptance_rate"] = merged.accepted / merged.verified
+    return merged
+
+
 def tokens_per_round(trace: Trace) -> pd.DataFrame:
     """Histogram of tokens emitted per round."""
     counts = Counter(len(r.emitted_ids) for r in trace.rounds)

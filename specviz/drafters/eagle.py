@@ -24,15 +24,14 @@ import time
 from dataclasses import dataclass, field
 
 import torch
-from transformers import DynamicCache
 
 from specviz.config import ConfigError, DecodeConfig
 from specviz.drafters.base import DraftBlock
 from specviz.drafters.eagle_head import WEIGHTS_FILE, EagleHead, eagle_step, head_logits, load_head
 from specviz.drafters.eagle_tree import dynamic_tree
 from specviz.drafters.registry import rule_for
-from specviz.models.forwards import KVCachedSequence, TreeLayout, states_forward
-from specviz.models.llama_step import LlamaWeights, llama_weights
+from specviz.models.forwards import KVCachedSequence, TreeLayout, common_prefix, states_forward
+from specviz.models.llama_step import LlamaWeights, causal_mask, llama_weights
 from specviz.models.loading import LoadedModel
 from specviz.models.memo import memoised_while_alive
 from specviz.models.pair import ModelPair
@@ -47,19 +46,13 @@ def trimmed_rows(target: LoadedModel, path: str, k: int) -> tuple[torch.Tensor, 
     return ids, target.model.get_output_embeddings().weight.detach()[ids].float()
 
 
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
-
-
 @dataclass
 class EagleDrafter:
     """One run's EAGLE drafter: the shared head and target (read only) and this run's head cache.
 
     ``target_state`` is the run's target cache, whose ``states`` hold the target's features of every verified
-    position. ``fed`` is the token fed at each cache entry made from an exact feature (x_{i+1} at entry i).
+    position. ``state`` is the head's own cache; its ``ids`` are the tokens fed with an EXACT feature (x_{i+1} at
+    entry i), and the rows it drafted on its own features follow them in the cache until the next catch-up.
     """
 
     head: EagleHead
@@ -74,33 +67,23 @@ class EagleDrafter:
     depth: int = 3
     budget: int = 8
     kind: str = "eagle"
-    cache: DynamicCache = field(default_factory=DynamicCache)
-    fed: list[int] = field(default_factory=list)
+    state: KVCachedSequence = field(default_factory=KVCachedSequence)
 
     def step(self, features: torch.Tensor, tokens: list[int], positions: list[int],
              layout: TreeLayout | None = None) -> torch.Tensor:
         """Predicted features (T, H) for T new rows (features (T, H), tokens, positions): causal after the cache, or
         placed by a tree layout."""
-        device = self.target.device
-        cached = self.cache.get_seq_length()
-        allowed = layout.allowed.to(device) if layout else (
-            None if len(tokens) == 1 else torch.ones(len(tokens), cached + len(tokens), dtype=torch.bool,
-                                                     device=device).tril(cached))
+        device, cache = self.target.device, self.state.cache
+        allowed = layout.allowed.to(device) if layout else causal_mask(len(tokens), cache.get_seq_length(), device)
         with self.target.lock, torch.inference_mode():
             return eagle_step(self.head, self.weights, features[None].to(device),
                               torch.tensor([tokens], device=device), torch.tensor(positions, device=device),
-                              allowed, self.cache)[0]
+                              allowed, cache)[0]
 
     def q(self, predicted: torch.Tensor, rule: Rule) -> list[torch.Tensor]:
         """The draft's q (float32, CPU) for each predicted feature (T, H)."""
         logits = head_logits(predicted, self.head_ids, self.head_rows, self.vocab_size)
-        return [rule.draft_distribution(row[: self.vocab_size]).cpu() for row in logits]
-
-    def crop(self, rows: int) -> None:
-        """Keep the first ``rows`` cache entries."""
-        if self.cache.get_seq_length() > rows:
-            self.cache.crop(rows - self.cache.get_seq_length())  # transformers crops by a negative count
-        self.fed = self.fed[:rows]
+        return [rule.draft_distribution(row).cpu() for row in logits]
 
     def catch_up(self, context: list[int]) -> torch.Tensor | None:
         """Step 1: the head's cache brought to the exact features of positions 0 .. n-1; returns f^_n (H,), or None
@@ -109,12 +92,12 @@ class EagleDrafter:
         states = self.target_state.states
         if n == 0 or states is None or len(states) < n or self.target_state.ids[:n] != context[:n]:
             return None
-        keep = common_prefix(self.fed, context[1: n + 1])
+        keep = common_prefix(self.state.ids, context[1: n + 1])
         if keep == n:  # the same context asked again (a round always grows it): re-feed its last row for f^_n
             keep -= 1
-        self.crop(keep)  # drops stale rows and every row fed a predicted feature
+        self.state.crop(keep)  # drops stale rows and every row fed a predicted feature
         predicted = self.step(states[keep:n], context[keep + 1: n + 1], list(range(keep, n)))
-        self.fed = list(context[1: n + 1])
+        self.state.ids = list(context[1: n + 1])
         return predicted[-1]
 
     def propose(self, context: list[int], max_tokens: int, rule: Rule, generator: torch.Generator):
@@ -185,12 +168,12 @@ def draft_logits_along(config: DecodeConfig, pair: ModelPair, prefix: list[int],
 def ms_per_drafted_token(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats: int) -> float:
     """Milliseconds of one chain step (a head pass on one token and its q), median of ``repeats`` after a warm-up."""
     drafter, feature = caught_up(config, pair, prefix)
-    rule, cached = rule_for(config), drafter.cache.get_seq_length()
+    rule, cached = rule_for(config), drafter.state.cache.get_seq_length()
 
     def one_step() -> float:
         started = time.perf_counter()
         drafter.q(drafter.step(feature[None], [prefix[-1]], [cached]), rule)
-        drafter.crop(cached)
+        drafter.state.crop(cached)
         return (time.perf_counter() - started) * 1e3
 
     one_step()

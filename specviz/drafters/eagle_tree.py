@@ -46,7 +46,7 @@ def dynamic_tree(drafter, context: list[int], root_feature: torch.Tensor, depth:
         if level == depth - 1 or not added:
             break
         frontier = sorted(added, key=lambda i: -grown.nodes[i].perturbed)[: drafter.top_k]
-        cached = drafter.cache.get_seq_length()
+        cached = drafter.state.cache.get_seq_length()
         layout = tree_attention(n, 0, grown, frontier, cache_index, cached)
         predicted = drafter.step(torch.stack([features[grown.nodes[i].parent] for i in frontier]),
                                  [grown.nodes[i].token_id for i in frontier], layout.positions, layout)

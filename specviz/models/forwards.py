@@ -186,6 +186,14 @@ def has_mixed_attention(config) -> bool:
     return len(set(getattr(config, "layer_types", None) or ())) > 1
 
 
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """The length of the longest common prefix of two token lists."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
 class KVCachedSequence:
     """A KV cache plus the token ids it holds, cropped back to what is still valid.
 
@@ -203,15 +211,17 @@ class KVCachedSequence:
         self.states: torch.Tensor | None = None  # (cached, H) final hidden states, when the forward returns them
 
     def pending(self, context: list[int]) -> list[int]:
-        keep = 0
-        limit = min(len(self.ids), len(context) - 1)
-        while keep < limit and self.ids[keep] == context[keep]:
-            keep += 1
-        if keep < len(self.ids):
-            self.cache.crop(keep - len(self.ids))  # negative: number of trailing tokens to drop
-            self.ids = self.ids[:keep]
-            self.states = self.states[:keep] if self.states is not None else None
+        keep = common_prefix(self.ids, context[:-1])
+        self.crop(keep)
         return context[keep:]
+
+    def crop(self, keep: int) -> None:
+        """Keep the first ``keep`` cache entries (and ids, states): also entries fed past ``ids``, as a drafter's
+        own speculative rows are."""
+        if self.cache.get_seq_length() > keep:
+            self.cache.crop(keep - self.cache.get_seq_length())  # negative: number of trailing entries to drop
+        self.ids = self.ids[:keep]
+        self.states = self.states[:keep] if self.states is not None else None
 
     def feed(self, forward: ForwardFn, loaded: LoadedModel, new_ids: list[int], n_last: int,
              layout: TreeLayout | None = None) -> torch.Tensor:

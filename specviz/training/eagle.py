@@ -175,15 +175,16 @@ def heldout_acceptance(target: LoadedModel, weights_path: Path, prompts: list[st
                        gamma: int = 4) -> dict:
     """Greedy chain acceptance (accepted / verified drafted tokens) of a head file on prompts it never saw, overall
     and by drafted position."""
+    from specviz.analysis.metrics import pooled_acceptance_by_position
     from specviz.engine import ModelPair, speculative_decode
 
     config = DecodeConfig(drafter="eagle", gamma=gamma, max_new_tokens=max_new_tokens, top_n=1,
                           parallel_weights=str(weights_path))
     traces = [speculative_decode(config, prompt=p, pair=ModelPair(target)) for p in prompts]
-    verified = [pos for t in traces for r in t.rounds for pos in r.draft if pos.status != "not_verified"]
-    by_position = {i + 1: [pos.accepted for pos in verified if pos.index == i] for i in range(gamma)}
-    return {"acceptance": sum(pos.accepted for pos in verified) / max(1, len(verified)),
-            "by_position": {k: sum(v) / max(1, len(v)) for k, v in by_position.items()},
+    pooled = pooled_acceptance_by_position(traces).set_index("position")
+    rates = pooled.acceptance_rate.to_dict()
+    return {"acceptance": float(pooled.accepted.sum() / max(1, pooled.verified.sum())),
+            "by_position": {i: float(rates.get(i, 0.0)) for i in range(1, gamma + 1)},
             "tokens_per_round": sum(len(r.emitted_ids) for t in traces for r in t.rounds[1:])
             / max(1, sum(len(t.rounds) - 1 for t in traces))}
 
