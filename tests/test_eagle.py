@@ -274,3 +274,56 @@ def test_the_shipped_head_is_the_trained_one(embedded):
     for changes in ({}, dict(eagle_tree=True, tree_depth=3, eagle_top_k=3, eagle_budget=6)):
         trace = speculative_decode(config.replace(**changes), prompt=prompts[0], pair=ModelPair(embedded))
         assert trace.output_ids == target_greedy(embedded, trace.prompt_ids, 24)
+
+
+def test_top_beta_one_with_eagle_is_greedy(tiny_dirs, tiny_pair, tiny_head):
+    """The third rule: top-β with β = 1 and a loose τ accepts exactly the target's argmax."""
+    config = eagle_config(tiny_dirs, tiny_head[0], gamma=3, rule="topbeta", beta=1, tau=100.0)
+    trace = speculative_decode(config, prompt_ids=PROMPT, pair=ModelPair(tiny_pair.target))
+    assert trace.output_ids == target_greedy(tiny_pair.target, PROMPT, 24)
+
+
+def test_features_kept_while_generating_are_the_targets_own(tiny_pair):
+    """The hidden states read off ``generate`` equal a separate forward's, and the target's argmax over them is the
+    answer it gave (so each token's feature is computed once, and right)."""
+    from specviz.models.loading import encode_prompt
+    from specviz.training.eagle_text import forward_features
+    from specviz.training.teacher_text import generate_batch
+
+    target = tiny_pair.target
+    prompts = [encode_prompt(target.tokenizer, p, True) for p in TINY_PROMPTS[:3]]
+    kept = batch_sequences(generate_batch(target, prompts, 10, 0.0, 0, 4, keep_features=True))
+    plain = [dataclasses.replace(s, features=None) for s in kept]
+    for sequence, reference in zip(kept, forward_features(target, plain, progress=False)):
+        assert sequence.features.shape == reference.shape == (len(sequence.ids), target.model.config.hidden_size)
+        assert torch.allclose(sequence.features.float(), reference.float(), atol=2e-2)
+        with torch.no_grad():
+            answer = target.model.lm_head(sequence.features[sequence.prompt_len - 1: -1].float()).argmax(-1)
+        assert answer.tolist() == sequence.ids[sequence.prompt_len:].tolist()
+
+
+def test_training_resumes_from_its_checkpoint(tiny_pair, tmp_path, monkeypatch):
+    """A run that stopped after its checkpoint continues from it and ends where an unbroken run ends."""
+    from specviz.training import eagle as training
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    monkeypatch.setattr(training, "CHECKPOINT_EVERY", 5)
+    target = tiny_pair.target
+    batches = generate_teacher_text(target, TINY_PROMPTS[:8], new_tokens=12, temperatures=[0.0], seed=0, top_k=4,
+                                    batch_size=8, progress=False, keep_features=True)
+    sequences = [s for b in batches for s in batch_sequences(b)]
+    features = sequence_features(target, sequences, progress=False)
+    config = target.model.config
+    shape = EagleShape(hidden=config.hidden_size, intermediate=config.intermediate_size,
+                       heads=config.num_attention_heads, kv_heads=config.num_key_value_heads,
+                       head_dim=config.hidden_size // config.num_attention_heads, vocab=config.vocab_size,
+                       draft_vocab=0, target=target.spec)
+    settings = EagleSettings(steps=12, rows_per_step=2, warmup=2, draft_vocab=0)
+    ids = torch.arange(config.vocab_size)
+    unbroken, losses = train_head(target, sequences, features, shape, ids, settings, progress=False)
+    assert len(losses) == 12 and training.checkpoint_path(settings, target).is_file()  # the step-10 checkpoint
+    resumed, resumed_losses = train_head(target, sequences, features, shape, ids, settings, progress=False)
+    assert len(resumed_losses) == 2  # steps 10 and 11 only
+    assert resumed_losses == losses[-2:]
+    for (name, a), (_, b) in zip(unbroken.state_dict().items(), resumed.state_dict().items()):
+        assert torch.equal(a, b), name
