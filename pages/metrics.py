@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from specviz import ui
-from specviz.analysis import metrics
+from specviz.analysis import metrics, roofline
 from specviz.presentation import figures
 from specviz.rules.acceptance import ALPHA_DEFINITIONS
 
@@ -55,6 +55,8 @@ if trace is not None and trace.rounds:
                     hide_index=True, width="stretch")
 
     st.subheader("Wall-clock speedup, measured in this process")
+    st.page_link("pages/parallel.py", icon=":material/speed:",
+                 label="Why it pays on this machine: the measured roofline (Parallel verification)")
     pair = ui.page_pair(config)
     timing = ui.shared_result(ui.trace_key(config, prompt, "speedup"),
                            lambda on_progress: metrics.measured_speedup(trace, pair),
@@ -80,7 +82,19 @@ if trace is not None and trace.rounds:
                     "theorem prices the target's one pass over k + 1 tokens as one step, which holds on hardware with "
                     "parallelism to spare; on a small CPU that pass costs more, and the last figure prices it at its "
                     "measured cost v(k). Each pair's own speedup: "
-                    f"{', '.join(f'{r:.2f}×' for r in timing.pair_speedups)} (this machine's drift between pairs).")
+                    f"{', '.join(f'{r:.2f}×' for r in timing.pair_speedups)}.")
+        target_profile, draft_profile = roofline.pair_profiles(config, pair)
+        quiet = metrics.quiet_speedup(trace, target_profile, draft_profile)
+        signs = metrics.load_signs(timing)
+        quiet_text = (" The quiet machine profile (measured when the models were loaded: c = "
+                      f"{draft_profile.step_ms / target_profile.step_ms:.3f}, v(k) per block) predicts "
+                      f"**{quiet:.2f}×** at this α." if quiet is not None else "")
+        if signs:
+            st.warning("These live timings measure the server's load, not speculation: " + "; ".join(signs) + "."
+                       + quiet_text + " Other sessions share this server's cores; the figures above are what they "
+                       "left.")
+        elif quiet_text:
+            st.info(quiet_text.strip())
     st.download_button("Download metrics (CSV)", pd.concat(
         [by_position.assign(table="acceptance_by_position"), per_round.assign(table="tokens_per_round"),
          lengths.assign(table="accepted_lengths")]).to_csv(index=False),

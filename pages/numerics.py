@@ -8,7 +8,6 @@ import streamlit as st
 from specviz import ui
 from specviz.analysis import numerics
 from specviz.engine import prompt_ids_for
-from specviz.models.machine import cpu_matrix_units
 
 PRECISIONS = ("float32", "bfloat16")
 
@@ -24,9 +23,11 @@ st.markdown(
     "decoding in half precision is **lossless only up to floating-point rounding**, as serving engines say (vLLM: "
     "\"lossless up to floating point\"). The same holds for speculative sampling, whose law is kept up to the same "
     "rounding: set the sidebar's precision to bfloat16 and run the Losslessness lab.")
-st.caption(f"The default precision is float32 for every pair: the one in which the round view's lesson, the same "
-           f"output, holds exactly. This machine: {cpu_matrix_units()}. The speed pages (Metrics, Gamma sweep, "
-           "Parallel verification) measure c, v(k) and the speedup in the sidebar's precision.")
+if config is not None:
+    ui.precision_caption(config)
+st.caption("float32 is the precision in which the round view's lesson, the same output, holds exactly. The speed pages "
+           "(Metrics, Gamma sweep, Parallel verification) measure c, v(k) and the speedup in the sidebar's precision; "
+           "the Parallel verification page draws this machine's roofline in each precision.")
 
 
 def show_preference(column, title: str, said) -> None:

@@ -33,10 +33,13 @@ if trace is not None and trace.output_ids:
         cols[2].metric("sequential / parallel", f"{measured['sequential_ms'] / measured['parallel_ms']:.2f}×")
         arrows = figures.parallel_arrows_figure(measured["tokens"], measured["parallel_ms"], measured["sequential_ms"])
         st.plotly_chart(arrows, width="stretch")
-        st.markdown("On a GPU one pass over γ + 1 tokens costs about as much as one token (decoding is memory-bound); "
-                    "on a small CPU the gap is narrower because the arithmetic itself dominates.")
+        st.markdown("Where decoding is memory-bound, one pass over γ + 1 tokens costs about as much as one token; "
+                    "whether it is here, and up to which γ, the roofline below measures.")
         st.download_button("Download timings (CSV)", pd.DataFrame([measured]).to_csv(index=False),
                            "specviz-timing.csv", "text/csv")
+
+    st.subheader("This machine's roofline: why verification is (nearly) free here, or not", anchor="roofline")
+    ui.roofline_panel(config, trace.stats.alpha_estimate)
 
     st.subheader("The attention mask of the verification pass")
     prefix_len = len(trace.prompt_ids)

@@ -10,6 +10,7 @@ Examples::
     python -m specviz train-draft --seed 0
     python -m specviz train-eagle --answers 5000 --steps 7000
     python -m specviz fetch qwen-coder
+    python -m specviz machine --dtype bfloat16
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
                                               "presenter view and quiz, openable with no server and no network")
     lesson.add_argument("--out", required=True, help="the HTML file to write")
     lesson.add_argument("--title", default=None, help="the lesson's title (default: models, rule and gamma)")
+    machine = commands.add_parser("machine", help="print this machine's profile for a model pair: CPU, kernel paths, "
+                                                  "the passes over 1..9 tokens, bandwidth, v(k), the best gamma")
+    add_config_options(machine)
     for sub in (trace, generate, lesson):
         add_config_options(sub)
         prompt = sub.add_mutually_exclusive_group(required=True)
@@ -96,6 +100,32 @@ def fetch_command(args: argparse.Namespace) -> None:
         print(f"{model.spec}: ready in {fetch_model(model, args.keep_gguf, progress_bar=tqdm)}")
 
 
+def machine_command(args: argparse.Namespace) -> None:
+    from specviz.analysis.roofline import best_priced_gamma, pair_profiles, roofline_table, speed_sentence
+    from specviz.engine import load_pair
+    from specviz.models.kernels import kernels_of
+    from specviz.models.machine import machine_rates
+
+    config = config_from_args(args)
+    print("Measuring this machine once (seconds; cached in $SPECVIZ_CACHE/machine) ...", file=sys.stderr)
+    pair = load_pair(config)
+    rates = machine_rates()
+    print(f"read bandwidth {rates.bandwidth_gbs:.1f} GB/s; matrix products "
+          + ", ".join(f"{dtype} {rate:.0f} GFLOP/s" for dtype, rate in rates.gflops.items()))
+    for loaded in filter(None, (pair.target, pair.draft)):
+        for path, profile in loaded.profiles.items():
+            chosen = " (chosen)" if path == kernels_of(loaded.model) else ""
+            print(f"{loaded.name} {profile.dtype} {path}{chosen}: pass over 1..9 tokens, ms: "
+                  + " ".join(f"{ms:.1f}" for ms in profile.pass_ms) + f"; step {profile.bandwidth_gbs:.1f} GB/s")
+    target, draft = pair_profiles(config, pair)
+    print(speed_sentence(target))
+    print(roofline_table(target, draft, rates).round(3).to_string(index=False))
+    if draft is not None:
+        c = draft.step_ms / target.step_ms
+        print(f"c = {c:.3f} (the drafter's step over the target's); best gamma priced at v(k): "
+              + ", ".join(f"α {alpha}: {best_priced_gamma(alpha, c, target)}" for alpha in (0.5, 0.6, 0.7, 0.8, 0.9)))
+
+
 def run(args: argparse.Namespace) -> None:
     if args.command in COMMANDS:
         COMMANDS[args.command](args)
@@ -132,7 +162,7 @@ def run(args: argparse.Namespace) -> None:
             out.close()
 
 
-COMMANDS = {"fetch": fetch_command, **TRAINING_COMMANDS}
+COMMANDS = {"fetch": fetch_command, "machine": machine_command, **TRAINING_COMMANDS}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,6 +21,7 @@ from specviz.drafters.model import draft_forward_for
 from specviz.engine import ModelPair, load_pair, prompt_ids_for, speculative_decode
 from specviz.models.embedded_draft import MANIFEST_FILE, ROW_SCALE, WEIGHTS_FILE, embedded_draft_dir, layer_state
 from specviz.models.errors import VocabularyMismatchError
+from specviz.models.kernels import kernels_of, use_kernels
 from specviz.models.loading import encode_prompt, load_model
 from specviz.rules.acceptance import SpeculativeSamplingRule
 from specviz.rules.distributions import softmax32
@@ -74,6 +75,7 @@ def test_shipped_files_are_small_and_the_manifest_says_how_they_were_made():
 def test_materialised_directory_is_a_standard_checkpoint_with_the_same_logits(pair):
     directory = embedded_draft_dir()
     plain = AutoModelForCausalLM.from_pretrained(str(directory), use_safetensors=True, trust_remote_code=False).eval()
+    use_kernels(plain, kernels_of(pair.draft.model))  # the same matrix kernels: the same checkpoint gives equal logits
     ids = torch.tensor([pair.target.tokenizer("The capital of France is")["input_ids"]])
     with torch.inference_mode():
         assert torch.allclose(plain(ids).logits, pair.draft.model(ids).logits, atol=1e-5)

@@ -248,7 +248,7 @@ def test_a_qwen2_draft_takes_the_lean_body_with_its_projection_biases_bit_for_bi
 
     draft = load_model(make_tiny_model(tmp_path / "qwen2", seed=5, layers=2, hidden=64, qwen2=True), "cpu", dtype)
     weights = llama_weights(draft.model)
-    assert weights is not None and weights.layers[0].q_bias is not None and weights.layers[0].q_bias.abs().sum() > 0
+    assert weights is not None and weights.layers[0].q.bias is not None and weights.layers[0].q.bias.abs().sum() > 0
     assert_same_logits_over_feeds(draft_forward(0), full_forward, draft)
 
 
@@ -279,9 +279,9 @@ def test_what_draft_passes_derive_from_a_model_is_made_once_and_does_not_keep_it
     loaded = LoadedModel(spec="tiny", name="tiny", model=model, tokenizer=None, device=torch.device("cpu"),
                          vocab_ranking=VocabRanking(torch.arange(31, -1, -1), 8))
     assert llama_weights(model) is llama_weights(model) is not None
-    ids, rows = trimmed_head(loaded, 8)
-    assert trimmed_head(loaded, 8)[1] is rows and ids.tolist() == list(range(31, 23, -1))
-    assert torch.equal(rows, model.get_output_embeddings().weight[ids])
+    ids, head = trimmed_head(loaded, 8)
+    assert trimmed_head(loaded, 8)[1] is head and ids.tolist() == list(range(31, 23, -1))
+    assert torch.equal(head.weight, model.get_output_embeddings().weight[ids])
     alive = weakref.ref(model), weakref.ref(loaded)
     del model, loaded
     gc.collect()

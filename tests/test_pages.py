@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -100,7 +101,13 @@ def test_numerics_page_shows_four_outputs_and_the_preset_match_rate(params):
 def test_parallel_page(params):
     at = open_page(params, "parallel")
     assert not at.error
-    assert len(at.get("plotly_chart")) == 3  # arrows, mask, timeline
+    assert len(at.get("plotly_chart")) == 4  # arrows, this machine's roofline, mask, timeline
+    roofline = json.loads(at.get("plotly_chart")[1].proto.spec)
+    names = [trace["name"] for trace in roofline["data"]]
+    assert names == ["target, measured", "draft, measured", "target's memory bound", "target's compute bound"]
+    assert len(roofline["data"][0]["x"]) == 9  # passes over 1..9 tokens, measured here
+    assert any("Measured on this machine" in m.value for m in at.markdown)
+    assert any("Measured on this machine" in c.value for c in at.caption)  # the speed sentence, from the profile
     ratio = [m.value for m in at.metric if m.label == "sequential / parallel"][0]
     assert float(ratio.rstrip("×")) > 0
     tokens = int(params["gamma"]) + 1  # the round's pass: the last accepted token and the gamma drafts

@@ -13,6 +13,7 @@ from specviz.analysis.cost import cost_ratio, verification_costs
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.trace import NOT_VERIFIED, Trace
+from specviz.models.profile import PassProfile
 from specviz.rules.theory import expected_speedup_for_blocks, expected_tokens_for_blocks
 
 A, B = TypeVar("A"), TypeVar("B")
@@ -171,3 +172,33 @@ def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = 3) -> SpeedupCh
     verify_cost = verification_costs(pair, trace.prompt_ids + trace.output_ids, blocks)
     return SpeedupCheck(spec_seconds, ar_seconds, c, expected_speedup_for_blocks(alpha, blocks, c),
                         expected_speedup_for_blocks(alpha, blocks, c, verify_cost), tuple(timed.ratios))
+
+
+LOAD_SPREAD = 1.3  # the pairs' fastest over slowest speedup above this: the machine's speed changed between pairs
+ABOVE_THEORY = 1.15  # a measured speedup this far above what Thm. 3.8 allows at the measured alpha and c
+
+
+def load_signs(check: SpeedupCheck) -> list[str]:
+    """Why a live speedup measures the server's load rather than speculation, in words (empty: no sign of load).
+
+    Two signs, each a bound the method cannot break: the pairs run the same work back to back, so on a quiet
+    machine their ratios agree; and no draft makes decoding faster than Thm. 3.8 with verification at one step
+    (v = 1) at the measured alpha and c, so a measured speedup above it means the target-alone runs were slowed."""
+    signs = []
+    if check.pair_speedups and max(check.pair_speedups) > LOAD_SPREAD * min(check.pair_speedups):
+        signs.append(f"the pairs disagree ({', '.join(f'{r:.2f}×' for r in check.pair_speedups)}): the machine's "
+                     "speed changed between them")
+    if check.measured > ABOVE_THEORY * check.expected:
+        signs.append(f"the measured {check.measured:.2f}× is above the {check.expected:.2f}× the theory allows at "
+                     "this α and c: the target-alone runs were slowed by other work")
+    return signs
+
+
+def quiet_speedup(trace: Trace, target: PassProfile, draft: PassProfile | None) -> float | None:
+    """The theory at the trace's alpha and realised blocks, priced with the quiet machine profile: c = the drafter's
+    step over the target's, v(k) as measured at load (None for a drafter without a forward of its own)."""
+    if draft is None:
+        return None
+    alpha, blocks = trace.stats.alpha_estimate, realised_blocks(trace)
+    return expected_speedup_for_blocks(alpha, blocks, draft.step_ms / target.step_ms,
+                                       {k: target.verify_cost(k) for k in set(blocks) if k})

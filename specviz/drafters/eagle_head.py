@@ -32,11 +32,12 @@ from torch import nn
 from transformers import DynamicCache
 
 from specviz import WEIGHTS_DIR
+from specviz.models.kernels import Projection
 from specviz.models.llama_step import LlamaLayer, LlamaWeights, llama_layer, rms_norm, rotary_tables
 
 WEIGHTS_FILE = WEIGHTS_DIR / "smollm2-135m-eagle.safetensors"
 MANIFEST_FILE = WEIGHTS_FILE.with_suffix(".json")
-LAYER_NAMES = ("q", "k", "v", "o", "gate", "up", "down", "attention_norm", "mlp_norm")
+PROJECTIONS = ("q", "k", "v", "o", "gate", "up", "down")  # the layer's matrices; its two norm gains beside them
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,9 @@ class EagleHead(nn.Module):
         self.layer_weights["mlp_norm"] = nn.Parameter(torch.ones(d))
 
     def layer(self) -> LlamaLayer:
-        return LlamaLayer(**{name: self.layer_weights[name] for name in LAYER_NAMES})
+        weights = self.layer_weights
+        return LlamaLayer(**{name: Projection(weights[name]) for name in PROJECTIONS},
+                          attention_norm=weights["attention_norm"], mlp_norm=weights["mlp_norm"])
 
 
 def eagle_step(head: EagleHead, target: LlamaWeights, features: torch.Tensor, tokens: torch.Tensor,

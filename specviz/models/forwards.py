@@ -17,8 +17,9 @@ import torch
 from transformers import DynamicCache
 from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
 
+from specviz.models.kernels import Projection
 from specviz.models.llama_step import LlamaWeights, causal_mask, llama_hidden, llama_weights
-from specviz.models.loading import LoadedModel
+from specviz.models.loaded import LoadedModel
 from specviz.models.memo import memoised_while_alive
 
 # A forward function: (model, new token ids, cache, tokens already cached, logits wanted, tree layout or None)
@@ -60,10 +61,11 @@ def full_forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, c
 
 
 @memoised_while_alive
-def trimmed_head(loaded: LoadedModel, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The draft's K most frequent token ids (K,) and their rows of its output head (K, H), made once per live draft."""
+def trimmed_head(loaded: LoadedModel, k: int) -> tuple[torch.Tensor, Projection]:
+    """The draft's K most frequent token ids (K,) and the projection onto their rows of its output head (K, H), on
+    the draft's kernel path, made once per live draft."""
     ids = loaded.vocab_ranking.order[:k].to(loaded.device)
-    return ids, loaded.model.get_output_embeddings().weight.detach()[ids].clone()
+    return ids, Projection.of(loaded.model.get_output_embeddings()).rows(ids)
 
 
 def new_positions(layout: TreeLayout | None, cached: int, count: int, device: torch.device) -> torch.Tensor:
@@ -109,8 +111,8 @@ def draft_forward(k: int) -> ForwardFn:
             hidden = model_body(loaded, weights, new_ids, cache, cached, n_last, layout)  # (n_last, H)
             if not k:
                 return loaded.model.get_output_embeddings()(hidden)  # (n_last, V)
-            ids, rows = trimmed_head(loaded, k)
-            short = hidden @ rows.T  # (n_last, K)
+            ids, head = trimmed_head(loaded, k)
+            short = head(hidden)  # (n_last, K)
         logits = torch.full((n_last, loaded.model.config.vocab_size), -math.inf, dtype=short.dtype, device=short.device)
         logits[:, ids] = short
         return logits  # (n_last, V)

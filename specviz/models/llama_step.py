@@ -16,7 +16,7 @@ Keys and values of every layer the step runs go to the same ``DynamicCache`` tra
 step's own layer numbers 0, 1, ...: a layer-skip draft's kept layers sit there compacted, so a cache is never
 shared with transformers' skipping loop, which keeps the model's numbering), and
 :class:`specviz.models.forwards.KVCachedSequence` crops it as before. The weights are the shared model's own
-parameters, only read.
+parameters, only read, multiplied on the model's own kernel path (:mod:`specviz.models.kernels`).
 """
 
 from __future__ import annotations
@@ -27,25 +27,24 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache, PreTrainedModel
 
+from specviz.models.kernels import Projection
 from specviz.models.memo import memoised_while_alive
 
 
 @dataclass(frozen=True)
 class LlamaLayer:
-    """One decoder layer's weights (views of the model's parameters): projections (out, in), norm gains (H,)."""
+    """One decoder layer's weights (views of the model's parameters): projections (out, in) on the model's kernel
+    path (Qwen2's q, k and v carry biases), norm gains (H,)."""
 
-    q: torch.Tensor
-    k: torch.Tensor
-    v: torch.Tensor
-    o: torch.Tensor
-    gate: torch.Tensor
-    up: torch.Tensor
-    down: torch.Tensor
+    q: Projection
+    k: Projection
+    v: Projection
+    o: Projection
+    gate: Projection
+    up: Projection
+    down: Projection
     attention_norm: torch.Tensor
     mlp_norm: torch.Tensor
-    q_bias: torch.Tensor | None = None  # (heads * d,) Qwen2's projection biases; None for Llama
-    k_bias: torch.Tensor | None = None  # (kv heads * d,)
-    v_bias: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -77,10 +76,6 @@ def is_plain_llama(config) -> bool:
             and not getattr(config, "sliding_window", None))
 
 
-def _bias(projection) -> torch.Tensor | None:
-    return projection.bias.detach() if projection.bias is not None else None
-
-
 @memoised_while_alive
 def llama_weights(model: PreTrainedModel) -> LlamaWeights | None:
     """The model's weights as the step reads them (read once per live model), or None when the model is not a
@@ -89,12 +84,11 @@ def llama_weights(model: PreTrainedModel) -> LlamaWeights | None:
     if not is_plain_llama(config) or getattr(inner.rotary_emb, "attention_scaling", 1.0) != 1.0:
         return None
     layers = tuple(
-        LlamaLayer(q=layer.self_attn.q_proj.weight.detach(), k=layer.self_attn.k_proj.weight.detach(),
-                   v=layer.self_attn.v_proj.weight.detach(), o=layer.self_attn.o_proj.weight.detach(),
-                   gate=layer.mlp.gate_proj.weight.detach(), up=layer.mlp.up_proj.weight.detach(),
-                   down=layer.mlp.down_proj.weight.detach(), attention_norm=layer.input_layernorm.weight.detach(),
-                   mlp_norm=layer.post_attention_layernorm.weight.detach(), q_bias=_bias(layer.self_attn.q_proj),
-                   k_bias=_bias(layer.self_attn.k_proj), v_bias=_bias(layer.self_attn.v_proj))
+        LlamaLayer(q=Projection.of(layer.self_attn.q_proj), k=Projection.of(layer.self_attn.k_proj),
+                   v=Projection.of(layer.self_attn.v_proj), o=Projection.of(layer.self_attn.o_proj),
+                   gate=Projection.of(layer.mlp.gate_proj), up=Projection.of(layer.mlp.up_proj),
+                   down=Projection.of(layer.mlp.down_proj), attention_norm=layer.input_layernorm.weight.detach(),
+                   mlp_norm=layer.post_attention_layernorm.weight.detach())
         for layer in inner.layers
     )
     heads = int(config.num_attention_heads)
@@ -153,15 +147,15 @@ def llama_layer(weights: LlamaWeights, layer: LlamaLayer, x: torch.Tensor, cos: 
     batch, new = x.shape[:2]
     h = rms_norm(x, layer.attention_norm, weights.eps)
     # (B, heads, T, d) and (B, kv heads, T, d)
-    q = F.linear(h, layer.q, layer.q_bias).view(batch, new, weights.heads, weights.head_dim).transpose(1, 2)
-    k = F.linear(h, layer.k, layer.k_bias).view(batch, new, weights.kv_heads, weights.head_dim).transpose(1, 2)
-    v = F.linear(h, layer.v, layer.v_bias).view(batch, new, weights.kv_heads, weights.head_dim).transpose(1, 2)
+    q = layer.q(h).view(batch, new, weights.heads, weights.head_dim).transpose(1, 2)
+    k = layer.k(h).view(batch, new, weights.kv_heads, weights.head_dim).transpose(1, 2)
+    v = layer.v(h).view(batch, new, weights.kv_heads, weights.head_dim).transpose(1, 2)
     k = rotate(k, cos, sin)
     keys, values = cache.update(k, v, index) if cache is not None else (k, v)  # (B, kv heads, cached + T, d)
     attended = grouped_attention(rotate(q, cos, sin), keys, values, allowed)  # (B, heads, T, d)
-    x = x + F.linear(attended.transpose(1, 2).reshape(batch, new, weights.heads * weights.head_dim), layer.o)
+    x = x + layer.o(attended.transpose(1, 2).reshape(batch, new, weights.heads * weights.head_dim))
     h = rms_norm(x, layer.mlp_norm, weights.eps)
-    return x + F.linear(F.silu(F.linear(h, layer.gate)) * F.linear(h, layer.up), layer.down)
+    return x + layer.down(F.silu(layer.gate(h)) * layer.up(h))
 
 
 def llama_hidden(weights: LlamaWeights, ids: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor | None,

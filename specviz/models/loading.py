@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import functools
 import socket
-import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -24,30 +22,11 @@ from specviz.config import EMBEDDED, EMBEDDED_DRAFT
 from specviz.models.embedded import EMBEDDED_NAME, embedded_model_dir
 from specviz.models.embedded_draft import EMBEDDED_DRAFT_NAME, embedded_draft_dir
 from specviz.models.errors import ModelLoadError, VocabularyMismatchError
+from specviz.models.loaded import LoadedModel
 from specviz.models.machine import check_memory, resolve_device, share_kv_heads_in_masked_attention
+from specviz.models.profile import choose_kernels
 from specviz.models.published import PUBLISHED, fetched, not_fetched_message, published_source
-from specviz.models.vocab_ranking import VocabRanking, read_vocab_ranking
-
-
-@dataclass(eq=False)
-class LoadedModel:
-    """A model with its tokenizer, shared read-only by every session of the process."""
-
-    spec: str
-    name: str
-    model: PreTrainedModel
-    tokenizer: PreTrainedTokenizerBase
-    device: torch.device
-    vocab_ranking: VocabRanking | None = None  # draft models: token ids by frequency (FR-Spec), if shipped
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def num_layers(self) -> int:
-        return int(self.model.config.num_hidden_layers)
-
-    @property
-    def context_length(self) -> int:
-        return int(getattr(self.model.config, "max_position_embeddings", 2048) or 2048)
+from specviz.models.vocab_ranking import read_vocab_ranking
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -131,7 +110,9 @@ def _load_model_once(spec: str, device: str, dtype: str) -> LoadedModel:
     model.to(resolved).eval()
     model.requires_grad_(False)
     ranking = read_vocab_ranking(Path(source)) if Path(source).is_dir() else None
-    return LoadedModel(spec=spec, name=name, model=model, tokenizer=tokenizer, device=resolved, vocab_ranking=ranking)
+    loaded = LoadedModel(spec=spec, name=name, model=model, tokenizer=tokenizer, device=resolved, vocab_ranking=ranking)
+    choose_kernels(loaded)  # before the model is shared: measured once per machine, then read from the cache
+    return loaded
 
 
 def check_same_vocabulary(target: LoadedModel, draft: LoadedModel) -> None:

@@ -1,14 +1,22 @@
-"""What this machine offers a model: the device, the memory free now, the CPU's matrix units."""
+"""What this machine offers a model: the device, the memory free now, the CPU's matrix units, its roofline's slopes."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import hashlib
+import json
 import math
 import os
+import statistics
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors import safe_open
 
+from specviz.models.cache import cache_root
 from specviz.models.errors import ModelLoadError
 
 SHARED_KV_HEADS_FLAG = "TRANSFORMERS_SDPA_FORCE_GQA"  # transformers' switch, read at every attention call
@@ -45,15 +53,54 @@ def share_kv_heads_in_masked_attention(device: torch.device) -> None:
         os.environ.setdefault(SHARED_KV_HEADS_FLAG, "1")
 
 
-def cpu_matrix_units() -> str:
-    """What this CPU's matrix kernels can do with bfloat16, in words (torch's dispatch level: AMX tiles multiply
-    bf16 natively, so a pass over several tokens costs about one; AVX2 converts bf16 to float32 first)."""
-    level = torch.backends.cpu.get_cpu_capability()
-    native = level.startswith("AMX") or level.endswith("BF16")
-    return (f"CPU kernels {level}: " + ("bfloat16 matrix units, so in bfloat16 a pass over a few tokens costs about "
-                                        "one token's step" if native else
-                                        "no bfloat16 matrix units, so bfloat16 halves the weights' memory traffic but "
-                                        "a pass over k tokens costs about k one-token steps"))
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo), or the platform's word for it."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (/proc/cpuinfo), empty where unknown."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def matrix_units_in_words(flags: frozenset[str] | None = None) -> str:
+    """What the CPU's vector and matrix units offer decoding, in words, from its flags."""
+    flags = cpu_flags() if flags is None else flags
+    if not flags:
+        return "CPU features unknown"
+    if "amx_bf16" in flags:
+        units = "AMX tiles (bfloat16 matrix multiply in hardware)"
+    elif "avx512_bf16" in flags:
+        units = "AVX-512 with bfloat16 dot products (avx512_bf16), no AMX"
+    elif "avx512f" in flags:
+        units = "AVX-512 without bfloat16 instructions"
+    elif "avx2" in flags:
+        units = "AVX2 only (bfloat16 is converted to float32 to multiply)"
+    else:
+        units = "no AVX2"
+    return f"{units}; torch kernels {torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads"
+
+
+def machine_key() -> str:
+    """What makes one machine's timings differ from another's: CPU, flags, threads, torch."""
+    flags = ",".join(sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma"))))
+    return f"{cpu_name()}|{flags}|{torch.get_num_threads()}|{torch.__version__}"
 
 
 def available_memory_bytes() -> int | None:
@@ -89,3 +136,70 @@ def check_memory(source: str, dtype: torch.dtype, device: torch.device) -> None:
                              f"{str(dtype).replace('torch.', '')}; "
                              f"this machine has {free / 1e9:.1f} GB free now. "
                              "Pick a lower precision or a smaller model.")
+
+
+@dataclass(frozen=True)
+class MachineRates:
+    """The two slopes of this machine's roofline (Williams et al. 2009): the memory bandwidth a long read stream
+    reaches (GB/s) and the arithmetic rate a large matrix product reaches in each precision (GFLOP/s), on the
+    fastest exact kernel path."""
+
+    bandwidth_gbs: float
+    gflops: dict[str, float]  # precision name -> GFLOP/s
+
+    def memory_bound_ms(self, weight_bytes: int) -> float:
+        """The least time a pass that reads ``weight_bytes`` once can take: bytes / bandwidth."""
+        return weight_bytes / self.bandwidth_gbs / 1e6
+
+    def compute_bound_ms(self, parameters: int, tokens: int, dtype: str) -> float:
+        """The least time the arithmetic of a pass over ``tokens`` tokens can take: 2 N tokens FLOPs / rate."""
+        return 2 * parameters * tokens / self.gflops[dtype] / 1e6
+
+
+def _median_seconds(run, repeats: int) -> float:
+    run()
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def measure_rates(megabytes: int = 256, repeats: int = 5) -> MachineRates:
+    """Measure the bandwidth and the GFLOP/s of this machine's fastest exact kernels: the bandwidth is the faster of
+    summing a float32 buffer far larger than the caches and one row times a matrix of that size (the read stream a
+    decoding step is), the rate that of a (256 x 2048) @ (2048 x 2048) product, in float32 and bfloat16, through
+    oneDNN's packed kernel where it exists."""
+    from specviz.models.kernels import Projection, can_pack, pack
+
+    def projection(weight: torch.Tensor) -> Projection:
+        return Projection(weight, None, pack(weight) if can_pack(weight.dtype, weight.device) else None)
+
+    side = int((megabytes * 2**20 // 4) ** 0.5)
+    big, row = projection(torch.randn(side, side)), torch.randn(1, side)
+    with torch.inference_mode():
+        stream = max(big.weight.sum, lambda: big(row), key=lambda run: -_median_seconds(run, repeats))
+        bandwidth = side * side * 4 / _median_seconds(stream, repeats) / 1e9
+        gflops = {}
+        for dtype in (torch.float32, torch.bfloat16):
+            x, product = torch.randn(256, 2048, dtype=dtype), projection(torch.randn(2048, 2048, dtype=dtype))
+            seconds = _median_seconds(lambda product=product, x=x: product(x), repeats)
+            gflops[str(dtype).replace("torch.", "")] = 2 * 256 * 2048 * 2048 / seconds / 1e9
+    return MachineRates(bandwidth, gflops)
+
+
+@functools.cache
+def machine_rates() -> MachineRates:
+    """:func:`measure_rates` once per machine (about a second), then read from ``$SPECVIZ_CACHE/machine``."""
+    path = cache_root() / "machine" / f"rates-{hashlib.sha256(machine_key().encode()).hexdigest()[:20]}.json"
+    try:
+        return MachineRates(**json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        pass
+    rates = measure_rates()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_suffix(f".{os.getpid()}.tmp")
+    staging.write_text(json.dumps(dataclasses.asdict(rates)), encoding="utf-8")
+    os.replace(staging, path)
+    return rates

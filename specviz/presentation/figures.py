@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import plotly.graph_objects as go
 
 from specviz.presentation.render import COLORS, display_text
@@ -213,4 +214,25 @@ def confidence_calibration_figure(table) -> go.Figure:
     fig.update_layout(height=360, xaxis=dict(title="draft confidence q(x) of the drafted token", range=[0, 1]),
                       yaxis=dict(title="observed acceptance rate", range=[0, 1.05]),
                       margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=1.15))
+    return fig
+
+
+def roofline_figure(table: pd.DataFrame, target_name: str, draft_name: str | None) -> go.Figure:
+    """This machine's measured pass cost against the pass size k + 1 for the target (and the draft), beside the
+    target's memory bound (weight bytes / bandwidth, flat) and compute bound (2 N (k + 1) FLOPs / rate, rising)."""
+    fig, tokens = go.Figure(), table.tokens.tolist()
+    fig.add_trace(go.Scatter(x=tokens, y=table.target_ms.tolist(), mode="lines+markers", name="target, measured",
+                             line=dict(color=TARGET_COLOR, width=3), hovertemplate="%{y:.1f} ms<extra>target</extra>"))
+    if draft_name is not None and table.draft_ms.notna().all():
+        fig.add_trace(go.Scatter(x=tokens, y=table.draft_ms.tolist(), mode="lines+markers", name="draft, measured",
+                                 line=dict(color=DRAFT_COLOR, width=3),
+                                 hovertemplate="%{y:.1f} ms<extra>draft</extra>"))
+    fig.add_trace(go.Scatter(x=tokens, y=table.memory_bound_ms.tolist(), mode="lines", name="target's memory bound",
+                             line=dict(color=TARGET_COLOR, dash="dash")))
+    fig.add_trace(go.Scatter(x=tokens, y=table.compute_bound_ms.tolist(), mode="lines", name="target's compute bound",
+                             line=dict(color="#888888", dash="dot")))
+    fig.update_layout(height=340, margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=-0.25),
+                      title=dict(text=f"{target_name}: one pass over k + 1 new tokens", font=dict(size=14)),
+                      xaxis=dict(title="tokens in the pass (k drafted + 1)", dtick=1),
+                      yaxis=dict(title="milliseconds", rangemode="tozero"))
     return fig

@@ -25,7 +25,7 @@ from specviz.ui.controls import (
     write_url,
 )
 from specviz.ui.navigation import PAGES, navigation
-from specviz.ui.views import linked_round, precision_caption, show_player, summary_line
+from specviz.ui.views import linked_round, precision_caption, roofline_panel, show_player, summary_line
 from specviz.ui.work import (
     app_defaults,
     cached_pair,
@@ -44,6 +44,7 @@ __all__ = [
     "CUSTOM_PAIR", "DEFAULT_PROMPT", "EMBEDDED_PAIR", "PAGES", "PAGE_CONFIG", "PAIR_PRESETS", "PROMPT_PRESETS", "UNSET",
     "app_defaults", "cached_pair", "config_value", "describe_failure", "draw_field", "draw_shared_sidebar",
     "field_enabled", "get_trace", "init_state_from_url", "linked_round", "navigation", "page_pair", "pair_for",
-    "place_message", "precision_caption", "shared_controls", "shared_result", "shared_work", "show_player",
+    "place_message", "precision_caption", "roofline_panel", "shared_controls", "shared_result", "shared_work",
+    "show_player",
     "show_user_errors", "sidebar_controls", "summary_line", "trace_key", "widget_value", "write_url",
 ]

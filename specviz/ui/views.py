@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import streamlit as st
 
+from specviz.analysis.roofline import pair_profiles, roofline_table, speculation_summary, speed_sentence
 from specviz.config import DecodeConfig
 from specviz.drafters.registry import rule_entry
 from specviz.engine.trace import Trace
-from specviz.models.machine import cpu_matrix_units
+from specviz.models.machine import machine_rates
+from specviz.models.profile import model_profile
+from specviz.presentation import figures
 from specviz.presentation.player import lesson_page, opened_at
 from specviz.ui.controls import write_url
-from specviz.ui.work import shared_work
+from specviz.ui.work import page_pair, shared_work
+
+ROOFLINE_PRECISIONS = ("float32", "bfloat16")
+ROOFLINE_COLUMNS = {"tokens": "tokens in the pass", "k": "k drafted", "target_ms": "target, ms",
+                    "memory_bound_ms": "memory bound, ms", "compute_bound_ms": "compute bound, ms",
+                    "roofline_ms": "roofline, ms", "verify_cost": "v(k), steps", "draft_ms": "draft, ms"}
 
 
 def summary_line(trace: Trace) -> str:
@@ -25,9 +33,41 @@ def summary_line(trace: Trace) -> str:
 
 
 def precision_caption(config: DecodeConfig) -> None:
-    """Under a speed page's title: the precision its timings are taken in and what this machine's kernels make of it."""
-    units = f" · {cpu_matrix_units()}" if config.device != "cuda" else ""
-    st.caption(f"Timed in **{config.dtype}** (the sidebar's precision; probabilities are float32 either way){units}.")
+    """Under a speed page's title: the precision its timings are taken in and what this machine makes of a pass over
+    k + 1 tokens, from its measured profile (no guess from the CPU's name)."""
+    pair = page_pair(config)
+    measured = f" {speed_sentence(model_profile(pair.target))}" if pair else ""
+    st.caption(f"Timed in **{config.dtype}** (the sidebar's precision; probabilities are float32 either way)."
+               f"{measured}")
+
+
+def roofline_panel(config: DecodeConfig, alpha: float | None = None) -> None:
+    """This machine's roofline for the sidebar's pair, in each precision offered: the target's and the drafter's
+    measured pass over k + 1 tokens beside the target's memory and compute bounds, and what that means for
+    speculation here (at the trace's alpha, when given)."""
+    st.markdown("A pass over k + 1 tokens reads every weight once and does 2N(k + 1) FLOPs. While reading the "
+                "weights takes longer than the arithmetic (the dashed line above the dotted one), a pass over a few "
+                "tokens costs about one token's step, so verifying k drafted tokens is nearly free: the measured "
+                "curve shows how far that holds on this machine, with these kernels.")
+    tabs = st.tabs([f"{dtype}{' (sidebar)' if dtype == config.dtype else ''}" for dtype in ROOFLINE_PRECISIONS])
+    for tab, dtype in zip(tabs, ROOFLINE_PRECISIONS):
+        with tab:
+            if dtype != config.dtype and not st.toggle(f"Load the pair in {dtype} and show its roofline",
+                                                      key=f"sv_roofline_{dtype}"):
+                continue
+            shown = config.replace(dtype=dtype)
+            pair = page_pair(shown)
+            if pair is None:
+                continue
+            with st.spinner("Measuring the drafter's passes on this machine (once; seconds) …"):
+                target, draft = pair_profiles(shown, pair)
+            table = roofline_table(target, draft, machine_rates())
+            st.plotly_chart(figures.roofline_figure(table, pair.target.name, pair.draft.name if pair.draft else
+                                                    None), width="stretch", key=f"sv_roofline_chart_{dtype}")
+            st.markdown(speed_sentence(target))
+            if draft is not None and alpha is not None:
+                st.markdown(speculation_summary(alpha, draft.step_ms / target.step_ms, target))
+            st.dataframe(table.rename(columns=ROOFLINE_COLUMNS).round(2), hide_index=True, width="stretch")
 
 
 def linked_round() -> int:

@@ -1,0 +1,88 @@
+"""Why speculation pays (or not) on this machine: the measured pass costs against the block size, beside the roofline.
+
+A decoding pass over n tokens reads every weight once and does 2 N n FLOPs (N parameters). Its time is at least
+the larger of the memory bound, weight bytes / bandwidth, flat in n, and the compute bound, 2 N n / FLOP rate,
+growing with n (the roofline model, Williams et al. 2009). While the memory bound is the larger, a pass over
+k + 1 tokens costs about one token's step: v(k) ~ 1, verification is nearly free (Leviathan et al. 2023, Sec. 4;
+seed 004), and the best block size is large. The measured curve shows where this machine's kernels leave that.
+
+Pure data in, plain data out; no streamlit.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from specviz.config import DecodeConfig
+from specviz.drafters.registry import drafter_entry
+from specviz.engine import ModelPair
+from specviz.models.kernels import ONEDNN
+from specviz.models.machine import MachineRates, matrix_units_in_words
+from specviz.models.profile import FLAT, PassProfile, model_profile, pass_profile
+from specviz.rules.theory import expected_tokens_per_round
+
+KERNEL_WORDS = {ONEDNN: "oneDNN's kernels on packed weights", "default": "torch's default kernels"}
+
+
+def draft_profile(config: DecodeConfig, pair: ModelPair) -> PassProfile | None:
+    """The drafter's own forward (its model, its lean body, its trimmed head) measured as the target's is, or None
+    for a drafter without an autoregressive draft (n-gram lookup, drafters on the target's states)."""
+    source = drafter_entry(config.drafter).draft_source(config, pair)
+    if source is None:
+        return None
+    loaded, forward = source
+    name = f"{config.drafter}:{config.draft_vocab}:{config.skip_layers}:{config.exit_threshold}"
+    return pass_profile(loaded, forward, forward_name=name)
+
+
+def speed_sentence(profile: PassProfile) -> str:
+    """What this machine makes of a pass over k + 1 tokens, in words, from its measured profile."""
+    costs = profile.verify_costs
+    flat = profile.flat_until()
+    shape = (f"flat (at most {FLAT} steps) up to k = {flat}" if flat == max(costs) else
+             f"flat up to k = {flat}, then growing" if flat else
+             "growing with k: a large block loses here")
+    return (f"Measured on this machine ({profile.cpu}; {matrix_units_in_words()}): the target's one-token step takes "
+            f"{profile.step_ms:.1f} ms in {profile.dtype} on {KERNEL_WORDS.get(profile.kernels, profile.kernels)} "
+            f"({profile.bandwidth_gbs:.1f} GB/s of weights), and its pass over k + 1 tokens costs v(k) = "
+            f"{', '.join(f'{v:.2f}' for v in costs.values())} one-token steps for k = 1..{max(costs)}: {shape}.")
+
+
+def roofline_table(target: PassProfile, draft: PassProfile | None, rates: MachineRates) -> pd.DataFrame:
+    """Per pass size n = k + 1 = 1..9: the target's (and draft's) measured ms beside the target's memory and
+    compute bounds, and v(k) = T(k + 1) / T(1)."""
+    element = 2 if target.dtype in ("bfloat16", "float16") else 4
+    parameters = target.weight_bytes // element
+    rows = []
+    for n, ms in enumerate(target.pass_ms, start=1):
+        memory = rates.memory_bound_ms(target.weight_bytes)
+        compute = rates.compute_bound_ms(parameters, n, target.dtype) if target.dtype in rates.gflops else 0.0
+        rows.append(dict(tokens=n, k=n - 1, target_ms=ms, memory_bound_ms=memory, compute_bound_ms=compute,
+                         roofline_ms=max(memory, compute), verify_cost=ms / target.step_ms,
+                         draft_ms=draft.pass_ms[n - 1] if draft else None))
+    return pd.DataFrame(rows)
+
+
+def priced_speedup(alpha: float, gamma: int, c: float, verify_cost: float) -> float:
+    """E[tokens per round] / (gamma c + v(gamma)): Thm. 3.8 of Leviathan et al. 2023 with the verification pass
+    priced at its measured cost v(gamma) instead of one step."""
+    return expected_tokens_per_round(alpha, gamma) / (gamma * c + verify_cost)
+
+
+def best_priced_gamma(alpha: float, c: float, profile: PassProfile) -> int:
+    """The block size, among those the profile measured (1..8), with the highest :func:`priced_speedup` at this
+    machine's v(k)."""
+    return max(profile.verify_costs, key=lambda k: priced_speedup(alpha, k, c, profile.verify_cost(k)))
+
+
+def speculation_summary(alpha: float, c: float, profile: PassProfile) -> str:
+    """What the roofline means for speculation here at a measured alpha and c."""
+    gamma = best_priced_gamma(alpha, c, profile)
+    return (f"At α = {alpha:.2f} and c = {c:.3f}, the theory priced at this machine's v(k) is best at γ = {gamma} "
+            f"({priced_speedup(alpha, gamma, c, profile.verify_cost(gamma)):.2f}× over the target alone); "
+            f"v(k) stays flat (≤ {FLAT}) up to k = {profile.flat_until()}.")
+
+
+def pair_profiles(config: DecodeConfig, pair: ModelPair) -> tuple[PassProfile, PassProfile | None]:
+    """The target's profile on its kernel path and the drafter's (None where it has no forward of its own)."""
+    return model_profile(pair.target), draft_profile(config, pair)

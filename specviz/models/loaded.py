@@ -1,0 +1,35 @@
+"""A loaded model: the weights, the tokenizer and what was measured of it, shared read-only by every session."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from specviz.models.vocab_ranking import VocabRanking
+
+
+@dataclass(eq=False)
+class LoadedModel:
+    """A model with its tokenizer, shared read-only by every session of the process."""
+
+    spec: str
+    name: str
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    device: torch.device
+    vocab_ranking: VocabRanking | None = None  # draft models: token ids by frequency (FR-Spec), if shipped
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    # the machine profile (specviz.models.profile.PassProfile) of each kernel path measured at load, by path name
+    profiles: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.model.config.num_hidden_layers)
+
+    @property
+    def context_length(self) -> int:
+        return int(getattr(self.model.config, "max_position_embeddings", 2048) or 2048)

@@ -1,0 +1,201 @@
+"""The machine profile: what a model's passes cost on THIS machine, measured once and cached.
+
+Whether speculative decoding pays is decided by two measured numbers (Leviathan et al. 2023, Sec. 3-4): the
+draft's cost per drafted token over the target's one-token step (c), and the target's pass over k + 1 tokens in
+one-token steps, v(k) = T(k + 1) / T(1). Where a step streams every weight from memory and the arithmetic is
+spare, T is flat in k and v(k) ~ 1 (seed 004's claim); where the kernel is compute-bound or takes a slow path,
+v grows with k and a large block loses. Which holds depends on the CPU (AMX tiles, AVX-512 with bfloat16 dot
+products, AVX2 only), the precision and the matrix kernel, so the app measures it instead of guessing: for each
+(model, precision, kernel path, device, CPU, torch version) the cached pass over 1..9 new tokens after a
+realistic cached context, the median of alternating rounds. Its file in ``$SPECVIZ_CACHE/machine`` makes every
+later load, in any process, free.
+
+Pure torch; no streamlit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from specviz.models.cache import cache_root
+from specviz.models.forwards import ForwardFn, KVCachedSequence, full_forward
+from specviz.models.kernels import DEFAULT, KERNEL_PATHS, can_pack, kernels_of, use_kernels
+from specviz.models.loaded import LoadedModel
+from specviz.models.machine import available_memory_bytes, cpu_name, machine_key
+
+PROFILE_TOKENS = 9  # passes over k + 1 = 1..9 new tokens: every block size up to gamma 8
+CONTEXT_TOKENS = 128  # cached context before every timed pass (a chat prompt and some answer)
+PROFILE_ROUNDS = 5  # rounds of the 9 passes; medians
+FORMAT = 1  # bumped when what a profile holds changes, so old files are measured again
+FLAT = 1.25  # v(k) up to this counts as "flat": a pass over k + 1 tokens costs about one step
+
+
+@dataclass(frozen=True)
+class PassProfile:
+    """One model's measured passes on this machine: ``pass_ms[n - 1]`` is the median ms of a cached forward over n
+    new tokens (producing n positions' logits) after ``context`` cached tokens."""
+
+    model: str  # display name
+    forward: str  # which forward was timed ("full" for the model's own; a draft's lean forward otherwise)
+    dtype: str
+    kernels: str
+    device: str
+    cpu: str
+    torch: str
+    context: int
+    pass_ms: tuple[float, ...]
+    weight_bytes: int  # the bytes of every weight a step reads (embedding rows aside)
+
+    @property
+    def step_ms(self) -> float:
+        """One-token step, T(1)."""
+        return self.pass_ms[0]
+
+    def verify_cost(self, k: int) -> float:
+        """v(k) = T(k + 1) / T(1): the pass that verifies k drafted tokens, in one-token steps."""
+        return self.pass_ms[min(k, len(self.pass_ms) - 1)] / self.step_ms
+
+    @property
+    def verify_costs(self) -> dict[int, float]:
+        """v(k) for every measured block size k = 1..8."""
+        return {k: self.verify_cost(k) for k in range(1, len(self.pass_ms))}
+
+    @property
+    def bandwidth_gbs(self) -> float:
+        """The memory bandwidth a one-token step achieves: weight bytes / T(1), in GB/s."""
+        return self.weight_bytes / self.step_ms / 1e6
+
+    def flat_until(self, tolerance: float = FLAT) -> int:
+        """The largest block size k such that every pass up to k + 1 tokens costs at most ``tolerance`` one-token
+        steps (0: already the pass over 2 tokens costs more)."""
+        flat = 0
+        for k, v in self.verify_costs.items():
+            if v > tolerance:
+                break
+            flat = k
+        return flat
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> PassProfile:
+        return cls(**{**d, "pass_ms": tuple(d["pass_ms"])})
+
+
+def weight_bytes(loaded: LoadedModel) -> int:
+    """Bytes of the weights one step reads: every parameter but the input embedding (a step reads one row of it);
+    a tied output head is read as the head."""
+    embedding = loaded.model.get_input_embeddings().weight
+    tied = embedding is loaded.model.get_output_embeddings().weight
+    total = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
+    return total if tied else total - embedding.numel() * embedding.element_size()
+
+
+def time_passes(loaded: LoadedModel, forward: ForwardFn, context: list[int], rounds: int = PROFILE_ROUNDS,
+                on_progress: Callable[[int, int], None] | None = None) -> tuple[float, ...]:
+    """Median ms of a cached pass over n = 1..``PROFILE_TOKENS`` new tokens after ``context[:-PROFILE_TOKENS]``.
+
+    One untimed warm-up of every size, then ``rounds`` rounds that time every size once, in forward order in
+    odd rounds and backward in even ones, so a load that comes and goes falls on every size alike."""
+    state = KVCachedSequence()
+    base = len(context) - PROFILE_TOKENS
+    state.feed(forward, loaded, context[:base], 1)
+    sizes = list(range(1, PROFILE_TOKENS + 1))
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    for r in range(rounds + 1):
+        for n in sizes if r % 2 else sizes[::-1]:
+            state.crop(base)
+            started = time.perf_counter()
+            state.feed(forward, loaded, context[base: base + n], n)
+            if r:  # round 0 is the warm-up
+                times[n].append((time.perf_counter() - started) * 1e3)
+        if on_progress:
+            on_progress(r + 1, rounds + 1)
+    return tuple(statistics.median(times[n]) for n in sizes)
+
+
+def profile_context(loaded: LoadedModel) -> list[int]:
+    """A realistic context: the tokens of a chat prompt, repeated up to ``CONTEXT_TOKENS`` (what the tokens are does
+    not change a pass's cost), then the ``PROFILE_TOKENS`` the timed passes feed."""
+    text = "Explain, step by step, why the sky is blue and the sunset is red. " * 16
+    vocab = int(loaded.model.get_output_embeddings().weight.shape[0])
+    ids = [i % vocab for i in loaded.tokenizer(text)["input_ids"]] if loaded.tokenizer is not None else []
+    ids = ids or list(range(vocab))  # a tokenizer that makes nothing of the text: any ids cost the same
+    while len(ids) < CONTEXT_TOKENS + PROFILE_TOKENS:
+        ids += ids
+    return ids[: CONTEXT_TOKENS + PROFILE_TOKENS]
+
+
+def profile_file(loaded: LoadedModel, forward_name: str) -> str:
+    """The cache file of a model's profile on this machine, in its precision and kernel path."""
+    key = "|".join((loaded.spec, loaded.name, forward_name, str(loaded.model.dtype), kernels_of(loaded.model),
+                    str(loaded.device), machine_key(), str(FORMAT)))
+    digest = hashlib.sha256(key.encode()).hexdigest()[:20]
+    return str(cache_root() / "machine" / f"{loaded.name.replace('/', '_')}-{digest}.json")
+
+
+def pass_profile(loaded: LoadedModel, forward: ForwardFn, forward_name: str = "full",
+                 on_progress: Callable[[int, int], None] | None = None) -> PassProfile:
+    """The model's :class:`PassProfile` through ``forward``: read from its cache file, else measured (seconds) and
+    written there (atomically: a concurrent process reads all of it or measures too)."""
+    path = profile_file(loaded, forward_name)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return PassProfile.from_dict(json.load(f))
+    except (OSError, ValueError, TypeError, KeyError):
+        pass
+    profile = PassProfile(
+        model=loaded.name, forward=forward_name, dtype=str(loaded.model.dtype).replace("torch.", ""),
+        kernels=kernels_of(loaded.model), device=str(loaded.device), cpu=cpu_name(), torch=torch.__version__,
+        context=CONTEXT_TOKENS, pass_ms=time_passes(loaded, forward, profile_context(loaded), on_progress=on_progress),
+        weight_bytes=weight_bytes(loaded))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    staging = f"{path}.{os.getpid()}.tmp"
+    with open(staging, "w", encoding="utf-8") as f:
+        json.dump(profile.to_dict(), f, indent=1)
+    os.replace(staging, path)
+    return profile
+
+
+def round_cost(profile: PassProfile) -> float:
+    """What a kernel path is judged by: the sum of its passes over 1..9 tokens (the one-token steps of the target
+    alone and of a draft, and every verification pass, weighed alike)."""
+    return sum(profile.pass_ms)
+
+
+KERNELS_VAR = "SPECVIZ_KERNELS"  # auto (the profile's choice) | default | onednn: a user's or a benchmark's override
+
+
+def choose_kernels(loaded: LoadedModel, on_progress: Callable[[int, int], None] | None = None) -> str:
+    """Put a freshly loaded model (not yet shared) on the kernel path whose profile costs least on this machine, and
+    keep every measured profile on it (``loaded.profiles``). Only exact paths are compared: both multiply in the
+    model's own precision. Packing keeps a second copy of the weights, so a machine without the memory for it stays
+    on the default path. ``$SPECVIZ_KERNELS`` names a path to take instead (each still profiled)."""
+    free = available_memory_bytes()
+    room = free is None or free > 1.2 * weight_bytes(loaded)  # packing keeps a second copy of every matrix
+    paths = KERNEL_PATHS if room and can_pack(loaded.model.dtype, loaded.device) else (DEFAULT,)
+    for path in paths:
+        use_kernels(loaded.model, path)
+        loaded.profiles[path] = pass_profile(loaded, full_forward, on_progress=on_progress)
+    wanted = os.environ.get(KERNELS_VAR, "auto")
+    chosen = wanted if wanted in paths else min(paths, key=lambda path: round_cost(loaded.profiles[path]))
+    use_kernels(loaded.model, chosen)
+    return chosen
+
+
+def model_profile(loaded: LoadedModel) -> PassProfile:
+    """The profile of the kernel path the model runs on now (measured and cached if the loader did not)."""
+    path = kernels_of(loaded.model)
+    if path not in loaded.profiles:
+        loaded.profiles[path] = pass_profile(loaded, full_forward)
+    return loaded.profiles[path]

@@ -1,0 +1,179 @@
+"""The machine profile and the fastest exact kernel path: measured on tiny real models, exact on both paths."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from torch import nn
+
+from specviz.analysis import metrics, roofline
+from specviz.analysis.lab import chi_square_power, goodness_of_fit, output_law
+from specviz.cli import main
+from specviz.config import DecodeConfig
+from specviz.engine import ModelPair, speculative_decode
+from specviz.models.forwards import full_forward
+from specviz.models.kernels import DEFAULT, ONEDNN, PackedLinear, kernels_of, use_kernels
+from specviz.models.llama_step import llama_weights
+from specviz.models.loading import load_model
+from specviz.models.machine import MachineRates, matrix_units_in_words
+from specviz.models.profile import KERNELS_VAR, PROFILE_TOKENS, PassProfile, pass_profile, profile_file
+from specviz.rules.acceptance import BrokenResidualRule
+from specviz.rules.distributions import softmax32
+from tests.tiny import make_tiny_pair
+
+from .conftest import target_greedy
+from .test_engine import PROMPT
+
+
+def load_on(path: str, dirs: dict[str, str], dtype: str = "float32") -> ModelPair:
+    """The tiny pair loaded with the kernel path forced (a fresh copy per path: models are cached per directory)."""
+    before = os.environ.get(KERNELS_VAR)
+    os.environ[KERNELS_VAR] = path
+    try:
+        return ModelPair(load_model(dirs["target"], "cpu", dtype), load_model(dirs["draft"], "cpu", dtype))
+    finally:
+        os.environ.pop(KERNELS_VAR) if before is None else os.environ.__setitem__(KERNELS_VAR, before)
+
+
+@pytest.fixture(scope="module")
+def onednn(tmp_path_factory) -> tuple[dict[str, str], ModelPair]:
+    dirs = make_tiny_pair(tmp_path_factory.mktemp("onednn"))
+    return dirs, load_on(ONEDNN, dirs)
+
+
+def config_for(dirs, **changes) -> DecodeConfig:
+    return DecodeConfig(target=dirs["target"], draft=dirs["draft"], drafter="model", rule="greedy", gamma=4,
+                        max_new_tokens=24, device="cpu").replace(**changes)
+
+
+def test_the_switch_packs_every_linear_layer_and_keeps_the_parameters(onednn):
+    _, pair = onednn
+    for loaded in (pair.target, pair.draft):
+        assert kernels_of(loaded.model) == ONEDNN
+        assert not any(type(m) is nn.Linear for m in loaded.model.modules())
+        assert set(loaded.profiles) == {DEFAULT, ONEDNN}  # both measured, the forced one taken
+    packed = pair.target.model.lm_head
+    assert isinstance(packed, PackedLinear) and "packed" not in dict(pair.target.model.named_buffers())
+    ids = torch.tensor([PROMPT])
+    with torch.inference_mode():
+        fast = pair.target.model(ids).logits
+        use_kernels(pair.target.model, DEFAULT)
+        plain = pair.target.model(ids).logits
+        use_kernels(pair.target.model, ONEDNN)
+    # two exact float32 kernels: equal up to the order of the additions, never bf16-sized differences
+    assert torch.allclose(fast, plain, atol=1e-4) and kernels_of(pair.target.model) == ONEDNN
+
+
+@pytest.mark.parametrize("gamma", [2, 5])
+def test_greedy_on_the_fast_path_is_the_targets_own_greedy(onednn, gamma):
+    dirs, pair = onednn
+    trace = speculative_decode(config_for(dirs, gamma=gamma), prompt_ids=PROMPT, pair=pair)
+    assert trace.output_ids == target_greedy(pair.target, PROMPT, 24)
+    assert {p.status for r in trace.rounds for p in r.draft} >= {"accepted", "rejected"}
+
+
+def test_greedy_trees_on_the_fast_path_are_the_targets_own_greedy(onednn):
+    dirs, pair = onednn
+    config = config_for(dirs, drafter="tree", tree_mode="constant", branching=2, tree_depth=3)
+    trace = speculative_decode(config, prompt_ids=PROMPT, pair=pair)
+    assert trace.output_ids == target_greedy(pair.target, PROMPT, 24)
+    assert any(r.tree.path for r in trace.rounds)
+
+
+def test_generate_the_engine_and_the_drafts_lean_step_multiply_through_the_same_packed_kernels(onednn):
+    dirs, pair = onednn
+    calls = []
+    hook = pair.target.model.lm_head.register_forward_hook(lambda *_: calls.append(1))
+    target_greedy(pair.target, PROMPT, 4)
+    assert len(calls) == 4  # transformers' generate: one packed head product per token
+    speculative_decode(config_for(dirs, max_new_tokens=8), prompt_ids=PROMPT, pair=pair)
+    assert len(calls) > 4  # the engine's verification passes: the same packed module
+    hook.remove()
+    layer = llama_weights(pair.draft.model).layers[0]  # the draft's lean step reads the packed weights
+    assert all(getattr(layer, name).packed is not None for name in ("q", "k", "v", "o", "gate", "up", "down"))
+
+
+def test_speculative_sampling_on_the_fast_path_is_lossless(onednn):
+    dirs, pair = onednn
+    n = 800
+    with torch.inference_mode():
+        p = softmax32(pair.target.model(torch.tensor([PROMPT])).logits[0, -1])
+        q = softmax32(pair.draft.model(torch.tensor([PROMPT])).logits[0, -1])
+    broken = output_law(BrokenResidualRule(), p, q)
+    assert chi_square_power(p, broken, n, level=1e-3) > 0.999  # this n can tell the broken rule from the right one
+    config = config_for(dirs, rule="sample", gamma=3, max_new_tokens=2)
+    tokens = [speculative_decode(config.replace(seed=s), prompt_ids=PROMPT, pair=pair).output_ids[0] for s in range(n)]
+    assert goodness_of_fit(tokens, p) > 1e-3
+    assert goodness_of_fit(tokens, broken) < 1e-3
+
+
+def test_the_profile_is_measured_once_and_read_back(onednn):
+    _, pair = onednn
+    loaded = pair.target
+    profile = loaded.profiles[ONEDNN]
+    assert len(profile.pass_ms) == PROFILE_TOKENS and all(ms > 0 for ms in profile.pass_ms)
+    assert profile.weight_bytes == sum(p.numel() * p.element_size() for p in loaded.model.parameters()) - (
+        loaded.model.get_input_embeddings().weight.numel() * 4)  # untied: the input embedding is not streamed
+    assert profile.bandwidth_gbs > 0 and set(profile.verify_costs) == set(range(1, PROFILE_TOKENS))
+    assert 0 <= profile.flat_until() <= PROFILE_TOKENS - 1 and profile.cpu and profile.torch == torch.__version__
+    assert os.path.isfile(profile_file(loaded, "full"))
+    assert pass_profile(loaded, full_forward) == profile  # read from its file: a new measurement never repeats times
+    assert PassProfile.from_dict(profile.to_dict()) == profile
+
+
+def test_a_changed_precision_kernel_path_or_torch_version_is_another_profile(onednn, monkeypatch):
+    dirs, pair = onednn
+    fast = profile_file(pair.target, "full")
+    bf16 = load_model(dirs["target"], "cpu", "bfloat16")
+    assert profile_file(bf16, "full") != fast
+    use_kernels(pair.target.model, DEFAULT)
+    assert profile_file(pair.target, "full") != fast
+    use_kernels(pair.target.model, ONEDNN)
+    monkeypatch.setattr(torch, "__version__", "9.9.9")
+    assert profile_file(pair.target, "full") != fast
+
+
+def profile_of(pass_ms: tuple[float, ...], weight_bytes: int = 10**9) -> PassProfile:
+    return PassProfile(model="m", forward="full", dtype="float32", kernels=ONEDNN, device="cpu", cpu="CPU",
+                       torch=torch.__version__, context=128, pass_ms=pass_ms, weight_bytes=weight_bytes)
+
+
+def test_the_speed_sentence_and_the_best_gamma_come_from_the_measured_costs():
+    flat = profile_of((10.0,) * 9)
+    linear = profile_of(tuple(10.0 * n for n in range(1, 10)))
+    assert "10.0 ms" in roofline.speed_sentence(flat) and "up to k = 8" in roofline.speed_sentence(flat)
+    assert "growing with k" in roofline.speed_sentence(linear)
+    # a flat pass makes long blocks pay; a pass that costs k + 1 steps makes the shortest block the best
+    assert roofline.best_priced_gamma(0.8, 0.05, flat) > 3 and roofline.best_priced_gamma(0.8, 0.05, linear) == 1
+    assert matrix_units_in_words(frozenset({"avx2"})).startswith("AVX2 only")
+    assert matrix_units_in_words(frozenset({"avx512f", "avx512_bf16"})).startswith("AVX-512 with bfloat16")
+    assert matrix_units_in_words(frozenset({"amx_bf16", "avx512_bf16"})).startswith("AMX")
+
+
+def test_the_roofline_table_puts_each_pass_beside_its_bounds():
+    target = profile_of((20.0, 21.0, 22.0, 23.0, 24.0, 26.0, 28.0, 30.0, 32.0), weight_bytes=4 * 10**8)
+    table = roofline.roofline_table(target, profile_of((2.0,) * 9), MachineRates(40.0, {"float32": 500.0}))
+    assert list(table.tokens) == list(range(1, 10))
+    assert table.memory_bound_ms.nunique() == 1 and table.memory_bound_ms[0] == pytest.approx(10.0)  # 0.4 GB / 40 GB/s
+    assert table.compute_bound_ms[8] == pytest.approx(9 * table.compute_bound_ms[0])  # 2 N (k + 1) / rate
+    assert table.compute_bound_ms[0] == pytest.approx(2 * 10**8 / 500e9 * 1e3)
+    assert list(table.verify_cost) == pytest.approx([ms / 20.0 for ms in target.pass_ms])
+
+
+def test_load_is_told_apart_from_speculation():
+    loaded = metrics.SpeedupCheck(1.0, 2.05, 0.1, 1.36, 1.2, (2.11, 2.16, 0.85))
+    signs = metrics.load_signs(loaded)
+    assert len(signs) == 2 and "disagree" in signs[0] and "above the 1.36×" in signs[1]
+    quiet = metrics.SpeedupCheck(1.0, 1.3, 0.1, 1.36, 1.2, (1.28, 1.3, 1.33))
+    assert metrics.load_signs(quiet) == []
+
+
+def test_the_cli_prints_the_machine_profile(onednn, capsys):
+    dirs, _ = onednn
+    assert main(["machine", "--target", dirs["target"], "--draft", dirs["draft"], "--drafter", "model",
+                 "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "read bandwidth" in out and "onednn (chosen)" in out and "Measured on this machine" in out
+    assert "memory_bound_ms" in out and "best gamma priced at v(k)" in out
