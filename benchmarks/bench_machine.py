@@ -80,7 +80,7 @@ def bench_pair(name: str, dtype: str, gammas: list[int], max_new: int, prompts: 
           "(goal <= 1.5x)")
     started = time.perf_counter()
     for loaded, forward in ((pair.target, full_forward), (pair.draft, draft_forward_for(config, pair.draft))):
-        time_passes(loaded, forward, profile_context(loaded))
+        time_passes(loaded, forward, profile_context(loaded))  # one measurement, as a first load on a quiet machine
     print(f"  the profile's own cost (target and draft, {PROFILE_TOKENS} pass sizes, this path only): "
           f"{time.perf_counter() - started:.1f} s; cached after the first time")
 

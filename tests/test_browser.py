@@ -119,3 +119,22 @@ def test_round_view_in_chromium(app_url):
         page.screenshot(path=str(ARTIFACTS / "metrics.png"), full_page=True)
         browser.close()
     assert (ARTIFACTS / "round_view.png").stat().st_size > 10_000
+
+
+def test_the_roofline_panel_in_chromium(app_url):
+    """The Parallel verification page draws this machine's measured roofline: the target's and the draft's passes
+    over 1..9 tokens beside the memory and compute bounds, and the sentence the profile writes."""
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        page.set_default_timeout(600_000)
+        page.goto(f"{app_url}/parallel?max_new_tokens=8")
+        page.get_by_text("one pass over k + 1 new tokens").first.wait_for()
+        for name in ("target, measured", "draft, measured", "target's memory bound", "target's compute bound"):
+            assert page.get_by_text(name, exact=True).count() >= 1  # the chart's legend
+        assert page.get_by_text("Measured on this machine").count() >= 1
+        page.get_by_text("This machine's roofline").first.evaluate("e => e.scrollIntoView()")
+        time.sleep(1.5)
+        page.screenshot(path=str(ARTIFACTS / "roofline.png"))  # the panel: heading, chart, sentence
+        browser.close()
+    assert (ARTIFACTS / "roofline.png").stat().st_size > 10_000

@@ -11,11 +11,15 @@ Pure data in, plain data out; no streamlit.
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+
 import pandas as pd
 
 from specviz.config import DecodeConfig
 from specviz.drafters.registry import drafter_entry
 from specviz.engine import ModelPair
+from specviz.models.embedded_draft import MANIFEST_FILE
 from specviz.models.kernels import ONEDNN
 from specviz.models.machine import MachineRates, matrix_units_in_words
 from specviz.models.profile import FLAT, PassProfile, model_profile, pass_profile
@@ -86,3 +90,39 @@ def speculation_summary(alpha: float, c: float, profile: PassProfile) -> str:
 def pair_profiles(config: DecodeConfig, pair: ModelPair) -> tuple[PassProfile, PassProfile | None]:
     """The target's profile on its kernel path and the drafter's (None where it has no forward of its own)."""
     return model_profile(pair.target), draft_profile(config, pair)
+
+
+def shipped_draft_acceptance() -> float:
+    """The embedded draft's greedy acceptance on held-out prompts with its shipped head, from its manifest (measured
+    when it was trained)."""
+    return float(json.loads(MANIFEST_FILE.read_text(encoding="utf-8"))["heldout_greedy_acceptance_trimmed"])
+
+
+PAYS = 1.2  # a priced speedup from which speculation visibly pays in a class
+
+
+@dataclass(frozen=True)
+class MeasuredDefaults:
+    """The app's precision and block size on this machine, and why, from the embedded pair's profiles."""
+
+    dtype: str
+    gamma: int
+    reason: str
+
+
+def measured_defaults(profiles: dict[str, tuple[PassProfile, PassProfile]], alpha: float) -> MeasuredDefaults:
+    """Pick the precision that keeps the lesson true: float32 (exact) where its speculation, priced at this machine's
+    v(k) and c at the draft's acceptance ``alpha``, pays at least ``PAYS``; otherwise the precision whose priced
+    speedup is highest (bfloat16, lossless only up to rounding). ``profiles``: precision -> (target, draft)."""
+    priced = {}
+    for dtype, (target, draft) in profiles.items():
+        c = draft.step_ms / target.step_ms
+        gamma = best_priced_gamma(alpha, c, target)
+        priced[dtype] = (priced_speedup(alpha, gamma, c, target.verify_cost(gamma)), gamma)
+    exact = priced.get("float32")
+    dtype = "float32" if exact and exact[0] >= PAYS else max(priced, key=lambda d: priced[d][0])
+    words = ", ".join(f"{d} {speedup:.2f}× at γ = {g}" for d, (speedup, g) in priced.items())
+    why = ("float32 pays, so the exact precision is the default" if dtype == "float32" else
+           f"float32 does not reach {PAYS}×, so {dtype} is the default (lossless only up to rounding)")
+    return MeasuredDefaults(dtype, priced[dtype][1], f"At the shipped draft's held-out acceptance α = {alpha:.2f}, the "
+                            f"theory priced at this machine's measured v(k) and c gives {words}: {why}.")

@@ -35,7 +35,9 @@ from specviz.models.machine import available_memory_bytes, cpu_name, machine_key
 PROFILE_TOKENS = 9  # passes over k + 1 = 1..9 new tokens: every block size up to gamma 8
 CONTEXT_TOKENS = 128  # cached context before every timed pass (a chat prompt and some answer)
 PROFILE_ROUNDS = 5  # rounds of the 9 passes; medians
-FORMAT = 1  # bumped when what a profile holds changes, so old files are measured again
+FORMAT = 2  # bumped when what a profile holds changes, so old files are measured again
+NOISY = 1.5  # a pass size whose slowest round took this much longer than its fastest: the machine was busy
+ATTEMPTS = 3  # measurements tried before a noisy profile is used (for this process only, never cached)
 FLAT = 1.25  # v(k) up to this counts as "flat": a pass over k + 1 tokens costs about one step
 
 
@@ -54,6 +56,7 @@ class PassProfile:
     context: int
     pass_ms: tuple[float, ...]
     weight_bytes: int  # the bytes of every weight a step reads (embedding rows aside)
+    spread: float = 1.0  # the largest slowest-over-fastest round of one pass size (NOISY and above: measured busy)
 
     @property
     def step_ms(self) -> float:
@@ -102,8 +105,9 @@ def weight_bytes(loaded: LoadedModel) -> int:
 
 
 def time_passes(loaded: LoadedModel, forward: ForwardFn, context: list[int], rounds: int = PROFILE_ROUNDS,
-                on_progress: Callable[[int, int], None] | None = None) -> tuple[float, ...]:
-    """Median ms of a cached pass over n = 1..``PROFILE_TOKENS`` new tokens after ``context[:-PROFILE_TOKENS]``.
+                on_progress: Callable[[int, int], None] | None = None) -> tuple[tuple[float, ...], float]:
+    """Median ms of a cached pass over n = 1..``PROFILE_TOKENS`` new tokens after ``context[:-PROFILE_TOKENS]``, and
+    the spread of the rounds (the largest slowest-over-fastest ratio of one size).
 
     One untimed warm-up of every size, then ``rounds`` rounds that time every size once, in forward order in
     odd rounds and backward in even ones, so a load that comes and goes falls on every size alike."""
@@ -121,7 +125,8 @@ def time_passes(loaded: LoadedModel, forward: ForwardFn, context: list[int], rou
                 times[n].append((time.perf_counter() - started) * 1e3)
         if on_progress:
             on_progress(r + 1, rounds + 1)
-    return tuple(statistics.median(times[n]) for n in sizes)
+    spread = max(max(t) / min(t) for t in times.values())
+    return tuple(statistics.median(times[n]) for n in sizes), spread
 
 
 def profile_context(loaded: LoadedModel) -> list[int]:
@@ -144,27 +149,44 @@ def profile_file(loaded: LoadedModel, forward_name: str) -> str:
     return str(cache_root() / "machine" / f"{loaded.name.replace('/', '_')}-{digest}.json")
 
 
+_MEASURED: dict[str, PassProfile] = {}  # this process's profiles by file, the noisy ones (never written) included
+
+
 def pass_profile(loaded: LoadedModel, forward: ForwardFn, forward_name: str = "full",
                  on_progress: Callable[[int, int], None] | None = None) -> PassProfile:
-    """The model's :class:`PassProfile` through ``forward``: read from its cache file, else measured (seconds) and
-    written there (atomically: a concurrent process reads all of it or measures too)."""
+    """The model's :class:`PassProfile` through ``forward``: this process's, else its cache file's, else measured
+    (seconds; up to ``ATTEMPTS`` times while the rounds disagree, the quietest kept) and written there if quiet."""
     path = profile_file(loaded, forward_name)
+    if path in _MEASURED:
+        return _MEASURED[path]
     try:
         with open(path, encoding="utf-8") as f:
-            return PassProfile.from_dict(json.load(f))
+            return _MEASURED.setdefault(path, PassProfile.from_dict(json.load(f)))
     except (OSError, ValueError, TypeError, KeyError):
         pass
+    context, measured = profile_context(loaded), []
+    while len(measured) < ATTEMPTS and (not measured or measured[-1][1] >= NOISY):
+        measured.append(time_passes(loaded, forward, context, on_progress=on_progress))
+    pass_ms, spread = min(measured, key=lambda m: m[1])
     profile = PassProfile(
         model=loaded.name, forward=forward_name, dtype=str(loaded.model.dtype).replace("torch.", ""),
         kernels=kernels_of(loaded.model), device=str(loaded.device), cpu=cpu_name(), torch=torch.__version__,
-        context=CONTEXT_TOKENS, pass_ms=time_passes(loaded, forward, profile_context(loaded), on_progress=on_progress),
-        weight_bytes=weight_bytes(loaded))
+        context=CONTEXT_TOKENS, pass_ms=pass_ms, weight_bytes=weight_bytes(loaded), spread=spread)
+    keep_if_quiet(path, profile)
+    return _MEASURED.setdefault(path, profile)
+
+
+def keep_if_quiet(path: str, profile: PassProfile) -> bool:
+    """Write ``profile`` to its cache file (atomically: a concurrent process reads all of it or measures too) unless
+    it was measured on a busy machine; whether it was written."""
+    if profile.spread >= NOISY:
+        return False
     os.makedirs(os.path.dirname(path), exist_ok=True)
     staging = f"{path}.{os.getpid()}.tmp"
     with open(staging, "w", encoding="utf-8") as f:
         json.dump(profile.to_dict(), f, indent=1)
     os.replace(staging, path)
-    return profile
+    return True
 
 
 def round_cost(profile: PassProfile) -> float:

@@ -3,6 +3,8 @@ URL that mirrors it (a copied link reopens the same state)."""
 
 from __future__ import annotations
 
+import math
+
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
@@ -115,11 +117,15 @@ def init_state_from_url(defaults: DecodeConfig) -> None:
     if st.session_state.get("sv_initialized"):
         return
     state = parse_query(st.query_params.to_dict(), defaults)
-    c = state.config
+    kept = {name: getattr(defaults, name) for name in field_params() if unshowable(name, getattr(state.config, name))}
+    c = state.config.replace(**kept)
+    messages = list(state.messages) + [f"{name}={format_value(getattr(state.config, name))} in the link cannot be set "
+                                       f"on its control; using the default {format_value(value)}"
+                                       for name, value in kept.items()]
     st.session_state.update({name: widget_value(name, getattr(c, name)) for name, p in field_params().items()
                              if p.widget != "none"})
     st.session_state.update(
-        sv_initialized=True, url_messages=state.messages, pair=_pair_label(c.target, c.draft),
+        sv_initialized=True, url_messages=messages, pair=_pair_label(c.target, c.draft),
         custom_target=c.target, custom_draft=c.draft or "",
         prompt=state.prompt if state.prompt is not None else DEFAULT_PROMPT, round=state.round,
     )
@@ -145,6 +151,26 @@ def field_enabled(name: str, ss) -> bool:
     return (name not in CLAIMED_FIELDS or name in used) and condition
 
 
+NUMBER_MAX = 2**53 - 1  # the largest integer a browser's number box holds exactly
+
+
+def shown_range(name: str, value) -> tuple[float, float]:
+    """A slider's range: the field's ``shown`` range (or its bounds), widened to hold ``value`` when the config
+    accepts a value outside it (a link's ``temperature=5`` opens on a slider that reaches 5)."""
+    p = field_params()[name]
+    low, high = p.shown or (p.low, p.high)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        low, high = min(low, value), max(high, value)
+    return low, high
+
+
+def unshowable(name: str, value) -> bool:
+    """A valid value no widget can hold: infinite on a slider, past what a number box holds exactly."""
+    widget = field_params()[name].widget
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return number and ((widget == "slider" and not math.isfinite(value)) or (widget == "number" and value > NUMBER_MAX))
+
+
 def draw_field(container, name: str, ss) -> None:
     """The widget a config field's Param describes, keyed by the field's name."""
     p = field_params()[name]
@@ -157,13 +183,13 @@ def draw_field(container, name: str, ss) -> None:
         extra = dict(horizontal=True) if p.widget == "radio" else {}
         draw(p.label, options, format_func=lambda v: labels.get(v, str(v)), **extra, **common)
     elif p.widget == "slider":
-        low, high = p.shown or (p.low, p.high)
+        low, high = shown_range(name, ss.get(name))
         if p.step is not None:
             container.slider(p.label, float(low), float(high), step=p.step, **common)
         else:
             container.slider(p.label, int(low), int(high), **common)
     elif p.widget == "number":
-        container.number_input(p.label, min_value=int(p.low), max_value=min(int(p.high), 2**31 - 1), step=1, **common)
+        container.number_input(p.label, min_value=int(p.low), max_value=min(int(p.high), NUMBER_MAX), step=1, **common)
     elif p.widget == "text":
         container.text_input(p.label, placeholder="default", **common)
     elif p.widget == "checkbox":

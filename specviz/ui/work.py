@@ -17,6 +17,7 @@ import uuid
 import streamlit as st
 import torch
 
+from specviz.analysis.roofline import MeasuredDefaults, measured_defaults, pair_profiles, shipped_draft_acceptance
 from specviz.config import ConfigError, DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode, uses_draft_model
 from specviz.engine.trace import Trace
@@ -34,10 +35,29 @@ HEARTBEAT_SECONDS = 2.0  # a waiting page redraws at least this often, even when
 
 
 def app_defaults() -> DecodeConfig:
-    """The app's defaults; the device comes from $SPECVIZ_DEVICE (auto: the GPU when there is one), the
-    weights' precision from $SPECVIZ_DTYPE (float32 unless set)."""
-    return DecodeConfig(device=os.environ.get("SPECVIZ_DEVICE", "auto"),
-                        dtype=os.environ.get("SPECVIZ_DTYPE", "float32"))
+    """The app's defaults: the device from $SPECVIZ_DEVICE (auto: the GPU when there is one); the weights'
+    precision from $SPECVIZ_DTYPE, else this machine's choice (:func:`machine_defaults`); the best block size
+    there."""
+    config = DecodeConfig(device=os.environ.get("SPECVIZ_DEVICE", "auto"))
+    measured = machine_defaults(config.device)
+    dtype = os.environ.get("SPECVIZ_DTYPE") or (measured.dtype if measured else config.dtype)
+    gamma = measured.gamma if measured and measured.dtype == dtype else config.gamma
+    return config.replace(dtype=dtype, gamma=gamma)
+
+
+@st.cache_resource(show_spinner="Measuring this machine once: the embedded pair's passes over 1 to 9 tokens …")
+def machine_defaults(device: str) -> MeasuredDefaults | None:
+    """The embedded pair's precision and block size on this machine (:func:`~specviz.analysis.roofline.
+    measured_defaults`), once per process; None (the config's own defaults) where the pair cannot be had."""
+    try:
+        profiles = {}
+        for dtype in ("float32", "bfloat16"):
+            config = DecodeConfig(device=device, dtype=dtype)
+            profiles[dtype] = pair_profiles(config, load_pair(config))
+        return measured_defaults(profiles, shipped_draft_acceptance())
+    except USER_ERRORS + (OSError, ValueError) as exc:
+        log.warning("this machine's defaults not measured: %s", exc)
+        return None
 
 
 @st.cache_resource(show_spinner=False, max_entries=6)
@@ -101,9 +121,14 @@ def pair_for(config: DecodeConfig) -> ModelPair:
     return cached_pair(config.target, _draft_spec(config), config.drafter, config.device, config.dtype)
 
 
+LOADING_NOTE = ("Loading the models (once per server; the first load on a machine also measures its matrix kernels and "
+                "each pass over 1 to 9 tokens: seconds for the embedded pair, about a minute for a 1.5B model) …")
+
+
 def page_pair(config: DecodeConfig) -> ModelPair | None:
     """The shared pair for a page that reads the models itself: a spinner while loading, a message on failure."""
-    loading = f"Loading {config.target}" + (f" and {config.draft}" if _draft_spec(config) else "") + " …"
+    loading = f"Loading {config.target}" + (f" and {config.draft}" if _draft_spec(config) else "") + (
+        " (the first load on a machine also measures its kernels: seconds) …")
     with st.spinner(loading):
         return show_user_errors(lambda: pair_for(config))
 
@@ -184,6 +209,7 @@ def get_trace(config: DecodeConfig, prompt: str) -> Trace | None:
 
     def compute(on_progress) -> Trace:
         config.validated()
+        on_progress(0, config.max_new_tokens, LOADING_NOTE)
         pair = pair_for(config)
         return speculative_decode(config, prompt=prompt, pair=pair, on_round=lambda record, new: on_progress(
             new, config.max_new_tokens, f"Round {record.index + 1} · {new}/{config.max_new_tokens} tokens"))
