@@ -40,12 +40,6 @@ elif rounds:
 
     table = ui.shared_result(key, departures, "Decoding β", button="Decode with β = 1..5")
     if table is not None:
-        for row in table.itertuples():
-            if row.same_as_target:
-                st.markdown(f"**β = {row.beta}**: identical to the target's greedy text "
-                            f"({row.tokens_per_round:.2f} tokens/round)")
-            else:
-                st.markdown(f"**β = {row.beta}** departs at token {row.departs_at + 1} "
-                            f"({row.tokens_per_round:.2f} tokens/round): …{row.common_prefix[-60:]}"
-                            f"**[{row.output_after[:60]}]** instead of the target's **[{row.target_after[:60]}]**")
+        st.markdown(rules.beta_effect(table))
+        st.dataframe(rules.departures_table(table), hide_index=True, width="stretch")
         st.download_button("Download departures (CSV)", table.to_csv(index=False), "specviz-departures.csv", "text/csv")

@@ -209,3 +209,12 @@ def test_measured_speedup_times_both_runs_now_not_the_stored_trace(config, tiny_
     assert check.measured == pytest.approx(check.autoregressive_s / check.speculative_s)
     assert len(check.pair_speedups) == 3 and min(check.pair_speedups) <= check.measured <= max(check.pair_speedups)
     assert check.cost_ratio > 0 and check.expected > 0 and check.expected_verify_measured > 0
+
+
+def test_snippets_are_cut_at_word_boundaries():
+    from specviz.analysis.rules import word_snippet
+
+    text = "the quick brown fox jumps over the lazy dog"
+    assert word_snippet(text, 100) == text
+    assert word_snippet(text, 17) == "the quick brown…"  # not "the quick brown f"
+    assert word_snippet(text, 14, from_end=True) == "…the lazy dog"  # not "…er the lazy dog"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -66,8 +67,12 @@ def test_compare_rules_page(params):
     assert len(at.get("plotly_chart")) == 1
     at.button[0].click().run()  # decode with beta = 1..5
     assert not at.exception and not at.error
+    table = at.dataframe[0].value
+    assert list(table["β"]) == [1, 2, 3, 4, 5] and pd.isna(table["departs at token"][0])  # β = 1 is greedy
+    departed = table["departs at token"].dropna()
+    assert all(float(at_token).is_integer() and at_token >= 1 for at_token in departed)  # whole token numbers
     text = " ".join(m.value for m in at.markdown)
-    assert "β = 1**: identical to the target's greedy text" in text
+    assert "tokens per round" in text and f"{len(departed)} of 5 settings depart" in text
 
 
 def test_losslessness_page(params):

@@ -250,3 +250,51 @@ def test_the_labels_are_the_rules_own(tiny_dirs, tiny_pair, rule):
     assert labels == {"correction": spec.correction, "bonus": spec.bonus}
     assert spec.correction in page and spec.bonus in page  # the legend
     assert ("resampled" in page) == (rule == "sample") and ("residual max(0, p − q)" in page) == (rule == "sample")
+
+
+def test_a_correction_drawn_from_the_residuals_tail_says_so_in_readable_numbers(tiny_dirs, tiny_pair,
+                                                                                offline_browser, tmp_path):
+    """A residual correction whose token is not among the card's bars (seen in class as "probability 0.0000"): the
+    card says the token came from the residual's tail and how much mass the tail holds; a tiny probability is
+    written as a power of ten, not rounded to zero."""
+    def tail_corrections(trace):
+        return [(i, r) for i, r in enumerate(trace.rounds, start=1) if r.correction and r.correction.residual_top
+                and r.correction.token_id not in r.correction.residual_top.ids[:8]]
+
+    config = tiny_config(tiny_dirs, rule="sample", temperature=3.0, gamma=4, max_new_tokens=24)
+    found = next(((trace, hits[0]) for seed in range(60)
+                  for trace in [speculative_decode(config.replace(seed=seed), prompt_ids=PROMPT, pair=tiny_pair)]
+                  for hits in [tail_corrections(trace)] if hits), None)
+    assert found is not None  # at T = 3 over 32 tokens the residual's tail is often drawn
+    trace, (at, rnd) = found
+    context, _ = offline_browser
+    page = open_lesson(context, write_lesson(tmp_path / "tail.html", trace), f"#round={at}")
+    cards = page.locator("#cards").inner_text()
+    tail = 1 - sum(rnd.correction.residual_top.probs[:8])
+    assert "is not among the bars" in cards and page.evaluate(f"fmt({tail})") in cards
+    assert page.evaluate("fmt(0.000031)") == "3.1e-5" and page.evaluate("fmt(0.0042)") == "0.0042"
+
+
+FITS = r"""() => [...document.querySelectorAll('#cards svg.pq')].map((svg) => {
+  const width = svg.viewBox.baseVal.width, texts = [...svg.querySelectorAll('text')];
+  return [Math.max(...texts.map((t) => t.getBBox().x + t.getBBox().width)) <= width + 0.5,
+          texts.some((t) => /(^|\s)[pq] < /.test(t.textContent) && !t.classList.contains('below-note')),
+          !!svg.querySelector('.below-note')];
+})"""
+
+
+def test_every_cards_text_fits_its_chart_and_a_bound_is_explained(tiny_dirs, tiny_pair, offline_browser, tmp_path):
+    """Marks such as "← argmax, drafted" are never cut off at the chart's edge, and a "q < x" (a token outside the
+    model's recorded top list) always comes with the note that says what it means."""
+    context, _ = offline_browser
+    trace = speculative_decode(tiny_config(tiny_dirs, rule="greedy", gamma=4, max_new_tokens=16, top_n=3),
+                               prompt_ids=PROMPT, pair=tiny_pair)
+    page = open_lesson(context, write_lesson(tmp_path / "greedy.html", trace))
+    seen = []
+    for index in range(len(trace.rounds)):
+        for fits, bounded, noted in page.evaluate(FITS):
+            assert fits, index
+            assert bounded == noted, index
+            seen.append(bounded)
+        page.keyboard.press("ArrowRight")
+    assert any(seen)  # with 3 recorded top tokens some card has a bound to explain

@@ -77,3 +77,39 @@ def lossy_departures(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int
                          target_after=tokenizer.decode(reference[first:]) if first is not None else ""))
         _tick(on_progress, i + 1, len(COMPARE_BETAS))
     return pd.DataFrame(rows)
+
+
+def word_snippet(text: str, limit: int, from_end: bool = False) -> str:
+    """At most ``limit`` characters of ``text`` (its end when ``from_end``), cut at a space so no word is halved, with
+    an ellipsis where something was cut."""
+    if len(text) <= limit:
+        return text
+    if from_end:
+        cut = text[-limit:]
+        return "…" + (cut.split(" ", 1)[1] if " " in cut[1:] else cut)
+    cut = text[:limit]
+    return (cut.rsplit(" ", 1)[0] if " " in cut[1:] else cut) + "…"
+
+
+def departures_table(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`lossy_departures` as a reader wants it: whole token numbers (1-based), word-bounded snippets."""
+    return pd.DataFrame({
+        "β": table.beta,
+        "tokens per round": table.tokens_per_round.round(2),
+        "departs at token": pd.array([None if same else int(at) + 1
+                                      for same, at in zip(table.same_as_target, table.departs_at)], dtype="Int64"),
+        "text before": [word_snippet(text, 60, from_end=True) for text in table.common_prefix],
+        "this β then writes": [word_snippet(text, 60) for text in table.output_after],
+        "the target writes": [word_snippet(text, 60) for text in table.target_after],
+    })
+
+
+def beta_effect(table: pd.DataFrame) -> str:
+    """What this run shows about larger β, in words: whether its accepted runs grew, and how lossy it got."""
+    first, last = table.iloc[0], table.iloc[-1]
+    runs = (f"β = {last.beta} accepted longer runs than β = {first.beta} here ({last.tokens_per_round:.2f} vs "
+            f"{first.tokens_per_round:.2f} tokens per round)" if last.tokens_per_round > first.tokens_per_round + 0.005
+            else f"on this prompt every β gives {first.tokens_per_round:.2f} tokens per round: where the draft missed, "
+                 "its token was not among the target's top β within τ, so a larger β changed nothing")
+    departed = int((~table.same_as_target).sum())
+    return f"{runs[0].upper()}{runs[1:]}; {departed} of {len(table)} settings depart from the target's greedy text."
