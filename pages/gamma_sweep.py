@@ -44,7 +44,7 @@ if config is not None and gammas:
         best_theory = theory.best_gamma(alpha, c, 16)
         best_priced = sweep.best_gamma_by(table, "expected_speedup_verify_measured")
         cols = st.columns(5)
-        cols[0].metric("cost ratio c (draft / target forward)", f"{c:.3f}")
+        cols[0].metric("cost ratio c (draft / target forward)", f"{c:.3f}", help="from this machine's profile")
         cols[1].metric(f"mean α over runs ({config.rule})", f"{alpha:.3f}", help=ALPHA_DEFINITIONS[config.rule])
         cols[2].metric("best γ measured", best_measured,
                        help="the highest speedup: the target alone's median time over the speculative median time")

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from specviz import ui
-from specviz.analysis import metrics, roofline
+from specviz.analysis import metrics
 from specviz.presentation import figures
 from specviz.rules.acceptance import ALPHA_DEFINITIONS
 
@@ -62,39 +62,33 @@ if trace is not None and trace.rounds:
                            lambda on_progress: metrics.measured_speedup(trace, pair),
                            "Autoregressive baseline") if pair else None
     if timing:
+        st.info(ui.speed_story_text(config, pair, timing.expected_verify_measured, trace.stats.alpha_estimate,
+                                    timing.cost_ratio))
         cols = st.columns(6)
-        cols[0].metric("speculative (with recording)", f"{timing.speculative_s:.2f} s")
-        cols[1].metric("target alone, autoregressive", f"{timing.autoregressive_s:.2f} s")
-        cols[2].metric("speedup, measured", f"{timing.measured:.2f}×",
-                       help="the target alone's median time over the speculative median time")
-        cols[3].metric("cost ratio c (draft / target token)", f"{timing.cost_ratio:.3f}")
-        cols[4].metric("speedup, theory", f"{timing.expected:.2f}×",
+        cols[0].metric("speculative (with recording), live", f"{timing.speculative_s:.2f} s")
+        cols[1].metric("target alone, live", f"{timing.autoregressive_s:.2f} s")
+        cols[2].metric("speedup, measured live", f"{timing.measured:.2f}×",
+                       help="the target alone's median time over the speculative median time, timed now")
+        cols[3].metric("cost ratio c (draft / target token)", f"{timing.cost_ratio:.3f}",
+                       help="from this machine's profile: the drafter's quiet one-token step over the target's")
+        cols[4].metric("speedup, theory (v = 1)", f"{timing.expected:.2f}×",
                        help="Σ_r (1 − α^(k_r+1)) / (1 − α) over Σ_r (k_r c + 1): "
                             "Leviathan et al. Thm. 3.8 at the realised blocks")
-        cols[5].metric("theory, verification cost measured", f"{timing.expected_verify_measured:.2f}×",
-                       help="Σ_r (1 − α^(k_r+1)) / (1 − α) over Σ_r (k_r c + v(k_r)), "
-                            "v(k) = the target's pass over k + 1 tokens in one-token steps, timed now")
-        st.markdown(f"Both runs decode {len(trace.output_ids)} tokens of the same prompt with the same target on "
-                    f"{trace.models['device']}, timed now in three back-to-back pairs (medians), so both see the same "
-                    "load on this machine. In theory the speedup is (1 − α^(k+1)) / ((1 − α)(kc + 1)) for blocks of k, "
-                    "where c is the draft/target cost ratio measured now: a draft that costs nearly as much as the "
-                    "target (a layer-skip draft that skips few layers) cannot pay, however often it is accepted. The "
-                    "theorem prices the target's one pass over k + 1 tokens as one step, which holds on hardware with "
-                    "parallelism to spare; on a small CPU that pass costs more, and the last figure prices it at its "
-                    "measured cost v(k). Each pair's own speedup: "
-                    f"{', '.join(f'{r:.2f}×' for r in timing.pair_speedups)}.")
-        target_profile, draft_profile = roofline.pair_profiles(config, pair)
-        quiet = metrics.quiet_speedup(trace, target_profile, draft_profile)
+        cols[5].metric("speedup on this machine", f"{timing.expected_verify_measured:.2f}×",
+                       help="Σ_r (1 − α^(k_r+1)) / (1 − α) over Σ_r (k_r c + v(k_r)), v(k) = the target's pass over "
+                            "k + 1 tokens in one-token steps, from this machine's profile")
+        st.markdown(f"Both live runs decode {len(trace.output_ids)} tokens of the same prompt with the same target on "
+                    f"{trace.models['device']}, timed now in three back-to-back pairs (medians): "
+                    f"{', '.join(f'{r:.2f}×' for r in timing.pair_speedups)}. In theory the speedup is "
+                    "(1 − α^(k+1)) / ((1 − α)(kc + 1)) for blocks of k, where c is the draft/target cost ratio: a "
+                    "draft that costs nearly as much as the target (a layer-skip draft that skips few layers) cannot "
+                    "pay, however often it is accepted. The theorem prices the target's pass over k + 1 tokens as one "
+                    "step; the last figure prices it at this machine's measured v(k).")
         signs = metrics.load_signs(timing)
-        quiet_text = (" The quiet machine profile (measured when the models were loaded: c = "
-                      f"{draft_profile.step_ms / target_profile.step_ms:.3f}, v(k) per block) predicts "
-                      f"**{quiet:.2f}×** at this α." if quiet is not None else "")
         if signs:
-            st.warning("These live timings measure the server's load, not speculation: " + "; ".join(signs) + "."
-                       + quiet_text + " Other sessions share this server's cores; the figures above are what they "
-                       "left.")
-        elif quiet_text:
-            st.info(quiet_text.strip())
+            st.warning("The live timings measure the server's load, not speculation: " + "; ".join(signs) + ". "
+                       f"This machine's figure for this run stays **{timing.expected_verify_measured:.2f}×**; other "
+                       "sessions share this server's cores, and the live figures are what they left.")
     st.download_button("Download metrics (CSV)", pd.concat(
         [by_position.assign(table="acceptance_by_position"), per_round.assign(table="tokens_per_round"),
          lengths.assign(table="accepted_lengths")]).to_csv(index=False),

@@ -4,8 +4,9 @@ import pandas as pd
 import streamlit as st
 
 from specviz import ui
-from specviz.analysis import common, timing
+from specviz.analysis import common, cost, metrics, roofline, timing
 from specviz.presentation import figures
+from specviz.rules import theory
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Parallel verification, measured")
@@ -49,10 +50,20 @@ if trace is not None and trace.output_ids:
                 "each may attend to: the whole prefix (from the KV cache) and the drafted tokens before it.")
 
     st.subheader("Target calls for the same output")
-    ar_ms = measured["sequential_ms"] / measured["tokens"] if measured else 0.0
-    rounds = trace.rounds
-    st.plotly_chart(figures.timeline_figure([r.draft_ms for r in rounds], [r.verify_ms for r in rounds],
-                                            [len(r.emitted_ids) for r in rounds], ar_ms), width="stretch")
-    st.markdown(f"Autoregressive decoding calls the target once per token: **{trace.stats.new_tokens}** calls. "
-                f"Draft-then-verify called it **{trace.stats.target_forward_passes}** times (one per round; the number "
-                "in each verify block is the tokens that round emitted); the purple blocks are the draft's work.")
+    pair = ui.page_pair(config)
+    if pair is not None:
+        target, draft = roofline.pair_profiles(config, pair)
+        draft_ms, verify_ms = metrics.profile_timeline(trace, target, draft)
+        c = cost.machine_cost_ratio(config, pair, trace.prompt_ids + trace.output_ids[:1])
+        blocks = metrics.realised_blocks(trace)
+        priced = theory.expected_speedup_for_blocks(trace.stats.alpha_estimate, blocks, c,
+                                                    cost.quiet_verification_costs(pair, blocks))
+        st.info(ui.speed_story_text(config, pair, priced, trace.stats.alpha_estimate, c))
+        st.plotly_chart(figures.timeline_figure(draft_ms, verify_ms, [len(r.emitted_ids) for r in trace.rounds],
+                                                target.step_ms), width="stretch")
+        st.markdown(f"Autoregressive decoding calls the target once per token: **{trace.stats.new_tokens}** calls of "
+                    f"{target.step_ms:.1f} ms. Draft-then-verify called it **{trace.stats.target_forward_passes}** "
+                    "times (one per round; the number in each verify block is the tokens that round emitted); the "
+                    "purple blocks are the draft's work. Every block is priced by this machine's profile (the "
+                    "target's pass over k + 1 tokens, the drafter's step), the same figures on every page, not the "
+                    "times of whatever load the trace was computed under.")

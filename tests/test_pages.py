@@ -44,7 +44,8 @@ def test_metrics_page(params, tiny_dirs, tiny_pair):
     assert values["(1 − α^(k+1)) / (1 − α), realised k"] == f"{check.expected_tokens_per_round:.2f}"
     assert values["mean acceptance length (vLLM)"] == f"{trace.stats.mean_acceptance_length:.2f}"
     assert values["target passes"] == str(trace.stats.target_forward_passes)
-    assert {"speedup, measured", "speedup, theory", "cost ratio c (draft / target token)"} <= set(values)
+    assert {"speedup, measured live", "speedup, theory (v = 1)", "speedup on this machine",
+            "cost ratio c (draft / target token)"} <= set(values)
     assert len(at.get("plotly_chart")) == 3  # acceptance by position, tokens per round, accepted lengths
     assert any(b.label.startswith("Download metrics") for b in at.get("download_button"))
 
@@ -214,3 +215,17 @@ def test_a_page_run_as_the_main_script_says_how_to_start_the_app():
     at = AppTest.from_file(str(page), default_timeout=1800).run()  # no app.py to rerun through: no endless rerun
     assert not at.exception
     assert any("streamlit run app.py" in e.value for e in at.error)
+
+
+def test_the_metrics_and_parallel_pages_tell_one_speed_figure(params):
+    """The run's speed on this machine, priced by the machine profile, reads the same on every speed page."""
+    import re
+
+    def figure(page: str) -> str:
+        at = open_page(params, page)
+        story = [i.value for i in at.info if "Speculative decoding of this run is" in i.value]
+        assert len(story) == 1, page
+        assert "this machine's profile" in story[0]  # its provenance, said with it
+        return re.search(r"is \*\*(?:slower than the target alone on this machine \()?([0-9.]+)×", story[0]).group(1)
+
+    assert figure("metrics") == figure("parallel")

@@ -5,10 +5,12 @@ from __future__ import annotations
 import statistics
 import time
 
+from specviz.analysis.roofline import pair_profiles
 from specviz.config import DecodeConfig
 from specviz.drafters.registry import drafter_entry
 from specviz.engine import ModelPair
 from specviz.models.forwards import KVCachedSequence, full_forward
+from specviz.models.profile import model_profile
 
 
 def timed_feeds(state: KVCachedSequence, forward, loaded, chunks: list[list[int]]) -> float:
@@ -76,3 +78,22 @@ def cost_ratio(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats
     if draft is None:
         return 0.0
     return cached_pass_ms(draft[0], draft[1], prefix, repeats) / target_ms
+
+
+def quiet_cost_ratio(config: DecodeConfig, pair: ModelPair) -> float | None:
+    """c from the machine profile: the drafter's quiet one-token step over the target's (measured once per machine,
+    the same on every page); None for a drafter without an autoregressive draft of its own (timed live)."""
+    target, draft = pair_profiles(config, pair)
+    return None if draft is None else draft.step_ms / target.step_ms
+
+
+def quiet_verification_costs(pair: ModelPair, blocks: list[int]) -> dict[int, float]:
+    """v(k) for each block size k from the target's machine profile (k past the profile's largest priced there)."""
+    profile = model_profile(pair.target)
+    return {k: profile.verify_cost(k) for k in set(blocks)}
+
+
+def machine_cost_ratio(config: DecodeConfig, pair: ModelPair, prefix: list[int]) -> float:
+    """The c every speed page uses: the machine profile's where the drafter has a forward of its own, else timed now."""
+    quiet = quiet_cost_ratio(config, pair)
+    return quiet if quiet is not None else cost_ratio(config, pair, prefix)

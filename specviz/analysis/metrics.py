@@ -9,7 +9,7 @@ from typing import Callable, Generic, TypeVar
 
 import pandas as pd
 
-from specviz.analysis.cost import cost_ratio, verification_costs
+from specviz.analysis.cost import machine_cost_ratio, quiet_verification_costs
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.trace import NOT_VERIFIED, Trace
@@ -93,9 +93,9 @@ def theory_check(trace: Trace) -> TheoryCheck:
 class SpeedupCheck:
     speculative_s: float
     autoregressive_s: float
-    cost_ratio: float  # c measured here
+    cost_ratio: float  # c from the machine profile (timed now for drafters without a forward of their own)
     expected: float  # the theory at the trace's alpha, realised blocks and c (verification = one target step)
-    expected_verify_measured: float  # the same with the measured cost of the target's pass over k + 1 tokens
+    expected_verify_measured: float  # the same with the profile's cost v(k) of the target's pass over k + 1 tokens
     # each back-to-back pair's own autoregressive / speculative ratio, in pair order
     pair_speedups: tuple[float, ...] = ()
 
@@ -167,9 +167,9 @@ def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = 3) -> SpeedupCh
     timed = timed_in_alternating_pairs(lambda: autoregressive_decode(config, pair, trace.prompt_ids),
                                        lambda: timed_trace(trace.config, pair, trace.prompt_ids), pairs)
     ar_seconds, spec_seconds = timed.first_median, timed.second_median
-    c = cost_ratio(config, pair, trace.prompt_ids + trace.output_ids[:1])
+    c = machine_cost_ratio(config, pair, trace.prompt_ids + trace.output_ids[:1])
     alpha, blocks = trace.stats.alpha_estimate, realised_blocks(trace)
-    verify_cost = verification_costs(pair, trace.prompt_ids + trace.output_ids, blocks)
+    verify_cost = quiet_verification_costs(pair, blocks)
     return SpeedupCheck(spec_seconds, ar_seconds, c, expected_speedup_for_blocks(alpha, blocks, c),
                         expected_speedup_for_blocks(alpha, blocks, c, verify_cost), tuple(timed.ratios))
 
@@ -194,11 +194,10 @@ def load_signs(check: SpeedupCheck) -> list[str]:
     return signs
 
 
-def quiet_speedup(trace: Trace, target: PassProfile, draft: PassProfile | None) -> float | None:
-    """The theory at the trace's alpha and realised blocks, priced with the quiet machine profile: c = the drafter's
-    step over the target's, v(k) as measured at load (None for a drafter without a forward of its own)."""
-    if draft is None:
-        return None
-    alpha, blocks = trace.stats.alpha_estimate, realised_blocks(trace)
-    return expected_speedup_for_blocks(alpha, blocks, draft.step_ms / target.step_ms,
-                                       {k: target.verify_cost(k) for k in set(blocks) if k})
+def profile_timeline(trace: Trace, target: PassProfile, draft: PassProfile | None) -> tuple[list[float], list[float]]:
+    """Each round's draft and verification ms as this machine's profile prices them (the same quiet figures on every
+    page, not the load a stored trace was computed under): a chain's k draft steps and the target's pass over k + 1
+    tokens; a drafter without a forward of its own keeps the draft time its trace recorded."""
+    blocks = realised_blocks(trace)
+    drafts = [k * draft.step_ms if draft else r.draft_ms for k, r in zip(blocks, trace.rounds)]
+    return drafts, [target.pass_cost_ms(len(r.draft) + 1) for r in trace.rounds]

@@ -126,3 +126,14 @@ def measured_defaults(profiles: dict[str, tuple[PassProfile, PassProfile]], alph
            f"float32 does not reach {PAYS}×, so {dtype} is the default (lossless only up to rounding)")
     return MeasuredDefaults(dtype, priced[dtype][1], f"At the shipped draft's held-out acceptance α = {alpha:.2f}, the "
                             f"theory priced at this machine's measured v(k) and c gives {words}: {why}.")
+
+
+def speed_story(priced: float, alpha: float, gamma: int, c: float, target: PassProfile) -> str:
+    """The one speed figure every speed page tells for a run, with where it comes from."""
+    verdict = (f"**{priced:.2f}× faster than the target alone on this machine**" if priced >= 1 else
+               f"**slower than the target alone on this machine ({priced:.2f}×)**")
+    return (f"Speculative decoding of this run is {verdict} (α = {alpha:.2f}, γ = {gamma}, c = {c:.3f}): the theory "
+            f"priced with this machine's profile, measured once when the models were loaded ({target.model} in "
+            f"{target.dtype} on {KERNEL_WORDS.get(target.kernels, target.kernels)}, {target.cpu}). Every speed page "
+            "shows this figure for this pair and precision; live timings are checked against it.")
+

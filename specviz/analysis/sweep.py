@@ -11,7 +11,7 @@ from functools import partial
 import pandas as pd
 
 from specviz.analysis.common import SWEEP_GAMMAS_MAX, SWEEP_PAIRS, SWEEP_TOKENS_MAX, Progress
-from specviz.analysis.cost import cost_ratio, verification_costs
+from specviz.analysis.cost import cost_ratio, machine_cost_ratio, quiet_verification_costs
 from specviz.analysis.metrics import realised_blocks, timed_in_alternating_pairs, timed_trace
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
@@ -50,10 +50,10 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
                                                 pairs))
     ar_ids = timed[0].first  # the target's own tokens (every baseline decodes the same)
     tick(len(gammas), "measuring the cost ratio c")
-    c = cost_ratio(config, pair, prompt_ids + ar_ids[:1])
-    tick(steps - 1, "measuring the target's pass over k + 1 tokens")
+    c = machine_cost_ratio(config, pair, prompt_ids + ar_ids[:1])
+    tick(steps - 1, "the target's pass over k + 1 tokens, from the machine profile")
     blocks_of = [realised_blocks(run.second) for run in timed]
-    verify_cost = verification_costs(pair, prompt_ids + ar_ids, [k for blocks in blocks_of for k in blocks])
+    verify_cost = quiet_verification_costs(pair, [k for blocks in blocks_of for k in blocks])
     rows = []
     for gamma, run, blocks in zip(gammas, timed, blocks_of):
         s = run.second.stats

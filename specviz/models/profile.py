@@ -63,9 +63,16 @@ class PassProfile:
         """One-token step, T(1)."""
         return self.pass_ms[0]
 
+    def pass_cost_ms(self, tokens: int) -> float:
+        """T(n): measured for n = 1..9, past that extended along the last measured slope."""
+        last = len(self.pass_ms)
+        if tokens <= last:
+            return self.pass_ms[max(1, tokens) - 1]
+        return self.pass_ms[-1] + (tokens - last) * max(0.0, self.pass_ms[-1] - self.pass_ms[-2])
+
     def verify_cost(self, k: int) -> float:
         """v(k) = T(k + 1) / T(1): the pass that verifies k drafted tokens, in one-token steps."""
-        return self.pass_ms[min(k, len(self.pass_ms) - 1)] / self.step_ms
+        return self.pass_cost_ms(k + 1) / self.step_ms
 
     @property
     def verify_costs(self) -> dict[int, float]:

@@ -25,7 +25,14 @@ from specviz.ui.controls import (
     write_url,
 )
 from specviz.ui.navigation import PAGES, navigation
-from specviz.ui.views import linked_round, precision_caption, roofline_panel, show_player, summary_line
+from specviz.ui.views import (
+    linked_round,
+    precision_caption,
+    roofline_panel,
+    show_player,
+    speed_story_text,
+    summary_line,
+)
 from specviz.ui.work import (
     app_defaults,
     cached_pair,
@@ -46,6 +53,6 @@ __all__ = [
     "app_defaults", "cached_pair", "config_value", "describe_failure", "draw_field", "draw_shared_sidebar",
     "field_enabled", "get_trace", "init_state_from_url", "linked_round", "machine_defaults", "navigation", "page_pair",
     "pair_for", "place_message", "precision_caption", "roofline_panel", "shared_controls", "shared_result",
-    "shared_work", "show_player", "show_user_errors", "sidebar_controls", "summary_line", "trace_key", "widget_value",
-    "write_url",
+    "shared_work", "show_player", "show_user_errors", "sidebar_controls", "speed_story_text", "summary_line",
+    "trace_key", "widget_value", "write_url",
 ]

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz.analysis.roofline import pair_profiles, roofline_table, speculation_summary, speed_sentence
+from specviz.analysis.roofline import (
+    pair_profiles,
+    roofline_table,
+    speculation_summary,
+    speed_sentence,
+    speed_story,
+)
 from specviz.config import DecodeConfig
 from specviz.drafters.registry import rule_entry
 from specviz.engine.trace import Trace
@@ -39,6 +45,11 @@ def precision_caption(config: DecodeConfig) -> None:
     measured = f" {speed_sentence(model_profile(pair.target))}" if pair else ""
     st.caption(f"Timed in **{config.dtype}** (the sidebar's precision; probabilities are float32 either way)."
                f"{measured}")
+
+
+def speed_story_text(config: DecodeConfig, pair, priced: float, alpha: float, c: float) -> str:
+    """The run's one speed figure in words (:func:`~specviz.analysis.roofline.speed_story`)."""
+    return speed_story(priced, alpha, config.gamma, c, model_profile(pair.target))
 
 
 def roofline_panel(config: DecodeConfig, alpha: float | None = None) -> None:
