@@ -116,7 +116,7 @@ class DecodeConfig:
     rule: str = param("greedy", label="Rule", widget="radio", choices=tuple(RULES),
                       choice_labels=tuple(s.label for s in RULES.values()),
                       help="verification rule: " + " · ".join(f"{s.label}: {s.help}" for s in RULES.values()))
-    # 2: the CLI's default; the app's is the best gamma of this machine's measured profile (ui.work.default_gamma)
+    # 2: the CLI's default; the app's is the best gamma of this machine's measured profile (ui.work.app_defaults)
     gamma: int = param(2, label="Block size γ (drafted tokens per round)", low=1, high=GAMMA_MAX,
                        help="tokens drafted per round (block size)")
     beta: int = param(3, label="β (target's top tokens a draft may be)", low=1, high=BETA_MAX,

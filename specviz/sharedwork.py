@@ -165,6 +165,12 @@ class SharedWork:
         return sum(runs) / len(runs) if runs else None
 
     def _remaining(self, job: Job) -> float | None:
+        """Seconds until a job's result: from its own progress once it has made some (elapsed x the share still
+        to do over the share done), else from the mean run of its label; None when neither is known yet."""
+        done, total, _ = job.progress
+        if job.started is not None and 0 < done < total:
+            elapsed = time.monotonic() - job.started
+            return elapsed * (total - done) / done
         expected = self._expected(job.label)
         if expected is None or job.started is None:
             return expected

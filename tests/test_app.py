@@ -83,7 +83,7 @@ def test_bad_url_values_fall_back_with_a_message(tiny_params):
 
 
 @pytest.mark.parametrize("change,message", [
-    ({"target": "no-such-org/no-such-model"}, "Unknown model"),
+    ({"target": "no-such-org/no-such-model"}, "no-such-org/no-such-model' is not a model directory here"),
     ({"prompt": "   "}, "prompt is empty"),
 ])
 def test_bad_input_shows_an_error_not_a_traceback(tiny_params, change, message):
@@ -111,3 +111,19 @@ def test_traces_are_cached_across_sessions(tiny_params):
     second = make_app(tiny_params).run()  # another session, same link
     assert not second.exception and player_of(second)[0]["rounds"]
     assert sum(shared_work().computed.values()) == computed
+
+
+def test_the_pair_menu_says_what_each_pair_needs_here():
+    """Offline (as here): the embedded pair runs, the published pair runs once fetched, a hub pair needs the hub; a
+    hub pair picked anyway fails with a sentence that names the next step, not the hub client's exception."""
+    from specviz.models.published import PUBLISHED, fetched
+    from specviz.ui.controls import EMBEDDED_PAIR, PAIR_PRESETS, QWEN_CODER_PAIR, pair_option
+
+    assert pair_option(EMBEDDED_PAIR).startswith("✓ ")
+    assert pair_option(QWEN_CODER_PAIR).startswith("✓ " if fetched(PUBLISHED["qwen-coder-1.5b"]) else "⤓ ")
+    hub_label = next(label for label, pair in PAIR_PRESETS.items() if pair and pair[0].startswith("HuggingFaceTB/"))
+    assert pair_option(hub_label).startswith("☁ ")
+    at = make_app({"target": PAIR_PRESETS[hub_label][0], "draft": PAIR_PRESETS[hub_label][1], "prompt": "Hi"}).run()
+    assert not at.exception
+    errors = " ".join(e.value for e in at.error)
+    assert "cannot reach" in errors and "Next step" in errors and "OSError" not in errors

@@ -147,7 +147,7 @@ def test_bad_input_gets_clear_errors(tiny_dirs, tiny_pair):
 
 
 def test_unknown_model_and_tokenizer_mismatch(tiny_dirs, tmp_path):
-    with pytest.raises(ModelLoadError, match="Unknown model"):
+    with pytest.raises(ModelLoadError, match="not a model directory here|Unknown model"):  # offline | hub reachable
         load_model(str(tmp_path / "no-such-model"), "cpu")
     with pytest.raises(VocabularyMismatchError, match="different tokenizers"):
         load_pair(DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["other_vocab"], drafter="model",

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import torch
 
 from specviz.sharedwork import SharedWork, key_digest
 from specviz.store import ByteBoundedStore, approx_bytes
+from specviz.ui.work import place_message
 
 NO_HANG = 600  # a guard against a hang, never reached by a working pool however slow the machine
 
@@ -146,3 +148,25 @@ def test_approx_bytes_counts_buffers_and_shared_objects_once():
     assert approx_bytes([tensor, tensor]) < 2 * approx_bytes(tensor)
     rows = [{"token": f"t{i}", "p": 0.5} for i in range(1000)]
     assert approx_bytes(rows) > 1000 * 100  # a thousand small dicts with their strings
+
+
+def test_a_running_job_estimates_what_is_left_from_its_own_progress():
+    """A slow step says how long (the Gamma sweep, the lab, Compare the drafters): once a run has reported progress,
+    its estimate is its elapsed time times the share still to do over the share done, with no earlier run needed."""
+    work, gate, reported = SharedWork(max_bytes=2**20, workers=1), threading.Event(), threading.Event()
+
+    def half_done(on_progress):
+        time.sleep(0.2)
+        on_progress(1, 2, "half")
+        reported.set()
+        assert gate.wait(NO_HANG)
+        return "done"
+
+    job = work.submit("sweep", half_done, "s1", "Sweeping")
+    assert reported.wait(NO_HANG)
+    place = work.place(job)
+    assert place.progress == (1, 2, "half") and place.wait_s >= 0.2  # about as long again as it has run
+    kind, fraction, text = place_message(place, "Sweeping")
+    assert kind == "progress" and fraction == 0.5 and "s left" in text
+    gate.set()
+    assert job.finished.wait(NO_HANG)

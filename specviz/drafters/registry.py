@@ -37,7 +37,9 @@ class DrafterEntry:
     candidate generators carry the same flag). ``tree``: it proposes a token tree (block = tree depth);
     ``tree_when``: the boolean config field that makes it propose a tree instead of a chain. ``drafts_from``: what a
     round view says the round drafted from (``{position}``, ``{token}``: the last token the target verified;
-    ``{pending}``: the token after it), for drafters that draft from the target's own states.
+    ``{pending}``: the token after it), for drafters that draft from the target's own states. ``mask_slots``: it
+    drafts into [MASK] slots appended to its input (SpecDec's drafter), the picture seed 000's "Decoder input" row
+    draws; the round view draws the slots for it alone.
     """
 
     name: str
@@ -51,6 +53,7 @@ class DrafterEntry:
     tree: bool = False
     tree_when: str | None = None
     drafts_from: str = ""
+    mask_slots: bool = False
 
     def drafts_tree(self, config) -> bool:
         return self.tree or bool(self.tree_when and getattr(config, self.tree_when))
@@ -123,7 +126,7 @@ DRAFTER_ENTRIES = (
                  requires_model_outputs=True),
     DrafterEntry("maskquery", "[MASK] queries", "k [MASK] queries attend to the target's states and draft k tokens "
                  "in one pass (SpecDec, Xia et al. 2023); trained for the embedded model", ("gamma",), "parallel",
-                 requires_model_outputs=True),
+                 requires_model_outputs=True, mask_slots=True),
     DrafterEntry("eagle", "EAGLE", "one decoder layer drafts on the target's own top features, in a chain or "
                  "EAGLE-2's dynamic tree (Li et al. 2024); trained for the embedded model",
                  ("draft_vocab", "gamma", "eagle_tree", "eagle_top_k", "tree_depth", "eagle_budget"), "eagle",

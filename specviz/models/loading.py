@@ -53,6 +53,9 @@ def load_location(spec: str) -> tuple[str, str]:
 
 
 HUB_PROBE_SECONDS = 3.0
+OFFLINE_NEXT_STEP = ("Next step: pick a pair marked ✓ in the sidebar (the embedded pair runs anywhere), fetch the "
+                     "published pair once with `python -m specviz fetch qwen-coder`, or give a directory made by "
+                     "`save_pretrained`.")
 
 
 def hub_reachable() -> bool:
@@ -67,15 +70,32 @@ def hub_reachable() -> bool:
     return True
 
 
+@functools.cache
+def hub_answers() -> bool:
+    """:func:`hub_reachable`, asked once per process (the sidebar marks the hub pairs with it on every run)."""
+    return hub_reachable()
+
+
+def in_local_hub_cache(hub_id: str) -> bool:
+    """Whether a hub id's config is in this machine's model-hub cache (it then loads offline)."""
+    try:
+        return isinstance(huggingface_hub.try_to_load_from_cache(hub_id, "config.json"), str)
+    except ValueError:  # not a hub id at all
+        return False
+
+
 def _load_pretrained(source: str, dtype: torch.dtype) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     offline = not Path(source).is_dir() and not hub_reachable()
     common = dict(trust_remote_code=False, local_files_only=offline)
     try:
         AutoConfig.from_pretrained(source, **common)
     except Exception as exc:  # noqa: BLE001 - any failure here means "no such model"
-        where = "in the local cache (the model hub is unreachable from this machine)" if offline else "on the model hub"
+        if offline:
+            raise ModelLoadError(
+                f"{source!r} is not a model directory here, and loading it by name needs a model hub, which this "
+                f"machine cannot reach. {OFFLINE_NEXT_STEP}") from exc
         raise ModelLoadError(
-            f"Unknown model {source!r}: it is neither a local model directory nor a model found {where} "
+            f"Unknown model {source!r}: it is neither a local model directory nor a model on the model hub "
             f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
         ) from exc
     try:
@@ -84,6 +104,9 @@ def _load_pretrained(source: str, dtype: torch.dtype) -> tuple[PreTrainedModel, 
             source, dtype=dtype, use_safetensors=True, **common
         )
     except Exception as exc:  # noqa: BLE001
+        if offline and isinstance(exc, OSError):  # a partial hub cache: the config is here, the weights are not
+            raise ModelLoadError(f"{source!r} is only partly in this machine's model-hub cache and the hub cannot "
+                                 f"be reached to fetch the rest. {OFFLINE_NEXT_STEP}") from exc
         raise ModelLoadError(f"Could not load model {source!r}: {type(exc).__name__}: {str(exc)[:300]}") from exc
     return model, tokenizer
 

@@ -37,7 +37,7 @@ CONTEXT_TOKENS = 128  # cached context before every timed pass (a chat prompt an
 PROFILE_ROUNDS = 5  # rounds of the 9 passes; medians
 FORMAT = 2  # bumped when what a profile holds changes, so old files are measured again
 NOISY = 1.5  # a pass size whose slowest round took this much longer than its fastest: the machine was busy
-ATTEMPTS = 3  # measurements tried before a noisy profile is used (for this process only, never cached)
+ATTEMPTS = 2  # measurements tried before a noisy profile is used (for this process only, never cached)
 FLAT = 1.25  # v(k) up to this counts as "flat": a pass over k + 1 tokens costs about one step
 
 

@@ -47,6 +47,7 @@ CSS = """
 .sv-cand {font-size: 11px; color: #555; white-space: pre; line-height: 13px;}
 .sv-cand b {color: #1b5e20;}
 .sv-ellipsis {color: #999; align-self: center;}
+.sv-note {font-family: sans-serif; font-size: 12px; font-style: italic; color: #78909c; align-self: center;}
 .sv-prompt {font-family: sans-serif; background: #fafafa; border: 1px solid #ddd; border-radius: 6px; padding: 4px 8px;
             max-width: 900px; white-space: pre-wrap;}
 .sv-legend {display: flex; gap: 10px; flex-wrap: wrap; font-family: sans-serif; font-size: 13px; margin: 4px 0 8px;}
@@ -75,6 +76,11 @@ def token_box(text: str, style: str, *, struck: bool = False, mask: bool = False
 
 def row_html(label: str, cells: list[str], extra_class: str = "") -> str:
     return f'<div class="sv-row {extra_class}"><div class="sv-label">{html.escape(label)}</div>{"".join(cells)}</div>'
+
+
+NO_SLOTS = ('<span class="sv-note">no [MASK] slots: this drafter needs no placeholders to draft into (SpecDec\'s '
+            'drafter appends them, seed 000\'s picture: pick the "[MASK] queries" drafter)</span>')
+ENDED = '<span class="sv-note">end of sequence: nothing follows</span>'
 
 
 def _masks(n: int) -> list[str]:
@@ -137,13 +143,15 @@ def round_rows_html(trace: Trace, rnd: Round) -> str:
     if rnd.bonus:
         verify.append(_verify_column("", '<span style="color:#0d47a1">+</span>',
                                      token_box(rnd.bonus.text, "bonus", title="bonus token")))
+    slots = drafter_entry(trace.config.drafter).mask_slots
+    ended = rnd.index == len(trace.rounds) - 1 and trace.stats.stop_reason == "eos"
     rows = [
         row_html("Prompt", [f'<div class="sv-prompt">{html.escape(prompt[-600:])}</div>']),
-        row_html("Decoder input", tail + _masks(len(rnd.draft))),
+        row_html("Decoder input", tail + (_masks(len(rnd.draft)) if slots else [NO_SLOTS])),
         row_html("Draft", tail + [token_box(p.text, "draft", title=f"q={p.q:.3f}") for p in rnd.draft]),
         row_html(verify_label, verify, "sv-verify"),
         row_html("Output", tail + _emitted_cells(rnd)),
-        row_html("Next input", tail + _emitted_cells(rnd) + _masks(gamma)),
+        row_html("Next input", tail + _emitted_cells(rnd) + ([ENDED] if ended else _masks(gamma) if slots else [])),
     ]
     return f'<div class="sv-rows">{"".join(rows)}</div>'
 

@@ -10,14 +10,14 @@ from streamlit.errors import StreamlitAPIException
 
 from specviz.config import ConfigError, DecodeConfig, field_params, field_type
 from specviz.drafters.registry import CLAIMED_FIELDS, drafter_entry, rule_entry
-from specviz.models.loading import EMBEDDED
+from specviz.models.loading import EMBEDDED, hub_answers, in_local_hub_cache
 from specviz.models.published import FETCH_COMMAND, PUBLISHED, fetched
 from specviz.ui.navigation import navigation
 from specviz.ui.work import app_defaults
 from specviz.urlstate import format_value, parse_query, parse_value, to_query
 
-EMBEDDED_PAIR = "Embedded: SmolLM2-135M-Instruct + its distilled 4-layer draft (runs offline)"
-QWEN_CODER_PAIR = "Qwen2.5-Coder 0.5B drafts for 1.5B (published pair, fetched once)"
+EMBEDDED_PAIR = "SmolLM2-135M + its distilled draft (embedded)"
+QWEN_CODER_PAIR = "Qwen2.5-Coder 0.5B → 1.5B (published pair)"
 CUSTOM_PAIR = "Custom model ids or directories"
 PAIR_PRESETS = {  # label -> (target, draft); the hub pairs share a tokenizer within each family
     EMBEDDED_PAIR: (EMBEDDED, None),
@@ -31,19 +31,22 @@ PAIR_PRESETS = {  # label -> (target, draft); the hub pairs share a tokenizer wi
     "distilgpt2 → gpt2-large": ("gpt2-large", "distilgpt2"),
     CUSTOM_PAIR: None,
 }
+# A lesson set: each prompt's output reads sensibly on the embedded pair and the Qwen pair (checked greedy, and
+# sampled at T 0.7), and each teaches something: code is predictable (high acceptance, rounds shrink as γ grows),
+# open prose is not (low acceptance), a list ends its items with tokens a draft can guess (bonus tokens).
 PROMPT_PRESETS = {
-    "Explain": "Explain speculative decoding to a student in three sentences.",
-    "Translation (seed 000)": ("Translate to English: Machen sich Hunderte Millionen von Autofahrern "
-                               "Sorgen über ihre Privatsphäre?"),
-    "Code": "Write a Python function that returns the n-th Fibonacci number.",
+    "Code: Fibonacci (high acceptance)": "Write a Python function that returns the n-th Fibonacci number.",
     "Code: SQL": "Write a SQL query that returns the ten customers with the highest total order value.",
-    "Code: fix a bug": "Fix the bug in this Python function: def mean(xs): return sum(xs) / len(xs) + 1",
-    "List": "List the days of the week, one per line.",
-    "Story": "Once upon a time, in a small village by the sea,",
+    "A list: the planets (bonus tokens)": "List the planets of the solar system in order from the Sun.",
+    "A fact: France's capital (short)": "What is the capital of France? Answer in one sentence.",
+    "Explain: a hash map": "Explain what a hash map is in two sentences.",
+    "Open prose: a haiku (low acceptance)": "Write a haiku about the sea.",
+    "Translation (seed 000's sentence; too hard for the 135M model)": (
+        "Translate to English: Machen sich Hunderte Millionen von Autofahrern Sorgen über ihre Privatsphäre?"),
 }
-# Seed 000's own sentence, so the round view opens on the example its diagram draws (in none of the draft's
-# training prompts).
-DEFAULT_PROMPT = PROMPT_PRESETS["Translation (seed 000)"]
+# The code example: sensible output, and γ visibly changes the rounds (greedy, 40 tokens, embedded pair: 14 rounds at
+# γ = 2, 9 at γ = 4, 5 at γ = 8).
+DEFAULT_PROMPT = PROMPT_PRESETS["Code: Fibonacci (high acceptance)"]
 
 
 PAGE_CONFIG = dict(page_title="specviz: speculative decoding, seen", page_icon="✓", layout="wide")
@@ -80,6 +83,22 @@ def shared_controls() -> tuple[DecodeConfig | None, str, DecodeConfig]:
     if config is not None:
         write_url(config, prompt, ss.get("round", 1), defaults)
     return config, prompt, defaults
+
+
+def pair_option(label: str) -> str:
+    """A preset pair's menu entry with what it needs here: ✓ runs here, ⤓ fetch once, ☁ a model hub (unreachable)."""
+    pair = PAIR_PRESETS[label]
+    if pair is None:
+        return label
+    return f"{availability_mark(*pair)} {label}"
+
+
+def availability_mark(target: str, draft: str | None) -> str:
+    specs = [spec for spec in (target, draft) if spec]
+    if any(spec in PUBLISHED and not fetched(PUBLISHED[spec]) for spec in specs):
+        return "⤓"
+    hub_ids = [spec for spec in specs if spec not in PUBLISHED and spec != EMBEDDED]
+    return "☁" if hub_ids and not all(in_local_hub_cache(spec) for spec in hub_ids) and not hub_answers() else "✓"
 
 
 def _pair_label(target: str, draft: str | None) -> str:
@@ -196,6 +215,15 @@ def draw_field(container, name: str, ss) -> None:
         container.checkbox(p.label, **common)
 
 
+def draw_if_read(container, name: str, ss) -> None:
+    """Draw a field's widget when the chosen drafter and rule read it; otherwise keep its value out of sight
+    (streamlit forgets the state of a widget a run does not draw, so it is kept as plain session state)."""
+    if field_enabled(name, ss):
+        draw_field(container, name, ss)
+    else:
+        ss[name] = ss[name]
+
+
 def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
     """Render the sidebar; return the chosen config (None with a message when it is invalid) and prompt.
 
@@ -206,7 +234,9 @@ def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
     ss = st.session_state
     sb = st.sidebar
     sb.header("Models")
-    sb.selectbox("Model pair", list(PAIR_PRESETS), key="pair")
+    sb.selectbox("Model pair", list(PAIR_PRESETS), key="pair", format_func=pair_option,
+                 help="What each pair needs: ✓ runs here; ⤓ fetch it once with the command shown; ☁ a model hub, "
+                      "which this machine cannot reach")
     if ss.pair == CUSTOM_PAIR:
         sb.text_input("Target model (hub id or directory)", key="custom_target")
         sb.text_input("Draft model (hub id or directory)", key="custom_draft")
@@ -221,14 +251,14 @@ def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
             sb.header(section)
         for name in drawn:
             if field_params()[name].section == section:
-                draw_field(sb, name, ss)
+                draw_if_read(sb, name, ss)
     sb.header("Prompt")
     sb.selectbox("Preset", list(PROMPT_PRESETS), key="prompt_preset", index=None, placeholder="Pick a preset prompt…",
                  on_change=_apply_prompt_preset)
     sb.text_area("Prompt", key="prompt", height=120)
     for name in drawn:
         if field_params()[name].section == "Prompt":
-            draw_field(sb, name, ss)
+            draw_if_read(sb, name, ss)
     for message in ss.get("url_messages", ()):
         st.warning(message)
     try:

@@ -34,15 +34,18 @@ POLL_SECONDS = 0.25  # how often a waiting page reads its place in the queue
 HEARTBEAT_SECONDS = 2.0  # a waiting page redraws at least this often, even when nothing changed
 
 
+LESSON_TEMPERATURE = 0.7  # the app's sampling default: a small model's sampled text reads well (at 1.0 it wanders)
+
+
 def app_defaults() -> DecodeConfig:
     """The app's defaults: the device from $SPECVIZ_DEVICE (auto: the GPU when there is one); the weights'
     precision from $SPECVIZ_DTYPE, else this machine's choice (:func:`machine_defaults`); the best block size
-    there."""
+    there; sampling at ``LESSON_TEMPERATURE``."""
     config = DecodeConfig(device=os.environ.get("SPECVIZ_DEVICE", "auto"))
     measured = machine_defaults(config.device)
     dtype = os.environ.get("SPECVIZ_DTYPE") or (measured.dtype if measured else config.dtype)
     gamma = measured.gamma if measured and measured.dtype == dtype else config.gamma
-    return config.replace(dtype=dtype, gamma=gamma)
+    return config.replace(dtype=dtype, gamma=gamma, temperature=LESSON_TEMPERATURE)
 
 
 @st.cache_resource(show_spinner="Measuring this machine once: the embedded pair's passes over 1 to 9 tokens …")
@@ -148,7 +151,8 @@ def place_message(place: Place, label: str) -> tuple[str, float | None, str]:
     done, total, text = place.progress
     others = place.sharers - 1
     shared = f" · shared with {others} other session{'s' if others != 1 else ''}" if others > 0 else ""
-    return "progress", min(1.0, done / max(1, total)), f"{text or label}{shared}"
+    left = "" if place.wait_s is None else f" · about {max(1, math.ceil(place.wait_s)):.0f} s left"
+    return "progress", min(1.0, done / max(1, total)), f"{text or label}{left}{shared}"
 
 
 def _draw_message(box, message: tuple[str, float | None, str]) -> None:
