@@ -117,7 +117,7 @@ def test_the_pair_menu_says_what_each_pair_needs_here():
     """Offline (as here): the embedded pair runs, the published pair runs once fetched, a hub pair needs the hub; a
     hub pair picked anyway fails with a sentence that names the next step, not the hub client's exception."""
     from specviz.models.published import PUBLISHED, fetched
-    from specviz.ui.controls import EMBEDDED_PAIR, PAIR_PRESETS, QWEN_CODER_PAIR, pair_option
+    from specviz.ui.presets import EMBEDDED_PAIR, PAIR_PRESETS, QWEN_CODER_PAIR, pair_option
 
     assert pair_option(EMBEDDED_PAIR).startswith("✓ ")
     assert pair_option(QWEN_CODER_PAIR).startswith("✓ " if fetched(PUBLISHED["qwen-coder-1.5b"]) else "⤓ ")

@@ -138,3 +138,20 @@ def test_the_roofline_panel_in_chromium(app_url):
         page.screenshot(path=str(ARTIFACTS / "roofline.png"))  # the panel: heading, chart, sentence
         browser.close()
     assert (ARTIFACTS / "roofline.png").stat().st_size > 10_000
+
+
+def test_the_players_keys_work_from_the_page_without_a_click_into_its_frame(app_url):
+    """A teacher opens the link and presses → : the round steps, with no click into the player's frame first."""
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 720})
+        page.set_default_timeout(600_000)
+        page.goto(f"{app_url}/?max_new_tokens=16")
+        frame = page.frame_locator("iframe").first
+        frame.locator("#title").wait_for()
+        assert frame.locator("#title").inner_text().startswith("Round 1 of")
+        page.locator("h1").first.click()  # the page around the frame has the focus
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function("() => location.search.includes('round=2')")
+        assert frame.locator("#title").inner_text().startswith("Round 2 of")
+        browser.close()

@@ -14,7 +14,7 @@ from specviz.drafters.registry import rule_entry
 from specviz.engine import speculative_decode
 from specviz.presentation.player import embedded_json, lesson_html
 
-from .test_browser import CHROMIUM_ARGS
+from .test_browser import ARTIFACTS, CHROMIUM_ARGS
 from .test_engine import PROMPT, tiny_config
 
 
@@ -298,3 +298,46 @@ def test_every_cards_text_fits_its_chart_and_a_bound_is_explained(tiny_dirs, tin
             seen.append(bounded)
         page.keyboard.press("ArrowRight")
     assert any(seen)  # with 3 recorded top tokens some card has a bound to explain
+
+
+PROJECTOR = """() => {
+  const rows = [...document.querySelectorAll('#seed .sv-row')];
+  const draft = rows.find((row) => row.querySelector('.sv-label').textContent === 'Draft');
+  const drafted = [...draft.querySelectorAll('.sv-tok')].filter((t) => t.title.startsWith('q='));  // not the context
+  const seed = document.getElementById('seed').getBoundingClientRect();  // the rows' frame, which clips what overflows
+  const visible = drafted.filter((t) => { const b = t.getBoundingClientRect();
+    return b.width > 0 && b.left >= seed.left && b.right <= Math.min(seed.right, window.innerWidth)
+      && b.bottom <= window.innerHeight; });
+  const shown = [...document.querySelectorAll('#cards .card')].filter((c) => getComputedStyle(c).display !== 'none');
+  const test = shown[0].querySelector('.test');
+  return {drafted: drafted.length, visible: visible.length, cards: shown.length,
+          testOnScreen: test.getBoundingClientRect().bottom <= window.innerHeight,
+          testPx: parseFloat(getComputedStyle(test).fontSize), hint: shown[0].querySelector('.card-hint').textContent,
+          largest: Math.max(...[...shown[0].querySelectorAll('*')].filter((e) => e.children.length === 0)
+                                .map((e) => parseFloat(getComputedStyle(e).fontSize) || 0))};
+}"""
+
+
+def test_the_projector_view_fits_a_1280x720_screen(embedded, offline_browser, tmp_path):
+    """The teacher's projector (#37): at 1280x720 the Present view shows every drafted token of the round (the chat
+    template's tokens no longer take the width), one card at a time stepped with ↑/↓, its acceptance test at least
+    20 px and the largest text of the card."""
+    from specviz.config import DecodeConfig
+    from specviz.engine import load_pair
+
+    config = DecodeConfig(device="cpu", gamma=8, max_new_tokens=12)
+    trace = speculative_decode(config, prompt="Write a Python function that returns the n-th Fibonacci number.",
+                               pair=load_pair(config))
+    context, _ = offline_browser
+    page = context.new_page()
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.set_default_timeout(600_000)
+    page.goto(write_lesson(tmp_path / "projector.html", trace).as_uri() + "#round=1&view=present")
+    page.wait_for_selector("#seed .sv-rows")
+    seen = page.evaluate(PROJECTOR)
+    assert seen["drafted"] == len(trace.rounds[0].draft) == seen["visible"]  # every drafted token, on screen
+    assert seen["cards"] == 1 and seen["hint"].startswith("card 1 of")
+    assert seen["testPx"] >= 20 and seen["testPx"] == seen["largest"] and seen["testOnScreen"]
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate(PROJECTOR)["hint"].startswith("card 2 of")
+    page.screenshot(path=str(ARTIFACTS / "projector.png"))

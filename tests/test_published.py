@@ -117,7 +117,7 @@ def test_a_model_not_fetched_names_the_one_command(monkeypatch, tmp_path, capsys
 
 
 def test_the_preset_pair_not_fetched_says_the_one_command_in_the_app(monkeypatch, tmp_path):
-    from specviz.ui.controls import QWEN_CODER_PAIR
+    from specviz.ui.presets import QWEN_CODER_PAIR
     from specviz.ui.work import cached_pair
 
     from .test_app import make_app

@@ -10,7 +10,7 @@ from specviz.config import DecodeConfig
 from specviz.engine import load_pair, prompt_ids_for, speculative_decode
 from specviz.models.llama_step import llama_weights
 from specviz.models.published import FETCH_COMMAND, QWEN_CODER_05B, QWEN_CODER_15B, fetched
-from specviz.ui.controls import QWEN_CODER_PAIR
+from specviz.ui.presets import QWEN_CODER_PAIR
 
 from .conftest import target_greedy
 from .test_app import make_app, player_of

@@ -3,6 +3,7 @@ tiny pair."""
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 from xml.etree import ElementTree
@@ -61,7 +62,11 @@ def test_round_rows_show_marks_struck_corrections_and_masks(trace):
     rejected_round = next(r for r in trace.rounds if r.correction)
     page = render.round_rows_html(trace, rejected_round)
     assert page.count("sv-tok sv-struck") == sum(p.status != "accepted" for p in rejected_round.draft)
-    assert "✗" in page and page.count(">[MASK]<") == len(rejected_round.draft) + trace.config.gamma
+    # a draft model needs no [MASK] slots: the row says so, and seed 000's slots are the [MASK] drafter's alone
+    assert "✗" in page and page.count(">[MASK]<") == 0 and "no [MASK] slots" in page
+    masked = dataclasses.replace(trace, config=trace.config.replace(drafter="maskquery"))
+    slots = render.round_rows_html(masked, rejected_round).count(">[MASK]<")
+    assert slots == len(rejected_round.draft) + trace.config.gamma
     assert render.COLORS["correction"][1] in page
     full_round = next((r for r in trace.rounds if r.bonus), None)
     if full_round is not None:

@@ -30,6 +30,7 @@ COLORS = {
 }
 KIND_STYLE = {KIND_ACCEPTED: "accepted", KIND_CORRECTION: "correction", KIND_BONUS: "bonus"}
 CONTEXT_TAIL = 5  # prefix tokens shown before each round's new tokens
+PROJECTOR_TAIL = 2  # of those, the ones a projector shows (the chat template's tokens would take its width)
 CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f]")
 
 CSS = """
@@ -67,9 +68,11 @@ def display_text(text: str) -> str:
     return shown.strip()
 
 
-def token_box(text: str, style: str, *, struck: bool = False, mask: bool = False, title: str = "") -> str:
+def token_box(text: str, style: str, *, struck: bool = False, mask: bool = False, title: str = "",
+              far: bool = False) -> str:
+    """One token's box; ``far``: an older context token, left out of the projector view."""
     fg, bg = COLORS[style]
-    classes = "sv-tok" + (" sv-struck" if struck else "") + (" sv-mask" if mask else "")
+    classes = "sv-tok" + (" sv-struck" if struck else "") + (" sv-mask" if mask else "") + (" sv-far" if far else "")
     return (f'<span class="{classes}" style="color:{fg};border-color:{fg};background:{bg}" '
             f'title="{html.escape(title or text)}">{html.escape(display_text(text) if not mask else text)}</span>')
 
@@ -93,7 +96,7 @@ def _prefix_tail(trace: Trace, rnd: Round) -> list[str]:
     texts = [t for r in trace.rounds[: rnd.index] for t in r.emitted_texts] if generated else trace.prompt_tokens
     tail = texts[-CONTEXT_TAIL:]
     cells = ['<span class="sv-ellipsis">…</span>'] if len(texts) > len(tail) else []
-    return cells + [token_box(t, "prefix") for t in tail]
+    return cells + [token_box(t, "prefix", far=i < len(tail) - PROJECTOR_TAIL) for i, t in enumerate(tail)]
 
 
 def _candidates(pos: DraftPosition, beta: int) -> str:

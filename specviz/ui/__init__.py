@@ -1,18 +1,14 @@
 """Streamlit glue (the only package that imports streamlit).
 
-``navigation``: the page list; ``work``: models loaded once and every page's computation shared by all
-sessions; ``controls``: the sidebar generated from the config's fields and the registries, mirrored in
-the URL; ``views``: the trace's summary line, the round a link names and the lesson player that steps the
-rounds in the browser (:mod:`specviz.presentation.player`). Pages use these through ``from specviz import ui``.
+``navigation``: the page list; ``presets``: the model pairs and prompts offered; ``work``: models loaded once and
+every page's computation shared by all sessions; ``controls``: the sidebar generated from the config's fields and
+the registries, mirrored in the URL; ``views``: the trace's summary line, the round a link names and the lesson
+player that steps the rounds in the browser (:mod:`specviz.presentation.player`). Pages use these through
+``from specviz import ui``.
 """
 
 from specviz.ui.controls import (
-    CUSTOM_PAIR,
-    DEFAULT_PROMPT,
-    EMBEDDED_PAIR,
     PAGE_CONFIG,
-    PAIR_PRESETS,
-    PROMPT_PRESETS,
     UNSET,
     config_value,
     draw_field,
@@ -25,6 +21,7 @@ from specviz.ui.controls import (
     write_url,
 )
 from specviz.ui.navigation import PAGES, navigation
+from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, EMBEDDED_PAIR, PAIR_PRESETS, PROMPT_PRESETS
 from specviz.ui.views import (
     linked_round,
     precision_caption,

@@ -10,44 +10,11 @@ from streamlit.errors import StreamlitAPIException
 
 from specviz.config import ConfigError, DecodeConfig, field_params, field_type
 from specviz.drafters.registry import CLAIMED_FIELDS, drafter_entry, rule_entry
-from specviz.models.loading import EMBEDDED, hub_answers, in_local_hub_cache
 from specviz.models.published import FETCH_COMMAND, PUBLISHED, fetched
 from specviz.ui.navigation import navigation
+from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, PAIR_PRESETS, PROMPT_PRESETS, pair_label, pair_option
 from specviz.ui.work import app_defaults
 from specviz.urlstate import format_value, parse_query, parse_value, to_query
-
-EMBEDDED_PAIR = "SmolLM2-135M + its distilled draft (embedded)"
-QWEN_CODER_PAIR = "Qwen2.5-Coder 0.5B → 1.5B (published pair)"
-CUSTOM_PAIR = "Custom model ids or directories"
-PAIR_PRESETS = {  # label -> (target, draft); the hub pairs share a tokenizer within each family
-    EMBEDDED_PAIR: (EMBEDDED, None),
-    QWEN_CODER_PAIR: ("qwen-coder-1.5b", "qwen-coder-0.5b"),
-    "SmolLM2-135M → SmolLM2-360M-Instruct": ("HuggingFaceTB/SmolLM2-360M-Instruct",
-                                             "HuggingFaceTB/SmolLM2-135M-Instruct"),
-    "SmolLM2-135M → SmolLM2-1.7B-Instruct": ("HuggingFaceTB/SmolLM2-1.7B-Instruct",
-                                             "HuggingFaceTB/SmolLM2-135M-Instruct"),
-    "Qwen2.5-0.5B → Qwen2.5-1.5B-Instruct": ("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
-    "Qwen2.5-0.5B → Qwen2.5-7B-Instruct": ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
-    "distilgpt2 → gpt2-large": ("gpt2-large", "distilgpt2"),
-    CUSTOM_PAIR: None,
-}
-# A lesson set: each prompt's output reads sensibly on the embedded pair and the Qwen pair (checked greedy, and
-# sampled at T 0.7), and each teaches something: code is predictable (high acceptance, rounds shrink as γ grows),
-# open prose is not (low acceptance), a list ends its items with tokens a draft can guess (bonus tokens).
-PROMPT_PRESETS = {
-    "Code: Fibonacci (high acceptance)": "Write a Python function that returns the n-th Fibonacci number.",
-    "Code: SQL": "Write a SQL query that returns the ten customers with the highest total order value.",
-    "A list: the planets (bonus tokens)": "List the planets of the solar system in order from the Sun.",
-    "A fact: France's capital (short)": "What is the capital of France? Answer in one sentence.",
-    "Explain: a hash map": "Explain what a hash map is in two sentences.",
-    "Open prose: a haiku (low acceptance)": "Write a haiku about the sea.",
-    "Translation (seed 000's sentence; too hard for the 135M model)": (
-        "Translate to English: Machen sich Hunderte Millionen von Autofahrern Sorgen über ihre Privatsphäre?"),
-}
-# The code example: sensible output, and γ visibly changes the rounds (greedy, 40 tokens, embedded pair: 14 rounds at
-# γ = 2, 9 at γ = 4, 5 at γ = 8).
-DEFAULT_PROMPT = PROMPT_PRESETS["Code: Fibonacci (high acceptance)"]
-
 
 PAGE_CONFIG = dict(page_title="specviz: speculative decoding, seen", page_icon="✓", layout="wide")
 
@@ -83,29 +50,6 @@ def shared_controls() -> tuple[DecodeConfig | None, str, DecodeConfig]:
     if config is not None:
         write_url(config, prompt, ss.get("round", 1), defaults)
     return config, prompt, defaults
-
-
-def pair_option(label: str) -> str:
-    """A preset pair's menu entry with what it needs here: ✓ runs here, ⤓ fetch once, ☁ a model hub (unreachable)."""
-    pair = PAIR_PRESETS[label]
-    if pair is None:
-        return label
-    return f"{availability_mark(*pair)} {label}"
-
-
-def availability_mark(target: str, draft: str | None) -> str:
-    specs = [spec for spec in (target, draft) if spec]
-    if any(spec in PUBLISHED and not fetched(PUBLISHED[spec]) for spec in specs):
-        return "⤓"
-    hub_ids = [spec for spec in specs if spec not in PUBLISHED and spec != EMBEDDED]
-    return "☁" if hub_ids and not all(in_local_hub_cache(spec) for spec in hub_ids) and not hub_answers() else "✓"
-
-
-def _pair_label(target: str, draft: str | None) -> str:
-    for label, pair in PAIR_PRESETS.items():
-        if pair and pair[0] == target and (pair[1] == draft or pair[1] is None):
-            return label
-    return CUSTOM_PAIR
 
 
 UNSET = "unset"  # a choice widget's stand-in for a None choice (streamlit draws a None selection as empty)
@@ -144,7 +88,7 @@ def init_state_from_url(defaults: DecodeConfig) -> None:
     st.session_state.update({name: widget_value(name, getattr(c, name)) for name, p in field_params().items()
                              if p.widget != "none"})
     st.session_state.update(
-        sv_initialized=True, url_messages=messages, pair=_pair_label(c.target, c.draft),
+        sv_initialized=True, url_messages=messages, pair=pair_label(c.target, c.draft),
         custom_target=c.target, custom_draft=c.draft or "",
         prompt=state.prompt if state.prompt is not None else DEFAULT_PROMPT, round=state.round,
     )
