@@ -218,3 +218,22 @@ def test_snippets_are_cut_at_word_boundaries():
     assert word_snippet(text, 100) == text
     assert word_snippet(text, 17) == "the quick brown…"  # not "the quick brown f"
     assert word_snippet(text, 14, from_end=True) == "…the lazy dog"  # not "…er the lazy dog"
+
+
+def test_two_runs_are_compared_token_by_token_and_round_by_round(config, tiny_pair):
+    from specviz.analysis import whatif
+
+    greedy = speculative_decode(config.replace(rule="greedy", gamma=2), prompt_ids=PROMPT, pair=tiny_pair)
+    sampled = speculative_decode(config.replace(rule="sample", gamma=5, temperature=1.5, seed=3), prompt_ids=PROMPT,
+                                 pair=tiny_pair)
+    diff = whatif.run_difference(greedy, sampled)
+    first = next(i for i, (a, b) in enumerate(zip(greedy.output_ids, sampled.output_ids)) if a != b)
+    assert diff.first_departure == first  # a hot sampler and greedy part early on this tiny pair
+    texts = [t for r in greedy.rounds for t in r.emitted_texts]
+    assert diff.common_text == "".join(texts[:first]) and diff.first_rest == "".join(texts[first:])
+    assert diff.per_round["first run"].sum() == len(greedy.output_ids)
+    assert diff.per_round["second run"].sum() == len(sampled.output_ids)
+    assert whatif.changed_settings(greedy, sampled) == {"gamma": (2, 5), "temperature": (config.temperature, 1.5),
+                                                        "rule": ("greedy", "sample")}
+    same = whatif.run_difference(greedy, greedy)
+    assert same.first_departure is None and same.first_rest == same.second_rest == ""

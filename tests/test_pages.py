@@ -229,3 +229,20 @@ def test_the_metrics_and_parallel_pages_tell_one_speed_figure(params):
         return re.search(r"is \*\*(?:slower than the target alone on this machine \()?([0-9.]+)×", story[0]).group(1)
 
     assert figure("metrics") == figure("parallel")
+
+
+def test_the_what_if_page_compares_two_settings_on_one_prompt(params, tiny_dirs, tiny_pair):
+    at = open_page(params, "what_if")
+    assert not at.error, [e.value for e in at.error]
+    text = " ".join(m.value for m in at.markdown)
+    assert "gamma 3 → 6" in text  # the second run doubles γ by default
+    assert "both runs write exactly this" in text  # greedy at two γ: the target's own output, twice
+    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert [t["name"] for t in figure["data"]] == ["first run: theory at its α", "first run: measured",
+                                                   "second run: theory at its α", "second run: measured"]
+    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", max_new_tokens=16,
+                          gamma=6, device="cpu")
+    second = speculative_decode(config, prompt=params["prompt"], pair=tiny_pair)
+    assert figure["data"][3]["y"] == [pytest.approx(second.stats.mean_tokens_per_round)]  # the run's own point
+    at.radio(key="whatif_rule").set_value("topbeta").run()  # a lossy rule: now the outputs may part
+    assert not at.exception and "rule greedy → topbeta" in " ".join(m.value for m in at.markdown)

@@ -28,6 +28,7 @@ PAGES = (
     PageEntry("lesson_player", "Lesson player", ":material/school:"),
     PageEntry("metrics", "Metrics and theory", ":material/monitoring:"),
     PageEntry("gamma_sweep", "Gamma sweep", ":material/tune:"),
+    PageEntry("what_if", "What if: two settings", ":material/compare_arrows:"),
     PageEntry("compare_rules", "Compare rules", ":material/balance:"),
     PageEntry("losslessness", "Losslessness lab", ":material/casino:"),
     PageEntry("numerics", "Precision and rounding", ":material/calculate:"),

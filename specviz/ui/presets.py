@@ -5,18 +5,16 @@ from __future__ import annotations
 from specviz.models.loading import EMBEDDED, hub_answers, in_local_hub_cache
 from specviz.models.published import PUBLISHED, fetched
 
-EMBEDDED_PAIR = "SmolLM2-135M + its distilled draft (embedded)"
-QWEN_CODER_PAIR = "Qwen2.5-Coder 0.5B → 1.5B (published pair)"
-CUSTOM_PAIR = "Custom model ids or directories"
+EMBEDDED_PAIR = "SmolLM2-135M + its draft"  # short: the sidebar's menu cuts long names
+QWEN_CODER_PAIR = "Qwen2.5-Coder 0.5B → 1.5B"
+CUSTOM_PAIR = "Custom ids or directories"
 PAIR_PRESETS = {  # label -> (target, draft); the hub pairs share a tokenizer within each family
     EMBEDDED_PAIR: (EMBEDDED, None),
     QWEN_CODER_PAIR: ("qwen-coder-1.5b", "qwen-coder-0.5b"),
-    "SmolLM2-135M → SmolLM2-360M-Instruct": ("HuggingFaceTB/SmolLM2-360M-Instruct",
-                                             "HuggingFaceTB/SmolLM2-135M-Instruct"),
-    "SmolLM2-135M → SmolLM2-1.7B-Instruct": ("HuggingFaceTB/SmolLM2-1.7B-Instruct",
-                                             "HuggingFaceTB/SmolLM2-135M-Instruct"),
-    "Qwen2.5-0.5B → Qwen2.5-1.5B-Instruct": ("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
-    "Qwen2.5-0.5B → Qwen2.5-7B-Instruct": ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
+    "SmolLM2 135M → 360M": ("HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    "SmolLM2 135M → 1.7B": ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    "Qwen2.5 0.5B → 1.5B": ("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
+    "Qwen2.5 0.5B → 7B": ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
     "distilgpt2 → gpt2-large": ("gpt2-large", "distilgpt2"),
     CUSTOM_PAIR: None,
 }
