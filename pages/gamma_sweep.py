@@ -62,7 +62,7 @@ if config is not None and gammas:
         st.markdown("Larger γ buys more tokens per target pass but pays γ draft passes each round, and the chance that "
                     "a long guess survives decays like α^γ. The optimum balances the two; with c near 1 (a draft as "
                     "slow as the target) the best γ is the smallest, and no γ beats autoregressive decoding.")
-        st.dataframe(table, width="stretch", hide_index=True)
+        st.dataframe(sweep.readable(table), width="stretch", hide_index=True)
         st.download_button("Download sweep (CSV)", table.to_csv(index=False), "specviz-gamma-sweep.csv", "text/csv")
 
 st.subheader("Draft vocabulary: what the head size K does (FR-Spec)")

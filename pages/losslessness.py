@@ -88,4 +88,12 @@ if config is not None:
                          "broken vs plain (χ² p)": lab.two_sample_p(
                              at[at.arm == "broken rule"].token_id.tolist(), plain)})
         st.dataframe(rows, hide_index=True)
+        if computed is not None and computed[0] is not None:
+            power = lab.chi_square_power(computed[0].position.target_probs, computed[0].laws["broken rule"], samples)
+            st.markdown(f"**When the broken rule passes here**: with {samples} decodes per arm, a test of the first "
+                        f"position against p itself would catch the broken rule with probability **{power:.0%}** "
+                        f"(computed from its exact law above, against {computed[0].broken_power:.0%} at N = "
+                        f"{computed[0].n:,}); a two-sample test, as here, needs more. So a broken-rule p above 1% "
+                        "in this table means these samples were too few to see the difference, not that the rule is "
+                        "right: raise the decodes per arm, or read part 1, where N is large enough to tell.")
         st.download_button("Download samples (CSV)", table.to_csv(index=False), "specviz-samples.csv", "text/csv")

@@ -237,3 +237,16 @@ def test_two_runs_are_compared_token_by_token_and_round_by_round(config, tiny_pa
                                                         "rule": ("greedy", "sample")}
     same = whatif.run_difference(greedy, greedy)
     assert same.first_departure is None and same.first_rest == same.second_rest == ""
+
+
+def test_each_drafter_has_one_colour_in_every_chart_of_a_page():
+    import pandas as pd
+
+    from specviz.presentation import figures
+
+    by_position = pd.DataFrame({"drafter": ["EAGLE", "draft model"], "position": [1, 1], "acceptance_rate": [0.4, 0.6]})
+    calibration = pd.DataFrame({"drafter": ["draft model"], "confidence": [0.5], "acceptance_rate": [0.5],
+                                "verified": [10]})  # EAGLE absent here: the colours must not shift
+    bars = {t.name: t.marker.color for t in figures.acceptance_by_drafter_figure(by_position).data}
+    lines = {t.name: t.line.color for t in figures.confidence_calibration_figure(calibration).data[1:]}
+    assert lines["draft model"] == bars["draft model"] != bars["EAGLE"]

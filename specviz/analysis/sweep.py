@@ -74,6 +74,20 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
     return pd.DataFrame(rows), c
 
 
+READABLE = {"gamma": "γ", "alpha": "α", "acceptance_rate": "acceptance", "mean_block": "mean block",
+            "tokens_per_round": "tokens per round", "expected_tokens_per_round": "tokens per round, theory",
+            "speedup": "speedup, measured", "speedup_low": "slowest pair", "speedup_high": "fastest pair",
+            "expected_speedup": "speedup, theory (v = 1)",
+            "expected_speedup_verify_measured": "speedup on this machine", "verify_cost": "v(k)",
+            "target_passes": "target passes", "new_tokens": "new tokens", "wall_s": "seconds"}
+
+
+def readable(table: pd.DataFrame) -> pd.DataFrame:
+    """The sweep's table as a reader wants it: named columns, two decimals (three for α)."""
+    return table.round({column: 3 if column in ("alpha", "acceptance_rate") else 2 for column in table.columns}
+                       ).rename(columns=READABLE)
+
+
 def best_gamma_by(table: pd.DataFrame, column: str) -> int:
     """The swept block size with the highest ``column`` (a measured or a theoretical speedup)."""
     return int(table.loc[table[column].idxmax(), "gamma"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from specviz.drafters.registry import DRAFTERS
 from specviz.presentation.render import COLORS, display_text
 
 TARGET_COLOR, DRAFT_COLOR = "#37474f", "#9575cd"  # "target p" and "draft q" in every chart
@@ -191,10 +192,18 @@ def drafter_attention_figure(weights, title: str, window: int) -> go.Figure:
     return fig
 
 
+SERIES_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+
+
+def drafter_colors() -> dict[str, str]:
+    """One colour per drafter, fixed by the registry's order: each drafter has its colour in every chart."""
+    return {entry.label: SERIES_PALETTE[i % len(SERIES_PALETTE)] for i, entry in enumerate(DRAFTERS.values())}
+
+
 def acceptance_by_drafter_figure(table) -> go.Figure:
-    fig = go.Figure()
+    fig, colors = go.Figure(), drafter_colors()
     for drafter, rows in table.groupby("drafter", sort=False):
-        fig.add_trace(go.Bar(name=drafter, x=rows.position, y=rows.acceptance_rate))
+        fig.add_trace(go.Bar(name=drafter, x=rows.position, y=rows.acceptance_rate, marker_color=colors[drafter]))
     fig.update_layout(barmode="group", height=320, xaxis_title="drafted position",
                       yaxis=dict(title="acceptance rate", range=[0, 1]),
                       margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=1.12))
@@ -206,10 +215,12 @@ def confidence_calibration_figure(table) -> go.Figure:
     by the tokens in each bin), with the diagonal a perfectly calibrated draft would follow."""
     fig = go.Figure(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="calibrated (acceptance = confidence)",
                                line=dict(dash="dash", color="#9e9e9e")))
+    colors = drafter_colors()
     for drafter, rows in table.groupby("drafter", sort=False):
         fig.add_trace(go.Scatter(x=rows.confidence, y=rows.acceptance_rate, mode="lines+markers", name=drafter,
-                                 marker=dict(size=[6 + 14 * (v / max(1, rows.verified.max())) ** 0.5
-                                                   for v in rows.verified]),
+                                 line=dict(color=colors[drafter]),
+                                 marker=dict(color=colors[drafter], size=[6 + 14 * (v / max(1, rows.verified.max()))
+                                                                          ** 0.5 for v in rows.verified]),
                                  text=[f"{v} drafted tokens" for v in rows.verified]))
     fig.update_layout(height=360, xaxis=dict(title="draft confidence q(x) of the drafted token", range=[0, 1]),
                       yaxis=dict(title="observed acceptance rate", range=[0, 1.05]),
