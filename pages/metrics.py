@@ -65,16 +65,17 @@ if trace is not None and trace.rounds:
         st.info(ui.speed_story_text(config, pair, timing.expected_verify_measured, trace.stats.alpha_estimate,
                                     timing.cost_ratio))
         cols = st.columns(6)
-        cols[0].metric("speculative (with recording), live", f"{timing.speculative_s:.2f} s")
+        cols[0].metric("speculative, live", f"{timing.speculative_s:.2f} s")
         cols[1].metric("target alone, live", f"{timing.autoregressive_s:.2f} s")
-        cols[2].metric("speedup, measured live", f"{timing.measured:.2f}×",
+        cols[2].metric("speedup, live", f"{timing.measured:.2f}×",
                        help="the target alone's median time over the speculative median time, timed now")
-        cols[3].metric("cost ratio c (draft / target token)", f"{timing.cost_ratio:.3f}",
-                       help="from this machine's profile: the drafter's quiet one-token step over the target's")
-        cols[4].metric("speedup, theory (v = 1)", f"{timing.expected:.2f}×",
+        cols[3].metric("cost ratio c", f"{timing.cost_ratio:.3f}",
+                       help="draft / target cost of a token, from this machine's profile: the drafter's quiet "
+                            "one-token step over the target's")
+        cols[4].metric("Thm. 3.8 (v = 1)", f"{timing.expected:.2f}×",
                        help="Σ_r (1 − α^(k_r+1)) / (1 − α) over Σ_r (k_r c + 1): "
                             "Leviathan et al. Thm. 3.8 at the realised blocks")
-        cols[5].metric("speedup on this machine", f"{timing.expected_verify_measured:.2f}×",
+        cols[5].metric("on this machine", f"{timing.expected_verify_measured:.2f}×",
                        help="Σ_r (1 − α^(k_r+1)) / (1 − α) over Σ_r (k_r c + v(k_r)), v(k) = the target's pass over "
                             "k + 1 tokens in one-token steps, from this machine's profile")
         st.markdown(f"Both live runs decode {len(trace.output_ids)} tokens of the same prompt with the same target on "

@@ -250,3 +250,12 @@ def test_each_drafter_has_one_colour_in_every_chart_of_a_page():
     bars = {t.name: t.marker.color for t in figures.acceptance_by_drafter_figure(by_position).data}
     lines = {t.name: t.line.color for t in figures.confidence_calibration_figure(calibration).data[1:]}
     assert lines["draft model"] == bars["draft model"] != bars["EAGLE"]
+
+
+def test_a_sweep_says_which_gammas_measured_load():
+    import pandas as pd
+
+    table = pd.DataFrame({"gamma": [1, 2, 3], "speedup": [1.1, 13.0, 1.3], "speedup_low": [1.0, 6.0, 0.7],
+                          "speedup_high": [1.2, 21.0, 1.4], "expected_speedup": [1.3, 2.0, 2.2]})
+    # γ 2 beats Thm. 3.8 sixfold and its pairs disagree; γ 3's pairs disagree twofold; γ 1 is quiet
+    assert sweep.loaded_gammas(table) == [2, 3]

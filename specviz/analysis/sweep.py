@@ -12,7 +12,7 @@ import pandas as pd
 
 from specviz.analysis.common import SWEEP_GAMMAS_MAX, SWEEP_PAIRS, SWEEP_TOKENS_MAX, Progress
 from specviz.analysis.cost import cost_ratio, machine_cost_ratio, quiet_verification_costs
-from specviz.analysis.metrics import realised_blocks, timed_in_alternating_pairs, timed_trace
+from specviz.analysis.metrics import ABOVE_THEORY, LOAD_SPREAD, realised_blocks, timed_in_alternating_pairs, timed_trace
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.rules.theory import expected_speedup_for_blocks, expected_tokens_for_blocks
@@ -125,3 +125,10 @@ def vocab_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], si
                          expected_speedup=expected_speedup_for_blocks(alpha, blocks, c),
                          tokens_per_s=trace.stats.tokens_per_s))
     return pd.DataFrame(rows)
+
+
+def loaded_gammas(table: pd.DataFrame) -> list[int]:
+    """The swept block sizes whose live timing measured the machine's load, not speculation: pairs that disagree by
+    more than ``LOAD_SPREAD``, or a measured speedup above what Thm. 3.8 allows (v = 1) by ``ABOVE_THEORY``."""
+    return [int(row.gamma) for row in table.itertuples()
+            if row.speedup_high > LOAD_SPREAD * row.speedup_low or row.speedup > ABOVE_THEORY * row.expected_speedup]
