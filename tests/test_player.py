@@ -115,12 +115,14 @@ def test_the_quiz_scores_known_answers_and_reveals_the_verdicts(sampled_trace, o
     verified = [p for p in rnd.draft if p.status != "not_verified"]
     assert page.locator("#rows .mark").all_inner_texts() == ["?"] * len(rnd.draft)  # hidden until answered
     assert page.locator(".test").count() == 0
+    assert page.locator("#cards svg line").count() == 0  # the draw u is the verdict: not drawn before the answer
     for position in verified:  # answer every token right
         guess = "accepted" if position.status == "accepted" else "rejected"
         page.locator(f'button[data-quiz="{index}:{position.index}"][data-guess="{guess}"]').click()
     assert page.locator("#score").inner_text() == f"Score: {len(verified)} / {len(verified)}"
     assert "✗" in verdict_marks(page)  # revealed
     assert page.locator(".verdict-ok").count() == len(verified)
+    assert page.locator("#cards svg line").count() == len(verified)  # and each check's draw u with it
     other = next(i for i, r in enumerate(sampled_trace.rounds, start=1) if i != index and r.draft)
     page.keyboard.press("Home")
     for _ in range(other - 1):
@@ -341,3 +343,19 @@ def test_the_projector_view_fits_a_1280x720_screen(embedded, offline_browser, tm
     page.keyboard.press("ArrowDown")
     assert page.evaluate(PROJECTOR)["hint"].startswith("card 2 of")
     page.screenshot(path=str(ARTIFACTS / "projector.png"))
+
+
+def test_a_greedy_quiz_question_does_not_mark_the_argmax_before_the_answer(tiny_dirs, tiny_pair, offline_browser,
+                                                                           tmp_path):
+    """Under greedy the "← argmax" mark is the verdict: the quiz shows the bars to predict from, and the mark after."""
+    trace = speculative_decode(tiny_config(tiny_dirs, rule="greedy", gamma=3, max_new_tokens=8), prompt_ids=PROMPT,
+                               pair=tiny_pair)
+    context, _ = offline_browser
+    page = open_lesson(context, write_lesson(tmp_path / "greedy-quiz.html", trace, view="quiz"), "#round=1&view=quiz")
+    assert "argmax" not in page.locator("#cards").inner_text() and "drafted" in page.locator("#cards").inner_text()
+    first = trace.rounds[0].draft[0]
+    page.locator(f'button[data-quiz="1:0"][data-guess="{first.status}"]').click()
+    for position in trace.rounds[0].draft[1:]:
+        if position.status != "not_verified":
+            page.locator(f'button[data-quiz="1:{position.index}"][data-guess="{position.status}"]').click()
+    assert "argmax" in page.locator("#cards").inner_text()  # answered: the verdict's marks are back
