@@ -4,9 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from specviz import ui
-from specviz.analysis import common, cost, metrics, roofline, timing
+from specviz.analysis import common, metrics, roofline, timing
 from specviz.presentation import figures
-from specviz.rules import theory
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Parallel verification, measured")
@@ -54,10 +53,7 @@ if trace is not None and trace.output_ids:
     if pair is not None:
         target, draft = roofline.pair_profiles(config, pair)
         draft_ms, verify_ms = metrics.profile_timeline(trace, target, draft)
-        c = cost.machine_cost_ratio(config, pair, trace.prompt_ids + trace.output_ids[:1])
-        blocks = metrics.realised_blocks(trace)
-        priced = theory.expected_speedup_for_blocks(trace.stats.alpha_estimate, blocks, c,
-                                                    cost.quiet_verification_costs(pair, blocks))
+        c, priced = metrics.machine_speedup(trace, pair)
         st.info(ui.speed_story_text(config, pair, priced, trace.stats.alpha_estimate, c))
         st.plotly_chart(figures.timeline_figure(draft_ms, verify_ms, [len(r.emitted_ids) for r in trace.rounds],
                                                 target.step_ms), width="stretch")

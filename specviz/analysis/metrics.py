@@ -154,6 +154,14 @@ def timed_trace(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) ->
     return trace, trace.stats.wall_ms / 1e3
 
 
+def machine_speedup(trace: Trace, pair: ModelPair) -> tuple[float, float]:
+    """(c, the run's speedup on this machine): the theory at the trace's alpha and realised blocks, priced with the
+    machine profile's c and v(k), the one speed figure every speed page shows."""
+    c = machine_cost_ratio(trace.config, pair, trace.prompt_ids + trace.output_ids[:1])
+    blocks = realised_blocks(trace)
+    return c, expected_speedup_for_blocks(trace.stats.alpha_estimate, blocks, c, quiet_verification_costs(pair, blocks))
+
+
 def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = 3, attempts: int = 2) -> SpeedupCheck:
     """The target alone against the trace's speculative decoding (same target, prompt and length, this
     process), both timed now in ``pairs`` back-to-back pairs whose order alternates, each side reported
@@ -165,10 +173,8 @@ def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = 3, attempts: in
     again, up to ``attempts`` times, so a busy moment is not what every later visitor is shown.
     """
     config = trace.config.replace(max_new_tokens=max(1, len(trace.output_ids)))
-    c = machine_cost_ratio(config, pair, trace.prompt_ids + trace.output_ids[:1])
-    alpha, blocks = trace.stats.alpha_estimate, realised_blocks(trace)
-    expected = expected_speedup_for_blocks(alpha, blocks, c)
-    priced = expected_speedup_for_blocks(alpha, blocks, c, quiet_verification_costs(pair, blocks))
+    c, priced = machine_speedup(trace, pair)
+    expected = expected_speedup_for_blocks(trace.stats.alpha_estimate, realised_blocks(trace), c)
     for _ in range(attempts):
         timed = timed_in_alternating_pairs(lambda: autoregressive_decode(config, pair, trace.prompt_ids),
                                            lambda: timed_trace(trace.config, pair, trace.prompt_ids), pairs)

@@ -23,7 +23,7 @@ from specviz.models.embedded_draft import MANIFEST_FILE
 from specviz.models.kernels import ONEDNN
 from specviz.models.machine import MachineRates, matrix_units_in_words
 from specviz.models.profile import FLAT, PassProfile, model_profile, pass_profile
-from specviz.rules.theory import expected_tokens_per_round
+from specviz.rules.theory import expected_speedup
 
 KERNEL_WORDS = {ONEDNN: "oneDNN's kernels on packed weights", "default": "torch's default kernels"}
 
@@ -67,23 +67,17 @@ def roofline_table(target: PassProfile, draft: PassProfile | None, rates: Machin
     return pd.DataFrame(rows)
 
 
-def priced_speedup(alpha: float, gamma: int, c: float, verify_cost: float) -> float:
-    """E[tokens per round] / (gamma c + v(gamma)): Thm. 3.8 of Leviathan et al. 2023 with the verification pass
-    priced at its measured cost v(gamma) instead of one step."""
-    return expected_tokens_per_round(alpha, gamma) / (gamma * c + verify_cost)
-
-
 def best_priced_gamma(alpha: float, c: float, profile: PassProfile) -> int:
     """The block size, among those the profile measured (1..8), with the highest :func:`priced_speedup` at this
     machine's v(k)."""
-    return max(profile.verify_costs, key=lambda k: priced_speedup(alpha, k, c, profile.verify_cost(k)))
+    return max(profile.verify_costs, key=lambda k: expected_speedup(alpha, k, c, profile.verify_cost(k)))
 
 
 def speculation_summary(alpha: float, c: float, profile: PassProfile) -> str:
     """What the roofline means for speculation here at a measured alpha and c."""
     gamma = best_priced_gamma(alpha, c, profile)
     return (f"At α = {alpha:.2f} and c = {c:.3f}, the theory priced at this machine's v(k) is best at γ = {gamma} "
-            f"({priced_speedup(alpha, gamma, c, profile.verify_cost(gamma)):.2f}× over the target alone); "
+            f"({expected_speedup(alpha, gamma, c, profile.verify_cost(gamma)):.2f}× over the target alone); "
             f"v(k) stays flat (≤ {FLAT}) up to k = {profile.flat_until()}.")
 
 
@@ -118,7 +112,7 @@ def measured_defaults(profiles: dict[str, tuple[PassProfile, PassProfile]], alph
     for dtype, (target, draft) in profiles.items():
         c = draft.step_ms / target.step_ms
         gamma = best_priced_gamma(alpha, c, target)
-        priced[dtype] = (priced_speedup(alpha, gamma, c, target.verify_cost(gamma)), gamma)
+        priced[dtype] = (expected_speedup(alpha, gamma, c, target.verify_cost(gamma)), gamma)
     exact = priced.get("float32")
     dtype = "float32" if exact and exact[0] >= PAYS else max(priced, key=lambda d: priced[d][0])
     words = ", ".join(f"{d} {speedup:.2f}× at γ = {g}" for d, (speedup, g) in priced.items())

@@ -26,9 +26,11 @@ def expected_tokens_per_round(alpha: float, gamma: int) -> float:
     return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
 
 
-def expected_speedup(alpha: float, gamma: int, cost_ratio: float) -> float:
-    """Expected wall-time improvement over autoregressive decoding with the target alone."""
-    return expected_tokens_per_round(alpha, gamma) / (gamma * cost_ratio + 1.0)
+def expected_speedup(alpha: float, gamma: int, cost_ratio: float, verify_cost: float = 1.0) -> float:
+    """Expected wall-time improvement over autoregressive decoding with the target alone: E[tokens per round] over
+    gamma c + v (Leviathan et al. 2023, Thm. 3.8 with v = 1; ``verify_cost`` v prices the target's pass over
+    gamma + 1 tokens in one-token steps, as measured on a machine)."""
+    return expected_tokens_per_round(alpha, gamma) / (gamma * cost_ratio + verify_cost)
 
 
 def best_gamma(alpha: float, cost_ratio: float, gamma_max: int = 16) -> int:
