@@ -25,12 +25,10 @@ st.markdown(
     "rounding: set the sidebar's precision to bfloat16 and run the Losslessness lab.")
 if config is not None:
     ui.precision_caption(config)
-measured = ui.machine_defaults(defaults.device)
 st.caption("float32 is the precision in which the round view's lesson, the same output, holds exactly. "
-           + (f"**This machine's default precision: {measured.dtype}, γ = {measured.gamma}.** {measured.reason} "
-              if measured else "") + "A precision set in the sidebar, a link or the CLI wins. The speed pages "
-           "(Metrics, Gamma sweep, Parallel verification) measure c, v(k) and the speedup in the sidebar's precision; "
-           "the Parallel verification page draws this machine's roofline in each precision.")
+           + ui.pair_defaults_text(config or defaults) + " A precision set in the sidebar, a link or the CLI wins. "
+           "The speed pages (Metrics, Gamma sweep, Parallel verification) measure c, v(k) and the speedup in the "
+           "sidebar's precision; the Parallel verification page draws this machine's roofline in each precision.")
 
 
 def show_preference(column, title: str, said) -> None:

@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     fetch = commands.add_parser("fetch", help="download, check and de-quantise a published model pair into the cache")
     fetch.add_argument("bundle", choices=sorted(BUNDLES),
                        help="qwen-coder: Qwen2.5-Coder-0.5B-Instruct and -1.5B-Instruct")
+    fetch.add_argument("--device", default="auto", help="the device the app will run the pair on (measured there)")
     fetch.add_argument("--keep-gguf", action="store_true", help="keep the assembled GGUF files beside the safetensors")
     trace.add_argument("--samples", type=int, default=1,
                        help="N runs with seeds seed..seed+N-1, one JSON trace per line")
@@ -90,6 +91,7 @@ def config_from_args(args: argparse.Namespace) -> DecodeConfig:
 def fetch_command(args: argparse.Namespace) -> None:
     from tqdm import tqdm
 
+    from specviz.analysis.defaults import measure_pair_defaults, stored_defaults
     from specviz.models.published import fetch_model, fetched, needs
 
     models = BUNDLES[args.bundle]
@@ -98,9 +100,15 @@ def fetch_command(args: argparse.Namespace) -> None:
         print(needs(missing, args.keep_gguf), file=sys.stderr)
     for model in models:
         print(f"{model.spec}: ready in {fetch_model(model, args.keep_gguf, progress_bar=tqdm)}")
+    target, draft = (model.spec for model in models)
+    if stored_defaults(target, draft, args.device) is None:
+        print("Measuring the pair on this machine once (about a minute; the app's default precision for it) ...",
+              file=sys.stderr)
+        print(measure_pair_defaults(DecodeConfig(target=target, draft=draft, device=args.device), release=True).reason)
 
 
 def machine_command(args: argparse.Namespace) -> None:
+    from specviz.analysis.defaults import measure_pair_defaults
     from specviz.analysis.roofline import best_priced_gamma, pair_profiles, roofline_table, speed_sentence
     from specviz.engine import load_pair
     from specviz.models.kernels import kernels_of
@@ -124,6 +132,8 @@ def machine_command(args: argparse.Namespace) -> None:
         c = draft.step_ms / target.step_ms
         print(f"c = {c:.3f} (the drafter's step over the target's); best gamma priced at v(k): "
               + ", ".join(f"α {alpha}: {best_priced_gamma(alpha, c, target)}" for alpha in (0.5, 0.6, 0.7, 0.8, 0.9)))
+        del pair
+        print(f"This pair's default here: {measure_pair_defaults(config, release=True).reason}")
 
 
 def run(args: argparse.Namespace) -> None:

@@ -127,3 +127,48 @@ def test_the_pair_menu_says_what_each_pair_needs_here():
     assert not at.exception
     errors = " ".join(e.value for e in at.error)
     assert "cannot reach" in errors and "Next step" in errors and "OSError" not in errors
+
+
+HUB_PAIR = "SmolLM2 135M → 360M"  # a pair that cannot load here: its page fails at once, its sidebar still works
+
+
+def test_a_link_to_a_pair_opens_on_its_own_measured_precision_unless_it_sets_one(monkeypatch, tmp_path):
+    from specviz.analysis.defaults import store_defaults
+    from specviz.analysis.roofline import MeasuredDefaults
+    from specviz.config import DecodeConfig
+    from specviz.ui.presets import PAIR_PRESETS
+    from specviz.ui.views import pair_defaults_text
+    from specviz.ui.work import app_defaults
+
+    monkeypatch.setattr("specviz.analysis.defaults.cache_root", lambda: tmp_path)  # the pairs' defaults only
+    monkeypatch.setattr("specviz.models.loading.hub_reachable", lambda: False)  # the hub pair fails at once
+    app = app_defaults()
+    target, draft = PAIR_PRESETS[HUB_PAIR]
+    hub = DecodeConfig(target=target, draft=draft, device=app.device)
+    assert "has not been measured on this machine yet" in pair_defaults_text(hub)  # and how to measure it
+    other, gamma = ("bfloat16" if app.dtype == "float32" else "float32"), (7 if app.gamma != 7 else 6)
+    store_defaults(hub.target, hub.draft, app.device, MeasuredDefaults(other, gamma, "measured here"))
+    assert "This pair's default precision here: " + other in pair_defaults_text(hub)
+    # a link to the pair opens on its measured defaults; a link that sets the precision keeps it
+    at = make_app({"target": hub.target, "draft": hub.draft, "prompt": "Hi"}).run()
+    assert not at.exception and (at.session_state.dtype, at.session_state.gamma) == (other, gamma)
+    at = make_app({"target": hub.target, "draft": hub.draft, "dtype": app.dtype, "prompt": "Hi"}).run()
+    assert (at.session_state.dtype, at.session_state.gamma) == (app.dtype, gamma)
+    assert at.session_state.sv_pair_defaults == {"gamma": gamma}  # the precision is the link's: a pair change keeps it
+
+
+def test_a_pair_change_moves_the_settings_that_still_hold_the_last_pairs_defaults():
+    from specviz.analysis.roofline import MeasuredDefaults
+    from specviz.ui.controls import follow_pair
+
+    applied = {"dtype": "float32", "gamma": 3}
+    moved = follow_pair({"dtype": "float32", "gamma": 3}, applied, MeasuredDefaults("bfloat16", 6, ""))
+    assert moved == ({"dtype": "bfloat16", "gamma": 6}, {"dtype": "bfloat16", "gamma": 6})
+    # the user set γ 5: it stays, and stays the user's when the pair changes again
+    values, now = follow_pair({"dtype": "float32", "gamma": 5}, applied, MeasuredDefaults("bfloat16", 6, ""))
+    assert values == {"dtype": "bfloat16", "gamma": 5}
+    assert follow_pair(values, now, MeasuredDefaults("float32", 2, ""))[0] == {"dtype": "float32", "gamma": 5}
+    # a pair not measured here changes nothing; a setting the link pinned is never moved
+    assert follow_pair({"dtype": "float32", "gamma": 3}, applied, None) == ({"dtype": "float32", "gamma": 3}, applied)
+    assert follow_pair({"dtype": "float32", "gamma": 3}, {"gamma": 3},
+                       MeasuredDefaults("bfloat16", 6, ""))[0] == {"dtype": "float32", "gamma": 6}

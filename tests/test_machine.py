@@ -218,3 +218,31 @@ def test_no_speed_page_guesses_from_the_cpus_dispatch_level():
     sources = [*root.joinpath("specviz").rglob("*.py"), *root.joinpath("pages").glob("*.py")]
     guesses = [path.name for path in sources if "cpu_matrix_units" in path.read_text(encoding="utf-8")]
     assert guesses == []  # the speed sentence is the measured profile's (roofline.speed_sentence)
+
+
+def test_a_pairs_defaults_are_measured_once_and_kept_for_this_machine_only(onednn, tmp_path, monkeypatch):
+    from specviz.analysis import defaults
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    monkeypatch.setattr(defaults, "NOISY", float("inf"))  # a busy test machine's profiles count as quiet here
+    dirs, _ = onednn
+    assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu") is None
+    measured = defaults.measure_pair_defaults(config_for(dirs))
+    assert measured.dtype in defaults.PRECISIONS and 1 <= measured.gamma <= PROFILE_TOKENS - 1
+    assert "greedy acceptance on held-out prompts, α = " in measured.reason  # measured: no manifest for this pair
+    assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu") == measured
+    assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cuda") is None  # another device, another record
+    monkeypatch.setattr(torch, "__version__", "0.0.0")
+    assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu") is None  # another torch, measured again
+
+
+def test_an_unreadable_defaults_file_is_measured_again(tmp_path, monkeypatch):
+    from specviz.analysis import defaults
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    path = defaults.defaults_file("a", "b", "cpu")
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json", encoding="utf-8")
+    assert defaults.stored_defaults("a", "b", "cpu") is None
+    defaults.store_defaults("a", "b", "cpu", roofline.MeasuredDefaults("bfloat16", 5, "why"))
+    assert defaults.stored_defaults("a", "b", "cpu") == roofline.MeasuredDefaults("bfloat16", 5, "why")

@@ -131,3 +131,4 @@ def test_the_preset_pair_not_fetched_says_the_one_command_in_the_app(monkeypatch
     assert any(FETCH_COMMAND in m.value for m in at.sidebar.info)
     # the page says it
     assert any(FETCH_COMMAND in e.value for e in at.error), [e.value for e in at.error] + [i.value for i in at.info]
+

@@ -97,7 +97,7 @@ PAYS = 1.2  # a priced speedup from which speculation visibly pays in a class
 
 @dataclass(frozen=True)
 class MeasuredDefaults:
-    """The app's precision and block size on this machine, and why, from the embedded pair's profiles."""
+    """A pair's default precision and block size on this machine, and why, from its profiles."""
 
     dtype: str
     gamma: int
@@ -118,8 +118,9 @@ def measured_defaults(profiles: dict[str, tuple[PassProfile, PassProfile]], alph
     words = ", ".join(f"{d} {speedup:.2f}× at γ = {g}" for d, (speedup, g) in priced.items())
     why = ("float32 pays, so the exact precision is the default" if dtype == "float32" else
            f"float32 does not reach {PAYS}×, so {dtype} is the default (lossless only up to rounding)")
-    return MeasuredDefaults(dtype, priced[dtype][1], f"At the shipped draft's held-out acceptance α = {alpha:.2f}, the "
-                            f"theory priced at this machine's measured v(k) and c gives {words}: {why}.")
+    return MeasuredDefaults(dtype, priced[dtype][1], f"At the draft's greedy acceptance on held-out prompts, "
+                            f"α = {alpha:.2f}, the theory priced at this machine's measured v(k) and c gives {words}: "
+                            f"{why}.")
 
 
 def speed_story(priced: float, alpha: float, gamma: int, c: float, target: PassProfile) -> str:

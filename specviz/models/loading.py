@@ -121,6 +121,12 @@ def load_model(spec: str, device: str = "auto", dtype: str = "float32") -> Loade
     return _load_model_once(spec, device, dtype)
 
 
+def forget_loaded_models() -> None:
+    """Drop this process's loaded models (a command that loads one precision after another frees each in turn;
+    the app never calls it: its sessions share what it loaded)."""
+    _load_model_once.cache_clear()
+
+
 @functools.lru_cache(maxsize=8)
 def _load_model_once(spec: str, device: str, dtype: str) -> LoadedModel:
     if not spec:

@@ -24,6 +24,7 @@ from specviz.ui.navigation import PAGES, navigation
 from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, EMBEDDED_PAIR, PAIR_PRESETS, PROMPT_PRESETS
 from specviz.ui.views import (
     linked_round,
+    pair_defaults_text,
     precision_caption,
     roofline_panel,
     show_player,
@@ -35,8 +36,8 @@ from specviz.ui.work import (
     cached_pair,
     describe_failure,
     get_trace,
-    machine_defaults,
     page_pair,
+    pair_defaults,
     pair_for,
     place_message,
     shared_result,
@@ -48,7 +49,8 @@ from specviz.ui.work import (
 __all__ = [
     "CUSTOM_PAIR", "DEFAULT_PROMPT", "EMBEDDED_PAIR", "PAGES", "PAGE_CONFIG", "PAIR_PRESETS", "PROMPT_PRESETS", "UNSET",
     "app_defaults", "cached_pair", "config_value", "describe_failure", "draw_field", "draw_shared_sidebar",
-    "field_enabled", "get_trace", "init_state_from_url", "linked_round", "machine_defaults", "navigation", "page_pair",
+    "field_enabled", "get_trace", "init_state_from_url", "linked_round", "navigation", "page_pair", "pair_defaults",
+    "pair_defaults_text",
     "pair_for", "place_message", "precision_caption", "roofline_panel", "shared_controls", "shared_result",
     "shared_work", "show_player", "show_user_errors", "sidebar_controls", "speed_story_text", "summary_line",
     "trace_key", "widget_value", "write_url",

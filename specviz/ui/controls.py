@@ -8,12 +8,13 @@ import math
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
+from specviz.analysis.roofline import MeasuredDefaults
 from specviz.config import ConfigError, DecodeConfig, field_params, field_type
 from specviz.drafters.registry import CLAIMED_FIELDS, drafter_entry, rule_entry
 from specviz.models.published import FETCH_COMMAND, PUBLISHED, fetched
 from specviz.ui.navigation import navigation
 from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, PAIR_PRESETS, PROMPT_PRESETS, pair_label, pair_option
-from specviz.ui.work import app_defaults
+from specviz.ui.work import app_defaults, pair_defaults
 from specviz.urlstate import format_value, parse_query, parse_value, to_query
 
 PAGE_CONFIG = dict(page_title="specviz: speculative decoding, seen", page_icon="✓", layout="wide")
@@ -79,19 +80,46 @@ def init_state_from_url(defaults: DecodeConfig) -> None:
     """On a session's first run, seed every widget from the URL (bad values: message + default)."""
     if st.session_state.get("sv_initialized"):
         return
-    state = parse_query(st.query_params.to_dict(), defaults)
+    query = st.query_params.to_dict()
+    state = parse_query(query, defaults)
     kept = {name: getattr(defaults, name) for name in field_params() if unshowable(name, getattr(state.config, name))}
     c = state.config.replace(**kept)
+    own = pair_defaults(c.target, c.draft, defaults.device)
+    if own is not None:
+        c = c.replace(**{name: getattr(own, name) for name in PAIR_DEFAULTS if name not in query})
     messages = list(state.messages) + [f"{name}={format_value(getattr(state.config, name))} in the link cannot be set "
                                        f"on its control; using the default {format_value(value)}"
                                        for name, value in kept.items()]
     st.session_state.update({name: widget_value(name, getattr(c, name)) for name, p in field_params().items()
                              if p.widget != "none"})
     st.session_state.update(
-        sv_initialized=True, url_messages=messages, pair=pair_label(c.target, c.draft),
+        sv_initialized=True, url_messages=messages,
+        sv_pair_defaults={name: getattr(c, name) for name in PAIR_DEFAULTS if name not in query},
+        pair=pair_label(c.target, c.draft),
         custom_target=c.target, custom_draft=c.draft or "",
         prompt=state.prompt if state.prompt is not None else DEFAULT_PROMPT, round=state.round,
     )
+
+
+PAIR_DEFAULTS = ("dtype", "gamma")  # the settings a pair's measured defaults set (analysis.defaults)
+
+
+def follow_pair(values: dict, applied: dict, own: MeasuredDefaults | None) -> tuple[dict, dict]:
+    """(the settings, the defaults now applied) when the pair changes: each of ``PAIR_DEFAULTS`` that still holds the
+    default ``applied`` before takes the new pair's measured one (``own``; None: not measured, nothing changes); one
+    the user changed, or the link set (absent from ``applied``), is kept."""
+    if own is None:
+        return values, applied
+    follows = [name for name in PAIR_DEFAULTS if name in applied and values.get(name) == applied[name]]
+    return ({**values, **{name: getattr(own, name) for name in follows}},
+            {**applied, **{name: getattr(own, name) for name in follows}})
+
+
+def _apply_pair_defaults(device: str) -> None:
+    ss = st.session_state
+    values, ss.sv_pair_defaults = follow_pair({name: ss.get(name) for name in PAIR_DEFAULTS},
+                                              ss.get("sv_pair_defaults", {}), pair_defaults(*chosen_pair(ss), device))
+    ss.update(values)
 
 
 def _apply_prompt_preset() -> None:
@@ -179,6 +207,7 @@ def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
     sb = st.sidebar
     sb.header("Models")
     sb.selectbox("Model pair", list(PAIR_PRESETS), key="pair", format_func=pair_option,
+                 on_change=_apply_pair_defaults, args=(defaults.device,),
                  help="What each pair needs: ✓ runs here; ⤓ fetch it once with the command shown; ☁ a model hub, "
                       "which this machine cannot reach")
     if ss.pair == CUSTOM_PAIR:

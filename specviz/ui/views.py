@@ -19,7 +19,7 @@ from specviz.models.profile import model_profile
 from specviz.presentation import figures
 from specviz.presentation.player import lesson_page, opened_at
 from specviz.ui.controls import write_url
-from specviz.ui.work import page_pair, shared_work
+from specviz.ui.work import app_defaults, page_pair, pair_defaults, shared_work
 
 ROOFLINE_PRECISIONS = ("float32", "bfloat16")
 ROOFLINE_COLUMNS = {"tokens": "tokens in the pass", "k": "k drafted", "target_ms": "target, ms",
@@ -45,6 +45,16 @@ def precision_caption(config: DecodeConfig) -> None:
     measured = f" {speed_sentence(model_profile(pair.target))}" if pair else ""
     st.caption(f"Timed in **{config.dtype}** (the sidebar's precision; probabilities are float32 either way)."
                f"{measured}")
+
+
+def pair_defaults_text(config: DecodeConfig) -> str:
+    """The sidebar pair's default precision on this machine and why, or how to measure it where it was not."""
+    measured = pair_defaults(config.target, config.draft, config.device)
+    if measured is None:
+        return ("**This pair's default precision has not been measured on this machine yet**, so it opens in the "
+                f"app's ({app_defaults().dtype}). `python -m specviz machine --target {config.target} "
+                f"--draft {config.draft}` measures it (`specviz fetch` does for the published pair).")
+    return f"**This pair's default precision here: {measured.dtype}, γ = {measured.gamma}.** {measured.reason}"
 
 
 def speed_story_text(config: DecodeConfig, pair, priced: float, alpha: float, c: float) -> str:

@@ -17,8 +17,9 @@ import uuid
 import streamlit as st
 import torch
 
-from specviz.analysis.roofline import MeasuredDefaults, measured_defaults, pair_profiles, shipped_draft_acceptance
-from specviz.config import ConfigError, DecodeConfig
+from specviz.analysis.defaults import measure_pair_defaults, stored_defaults
+from specviz.analysis.roofline import MeasuredDefaults
+from specviz.config import EMBEDDED, ConfigError, DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode, uses_draft_model
 from specviz.engine.trace import Trace
 from specviz.models.errors import ModelLoadError, VocabularyMismatchError
@@ -50,17 +51,21 @@ def app_defaults() -> DecodeConfig:
 
 @st.cache_resource(show_spinner="Measuring this machine once: the embedded pair's passes over 1 to 9 tokens …")
 def machine_defaults(device: str) -> MeasuredDefaults | None:
-    """The embedded pair's precision and block size on this machine (:func:`~specviz.analysis.roofline.
-    measured_defaults`), once per process; None (the config's own defaults) where the pair cannot be had."""
+    """The embedded pair's precision and block size on this machine (:mod:`~specviz.analysis.defaults`): stored,
+    else measured, once per process; None (the config's own defaults) where the pair cannot be had."""
     try:
-        profiles = {}
-        for dtype in ("float32", "bfloat16"):
-            config = DecodeConfig(device=device, dtype=dtype)
-            profiles[dtype] = pair_profiles(config, load_pair(config))
-        return measured_defaults(profiles, shipped_draft_acceptance())
+        return stored_defaults(EMBEDDED, None, device) or measure_pair_defaults(DecodeConfig(device=device))
     except USER_ERRORS + (OSError, ValueError) as exc:
         log.warning("this machine's defaults not measured: %s", exc)
         return None
+
+
+def pair_defaults(target: str, draft: str | None, device: str) -> MeasuredDefaults | None:
+    """A pair's own precision and block size on this machine: the embedded pair's measured here, another's as
+    ``specviz fetch`` or ``python -m specviz machine`` stored them (None: not measured on this machine yet)."""
+    if (target, draft) == (EMBEDDED, None):
+        return machine_defaults(device)
+    return stored_defaults(target, draft, device)
 
 
 @st.cache_resource(show_spinner=False, max_entries=6)

@@ -1,0 +1,94 @@
+"""Each model pair's default precision and block size on this machine: measured once, kept on disk.
+
+A pair's default is the precision that keeps the lesson true (:func:`~specviz.analysis.roofline.measured_defaults`:
+float32 where its speculation, priced at this machine's v(k) and c, pays; else the faster precision, lossless only
+up to rounding) at the draft's greedy acceptance. The embedded pair's acceptance comes from its manifest; another
+pair's is measured here on held-out prompts. Measuring loads the pair in each precision in turn (never both at
+once: the published 1.5B target takes 6 GB in float32, twice that while its packed copy is measured), so it runs
+where a wait is expected (``specviz fetch``, ``python -m specviz machine``) and the app reads the stored result.
+
+No streamlit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import torch
+
+from specviz import DATA_DIR
+from specviz.analysis.roofline import MeasuredDefaults, measured_defaults, pair_profiles, shipped_draft_acceptance
+from specviz.config import EMBEDDED, DecodeConfig
+from specviz.engine import ModelPair, load_pair, speculative_decode
+from specviz.models.cache import cache_root
+from specviz.models.loading import forget_loaded_models
+from specviz.models.machine import machine_key
+from specviz.models.profile import FORMAT, NOISY
+from specviz.training.teacher_text import read_prompt_file
+
+PRECISIONS = ("float32", "bfloat16")
+ACCEPTANCE_PROMPTS = 3  # held-out prompts of each file (prose and code) the acceptance is measured on
+ACCEPTANCE_GAMMA, ACCEPTANCE_TOKENS = 4, 32
+
+
+def defaults_file(target: str, draft: str | None, device: str) -> Path:
+    """Where a pair's measured defaults on this machine are kept (keyed like the profiles they come from)."""
+    key = "|".join((target, str(draft), device, machine_key(), torch.__version__, str(FORMAT)))
+    return cache_root() / "machine" / f"defaults-{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
+
+
+def stored_defaults(target: str, draft: str | None, device: str) -> MeasuredDefaults | None:
+    """A pair's defaults as measured before on this machine, or None (not measured yet, or an unreadable file)."""
+    try:
+        with open(defaults_file(target, draft, device), encoding="utf-8") as f:
+            return MeasuredDefaults(**json.load(f))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def store_defaults(target: str, draft: str | None, device: str, measured: MeasuredDefaults) -> None:
+    """Write a pair's defaults atomically (a concurrent reader sees all of them or none)."""
+    path = defaults_file(target, draft, device)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_suffix(f".{os.getpid()}.tmp")
+    staging.write_text(json.dumps(dataclasses.asdict(measured)), encoding="utf-8")
+    os.replace(staging, path)
+
+
+def greedy_acceptance(config: DecodeConfig, pair: ModelPair) -> float:
+    """Accepted over verified drafted tokens, greedy at γ = ``ACCEPTANCE_GAMMA``, on the first held-out prompts of
+    the prose and the code files (prompts no shipped draft was trained on)."""
+    prompts = [p for name in ("heldout_prompts.txt", "heldout_code_prompts.txt")
+               for p in read_prompt_file(DATA_DIR / name)[:ACCEPTANCE_PROMPTS]]
+    greedy = config.replace(temperature=0.0, gamma=ACCEPTANCE_GAMMA, max_new_tokens=ACCEPTANCE_TOKENS)
+    drafted = [pos for p in prompts for r in speculative_decode(greedy, prompt=p, pair=pair).rounds for pos in r.draft
+               if pos.status != "not_verified"]
+    return sum(pos.accepted for pos in drafted) / max(1, len(drafted))
+
+
+def measure_pair_defaults(config: DecodeConfig, release: bool = False) -> MeasuredDefaults:
+    """Profile the config's pair in each precision, take its greedy acceptance (the embedded draft's from its
+    manifest, another's measured in float32), choose its defaults and store them when every profile was measured on
+    a quiet machine. ``release``: free each precision's models before loading the next (a command's process; the
+    app keeps what it loaded for its sessions)."""
+    alpha = shipped_draft_acceptance() if (config.target, config.draft) == (EMBEDDED, None) else None
+    profiles = {}
+    for dtype in PRECISIONS:
+        precise = config.replace(dtype=dtype)
+        pair = load_pair(precise)
+        profiles[dtype] = pair_profiles(precise, pair)
+        if alpha is None:
+            alpha = greedy_acceptance(precise, pair)
+        del pair
+        if release:
+            forget_loaded_models()
+            gc.collect()
+    measured = measured_defaults(profiles, alpha)
+    if all(profile.spread < NOISY for pair in profiles.values() for profile in pair):
+        store_defaults(config.target, config.draft, config.device, measured)
+    return measured
