@@ -1,6 +1,7 @@
 """A lecture hall without browsers: N sessions over Streamlit's own websocket protocol, on one or more replicas.
 
-Usage: ``.venv/bin/python -m benchmarks.load_client [--sessions 300] [--replicas 2] [--seeds 60] [--kill]``
+Usage: ``.venv/bin/python -m benchmarks.load_client [--scenario hall|phases] [--sessions 300] [--replicas 2]
+[--seeds 60] [--kill]``
 
 Each session opens ``ws://HOST:PORT/_stcore/stream`` (subprotocol "streamlit"), sends one ``BackMsg`` asking
 for a script run with the link's query string and page, and reads ``ForwardMsg``s: the first server message,
@@ -10,7 +11,10 @@ looked at; no text conversion and no keepalive pings, so the client stays cheap 
 printed). Sessions are spread round robin over the replicas' ports. With two replicas a ``redis-server`` is
 started and both share it (``SPECVIZ_REDIS_URL``). Phases: one link (trace not computed yet), the same link
 again (stored), N different seeds, a mix of pages; ``--kill`` kills the replica holding a computation's lock
-mid-run. Per phase: first paint p50 / p95 / max, errors, CPU seconds of every replica (/proc), computations
+mid-run. ``--scenario hall`` is the lecture hall as an independent client measured it (issue 38): a teacher opens
+``?prompt=Hi&max_new_tokens=4`` (the models load), then N sessions open one link nobody computed yet,
+``?prompt=Give three reasons why cats sleep so much.&max_new_tokens=32``, all at once, then N again (stored).
+Per phase: first paint p50 / p95 / max, errors, CPU seconds of every replica (/proc), computations
 (from the replicas' logs) and the client's CPU. Bounded: at most 1,000 sessions, each at most ``--timeout``
 seconds. A benchmark, not a test: nothing is asserted; the figures are printed from one run.
 """
@@ -23,6 +27,7 @@ import os
 import resource
 import time
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
 import redis
 from streamlit.proto.BackMsg_pb2 import BackMsg
@@ -93,6 +98,10 @@ async def run_sessions(ports: list[int], links: list[tuple[str, str]], timeout_s
 
 def link(seed: int, tokens: int, rule: str = "sample") -> str:
     return f"rule={rule}&seed={seed}&max_new_tokens={tokens}"
+
+
+TEACHER_WARM_UP = urlencode({"prompt": "Hi", "max_new_tokens": 4})
+HALL_LINK = urlencode({"prompt": "Give three reasons why cats sleep so much.", "max_new_tokens": 32})
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -166,10 +175,16 @@ async def main(args: argparse.Namespace) -> None:
         for server in servers:
             server.wait_healthy()
         print(f"{args.replicas} replica(s){' sharing one redis-server' if share else ''}; {args.sessions} sessions; "
-              f"{args.tokens} tokens; embedded default pair, sampling")
+              f"{args.tokens} tokens; embedded default pair; scenario {args.scenario}")
         print("| phase | sessions | painted | errors | first message p50 (s) | first paint p50 / p95 / max (s) | "
               "run ended p95 (s) | server CPU s per replica | traces computed | client CPU s | wall s |")
         print("|---|---|---|---|---|---|---|---|---|---|---|")
+        if args.scenario == "hall":
+            await phase("teacher's warm-up (?prompt=Hi&max_new_tokens=4)", servers,
+                        [(TEACHER_WARM_UP, "")] * len(servers), args.timeout)
+            await phase("the hall: one link, not computed", servers, [(HALL_LINK, "")] * args.sessions, args.timeout)
+            await phase("the hall: one link, stored", servers, [(HALL_LINK, "")] * args.sessions, args.timeout)
+            return
         await phase("warm-up (each replica loads the models)", servers,
                     [(link(1, args.tokens), "")] * len(servers), args.timeout)
         one = [(link(2, args.tokens), "")] * args.sessions
@@ -191,6 +206,7 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", choices=("phases", "hall"), default="phases")
     parser.add_argument("--sessions", type=int, default=300)
     parser.add_argument("--replicas", type=int, default=1, choices=(1, 2, 3, 4))
     parser.add_argument("--seeds", type=int, default=30, help="sessions in the different-seeds phase")

@@ -42,12 +42,14 @@ if config is not None and gammas:
         alpha = float(table.alpha.mean())
         best_priced = sweep.best_gamma_by(table, "expected_speedup_verify_measured")
         cols = st.columns(5)
-        cols[0].metric("cost ratio c (draft / target forward)", f"{c:.3f}", help="from this machine's profile")
-        cols[1].metric(f"mean α over runs ({config.rule})", f"{alpha:.3f}", help=ALPHA_DEFINITIONS[config.rule])
+        cols[0].metric("cost ratio c", f"{c:.3f}",
+                       help="the draft's step over the target's, from this machine's profile")
+        cols[1].metric(f"mean α ({config.rule})", f"{alpha:.3f}",
+                       help=f"over the runs: {ALPHA_DEFINITIONS[config.rule]}")
         cols[2].metric("best γ measured", best_measured,
                        help="the highest speedup: the target alone's median time over the speculative median time")
-        cols[3].metric("best γ in Thm. 3.8 (v = 1)", sweep.best_gamma_by(table, "expected_speedup"),
-                       help="the highest of Thm. 3.8's curve over the swept γ, at each run's α and c")
+        cols[3].metric("best γ, Thm. 3.8", sweep.best_gamma_by(table, "expected_speedup"),
+                       help="the highest of Thm. 3.8's curve (v = 1) over the swept γ, at each run's α and c")
         cols[4].metric("best γ on this machine", best_priced,
                        help="the highest of the dotted curve over the swept γ: "
                             "the target's pass over k + 1 tokens at its measured cost (the machine profile)")

@@ -45,10 +45,10 @@ if config is not None:
                            f"prompt and the target's top token {tokenizer.decode(result.position.context[-1:])!r}.")
             cols = st.columns(4)
             for col, (arm, p_value) in zip(cols, result.p_values.items()):
-                col.metric(f"{arm}: χ² p-value vs p", f"{p_value:.3g}",
+                col.metric(f"{arm}: p-value", f"{p_value:.3g}", help="χ² test of the counts against p",
                            delta="consistent" if p_value > 0.01 else "rejected at 1%",
                            delta_color="normal" if p_value > 0.01 else "inverse")
-            cols[3].metric("power against the broken rule", f"{result.broken_power:.1%}",
+            cols[3].metric("power vs broken rule", f"{result.broken_power:.1%}",
                            help="the chance this test rejects the broken rule at this N (1% level), "
                                 "from its exact law")
             top = result.position.target_probs.topk(10)

@@ -19,12 +19,13 @@ if trace is not None and trace.rounds:
     check = metrics.theory_check(trace)
     cols = st.columns(5)
     cols[0].metric(f"α ({config.rule})", f"{check.alpha:.3f}", help=ALPHA_DEFINITIONS[config.rule])
-    cols[1].metric("tokens per round, measured", f"{check.measured_tokens_per_round:.2f}")
-    cols[2].metric("(1 − α^(k+1)) / (1 − α), realised k", f"{check.expected_tokens_per_round:.2f}",
-                   help=f"Eq. 1 at each round's realised block size k "
+    cols[1].metric("tokens per round", f"{check.measured_tokens_per_round:.2f}",
+                   help="measured: new tokens over rounds in this trace")
+    cols[2].metric("tokens per round, Eq. 1", f"{check.expected_tokens_per_round:.2f}",
+                   help=f"(1 − α^(k+1)) / (1 − α) at each round's realised block size k "
                         f"(mean k = {check.mean_block:.2f}, configured γ = {config.gamma})")
-    cols[3].metric("mean acceptance length (vLLM)", f"{check.mean_acceptance_length:.2f}",
-                   help="1 + accepted drafted tokens per drafting round")
+    cols[3].metric("acceptance length", f"{check.mean_acceptance_length:.2f}",
+                   help="vLLM's mean acceptance length: 1 + accepted drafted tokens per drafting round")
     cols[4].metric("target passes", check.target_passes,
                    delta=f"{check.target_passes - check.autoregressive_passes} vs autoregressive",
                    delta_color="inverse")

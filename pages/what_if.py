@@ -14,10 +14,11 @@ st.markdown("The first run is the sidebar's; choose what the second changes. Bot
 if config is not None:
     left, middle, right = st.columns(3)
     gamma = left.slider("Second run: block size γ", 1, 16, min(16, 2 * config.gamma), key="whatif_gamma")
-    temperature = middle.slider("Second run: temperature", 0.0, 2.0, float(config.temperature), 0.05,
-                                key="whatif_temperature", help="used by the sampling rule")
     rule = right.radio("Second run: rule", list(RULES), index=list(RULES).index(config.rule), horizontal=True,
                        format_func=lambda name: RULES[name].label, key="whatif_rule")
+    temperature = middle.slider("Second run: temperature", 0.0, 2.0, float(config.temperature), 0.05,
+                                key="whatif_temperature", disabled="temperature" not in RULES[rule].fields,
+                                help="read by the sampling rule only")
     second = config.replace(gamma=gamma, temperature=temperature, rule=rule)
     first_trace = ui.get_trace(config, prompt)
     second_trace = ui.get_trace(second, prompt) if first_trace is not None else None
@@ -44,5 +45,7 @@ if config is not None:
                                                  [whatif.measured_point(t) for t in traces],
                                                  ["first run", "second run"]), width="stretch")
         st.markdown("Each dotted curve is (1 − α^(γ+1)) / (1 − α) at that run's measured α (Leviathan et al. 2023, "
-                    "Eq. 1); the diamond is where the run itself landed. A larger γ climbs its curve only while α is "
+                    "Eq. 1); the diamond is where the run itself landed, at the mean block its rounds really drafted "
+                    "(the last rounds draft fewer than γ when few tokens are left). A larger γ climbs its curve only "
+                    "while α is "
                     "high; each drafted token also costs c of a target step, which the Metrics page prices.")

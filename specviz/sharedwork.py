@@ -14,12 +14,14 @@ A teacher shares one link and a room opens it at once. Three mechanisms keep tha
   large, so a count bound alone would let a few long traces exhaust memory.
 
 Computations run on the pool's own threads, so a session that leaves (closes its tab, changes its
-settings) never cancels work others are waiting for. Nothing here imports streamlit.
+settings) never cancels work others are waiting for. A running computation nobody waits for any more (a slider
+moved on by keyboard: each step a new request, the last one wanted) stops at its first progress report
+``ABANDON_AFTER_S`` later, so the value the user settles on starts at once instead of after every intermediate
+one; a page that reruns and asks again within that time keeps it. Nothing here imports streamlit.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import itertools
 import logging
@@ -29,45 +31,14 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
+from specviz.jobs import Abandoned, Compute, Job, Place
 from specviz.store import ByteBoundedStore
 
 if TYPE_CHECKING:
     from specviz.redisshare import RedisShare
 
 log = logging.getLogger(__name__)
-ProgressFn = Callable[..., None]  # on_progress(done, total, text=None)
-Compute = Callable[[ProgressFn], Any]
-
-
-@dataclasses.dataclass
-class Job:
-    """One computation and everyone waiting for it."""
-
-    key: Hashable
-    label: str
-    compute: Compute
-    number: int  # arrival order: the queue is first come, first served
-    waiters: set[str] = dataclasses.field(default_factory=set)
-    state: str = "queued"  # queued -> running -> done | failed; or dropped while queued
-    started: float | None = None
-    progress: tuple[int, int, str | None] = (0, 1, None)
-    result: Any = None
-    error: str | None = None
-    computed_here: bool = False  # False when another replica's result arrived (a shared store)
-    finished: threading.Event = dataclasses.field(default_factory=threading.Event)
-
-
-@dataclasses.dataclass(frozen=True)
-class Place:
-    """What a waiting session is told: its job's state, the runs ahead of it and the expected wait."""
-
-    state: str
-    ahead: int  # runs that will start or finish before this one starts (0 when running)
-    wait_s: float | None  # expected seconds until the result; None before any run of this label ended
-    sharers: int  # sessions waiting for this very job
-    progress: tuple[int, int, str | None]
-
-
+ABANDON_AFTER_S = 1.0  # a running job nobody has waited for this long stops at its next progress report
 class SharedWork:
     """Single-flight computations on a bounded pool of threads, results kept in a byte-bounded store."""
 
@@ -128,6 +99,7 @@ class SharedWork:
                 self.queue.append(job)
                 self.lock.notify()
             job.waiters.add(session)
+            job.unwanted_since = None
             self.session_job[session] = job
             return job
 
@@ -154,6 +126,8 @@ class SharedWork:
         job.waiters.discard(session)
         if self.session_job.get(session) is job:
             del self.session_job[session]
+        if job.state == "running" and not job.waiters:
+            job.unwanted_since = time.monotonic()
         if job.state == "queued" and not job.waiters:
             self.queue.remove(job)
             del self.jobs[job.key]
@@ -189,6 +163,9 @@ class SharedWork:
     def _run(self, job: Job) -> None:
         """Run one job; whatever happens, it ends (done or failed) and every waiter is woken."""
         def on_progress(done: int, total: int, text: str | None = None) -> None:
+            left = job.unwanted_since
+            if not job.waiters and left is not None and time.monotonic() - left >= ABANDON_AFTER_S:
+                raise Abandoned
             job.progress = (done, total, text)
 
         def compute() -> Any:
@@ -198,30 +175,34 @@ class SharedWork:
         def waiting_elsewhere() -> None:
             on_progress(0, 1, f"{job.label}: another server computes it; waiting for its result")
 
-        result, error = None, "Computation failed"
+        result, error, abandoned = None, "Computation failed", False
         try:
             shared = self.shared
             result = compute() if shared is None else shared.compute_once(job.key, compute, waiting_elsewhere)
             error = None
             self.store.put(job.key, result)
+        except Abandoned:
+            abandoned = True
         except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it, and the worker must live on
             error = _safe_description(self.describe_error, exc)
         finally:
-            self._finish(job, result, error)
+            self._finish(job, result, error, abandoned)
 
-    def _finish(self, job: Job, result: Any, error: str | None) -> None:
+    def _finish(self, job: Job, result: Any, error: str | None, abandoned: bool = False) -> None:
         seconds = time.monotonic() - job.started
-        how = "computed" if job.computed_here else "received from another replica"
+        how = "abandoned" if abandoned else "computed" if job.computed_here else "received from another replica"
         log.info("%s %s %s in %.2f s for %d session(s)%s", how, job.label, key_digest(job.key), seconds,
-                 len(job.waiters), "" if error is None else f": {error}")
+                 len(job.waiters), "" if error is None or abandoned else f": {error}")
         with self.lock:
             self.running.remove(job)
             del self.jobs[job.key]
-            self.durations.setdefault(job.label, []).append(seconds)
-            del self.durations[job.label][:-20]
-            digest = key_digest(job.key)
-            self.computed[digest] = self.computed.get(digest, 0) + job.computed_here
-            job.result, job.error, job.state = result, error, "done" if error is None else "failed"
+            if not abandoned:  # a run cut short computed nothing and says nothing of how long one takes
+                self.durations.setdefault(job.label, []).append(seconds)
+                del self.durations[job.label][:-20]
+                digest = key_digest(job.key)
+                self.computed[digest] = self.computed.get(digest, 0) + job.computed_here
+            job.result, job.error = result, error
+            job.state = "dropped" if abandoned else "done" if error is None else "failed"
             for session in [s for s, j in self.session_job.items() if j is job]:
                 del self.session_job[session]
         job.finished.set()

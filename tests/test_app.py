@@ -127,6 +127,17 @@ def test_the_pair_menu_says_what_each_pair_needs_here():
     assert not at.exception
     errors = " ".join(e.value for e in at.error)
     assert "cannot reach" in errors and "Next step" in errors and "OSError" not in errors
+    assert ("specviz fetch" in errors) != fetched(PUBLISHED["qwen-coder-1.5b"])  # named only while not fetched
+    assert any("✓ runs here · ⤓ fetch once · ☁ needs a model hub" in c.value for c in at.sidebar.caption)
+
+
+def test_a_link_setting_what_the_chosen_rule_does_not_read_says_so(tiny_params):
+    at = make_app({**tiny_params, "rule": "greedy", "temperature": "5", "gamma": "4"}).run()
+    assert not at.exception
+    warnings = [w.value for w in at.warning]
+    assert any(w.startswith("temperature=5 in the link is not used by the greedy rule") for w in warnings)
+    assert not any(w.startswith("gamma=") for w in warnings)  # γ is read: no message
+    assert at.session_state.temperature == 5.0  # kept for when a sampling rule is chosen
 
 
 HUB_PAIR = "SmolLM2 135M → 360M"  # a pair that cannot load here: its page fails at once, its sidebar still works
@@ -158,8 +169,8 @@ def test_a_link_to_a_pair_opens_on_its_own_measured_precision_unless_it_sets_one
 
 
 def test_a_pair_change_moves_the_settings_that_still_hold_the_last_pairs_defaults():
+    from specviz.analysis.defaults import follow_pair
     from specviz.analysis.roofline import MeasuredDefaults
-    from specviz.ui.controls import follow_pair
 
     applied = {"dtype": "float32", "gamma": 3}
     moved = follow_pair({"dtype": "float32", "gamma": 3}, applied, MeasuredDefaults("bfloat16", 6, ""))

@@ -113,7 +113,7 @@ def test_round_view_in_chromium(app_url):
 
         # another page keeps the sidebar's configuration
         page.get_by_role("link", name="Metrics and theory").click()
-        page.wait_for_selector("text=tokens per round, measured", timeout=600_000)
+        page.wait_for_selector("text=tokens per round, Eq. 1", timeout=600_000)
         assert "rule=sample" in page.url
         time.sleep(1.5)
         page.screenshot(path=str(ARTIFACTS / "metrics.png"), full_page=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import subprocess
@@ -13,6 +14,7 @@ from playwright.sync_api import sync_playwright
 from specviz.drafters.registry import rule_entry
 from specviz.engine import speculative_decode
 from specviz.presentation.player import embedded_json, lesson_html
+from specviz.presentation.render import display_text
 
 from .test_browser import ARTIFACTS, CHROMIUM_ARGS
 from .test_engine import PROMPT, tiny_config
@@ -275,6 +277,8 @@ def test_a_correction_drawn_from_the_residuals_tail_says_so_in_readable_numbers(
     tail = 1 - sum(rnd.correction.residual_top.probs[:8])
     assert "is not among the bars" in cards and page.evaluate(f"fmt({tail})") in cards
     assert page.evaluate("fmt(0.000031)") == "3.1e-5" and page.evaluate("fmt(0.0042)") == "0.0042"
+    for text in ("\n", "  ", " the", "a\tb", "\x01"):  # a token reads the same in the player as in the app's rows
+        assert page.evaluate(f"show({text!r})") == html.escape(display_text(text), quote=False), repr(text)
 
 
 FITS = r"""() => [...document.querySelectorAll('#cards svg.pq')].map((svg) => {

@@ -170,3 +170,45 @@ def test_a_running_job_estimates_what_is_left_from_its_own_progress():
     assert kind == "progress" and fraction == 0.5 and "s left" in text
     gate.set()
     assert job.finished.wait(NO_HANG)
+
+
+def test_a_running_computation_nobody_waits_for_stops_at_its_next_step_and_the_next_starts():
+    work, steps, release = SharedWork(max_bytes=2**20, workers=1), threading.Semaphore(0), threading.Event()
+
+    def stepping(on_progress):  # a decode: one progress report per round, each after the test lets it go on
+        for done in range(100):
+            on_progress(done, 100)
+            assert steps.acquire(timeout=NO_HANG)
+        return "all rounds"
+
+    gamma4 = work.submit("γ=4", stepping, "s1", "Decoding")
+    wait_until(lambda: gamma4.progress[0] == 0 and gamma4.state == "running")
+    shared = work.submit("γ=5", gated(release, "five"), "s2", "Decoding")  # someone else queues γ=5
+    gamma8 = work.submit("γ=8", gated(release, "eight"), "s1", "Decoding")  # s1 moved the slider on: left γ=4
+    while not gamma4.finished.is_set():  # γ=4 goes on round by round; a second after s1 left, it stops
+        steps.release()
+        time.sleep(0.05)
+    assert gamma4.state == "dropped" and gamma4.result is None and gamma4.progress[0] < 99
+    assert key_digest("γ=4") not in work.computed and work.store.get("γ=4") is None
+    release.set()
+    assert shared.finished.wait(NO_HANG) and shared.result == "five"  # work others wait for runs on
+    assert gamma8.finished.wait(NO_HANG) and gamma8.result == "eight"
+    assert len(work.durations["Decoding"]) == 2  # the cut run is no estimate of a run's time
+
+
+def test_a_page_that_reruns_and_asks_again_keeps_its_running_computation():
+    work, steps = SharedWork(max_bytes=2**20, workers=1), threading.Semaphore(0)
+
+    def stepping(on_progress):
+        for done in range(5):
+            on_progress(done, 5)
+            assert steps.acquire(timeout=NO_HANG)
+        return "all rounds"
+
+    job = work.submit("γ=4", stepping, "s1", "Decoding")
+    wait_until(lambda: job.state == "running")
+    work.leave(job, "s1")  # the page's run was stopped by a rerun ...
+    assert work.submit("γ=4", stepping, "s1", "Decoding") is job  # ... which asks again at once: same run
+    for _ in range(5):
+        steps.release()
+    assert job.finished.wait(NO_HANG) and job.result == "all rounds" and work.computed[key_digest("γ=4")] == 1

@@ -10,6 +10,7 @@ from xml.etree import ElementTree
 
 import pandas as pd
 import pytest
+import torch
 
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
@@ -100,6 +101,16 @@ def test_tree_svg_draws_every_node_edge_and_the_accepted_path(tiny_dirs, tiny_pa
         assert f'fill="{render.COLORS[style][0]}">{html.escape(render.display_text(node.text))}</text>' in svg
     nodes[1].text = "\x01</svg><b>"  # a byte-fallback token and markup still make a well-formed picture
     ElementTree.fromstring(tree_drawing.tree_svg(rnd))
+    for node in nodes:  # long labels are cut to their column and drawn clear of every node
+        node.text = "a rather long token text"
+    picture = ElementTree.fromstring(tree_drawing.tree_svg(rnd))
+    circles = [(float(c.get("cx")), float(c.get("cy"))) for c in picture.iter("{http://www.w3.org/2000/svg}circle")]
+    labels = [t for t in picture.iter("{http://www.w3.org/2000/svg}text") if t.get("text-anchor") == "middle"]
+    assert len(labels) == len(nodes) and all(t.text.endswith("…") for t in labels)
+    for label in labels:
+        x, y, half = float(label.get("x")), float(label.get("y")), 13 * 0.62 * len(label.text) / 2  # monospace
+        assert not [(cx, cy) for cx, cy in circles if x - half < cx + 7 and cx - 7 < x + half and y - 13 < cy + 7
+                    and cy - 7 < y + 3], label.text
 
 
 @pytest.mark.parametrize("rule,lossy", [("greedy", False), ("sample", False), ("topbeta", True)])
@@ -108,3 +119,22 @@ def test_the_summary_says_when_the_rule_is_lossy(tiny_dirs, tiny_pair, rule, los
                           max_new_tokens=8, device="cpu")
     line = summary_line(speculative_decode(config, prompt_ids=[3, 7, 5, 9], pair=tiny_pair))
     assert ("lossy rule" in line) == lossy and "rounds" in line
+
+
+def test_the_drafter_attention_heatmap_names_every_column_h_t_included():
+    from specviz.presentation.figures import drafter_attention_figure
+
+    fig = drafter_attention_figure(torch.rand(3, 4 + 1 + 3), "Blockwise", window=4)
+    ticks = list(fig.layout.xaxis.tickvals)
+    assert ticks == list(fig.data[0].x) and "h[t]" in ticks and "x[t+1]" in ticks  # none left to plotly's thinning
+
+
+def test_a_tree_rounds_walk_is_named_for_its_rule(tiny_dirs, tiny_pair):
+    from specviz.presentation.player import round_drawing
+
+    for rule, heading in (("sample", "Recursive rejection sampling"), ("greedy", "The walk down the tree")):
+        config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="tree", rule=rule,
+                              max_new_tokens=6, device="cpu")
+        trace = speculative_decode(config, prompt_ids=[3, 7, 5, 9], pair=tiny_pair)
+        rows = round_drawing(trace, trace.rounds[0])["rows"]
+        assert f"<h4>{heading}" in rows and ("Recursive rejection" in rows) == (rule == "sample")

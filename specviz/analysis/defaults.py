@@ -34,6 +34,7 @@ from specviz.training.teacher_text import read_prompt_file
 PRECISIONS = ("float32", "bfloat16")
 ACCEPTANCE_PROMPTS = 3  # held-out prompts of each file (prose and code) the acceptance is measured on
 ACCEPTANCE_GAMMA, ACCEPTANCE_TOKENS = 4, 32
+PAIR_DEFAULTS = ("dtype", "gamma")  # the settings a pair's measured defaults set
 
 
 def defaults_file(target: str, draft: str | None, device: str) -> Path:
@@ -92,3 +93,14 @@ def measure_pair_defaults(config: DecodeConfig, release: bool = False) -> Measur
     if all(profile.spread < NOISY for pair in profiles.values() for profile in pair):
         store_defaults(config.target, config.draft, config.device, measured)
     return measured
+
+
+def follow_pair(values: dict, applied: dict, own: MeasuredDefaults | None) -> tuple[dict, dict]:
+    """(the settings, the defaults now applied) when the pair changes: each of ``PAIR_DEFAULTS`` that still holds the
+    default ``applied`` before takes the new pair's measured one (``own``; None: not measured, nothing changes); one
+    the user changed, or the link set (absent from ``applied``), is kept."""
+    if own is None:
+        return values, applied
+    follows = [name for name in PAIR_DEFAULTS if name in applied and values.get(name) == applied[name]]
+    return ({**values, **{name: getattr(own, name) for name in follows}},
+            {**applied, **{name: getattr(own, name) for name in follows}})

@@ -25,7 +25,8 @@ from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock, Drafter
 from specviz.drafters.registry import drafter_entry, make_drafter, rule_for
 from specviz.drafters.tree import DraftTree
-from specviz.engine.records import TokenTexts, models_info, summarize
+from specviz.engine.records import models_info, summarize
+from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import Round, Trace
 from specviz.engine.verification import Outcome, score_tree, truncate_at_eos, walk_chain, walk_tree
 from specviz.models.forwards import KVCachedSequence, full_forward, states_forward
@@ -92,8 +93,8 @@ def verify_chain(run: DecodeRun, committed: list[int], block: DraftBlock) -> Ver
     # k+1 x (V,)
     target_probs, pass_ms = timed_ms(lambda: run.target_probs(
         run.target_state.feed(run.target_forward, run.pair.target, feed, k + 1)[:, : run.pair.vocab_size]))
-    return Verified(walk_chain(block, target_probs, run.rule, run.generator, run.texts, run.config.top_n),
-                    k + 1, pass_ms)
+    outcome = walk_chain(block, target_probs, run.rule, run.generator, run.texts.after(committed), run.config.top_n)
+    return Verified(outcome, k + 1, pass_ms)
 
 
 def verify_tree(run: DecodeRun, committed: list[int], tree: DraftTree) -> Verified:
@@ -101,7 +102,7 @@ def verify_tree(run: DecodeRun, committed: list[int], tree: DraftTree) -> Verifi
     with recursive rejection sampling; the target's cache keeps only the accepted path's entries."""
     target_probs, pass_ms = timed_ms(lambda: run.target_probs(
         score_tree(run.target_state, run.target_forward, run.pair.target, committed, tree, run.pair.vocab_size)))
-    outcome = walk_tree(tree, target_probs, run.rule, run.generator, run.texts, run.config)
+    outcome = walk_tree(tree, target_probs, run.rule, run.generator, run.texts.after(committed), run.config)
     run.target_state.keep(list(range(len(committed))) + [len(committed) + node - 1 for node in outcome.accepted_path])
     return Verified(outcome, len(tree.nodes), pass_ms)
 
@@ -160,7 +161,7 @@ def speculative_decode(
         emitted = outcome.emitted_ids
         record = Round(
             index=len(rounds), prefix_len=len(committed), draft=outcome.positions, correction=outcome.correction,
-            bonus=outcome.bonus, emitted_ids=emitted, emitted_texts=[run.texts(t) for t in emitted],
+            bonus=outcome.bonus, emitted_ids=emitted, emitted_texts=run.texts.after(committed).sequence(emitted),
             draft_ms=result.draft_ms, verify_ms=result.verify_ms, draft_forward_passes=result.draft_forward_passes,
             target_forward_passes=1, target_positions=verified.target_positions,
             target_pass_ms=verified.target_pass_ms,
@@ -180,7 +181,7 @@ def speculative_decode(
         models=models_info(pair, config),
         prompt_text=prompt if prompt_ids is None else None,
         prompt_ids=ids,
-        prompt_tokens=[run.texts(t) for t in ids],
+        prompt_tokens=run.texts.sequence(ids),
         output_ids=output_ids,
         output_text=pair.target.tokenizer.decode(output_ids, skip_special_tokens=False),
         rounds=rounds,

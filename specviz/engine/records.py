@@ -1,4 +1,4 @@
-"""What a round records: token texts, drafted positions with their verdicts, the tree, the run's stats."""
+"""What a round records: drafted positions with their verdicts, the tree, the run's stats."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import torch
 from specviz.config import DecodeConfig
 from specviz.drafters.model import draft_vocab_for
 from specviz.drafters.tree import DraftTree
+from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import (
     ACCEPTED,
     NOT_VERIFIED,
@@ -14,33 +15,12 @@ from specviz.engine.trace import (
     DraftPosition,
     Round,
     Stats,
-    TopTokens,
     TreeNodeRecord,
     TreeRecord,
 )
 from specviz.models.pair import ModelPair, uses_draft_model
 from specviz.rules.acceptance import Rule, Verdict
 from specviz.rules.distributions import overlap, residual_distribution
-
-
-class TokenTexts:
-    """id -> display text, decoded once per run."""
-
-    def __init__(self, tokenizer) -> None:
-        self.tokenizer = tokenizer
-        self.cache: dict[int, str] = {}
-
-    def __call__(self, token_id: int) -> str:
-        if token_id not in self.cache:
-            self.cache[token_id] = self.tokenizer.decode([token_id])
-        return self.cache[token_id]
-
-    def top(self, probs: torch.Tensor, n: int) -> TopTokens:
-        return self.of(torch.topk(probs, min(n, probs.shape[-1])).indices.tolist(), probs)
-
-    def of(self, ids: list[int], probs: torch.Tensor) -> TopTokens:
-        """These tokens with their texts and probabilities under ``probs``."""
-        return TopTokens(ids=list(ids), texts=[self(i) for i in ids], probs=[float(probs[i]) for i in ids])
 
 
 def status_of(verdict: Verdict | None) -> str:
@@ -80,7 +60,7 @@ def tree_record(tree: DraftTree, checks, path: list[int], target_probs, rule: Ru
 
 def models_info(pair: ModelPair, config: DecodeConfig) -> dict:
     target = pair.target
-    draft_name = pair.draft.name if pair.draft else f"{target.name} ({config.drafter} drafter)"
+    draft_name = pair.draft.name if pair.draft else f"the {config.drafter} drafter, built from the target itself"
     info = {"target": target.name, "draft": draft_name, "device": str(target.device),
             "dtype": str(target.model.dtype).replace("torch.", "")}
     if pair.draft and uses_draft_model(config):

@@ -30,7 +30,8 @@ import torch
 from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock
 from specviz.drafters.tree import DraftTree, tree_attention
-from specviz.engine.records import TokenTexts, draft_position, tree_record
+from specviz.engine.records import draft_position, tree_record
+from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import NOT_VERIFIED, REJECTED, DraftPosition, EmittedToken, TreeRecord
 from specviz.models.forwards import ForwardFn, KVCachedSequence
 from specviz.models.loading import LoadedModel
@@ -81,20 +82,23 @@ def walk_chain(block: DraftBlock, target_probs: list[torch.Tensor], rule: Rule, 
     """Check the k drafted tokens left to right up to the first rejection, then take the correction (from
     the rejected position's p and q) or the bonus (from p after the last drafted token)."""
     verdicts = check_block(rule, block.token_ids, target_probs, block.draft_probs, generator)
-    positions = [draft_position(i, token, target_probs[i], q_dist, verdict, rule, texts, top_n)
+    positions = [draft_position(i, token, target_probs[i], q_dist, verdict, rule, texts.after(block.token_ids[:i]),
+                                top_n)
                  for i, (token, q_dist, verdict) in enumerate(zip(block.token_ids, block.draft_probs, verdicts))]
     accepted = sum(p.accepted for p in positions)
     path = list(range(1, accepted + 1))
     rejected_at = next((i for i, v in enumerate(verdicts) if v is not None and not v.accepted), None)
     if rejected_at is None:
         p_dist = target_probs[len(block.token_ids)]
-        bonus = emitted_token(rule.bonus(p_dist, generator), p_dist, p_dist, "target", texts, top_n)
+        bonus = emitted_token(rule.bonus(p_dist, generator), p_dist, p_dist, "target", texts.after(block.token_ids),
+                              top_n)
         return Outcome(positions, None, bonus, path)
     p_dist, q_dist = target_probs[rejected_at], block.draft_probs[rejected_at]
     token = rule.correction(p_dist, q_dist, generator)
     drawn_from, source = (residual_distribution(p_dist, q_dist), "residual") if rule.stochastic else (p_dist, "target")
-    return Outcome(positions, emitted_token(token, drawn_from, p_dist, source, texts, top_n, (p_dist, q_dist)), None,
-                   path)
+    at_rejection = texts.after(block.token_ids[:rejected_at])
+    return Outcome(positions, emitted_token(token, drawn_from, p_dist, source, at_rejection, top_n, (p_dist, q_dist)),
+                   None, path)
 
 
 def score_tree(state: KVCachedSequence, forward: ForwardFn, loaded: LoadedModel, context: list[int],

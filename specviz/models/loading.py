@@ -25,7 +25,7 @@ from specviz.models.errors import ModelLoadError, VocabularyMismatchError
 from specviz.models.loaded import LoadedModel
 from specviz.models.machine import check_memory, resolve_device, share_kv_heads_in_masked_attention
 from specviz.models.profile import choose_kernels
-from specviz.models.published import PUBLISHED, fetched, not_fetched_message, published_source
+from specviz.models.published import FETCH_COMMAND, PUBLISHED, fetched, not_fetched_message, published_source
 from specviz.models.vocab_ranking import read_vocab_ranking
 
 
@@ -53,9 +53,13 @@ def load_location(spec: str) -> tuple[str, str]:
 
 
 HUB_PROBE_SECONDS = 3.0
-OFFLINE_NEXT_STEP = ("Next step: pick a pair marked ✓ in the sidebar (the embedded pair runs anywhere), fetch the "
-                     "published pair once with `python -m specviz fetch qwen-coder`, or give a directory made by "
-                     "`save_pretrained`.")
+def offline_next_step() -> str:
+    """What to do instead of a model the hub would have given: the published pair's fetch is named only where it
+    is not fetched yet."""
+    fetch = ("" if all(fetched(model) for model in PUBLISHED.values()) else
+             f"fetch the published pair once with `{FETCH_COMMAND}`, ")
+    return (f"Next step: pick a pair marked ✓ in the sidebar (the embedded pair runs anywhere), {fetch}or give a "
+            "directory made by `save_pretrained`.")
 
 
 def hub_reachable() -> bool:
@@ -93,7 +97,7 @@ def _load_pretrained(source: str, dtype: torch.dtype) -> tuple[PreTrainedModel, 
         if offline:
             raise ModelLoadError(
                 f"{source!r} is not a model directory here, and loading it by name needs a model hub, which this "
-                f"machine cannot reach. {OFFLINE_NEXT_STEP}") from exc
+                f"machine cannot reach. {offline_next_step()}") from exc
         raise ModelLoadError(
             f"Unknown model {source!r}: it is neither a local model directory nor a model on the model hub "
             f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
@@ -106,7 +110,7 @@ def _load_pretrained(source: str, dtype: torch.dtype) -> tuple[PreTrainedModel, 
     except Exception as exc:  # noqa: BLE001
         if offline and isinstance(exc, OSError):  # a partial hub cache: the config is here, the weights are not
             raise ModelLoadError(f"{source!r} is only partly in this machine's model-hub cache and the hub cannot "
-                                 f"be reached to fetch the rest. {OFFLINE_NEXT_STEP}") from exc
+                                 f"be reached to fetch the rest. {offline_next_step()}") from exc
         raise ModelLoadError(f"Could not load model {source!r}: {type(exc).__name__}: {str(exc)[:300]}") from exc
     return model, tokenizer
 

@@ -35,9 +35,10 @@ def tokens_per_round_figure(table, measured: float, expected: float) -> go.Figur
 def accepted_lengths_figure(table) -> go.Figure:
     """Histogram of accepted drafted tokens per drafting round (one request)."""
     fig = go.Figure(go.Bar(x=table.accepted, y=table.rounds, marker_color=COLORS["accepted"][0], text=table.rounds,
-                           textposition="outside"))
-    fig.update_layout(xaxis=dict(title="drafted tokens accepted in the round", dtick=1), yaxis_title="rounds",
-                      height=300, margin=dict(l=10, r=10, t=30, b=10), title="accepted length per round (this request)")
+                           textposition="outside", cliponaxis=False))
+    fig.update_layout(xaxis=dict(title="drafted tokens accepted in the round", dtick=1), height=320,  # headroom:
+                      yaxis=dict(title="rounds", range=[0, 1.25 * max(table.rounds.max(), 1)]),  # counts clear title
+                      margin=dict(l=10, r=10, t=40, b=10), title="accepted length per round (this request)")
     return fig
 
 
@@ -187,8 +188,8 @@ def drafter_attention_figure(weights, title: str, window: int) -> go.Figure:
               [f"[M]{i + 1}" for i in range(k)]
     fig = go.Figure(go.Heatmap(z=weights, x=columns, y=[f"slot {i + 1} → token t+{i + 2}" for i in range(k)],
                                colorscale="Blues", zmin=0, showscale=False, xgap=1, ygap=1))
-    fig.update_layout(title=dict(text=title, font=dict(size=13)), height=120 + 32 * k,
-                      margin=dict(l=10, r=10, t=36, b=10), yaxis=dict(autorange="reversed"))
+    fig.update_layout(title=dict(text=title, font=dict(size=13)), height=150 + 32 * k, yaxis=dict(autorange="reversed"),
+                      margin=dict(l=10, r=10, t=36, b=10), xaxis=dict(tickvals=columns, tickangle=-45))  # all named
     return fig
 
 

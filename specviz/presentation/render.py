@@ -82,7 +82,8 @@ def row_html(label: str, cells: list[str], extra_class: str = "") -> str:
 
 
 NO_SLOTS = ('<span class="sv-note">no [MASK] slots: this drafter needs no placeholders to draft into (SpecDec\'s '
-            'drafter appends them, seed 000\'s picture: pick the "[MASK] queries" drafter)</span>')
+            'drafter appends k [MASK] tokens and fills them in one pass: pick the "[MASK] queries" drafter to see '
+            'it)</span>')
 ENDED = '<span class="sv-note">end of sequence: nothing follows</span>'
 
 

@@ -53,10 +53,14 @@ def rrs_flow_html(rnd: Round) -> str:
     return f'<div class="sv-rows">{"".join(rows)}</div>'
 
 
+LABEL_CHARS = 13  # a node's label, centred above it, stays inside its column (130 px at 13 px monospace)
+
+
 def tree_svg(rnd: Round) -> str:
     """The whole draft tree as a standalone SVG picture (seed 002's tree): depth left to right, siblings in
     draw order top to bottom, the accepted path thick and green, rejected nodes red, unchecked grey, and the
-    round's correction or bonus token after the path's end."""
+    round's correction or bonus token after the path's end. Each label sits centred above its node, haloed in
+    white where an edge passes, and cut to its column (the full text in the node's tooltip)."""
     tree, column, row_height = rnd.tree, 130, 34
     by_depth: dict[int, list[int]] = {}
     for node in tree.nodes:
@@ -74,11 +78,13 @@ def tree_svg(rnd: Round) -> str:
     for node in tree.nodes:
         style = "prefix" if node.index == 0 else NODE_STYLE.get(node.status, "not_verified")
         x, y = xy[node.index]
-        label = html.escape(display_text(node.text))
+        text = display_text(node.text)
+        label = html.escape(text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…")
         parts.append(f'<circle cx="{x}" cy="{y}" r="7" fill="{COLORS[style][0]}">'
-                     f'<title>node {node.index}: q = {node.q:.3f} '
-                     f'({node.status})</title></circle><text x="{x + 11}" y="{y - 9}" font-size="13" '
-                     f'font-family="ui-monospace, Menlo, monospace" fill="{COLORS[style][0]}">{label}</text>')
+                     f'<title>node {node.index} {html.escape(text)!r}: q = {node.q:.3f} ({node.status})</title>'
+                     f'</circle><text x="{x}" y="{y - 11}" font-size="13" text-anchor="middle" stroke="white" '
+                     f'stroke-width="3" paint-order="stroke" font-family="ui-monospace, Menlo, monospace" '
+                     f'fill="{COLORS[style][0]}">{label}</text>')
     extra = rnd.correction or rnd.bonus
     if extra is not None:
         kind = "correction" if rnd.correction else "bonus"

@@ -8,7 +8,7 @@ import math
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from specviz.analysis.roofline import MeasuredDefaults
+from specviz.analysis.defaults import PAIR_DEFAULTS, follow_pair
 from specviz.config import ConfigError, DecodeConfig, field_params, field_type
 from specviz.drafters.registry import CLAIMED_FIELDS, drafter_entry, rule_entry
 from specviz.models.published import FETCH_COMMAND, PUBLISHED, fetched
@@ -90,29 +90,18 @@ def init_state_from_url(defaults: DecodeConfig) -> None:
     messages = list(state.messages) + [f"{name}={format_value(getattr(state.config, name))} in the link cannot be set "
                                        f"on its control; using the default {format_value(value)}"
                                        for name, value in kept.items()]
-    st.session_state.update({name: widget_value(name, getattr(c, name)) for name, p in field_params().items()
-                             if p.widget != "none"})
-    st.session_state.update(
+    ss = st.session_state
+    ss.update({name: widget_value(name, getattr(c, name)) for name, p in field_params().items() if p.widget != "none"})
+    ss.update(
         sv_initialized=True, url_messages=messages,
         sv_pair_defaults={name: getattr(c, name) for name in PAIR_DEFAULTS if name not in query},
         pair=pair_label(c.target, c.draft),
         custom_target=c.target, custom_draft=c.draft or "",
         prompt=state.prompt if state.prompt is not None else DEFAULT_PROMPT, round=state.round,
     )
-
-
-PAIR_DEFAULTS = ("dtype", "gamma")  # the settings a pair's measured defaults set (analysis.defaults)
-
-
-def follow_pair(values: dict, applied: dict, own: MeasuredDefaults | None) -> tuple[dict, dict]:
-    """(the settings, the defaults now applied) when the pair changes: each of ``PAIR_DEFAULTS`` that still holds the
-    default ``applied`` before takes the new pair's measured one (``own``; None: not measured, nothing changes); one
-    the user changed, or the link set (absent from ``applied``), is kept."""
-    if own is None:
-        return values, applied
-    follows = [name for name in PAIR_DEFAULTS if name in applied and values.get(name) == applied[name]]
-    return ({**values, **{name: getattr(own, name) for name in follows}},
-            {**applied, **{name: getattr(own, name) for name in follows}})
+    ss.url_messages += [f"{name}={query[name]} in the link is not used by the {c.rule} rule and the {c.drafter} "
+                        "drafter; it applies once a setting that reads it is chosen"
+                        for name in field_params() if name in query and not field_enabled(name, ss)]
 
 
 def _apply_pair_defaults(device: str) -> None:
@@ -210,6 +199,7 @@ def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
                  on_change=_apply_pair_defaults, args=(defaults.device,),
                  help="What each pair needs: ✓ runs here; ⤓ fetch it once with the command shown; ☁ a model hub, "
                       "which this machine cannot reach")
+    sb.caption("✓ runs here · ⤓ fetch once · ☁ needs a model hub")
     if ss.pair == CUSTOM_PAIR:
         sb.text_input("Target model (hub id or directory)", key="custom_target")
         sb.text_input("Draft model (hub id or directory)", key="custom_draft")
