@@ -13,6 +13,7 @@ if os.environ.get("SPECVIZ_LOG_LEVEL") and not logging.getLogger("specviz").hand
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     logging.getLogger("specviz").addHandler(handler)
     logging.getLogger("specviz").setLevel(os.environ["SPECVIZ_LOG_LEVEL"].upper())
+ui.let_the_hall_run_first()  # a class waiting for one trace: it is computed before this page run takes the CPU
 st.set_page_config(**ui.PAGE_CONFIG)
 navigation = ui.navigation()
 ui.draw_shared_sidebar()

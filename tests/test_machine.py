@@ -246,3 +246,28 @@ def test_an_unreadable_defaults_file_is_measured_again(tmp_path, monkeypatch):
     assert defaults.stored_defaults("a", "b", "cpu") is None
     defaults.store_defaults("a", "b", "cpu", roofline.MeasuredDefaults("bfloat16", 5, "why"))
     assert defaults.stored_defaults("a", "b", "cpu") == roofline.MeasuredDefaults("bfloat16", 5, "why")
+
+
+def test_replicas_starting_together_agree_on_one_measured_choice(onednn, tmp_path, monkeypatch):
+    """A second process waits while the first measures, then reads the first one's stored choice."""
+    import fcntl
+    import threading
+
+    from specviz.analysis import defaults
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    dirs, _ = onednn
+    config = config_for(dirs)
+    path = defaults.defaults_file(config.target, config.draft, config.device)
+    path.parent.mkdir(parents=True)
+    chosen = roofline.MeasuredDefaults("bfloat16", 7, "the first replica's measurement")
+    got = []
+    with open(path.with_suffix(".lock"), "w") as first:  # the first replica is measuring
+        fcntl.flock(first, fcntl.LOCK_EX)
+        second = threading.Thread(target=lambda: got.append(defaults.defaults_once(config)))
+        second.start()
+        second.join(timeout=1.0)
+        assert second.is_alive() and not got  # it waits instead of measuring too
+        defaults.store_defaults(config.target, config.draft, config.device, chosen)
+    second.join()
+    assert got == [chosen]

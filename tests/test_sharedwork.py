@@ -10,7 +10,7 @@ import torch
 
 from specviz.sharedwork import SharedWork, key_digest
 from specviz.store import ByteBoundedStore, approx_bytes
-from specviz.ui.work import place_message
+from specviz.ui.waiting import place_message
 
 NO_HANG = 600  # a guard against a hang, never reached by a working pool however slow the machine
 
@@ -212,3 +212,27 @@ def test_a_page_that_reruns_and_asks_again_keeps_its_running_computation():
     for _ in range(5):
         steps.release()
     assert job.finished.wait(NO_HANG) and job.result == "all rounds" and work.computed[key_digest("γ=4")] == 1
+
+
+def test_a_waiting_page_sleeps_longer_the_more_sessions_share_its_run():
+    from specviz.ui.waiting import LONGEST_SLEEP_SECONDS, POLL_SECONDS, WAKEUPS_PER_SECOND, redraw_interval
+
+    sharers = (1, 8, 9, 100, 300, 1000, 5000)
+    sleeps = [redraw_interval(n) for n in sharers]
+    assert sleeps[0] == sleeps[1] == POLL_SECONDS and sleeps == sorted(sleeps) and sleeps[-1] == LONGEST_SLEEP_SECONDS
+    for n, sleep in zip(sharers[3:-1], sleeps[3:-1]):  # a hall: the looks of all its pages together stay bounded
+        assert n / sleep <= WAKEUPS_PER_SECOND
+
+
+def test_a_run_a_class_waits_for_is_told_from_one_user_computing():
+    from specviz.ui.waiting import HALL_SHARERS, hall_run
+
+    work, gate = SharedWork(max_bytes=2**20, workers=1), threading.Event()
+    lone = work.submit("seed 1", gated(gate, "one"), "s0", "Decoding")
+    wait_until(lambda: lone.state == "running")
+    assert hall_run(work) is None  # a newcomer does not wait for one user's run
+    for i in range(1, HALL_SHARERS):
+        work.submit("seed 1", gated(gate, "one"), f"s{i}", "Decoding")
+    assert hall_run(work) is lone  # a class on one link: newcomers let it run first
+    gate.set()
+    assert lone.finished.wait(NO_HANG) and hall_run(work) is None

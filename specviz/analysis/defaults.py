@@ -13,6 +13,7 @@ No streamlit.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import gc
 import hashlib
 import json
@@ -93,6 +94,17 @@ def measure_pair_defaults(config: DecodeConfig, release: bool = False) -> Measur
     if all(profile.spread < NOISY for pair in profiles.values() for profile in pair):
         store_defaults(config.target, config.draft, config.device, measured)
     return measured
+
+
+def defaults_once(config: DecodeConfig) -> MeasuredDefaults:
+    """The config's pair's stored defaults, else measured and stored, one process at a time: replicas of one app
+    starting together on a machine wait for the first and read its choice, so they agree on the default precision
+    and γ, and a class's link means the same trace on each of them."""
+    path = defaults_file(config.target, config.draft, config.device)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return stored_defaults(config.target, config.draft, config.device) or measure_pair_defaults(config)
 
 
 def follow_pair(values: dict, applied: dict, own: MeasuredDefaults | None) -> tuple[dict, dict]:

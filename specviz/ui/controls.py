@@ -17,7 +17,8 @@ from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, PAIR_PRESETS, PROMPT
 from specviz.ui.work import app_defaults, pair_defaults
 from specviz.urlstate import format_value, parse_query, parse_value, to_query
 
-PAGE_CONFIG = dict(page_title="specviz: speculative decoding, seen", page_icon="✓", layout="wide")
+# a Material icon: "✓" is no emoji to streamlit, which then looks for a file of that name on every page run
+PAGE_CONFIG = dict(page_title="specviz: speculative decoding, seen", page_icon=":material/check_circle:", layout="wide")
 
 
 def draw_shared_sidebar() -> None:
@@ -99,9 +100,10 @@ def init_state_from_url(defaults: DecodeConfig) -> None:
         custom_target=c.target, custom_draft=c.draft or "",
         prompt=state.prompt if state.prompt is not None else DEFAULT_PROMPT, round=state.round,
     )
+    read = fields_read(ss)
     ss.url_messages += [f"{name}={query[name]} in the link is not used by the {c.rule} rule and the {c.drafter} "
                         "drafter; it applies once a setting that reads it is chosen"
-                        for name in field_params() if name in query and not field_enabled(name, ss)]
+                        for name in field_params() if name in query and not field_enabled(name, ss, read)]
 
 
 def _apply_pair_defaults(device: str) -> None:
@@ -122,13 +124,17 @@ def chosen_pair(ss) -> tuple[str, str | None]:
     return PAIR_PRESETS[ss.pair]
 
 
-def field_enabled(name: str, ss) -> bool:
-    """A widget is enabled when the chosen drafter or rule reads its field (fields no registry entry
-    claims are always on) and its Param's ``when`` condition holds."""
+def fields_read(ss) -> set[str]:
+    """The config fields the chosen drafter and rule read (looked up once per page run: every field asks)."""
+    return set(drafter_entry(ss.drafter).reads(bool(chosen_pair(ss)[1]))) | set(rule_entry(ss.rule).fields)
+
+
+def field_enabled(name: str, ss, read: set[str] | None = None) -> bool:
+    """A widget is enabled when the chosen drafter or rule reads its field (``read``: :func:`fields_read`; fields no
+    registry entry claims are always on) and its Param's ``when`` condition holds."""
     described = field_params()[name]
-    used = set(drafter_entry(ss.drafter).reads(bool(chosen_pair(ss)[1]))) | set(rule_entry(ss.rule).fields)
     condition = described.when is None or ss.get(described.when[0]) == described.when[1]
-    return (name not in CLAIMED_FIELDS or name in used) and condition
+    return (name not in CLAIMED_FIELDS or name in (fields_read(ss) if read is None else read)) and condition
 
 
 NUMBER_MAX = 2**53 - 1  # the largest integer a browser's number box holds exactly
@@ -151,10 +157,10 @@ def unshowable(name: str, value) -> bool:
     return number and ((widget == "slider" and not math.isfinite(value)) or (widget == "number" and value > NUMBER_MAX))
 
 
-def draw_field(container, name: str, ss) -> None:
+def draw_field(container, name: str, ss, enabled: bool = True) -> None:
     """The widget a config field's Param describes, keyed by the field's name."""
     p = field_params()[name]
-    common = dict(key=name, help=p.help, disabled=not field_enabled(name, ss))
+    common = dict(key=name, help=p.help, disabled=not enabled)
     if p.widget in ("radio", "select"):
         choices = [widget_value(name, c) for c in p.choices]
         options = choices + ([ss[name]] if ss.get(name) not in choices else [])
@@ -176,10 +182,10 @@ def draw_field(container, name: str, ss) -> None:
         container.checkbox(p.label, **common)
 
 
-def draw_if_read(container, name: str, ss) -> None:
-    """Draw a field's widget when the chosen drafter and rule read it; otherwise keep its value out of sight
-    (streamlit forgets the state of a widget a run does not draw, so it is kept as plain session state)."""
-    if field_enabled(name, ss):
+def draw_if_read(container, name: str, ss, read: set[str]) -> None:
+    """Draw a field's widget when the chosen drafter and rule read it (``read``); otherwise keep its value out of
+    sight (streamlit forgets the state of a widget a run does not draw, so it is kept as plain session state)."""
+    if field_enabled(name, ss, read):
         draw_field(container, name, ss)
     else:
         ss[name] = ss[name]
@@ -208,20 +214,20 @@ def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
     if missing:
         sb.info(f"{' and '.join(missing)} not fetched on this machine yet: run `{FETCH_COMMAND}` once (about 1.6 GB), "
                 "then reload. (Where a model hub is reachable they load from it instead.)")
-    drawn = [name for name, p in field_params().items() if p.widget != "none"]
+    drawn, read = [name for name, p in field_params().items() if p.widget != "none"], fields_read(ss)
     for section in ("Models", "Verification"):
         if section != "Models":
             sb.header(section)
         for name in drawn:
             if field_params()[name].section == section:
-                draw_if_read(sb, name, ss)
+                draw_if_read(sb, name, ss, read)
     sb.header("Prompt")
     sb.selectbox("Preset", list(PROMPT_PRESETS), key="prompt_preset", index=None, placeholder="Pick a preset prompt…",
                  on_change=_apply_prompt_preset)
     sb.text_area("Prompt", key="prompt", height=120)
     for name in drawn:
         if field_params()[name].section == "Prompt":
-            draw_if_read(sb, name, ss)
+            draw_if_read(sb, name, ss, read)
     for message in ss.get("url_messages", ()):
         st.warning(message)
     try:

@@ -19,7 +19,8 @@ from specviz.models.profile import model_profile
 from specviz.presentation import figures
 from specviz.presentation.player import lesson_page, opened_at
 from specviz.ui.controls import write_url
-from specviz.ui.work import app_defaults, page_pair, pair_defaults, shared_work
+from specviz.ui.waiting import shared_work
+from specviz.ui.work import app_defaults, page_pair, pair_defaults
 
 ROOFLINE_PRECISIONS = ("float32", "bfloat16")
 ROOFLINE_COLUMNS = {"tokens": "tokens in the pass", "k": "k drafted", "target_ms": "target, ms",
