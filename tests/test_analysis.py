@@ -93,6 +93,12 @@ def test_compare_rules_agrees_with_the_engine_on_its_own_round(tiny_dirs, tiny_p
         assert greedy == [p.status for p in rnd.draft]
         beta1 = table[table.rule.str.startswith("top-β β=1 ")].status.tolist()
         assert beta1 == greedy
+        sampled = table[table.rule == "speculative sampling"]  # each check's test, for the grid: min(1, p/q) vs u
+        checked = sampled[sampled.status != "not_verified"]
+        assert checked.uniform.between(0, 1).all() and checked.accept_prob.between(0, 1).all()
+        assert ((checked.uniform < checked.accept_prob) == (checked.status == "accepted")).all()
+        grid = figures.rules_grid_figure(table, [p.text for p in rnd.draft]).data[0].text
+        assert all(f"vs u {u:.2f}" in cell for u, cell in zip(checked.uniform, grid[1]))  # row 2: sampling
 
 
 def test_lossy_departures_beta_one_never_departs(tiny_dirs, tiny_pair):

@@ -116,6 +116,11 @@ def test_parallel_page(params):
     names = [trace["name"] for trace in roofline["data"]]
     assert names == ["target, measured", "draft, measured", "target's memory bound", "target's compute bound"]
     assert len(roofline["data"][0]["x"]) == 9  # passes over 1..9 tokens, measured here
+    other = "bfloat16" if params.get("dtype", ui.app_defaults().dtype) == "float32" else "float32"
+    at.toggle(key=f"sv_roofline_{other}").set_value(True).run()  # the other precision's tab, loaded on request
+    assert not at.exception and not at.error and len(at.get("plotly_chart")) == 5
+    second = json.loads(at.get("plotly_chart")[2].proto.spec)
+    assert [t["name"] for t in second["data"]] == names and second["data"][0]["y"] != roofline["data"][0]["y"]
     assert any("Measured on this machine" in m.value for m in at.markdown)
     assert any("Measured on this machine" in c.value for c in at.caption)  # the speed sentence, from the profile
     ratio = [m.value for m in at.metric if m.label == "sequential / parallel"][0]

@@ -52,9 +52,9 @@ def compare_rules_on_draft(config: DecodeConfig, pair: ModelPair, prefix: list[i
              else [one_hot(token, pair.vocab_size) for token in draft_ids])
         verdicts = check_block(rule, draft_ids, p, q, torch.Generator().manual_seed(config.seed))
         rows += [dict(rule=label, position=i + 1, token_id=token, status=status_of(verdict),
-                      accept_prob=verdict.accept_prob if verdict else None)
+                      accept_prob=verdict and verdict.accept_prob, uniform=verdict and verdict.uniform)
                  for i, (token, verdict) in enumerate(zip(draft_ids, verdicts))]
-    return pd.DataFrame(rows, columns=["rule", "position", "token_id", "status", "accept_prob"])
+    return pd.DataFrame(rows, columns=["rule", "position", "token_id", "status", "accept_prob", "uniform"])
 
 
 def lossy_departures(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int],

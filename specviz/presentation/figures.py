@@ -23,12 +23,12 @@ def acceptance_by_position_figure(table) -> go.Figure:
 
 def tokens_per_round_figure(table, measured: float, expected: float) -> go.Figure:
     fig = go.Figure(go.Bar(x=table.tokens, y=table.rounds, marker_color=COLORS["bonus"][0], name="rounds"))
-    for value, label, dash, where in ((measured, "measured mean", "solid", "top right"),
-                                      (expected, "(1-α^(k+1))/(1-α)", "dash", "bottom left")):
+    for value, label, dash, where in ((measured, "measured mean", "solid", "top right"),  # each label on its own
+                                      (expected, "(1-α^(k+1))/(1-α)", "dash", "top left")):  # side, above the bars
         fig.add_vline(x=value, line_dash=dash, line_color="#e65100", annotation_text=f"{label} {value:.2f}",
                       annotation_position=where, annotation_bgcolor="rgba(255,255,255,0.8)")
-    fig.update_layout(xaxis_title="tokens emitted in the round", yaxis_title="rounds", height=300,
-                      margin=dict(l=10, r=10, t=30, b=10), title="tokens per round")
+    fig.update_layout(xaxis_title="tokens emitted in the round", yaxis=dict(title="rounds", range=[0, 1.45 * max(
+        table.rounds.max(), 1)]), height=300, margin=dict(l=10, r=10, t=30, b=10), title="tokens per round")
     return fig
 
 
@@ -90,17 +90,17 @@ def gamma_sweep_figure(table, best_measured: int, best_expected: int) -> go.Figu
 
 
 def rules_grid_figure(table, token_texts: list[str]) -> go.Figure:
-    """Rules (rows) x drafted positions (columns): ✓ accepted, ✗ rejected, · not verified."""
-    rules = list(dict.fromkeys(table.rule))
-    positions = sorted(set(table.position))
+    """Rules (rows) x drafted positions (columns): ✓ accepted, ✗ rejected, · not verified; a draw's test too."""
+    rules, positions = list(dict.fromkeys(table.rule)), sorted(set(table.position))
     code = {"accepted": 2, "rejected": 1, "not_verified": 0}
     mark = {"accepted": "✓", "rejected": "✗", "not_verified": "·"}
-    lookup = {(r.rule, r.position): r.status for r in table.itertuples()}
-    z = [[code[lookup[(rule, p)]] for p in positions] for rule in rules]
-    text = [[mark[lookup[(rule, p)]] for p in positions] for rule in rules]
+    lookup = {(r.rule, r.position): r for r in table.itertuples()}
+    z = [[code[lookup[(rule, p)].status] for p in positions] for rule in rules]
+    text = [[mark[(r := lookup[(rule, p)]).status] + (f" {r.accept_prob:.2f} vs u {r.uniform:.2f}" if pd.notna(
+        r.uniform) else "") for p in positions] for rule in rules]
     colorscale = [[0, COLORS["not_verified"][1]], [0.5, COLORS["rejected"][1]], [1, COLORS["accepted"][1]]]
     fig = go.Figure(go.Heatmap(z=z, x=[f"{i}: {display_text(t)}" for i, t in zip(positions, token_texts)], y=rules,
-                               text=text, texttemplate="%{text}", textfont=dict(size=18), colorscale=colorscale,
+                               text=text, texttemplate="%{text}", textfont=dict(size=15), colorscale=colorscale,
                                zmin=0, zmax=2, showscale=False, xgap=2, ygap=2))
     fig.update_layout(height=60 + 40 * len(rules), margin=dict(l=10, r=10, t=10, b=10),
                       yaxis=dict(autorange="reversed"))
