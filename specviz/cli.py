@@ -101,7 +101,7 @@ def fetch_command(args: argparse.Namespace) -> None:
     for model in models:
         print(f"{model.spec}: ready in {fetch_model(model, args.keep_gguf, progress_bar=tqdm)}")
     target, draft = (model.spec for model in models)
-    if stored_defaults(target, draft, args.device) is None:
+    if missing and stored_defaults(target, draft, args.device) is None:  # once, after the first fetch
         print("Measuring the pair on this machine once (about a minute; the app's default precision for it) ...",
               file=sys.stderr)
         print(measure_pair_defaults(DecodeConfig(target=target, draft=draft, device=args.device), release=True).reason)

@@ -106,3 +106,10 @@ def test_every_page_file_is_listed_once():
 def test_every_package_folder_is_a_regular_package():
     folders = {p.parent for p in PACKAGE.rglob("*.py")}
     assert all((folder / "__init__.py").is_file() for folder in folders), sorted(map(str, folders))
+
+
+def test_every_lane_names_a_test_module():
+    from tests.conftest import LANES
+
+    here = Path(__file__).resolve().parent
+    assert [name for name in LANES if not (here / f"{name}.py").is_file()] == []  # a renamed module keeps its lane

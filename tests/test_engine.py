@@ -311,6 +311,7 @@ def test_layer_skip_does_not_mutate_the_shared_model(tiny_dirs, tiny_pair):
     assert all(torch.equal(before[k], v) for k, v in target.model.state_dict().items())
 
 
+@pytest.mark.slow  # several CLI processes, each loading torch
 def test_cli_trace_samples_and_errors(tiny_dirs, tmp_path):
     out = tmp_path / "traces.jsonl"
     cmd = [sys.executable, "-m", "specviz", "trace", "--target", tiny_dirs["target"], "--draft", tiny_dirs["draft"],
