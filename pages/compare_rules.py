@@ -4,7 +4,7 @@ import streamlit as st
 
 from specviz import ui
 from specviz.analysis import rules
-from specviz.presentation import figures
+from specviz.presentation import comparison
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Compare verification rules on the same draft")
@@ -27,7 +27,7 @@ elif rounds:
 
     table = ui.shared_result(ui.trace_key(config, prompt, "rules", choice), compute, "Verifying")
     if table is not None:
-        st.plotly_chart(figures.rules_grid_figure(table, [p.text for p in rnd.draft]), width="stretch")
+        st.plotly_chart(comparison.rules_grid_figure(table, [p.text for p in rnd.draft]), width="stretch")
         st.download_button("Download verdicts (CSV)", table.to_csv(index=False), "specviz-rules.csv", "text/csv")
 
     st.subheader("Where the lossy settings depart from the target's own greedy text")

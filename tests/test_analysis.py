@@ -11,7 +11,7 @@ from specviz.analysis import cost, metrics, rules, sweep, timing, tree_vs_chain
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
 from specviz.models.forwards import KVCachedSequence, full_forward
-from specviz.presentation import figures
+from specviz.presentation import comparison, figures
 from specviz.presentation.tables import token_table
 from specviz.rules.distributions import softmax32
 
@@ -97,8 +97,11 @@ def test_compare_rules_agrees_with_the_engine_on_its_own_round(tiny_dirs, tiny_p
         checked = sampled[sampled.status != "not_verified"]
         assert checked.uniform.between(0, 1).all() and checked.accept_prob.between(0, 1).all()
         assert ((checked.uniform < checked.accept_prob) == (checked.status == "accepted")).all()
-        grid = figures.rules_grid_figure(table, [p.text for p in rnd.draft]).data[0].text
-        assert all(f"vs u {u:.2f}" in cell for u, cell in zip(checked.uniform, grid[1]))  # row 2: sampling
+        grid = comparison.rules_grid_figure(table, [p.text for p in rnd.draft]).data[0].text
+        assert all("{} vs u {}".format(*comparison.apart(a, u)) in cell  # row 2: sampling
+                   for a, u, cell in zip(checked.accept_prob, checked.uniform, grid[1]))
+    assert comparison.apart(0.9658, 0.9701) == ("0.966", "0.970")  # a near tie reads as one: enough decimals
+    assert comparison.apart(0.31, 0.87) == ("0.31", "0.87")
 
 
 def test_lossy_departures_beta_one_never_departs(tiny_dirs, tiny_pair):

@@ -154,4 +154,9 @@ def test_the_players_keys_work_from_the_page_without_a_click_into_its_frame(app_
         page.keyboard.press("ArrowRight")
         page.wait_for_function("() => location.search.includes('round=2')")
         assert frame.locator("#title").inner_text().startswith("Round 2 of")
+        # Present on a projector: the app's sidebar folds away, so the round gets the width (reopened by its arrow)
+        assert page.locator('[data-testid="stSidebarCollapseButton"] button').count() == 1
+        frame.locator("#view-present").click()
+        page.locator('[data-testid="stExpandSidebarButton"]').wait_for()
+        assert frame.locator("body.present").count() == 1
         browser.close()

@@ -39,3 +39,17 @@ def test_embedded_cache_reloads_with_the_same_weights(embedded):
     assert load_model("embedded", "cpu") is embedded  # still one shared copy in this process
     for (name, a), (_, b) in zip(embedded.model.state_dict().items(), again.state_dict().items()):
         assert a.equal(b), name
+
+
+def test_the_opening_example_shows_both_verdicts_and_changes_with_gamma(embedded):
+    """The app opens on DEFAULT_PROMPT: its rounds must show rejections as well as acceptances, and a larger γ must
+    change them (a teacher's first question), on the embedded pair, greedy, the app's 32 tokens."""
+    from specviz.config import DecodeConfig
+    from specviz.engine import load_pair, speculative_decode
+    from specviz.ui.presets import DEFAULT_PROMPT
+
+    config = DecodeConfig(device="cpu", max_new_tokens=32)
+    pair = load_pair(config)
+    stats = {g: speculative_decode(config.replace(gamma=g), prompt=DEFAULT_PROMPT, pair=pair).stats for g in (2, 3, 8)}
+    assert all(0 < s.accepted_tokens < s.drafted_tokens for s in stats.values())  # both verdicts in every setting
+    assert stats[2].rounds > stats[8].rounds

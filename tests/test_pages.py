@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from specviz import ui
 from specviz.analysis import metrics
+from specviz.analysis.rules import NEVER
 from specviz.config import DecodeConfig
 from specviz.drafters.registry import DRAFTERS
 from specviz.engine import speculative_decode
@@ -70,10 +70,11 @@ def test_compare_rules_page(params):
     at.button[0].click().run()  # decode with beta = 1..5
     assert not at.exception and not at.error
     table = at.dataframe[0].value
-    assert list(table["β"]) == [1, 2, 3, 4, 5] and pd.isna(table["departs at token"][0])  # β = 1 is greedy
-    departed = table["departs at token"].dropna()
-    assert all(float(at_token).is_integer() and at_token >= 1 for at_token in departed)  # whole token numbers
+    assert list(table["β"]) == [1, 2, 3, 4, 5] and table["departs at token"][0] == NEVER  # β = 1 is greedy
+    departed = table["departs at token"][table["departs at token"] != NEVER]
+    assert all(at_token.isdigit() and int(at_token) >= 1 for at_token in departed)  # whole token numbers, no "None"
     text = " ".join(m.value for m in at.markdown)
+    assert "Β" not in text  # a capital beta reads as a B
     assert "tokens per round" in text and f"{len(departed)} of 5 settings depart" in text
 
 

@@ -277,6 +277,8 @@ def test_a_correction_drawn_from_the_residuals_tail_says_so_in_readable_numbers(
     tail = 1 - sum(rnd.correction.residual_top.probs[:8])
     assert "is not among the bars" in cards and page.evaluate(f"fmt({tail})") in cards
     assert page.evaluate("fmt(0.000031)") == "3.1e-5" and page.evaluate("fmt(0.0042)") == "0.0042"
+    assert page.evaluate("fmt(0.00014) + '/' + fmt(0.00028)") == "0.00014/0.00028"  # reads as the ratio it is
+    assert page.evaluate("apart(0.9658, 0.9701)") == ["0.966", "0.970"]  # a near tie with enough decimals
     for text in ("\n", "  ", " the", "a\tb", "\x01"):  # a token reads the same in the player as in the app's rows
         assert page.evaluate(f"show({text!r})") == html.escape(display_text(text), quote=False), repr(text)
 

@@ -121,12 +121,14 @@ def test_the_summary_says_when_the_rule_is_lossy(tiny_dirs, tiny_pair, rule, los
     assert ("lossy rule" in line) == lossy and "rounds" in line
 
 
-def test_the_drafter_attention_heatmap_names_every_column_h_t_included():
+def test_the_drafter_attention_heatmap_names_h_t_and_never_overprints():
     from specviz.presentation.figures import drafter_attention_figure
 
     fig = drafter_attention_figure(torch.rand(3, 4 + 1 + 3), "Blockwise", window=4)
     ticks = list(fig.layout.xaxis.tickvals)
-    assert ticks == list(fig.data[0].x) and "h[t]" in ticks and "x[t+1]" in ticks  # none left to plotly's thinning
+    assert ticks == list(fig.data[0].x) and "h[t]" in ticks and "x[t+1]" in ticks  # a short window: every column
+    wide = list(drafter_attention_figure(torch.rand(4, 32 + 1 + 4), "Blockwise", window=32).layout.xaxis.tickvals)
+    assert {"h[t]", "x[t+1]", "[M]4"} <= set(wide) and len(wide) <= 12  # a long one: every few, never a smear
 
 
 def test_a_tree_rounds_walk_is_named_for_its_rule(tiny_dirs, tiny_pair):

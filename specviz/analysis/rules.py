@@ -91,13 +91,16 @@ def word_snippet(text: str, limit: int, from_end: bool = False) -> str:
     return (cut.rsplit(" ", 1)[0] if " " in cut[1:] else cut) + "…"
 
 
+NEVER = "never (the target's text)"  # a setting that writes the target's greedy text throughout
+
+
 def departures_table(table: pd.DataFrame) -> pd.DataFrame:
     """:func:`lossy_departures` as a reader wants it: whole token numbers (1-based), word-bounded snippets."""
     return pd.DataFrame({
         "β": table.beta,
         "tokens per round": table.tokens_per_round.round(2),
-        "departs at token": pd.array([None if same else int(at) + 1
-                                      for same, at in zip(table.same_as_target, table.departs_at)], dtype="Int64"),
+        "departs at token": [NEVER if same else str(int(at) + 1) for same, at in zip(table.same_as_target,
+                                                                                       table.departs_at)],
         "text before": [word_snippet(text, 60, from_end=True) for text in table.common_prefix],
         "this β then writes": [word_snippet(text, 60) for text in table.output_after],
         "the target writes": [word_snippet(text, 60) for text in table.target_after],
@@ -112,4 +115,5 @@ def beta_effect(table: pd.DataFrame) -> str:
             else f"on this prompt every β gives {first.tokens_per_round:.2f} tokens per round: where the draft missed, "
                  "its token was not among the target's top β within τ, so a larger β changed nothing")
     departed = int((~table.same_as_target).sum())
-    return f"{runs[0].upper()}{runs[1:]}; {departed} of {len(table)} settings depart from the target's greedy text."
+    runs = runs if runs.startswith("β") else runs[0].upper() + runs[1:]  # "Β" would read as a B
+    return f"{runs}; {departed} of {len(table)} settings depart from the target's greedy text."

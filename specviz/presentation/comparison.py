@@ -1,14 +1,17 @@
-"""Two runs side by side (the What if page): their outputs with the departure marked, and the theory's curve of each
-with the run's measured point on it. Pure: data in, HTML or a plotly figure out."""
+"""Runs and rules side by side: two runs (the What if page) with the departure marked and the theory's curve of each
+with the run's measured point on it; the rules' verdicts on one draft (the Compare rules page). Pure: data in, HTML
+or a plotly figure out."""
 
 from __future__ import annotations
 
 import html
 
+import pandas as pd
 import plotly.graph_objects as go
 
 from specviz.analysis.whatif import RunDifference
 from specviz.presentation.figures import DRAFT_COLOR, TARGET_COLOR
+from specviz.presentation.render import COLORS, display_text
 
 RUN_COLORS = (TARGET_COLOR, DRAFT_COLOR)  # the first and the second run, in every chart of the page
 
@@ -39,4 +42,29 @@ def theory_figure(curves: list, points: list[tuple[float, float]], names: list[s
     fig.update_layout(height=320, margin=dict(l=10, r=10, t=10, b=10), legend=dict(orientation="h", y=-0.25),
                       xaxis=dict(title="block size γ (the run's mean realised block)", dtick=1),
                       yaxis=dict(title="tokens per round", rangemode="tozero"))
+    return fig
+
+
+def apart(a: float, b: float) -> tuple[str, str]:
+    """Two numbers a test compares, with as many decimals (2..6) as it takes to tell them apart."""
+    d = next((d for d in range(2, 7) if f"{a:.{d}f}" != f"{b:.{d}f}"), 6)
+    return f"{a:.{d}f}", f"{b:.{d}f}"
+
+
+def rules_grid_figure(table, token_texts: list[str]) -> go.Figure:
+    """Rules (rows) x drafted positions (columns): ✓ accepted, ✗ rejected, · not verified; a draw's test too."""
+    rules, positions = list(dict.fromkeys(table.rule)), sorted(set(table.position))
+    code = {"accepted": 2, "rejected": 1, "not_verified": 0}
+    mark = {"accepted": "✓", "rejected": "✗", "not_verified": "·"}
+    lookup = {(r.rule, r.position): r for r in table.itertuples()}
+    z = [[code[lookup[(rule, p)].status] for p in positions] for rule in rules]
+    text = [[mark[(r := lookup[(rule, p)]).status] + (" {} vs u {}".format(*apart(r.accept_prob, r.uniform))
+                                                      if pd.notna(r.uniform) else "") for p in positions]
+            for rule in rules]
+    colorscale = [[0, COLORS["not_verified"][1]], [0.5, COLORS["rejected"][1]], [1, COLORS["accepted"][1]]]
+    fig = go.Figure(go.Heatmap(z=z, x=[f"{i}: {display_text(t)}" for i, t in zip(positions, token_texts)], y=rules,
+                               text=text, texttemplate="%{text}", textfont=dict(size=15), colorscale=colorscale,
+                               zmin=0, zmax=2, showscale=False, xgap=2, ygap=2))
+    fig.update_layout(height=60 + 40 * len(rules), margin=dict(l=10, r=10, t=10, b=10),
+                      yaxis=dict(autorange="reversed"))
     return fig

@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from specviz.drafters.registry import DRAFTERS
-from specviz.presentation.render import COLORS, display_text
+from specviz.presentation.render import COLORS
 
 TARGET_COLOR, DRAFT_COLOR = "#37474f", "#9575cd"  # "target p" and "draft q" in every chart
 
@@ -89,24 +89,6 @@ def gamma_sweep_figure(table, best_measured: int, best_expected: int) -> go.Figu
     return fig
 
 
-def rules_grid_figure(table, token_texts: list[str]) -> go.Figure:
-    """Rules (rows) x drafted positions (columns): ✓ accepted, ✗ rejected, · not verified; a draw's test too."""
-    rules, positions = list(dict.fromkeys(table.rule)), sorted(set(table.position))
-    code = {"accepted": 2, "rejected": 1, "not_verified": 0}
-    mark = {"accepted": "✓", "rejected": "✗", "not_verified": "·"}
-    lookup = {(r.rule, r.position): r for r in table.itertuples()}
-    z = [[code[lookup[(rule, p)].status] for p in positions] for rule in rules]
-    text = [[mark[(r := lookup[(rule, p)]).status] + (f" {r.accept_prob:.2f} vs u {r.uniform:.2f}" if pd.notna(
-        r.uniform) else "") for p in positions] for rule in rules]
-    colorscale = [[0, COLORS["not_verified"][1]], [0.5, COLORS["rejected"][1]], [1, COLORS["accepted"][1]]]
-    fig = go.Figure(go.Heatmap(z=z, x=[f"{i}: {display_text(t)}" for i, t in zip(positions, token_texts)], y=rules,
-                               text=text, texttemplate="%{text}", textfont=dict(size=15), colorscale=colorscale,
-                               zmin=0, zmax=2, showscale=False, xgap=2, ygap=2))
-    fig.update_layout(height=60 + 40 * len(rules), margin=dict(l=10, r=10, t=10, b=10),
-                      yaxis=dict(autorange="reversed"))
-    return fig
-
-
 def lab_histogram_figure(counts: dict[str, dict[int, int]], exact: dict[int, float], labels: dict[int, str], n: int,
                          broken_law=None) -> go.Figure:
     """Observed frequencies per arm against the exact target probabilities (and the broken rule's exact law)."""
@@ -182,14 +164,16 @@ def timeline_figure(draft_ms: list[float], verify_ms: list[float], emitted: list
 
 
 def drafter_attention_figure(weights, title: str, window: int) -> go.Figure:
-    """Rows: drafted slots t+2..; columns: the target states, the pending token, the [MASK] slots."""
-    k = weights.shape[0]
+    """Rows: drafted slots t+2..; columns: the target states, the pending token, the [MASK] slots. Of the window's
+    states every few are named (h[t] always), so their labels never overprint; the colour bar gives the weight."""
+    k, every = weights.shape[0], max(1, -(-window // 6))
     columns = [f"h[t-{window - 1 - j}]" if j < window - 1 else "h[t]" for j in range(window)] + ["x[t+1]"] + \
               [f"[M]{i + 1}" for i in range(k)]
+    named = [c for j, c in enumerate(columns) if j >= window - 1 or (window - 1 - j) % every == 0]
     fig = go.Figure(go.Heatmap(z=weights, x=columns, y=[f"slot {i + 1} → token t+{i + 2}" for i in range(k)],
-                               colorscale="Blues", zmin=0, showscale=False, xgap=1, ygap=1))
+                               colorscale="Blues", zmin=0, xgap=1, ygap=1, colorbar=dict(thickness=10, title="weight")))
     fig.update_layout(title=dict(text=title, font=dict(size=13)), height=150 + 32 * k, yaxis=dict(autorange="reversed"),
-                      margin=dict(l=10, r=10, t=36, b=10), xaxis=dict(tickvals=columns, tickangle=-45))  # all named
+                      margin=dict(l=10, r=10, t=36, b=10), xaxis=dict(tickvals=named, tickangle=-45))
     return fig
 
 

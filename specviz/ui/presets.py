@@ -31,9 +31,10 @@ PROMPT_PRESETS = {
     "Translation (seed 000's sentence; too hard for the 135M model)": (
         "Translate to English: Machen sich Hunderte Millionen von Autofahrern Sorgen über ihre Privatsphäre?"),
 }
-# The code example: sensible output, and γ visibly changes the rounds (greedy, 40 tokens, embedded pair: 14 rounds at
-# γ = 2, 9 at γ = 4, 5 at γ = 8).
-DEFAULT_PROMPT = PROMPT_PRESETS["Code: Fibonacci (high acceptance)"]
+# The opening example: sensible code, both verdicts in its rounds, and γ visibly changes them (greedy, 32 tokens,
+# embedded pair: 14 rounds and 18/27 drafted tokens accepted at γ = 2, 13 and 19/36 at γ = 3, 10 and 22/35 at γ = 4,
+# 9 and 23/58 at γ = 8). The Fibonacci preset accepts every drafted token at γ = 3: a lesson shows no rejection there.
+DEFAULT_PROMPT = PROMPT_PRESETS["Code: SQL"]
 
 
 def pair_option(label: str) -> str:
