@@ -15,6 +15,10 @@ from specviz.drafters.registry import chain_drafter, parallel_kinds
 from specviz.engine import prompt_ids_for
 from specviz.presentation import figures
 
+SUMMARY_COLUMNS = {"tokens_per_round": "tokens per round", "acceptance_rate": "acceptance rate",
+                   "draft_ms_per_round": "draft ms per round", "draft_passes_per_round": "draft passes per round",
+                   "tokens_per_s": "tokens / s", "speedup_vs_autoregressive": "× target alone (live)"}
+
 config, prompt, defaults = ui.shared_controls()
 st.title("Drafting on the target's states: Blockwise heads, [MASK] queries, EAGLE")
 left, right = st.columns(2)
@@ -81,7 +85,7 @@ if config is not None:
         if result is not None:
             summary, by_position, calibration = result
             st.plotly_chart(figures.acceptance_by_drafter_figure(by_position), width="stretch")
-            st.dataframe(summary, hide_index=True, width="stretch")
+            st.dataframe(summary.round(2).rename(columns=SUMMARY_COLUMNS), hide_index=True, width="stretch")
             st.markdown("**Confidence against acceptance** (EAGLE-2's key observation): each point is the drafted "
                         "tokens whose draft probability q(x) fell in one tenth of [0, 1], placed at their mean q and "
                         "the share the target accepted. Near the diagonal, q(x) estimates the chance of acceptance, "

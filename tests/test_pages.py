@@ -166,6 +166,7 @@ def test_parallel_drafters_page_on_the_embedded_model(embedded):
     assert not at.exception and not at.error
     summary = at.dataframe[1].value
     assert list(summary.drafter)[:3] == [DRAFTERS[k].label for k in ("blockwise", "maskquery", "eagle")]
+    assert "tokens per round" in summary.columns and not any("_" in column for column in summary.columns)
     calibration = at.get("plotly_chart")[-1].proto.spec
     assert "observed acceptance rate" in calibration and "calibrated" in calibration  # EAGLE-2's observation
 
