@@ -18,7 +18,8 @@ from tests.tiny import make_tiny_pair
 
 # Test lanes, in one place: what a module's tests need beyond the CPU and the embedded pair. `bash scripts/test --fast`
 # (pytest -m "not slow") leaves out the slow lane: real browsers, a real Redis, the published pair, real app servers,
-# the wheel's install; the full suite (the README's test command, CI's) runs everything.
+# the wheel's install, and (marked in their files) the statistical tests at their computed power and the CLI's
+# processes; the full suite (the README's test command, CI's) runs everything.
 LANES = {
     "test_browser": ("browser", "slow"), "test_player": ("browser", "slow"), "test_redisshare": ("redis", "slow"),
     "test_qwen_coder": ("published", "slow"), "test_load_client": ("slow",), "test_package": ("slow",),

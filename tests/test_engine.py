@@ -103,6 +103,7 @@ def _first_tokens(config, pair, n):
     return [speculative_decode(config.replace(seed=s), prompt_ids=PROMPT, pair=pair).output_ids[0] for s in range(n)]
 
 
+@pytest.mark.slow  # a statistical test at its computed power: many samples
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_speculative_sampling_preserves_target_distribution(tiny_dirs, dtype):
     """In bfloat16 too: the rule's probabilities are float32 either way, and the law is kept up to the rounding of

@@ -105,6 +105,7 @@ def test_generate_the_engine_and_the_drafts_lean_step_multiply_through_the_same_
     assert all(getattr(layer, name).packed is not None for name in ("q", "k", "v", "o", "gate", "up", "down"))
 
 
+@pytest.mark.slow  # a statistical test at its computed power: many samples
 def test_speculative_sampling_on_the_fast_path_is_lossless(onednn):
     dirs, pair = onednn
     n = 800

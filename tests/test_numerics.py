@@ -33,6 +33,7 @@ def runs_in(dirs: tuple[str, str], dtype: str):
     return [precision_run(config, pair, prompt) for prompt in PROMPTS]
 
 
+@pytest.mark.slow  # every preset prompt decoded twice
 def test_bfloat16_departures_are_found_with_both_computations_gaps(near_tie_dirs):
     runs = runs_in(near_tie_dirs, "bfloat16")
     departed = [r for r in runs if r.departure is not None]
@@ -49,6 +50,7 @@ def test_bfloat16_departures_are_found_with_both_computations_gaps(near_tie_dirs
     assert rate["matching_tokens"] == sum(r.matching for r in runs) < rate["tokens"]
 
 
+@pytest.mark.slow  # every preset prompt decoded twice
 def test_float32_on_the_same_prompts_departs_nowhere(near_tie_dirs):
     runs = runs_in(near_tie_dirs, "float32")
     assert all(r.departure is None and r.speculative_ids == r.generate_ids for r in runs)

@@ -96,6 +96,7 @@ def cell(output_ids: list[int], vocab: int) -> int:
     return output_ids[0] * vocab + (output_ids[1] if len(output_ids) > 1 else 0)
 
 
+@pytest.mark.slow  # a statistical test at its computed power: many samples
 @pytest.mark.parametrize("kind", ["blockwise", "maskquery"])
 def test_speculative_sampling_with_a_parallel_draft_is_lossless(tiny_dirs, tiny_pair, tiny_weights, kind):
     """The second token is the first one a parallel draft proposes: test the joint law of tokens 1 and 2."""

@@ -51,6 +51,7 @@ def test_one_child_per_node_is_standard_speculative_sampling(tiny_dirs, tiny_pai
         speculative_decode(chain, prompt_ids=PROMPT, pair=tiny_pair).output_ids
 
 
+@pytest.mark.slow  # a statistical test at its computed power: many samples
 @pytest.mark.parametrize("changes", [dict(tree_mode="constant", branching=3, tree_depth=2),
                                      dict(tree_mode="beam", beam_width=4, tree_depth=2)])
 def test_recursive_rejection_sampling_preserves_target_distribution(tiny_dirs, tiny_pair, changes):
