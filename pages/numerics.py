@@ -7,9 +7,8 @@ import streamlit as st
 
 from specviz import ui
 from specviz.analysis import numerics
+from specviz.analysis.defaults import PRECISIONS
 from specviz.engine import prompt_ids_for
-
-PRECISIONS = ("float32", "bfloat16")
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Precision and rounding: exact, or exact up to rounding?")

@@ -53,8 +53,12 @@ if trace is not None and trace.output_ids:
     if pair is not None:
         target, draft = roofline.pair_profiles(config, pair)
         draft_ms, verify_ms = metrics.profile_timeline(trace, target, draft)
-        c, priced = metrics.machine_speedup(trace, pair)
-        st.info(ui.speed_story_text(config, pair, priced, trace.stats.alpha_estimate, c))
+        # a drafter without a profile of its own is timed live: once per trace, on the work pool, for every session
+        speed = ui.shared_result(ui.trace_key(config, prompt, "machine_speedup"),
+                                 lambda on_progress: metrics.machine_speedup(trace, pair), "Pricing")
+        if speed is not None:
+            c, priced = speed
+            st.info(ui.speed_story_text(config, pair, priced, trace.stats.alpha_estimate, c))
         st.plotly_chart(figures.timeline_figure(draft_ms, verify_ms, [len(r.emitted_ids) for r in trace.rounds],
                                                 target.step_ms), width="stretch")
         st.markdown(f"Autoregressive decoding calls the target once per token: **{trace.stats.new_tokens}** calls of "

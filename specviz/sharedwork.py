@@ -163,8 +163,12 @@ class SharedWork:
     def _run(self, job: Job) -> None:
         """Run one job; whatever happens, it ends (done or failed) and every waiter is woken."""
         def on_progress(done: int, total: int, text: str | None = None) -> None:
-            left = job.unwanted_since
-            if not job.waiters and left is not None and time.monotonic() - left >= ABANDON_AFTER_S:
+            with self.lock:  # decided under the lock: a session that joins now starts a new job instead
+                left = job.unwanted_since
+                abandon = not job.waiters and left is not None and time.monotonic() - left >= ABANDON_AFTER_S
+                if abandon:
+                    del self.jobs[job.key]
+            if abandon:
                 raise Abandoned
             job.progress = (done, total, text)
 
@@ -195,7 +199,8 @@ class SharedWork:
                  len(job.waiters), "" if error is None or abandoned else f": {error}")
         with self.lock:
             self.running.remove(job)
-            del self.jobs[job.key]
+            if self.jobs.get(job.key) is job:  # an abandoned job left the table when it stopped
+                del self.jobs[job.key]
             if not abandoned:  # a run cut short computed nothing and says nothing of how long one takes
                 self.durations.setdefault(job.label, []).append(seconds)
                 del self.durations[job.label][:-20]

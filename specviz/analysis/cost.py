@@ -70,13 +70,13 @@ def cost_ratio(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats
 
     Autoregressive drafts pay one forward per token; a parallel drafter pays one small pass for all
     its k tokens (on states the verification pass already computed), so its c is that pass over k."""
-    target_ms = cached_pass_ms(pair.target, full_forward, prefix, repeats)
     own_timing = drafter_entry(config.drafter).hook("ms_per_drafted_token")
+    draft = drafter_entry(config.drafter).draft_source(config, pair)
+    if not own_timing and draft is None:  # nothing to time: an n-gram lookup costs no forward
+        return 0.0
+    target_ms = cached_pass_ms(pair.target, full_forward, prefix, repeats)
     if own_timing:  # drafters on the target's states time their own pass (the states come from verification)
         return own_timing(config, pair, prefix, repeats) / target_ms
-    draft = drafter_entry(config.drafter).draft_source(config, pair)
-    if draft is None:
-        return 0.0
     return cached_pass_ms(draft[0], draft[1], prefix, repeats) / target_ms
 
 

@@ -17,7 +17,6 @@ import fcntl
 import gc
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import torch
@@ -25,14 +24,15 @@ import torch
 from specviz import DATA_DIR
 from specviz.analysis.roofline import MeasuredDefaults, measured_defaults, pair_profiles, shipped_draft_acceptance
 from specviz.config import EMBEDDED, DecodeConfig
-from specviz.engine import ModelPair, load_pair, speculative_decode
-from specviz.models.cache import cache_root
+from specviz.engine import ModelPair, load_pair
+from specviz.models.cache import cache_root, write_json_atomically
 from specviz.models.loading import forget_loaded_models
 from specviz.models.machine import machine_key
 from specviz.models.profile import FORMAT, NOISY
+from specviz.training.draft_model import HELDOUT_FILE, heldout_acceptance
 from specviz.training.teacher_text import read_prompt_file
 
-PRECISIONS = ("float32", "bfloat16")
+PRECISIONS = ("float32", "bfloat16")  # the precisions the app offers, each with its profile and rounding lesson
 ACCEPTANCE_PROMPTS = 3  # held-out prompts of each file (prose and code) the acceptance is measured on
 ACCEPTANCE_GAMMA, ACCEPTANCE_TOKENS = 4, 32
 PAIR_DEFAULTS = ("dtype", "gamma")  # the settings a pair's measured defaults set
@@ -55,22 +55,16 @@ def stored_defaults(target: str, draft: str | None, device: str) -> MeasuredDefa
 
 def store_defaults(target: str, draft: str | None, device: str, measured: MeasuredDefaults) -> None:
     """Write a pair's defaults atomically (a concurrent reader sees all of them or none)."""
-    path = defaults_file(target, draft, device)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_suffix(f".{os.getpid()}.tmp")
-    staging.write_text(json.dumps(dataclasses.asdict(measured)), encoding="utf-8")
-    os.replace(staging, path)
+    write_json_atomically(defaults_file(target, draft, device), dataclasses.asdict(measured))
 
 
 def greedy_acceptance(config: DecodeConfig, pair: ModelPair) -> float:
-    """Accepted over verified drafted tokens, greedy at γ = ``ACCEPTANCE_GAMMA``, on the first held-out prompts of
-    the prose and the code files (prompts no shipped draft was trained on)."""
-    prompts = [p for name in ("heldout_prompts.txt", "heldout_code_prompts.txt")
-               for p in read_prompt_file(DATA_DIR / name)[:ACCEPTANCE_PROMPTS]]
-    greedy = config.replace(temperature=0.0, gamma=ACCEPTANCE_GAMMA, max_new_tokens=ACCEPTANCE_TOKENS)
-    drafted = [pos for p in prompts for r in speculative_decode(greedy, prompt=p, pair=pair).rounds for pos in r.draft
-               if pos.status != "not_verified"]
-    return sum(pos.accepted for pos in drafted) / max(1, len(drafted))
+    """The draft's greedy acceptance at γ = ``ACCEPTANCE_GAMMA`` (:func:`~specviz.training.draft_model.
+    heldout_acceptance`) on the first held-out prompts of the prose and the code files (no shipped draft saw them)."""
+    prompts = [p for path in (HELDOUT_FILE, DATA_DIR / "heldout_code_prompts.txt")
+               for p in read_prompt_file(path)[:ACCEPTANCE_PROMPTS]]
+    return heldout_acceptance(pair.target, pair.draft, prompts, max_new_tokens=ACCEPTANCE_TOKENS,
+                              gamma=ACCEPTANCE_GAMMA, draft_vocab=config.draft_vocab)
 
 
 def measure_pair_defaults(config: DecodeConfig, release: bool = False) -> MeasuredDefaults:

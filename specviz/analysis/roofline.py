@@ -68,8 +68,8 @@ def roofline_table(target: PassProfile, draft: PassProfile | None, rates: Machin
 
 
 def best_priced_gamma(alpha: float, c: float, profile: PassProfile) -> int:
-    """The block size, among those the profile measured (1..8), with the highest :func:`priced_speedup` at this
-    machine's v(k)."""
+    """The block size, among those the profile measured (1..8), with the highest speedup of Thm. 3.8 priced at this
+    machine's v(k) (:func:`~specviz.rules.theory.expected_speedup`)."""
     return max(profile.verify_costs, key=lambda k: expected_speedup(alpha, k, c, profile.verify_cost(k)))
 
 

@@ -56,7 +56,7 @@ def run_difference(first: Trace, second: Trace) -> RunDifference:
 
 def theory_curve(trace: Trace, gammas: range = range(1, 17)) -> pd.DataFrame:
     """E[tokens per round] = (1 - α^(γ+1)) / (1 - α) against γ at the run's measured α (Leviathan et al. 2023,
-    Eq. 1), with the run's own point: its mean realised block and its measured tokens per round."""
+    Eq. 1); the run's own point on it is :func:`measured_point`."""
     alpha = trace.stats.alpha_estimate
     return pd.DataFrame({"gamma": list(gammas), "expected_tokens_per_round":
                          [expected_tokens_per_round(alpha, g) for g in gammas]})

@@ -7,6 +7,7 @@ written once, into a staging directory renamed into place, so a concurrent loade
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -18,6 +19,15 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 def cache_root() -> Path:
     return Path(os.environ.get("SPECVIZ_CACHE") or Path.home() / ".cache" / "specviz")
+
+
+def write_json_atomically(path: Path, data) -> None:
+    """``data`` as JSON at ``path``, written beside it and renamed into place: a concurrent reader (another process
+    of the same machine) reads all of it or finds no file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_suffix(f".{os.getpid()}.tmp")
+    staging.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    os.replace(staging, path)
 
 
 def materialise(target: Path, write) -> Path:

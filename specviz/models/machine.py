@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from specviz.models.cache import cache_root
+from specviz.models.cache import cache_root, write_json_atomically
 from specviz.models.errors import ModelLoadError
 
 SHARED_KV_HEADS_FLAG = "TRANSFORMERS_SDPA_FORCE_GQA"  # transformers' switch, read at every attention call
@@ -198,8 +198,5 @@ def machine_rates() -> MachineRates:
     except (OSError, ValueError, TypeError):
         pass
     rates = measure_rates()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_suffix(f".{os.getpid()}.tmp")
-    staging.write_text(json.dumps(dataclasses.asdict(rates)), encoding="utf-8")
-    os.replace(staging, path)
+    write_json_atomically(path, dataclasses.asdict(rates))
     return rates

@@ -22,11 +22,12 @@ import os
 import statistics
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import torch
 
-from specviz.models.cache import cache_root
+from specviz.models.cache import cache_root, write_json_atomically
 from specviz.models.forwards import ForwardFn, KVCachedSequence, full_forward
 from specviz.models.kernels import DEFAULT, KERNEL_PATHS, can_pack, kernels_of, use_kernels
 from specviz.models.loaded import LoadedModel
@@ -188,11 +189,7 @@ def keep_if_quiet(path: str, profile: PassProfile) -> bool:
     it was measured on a busy machine; whether it was written."""
     if profile.spread >= NOISY:
         return False
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    staging = f"{path}.{os.getpid()}.tmp"
-    with open(staging, "w", encoding="utf-8") as f:
-        json.dump(profile.to_dict(), f, indent=1)
-    os.replace(staging, path)
+    write_json_atomically(Path(path), profile.to_dict())
     return True
 
 

@@ -184,8 +184,9 @@ def vocab_ranking(answers, vocab_size: int) -> torch.Tensor:
 
 
 def heldout_acceptance(target: LoadedModel, draft: LoadedModel, prompts: list[str], max_new_tokens: int = 48,
-                       gamma: int = 4, draft_vocab: int = 0) -> float:
-    """Greedy acceptance (accepted / verified drafted tokens) of the draft on prompts it never saw."""
+                       gamma: int = 4, draft_vocab: int | None = 0) -> float:
+    """Greedy acceptance (accepted / verified drafted tokens) of the draft on prompts it never saw (``draft_vocab``:
+    as the config takes it; None, the model's recommended trimmed head)."""
     from specviz.engine import ModelPair, speculative_decode
 
     pair = ModelPair(target, draft)

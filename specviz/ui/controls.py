@@ -129,12 +129,12 @@ def fields_read(ss) -> set[str]:
     return set(drafter_entry(ss.drafter).reads(bool(chosen_pair(ss)[1]))) | set(rule_entry(ss.rule).fields)
 
 
-def field_enabled(name: str, ss, read: set[str] | None = None) -> bool:
+def field_enabled(name: str, ss, read: set[str]) -> bool:
     """A widget is enabled when the chosen drafter or rule reads its field (``read``: :func:`fields_read`; fields no
     registry entry claims are always on) and its Param's ``when`` condition holds."""
     described = field_params()[name]
     condition = described.when is None or ss.get(described.when[0]) == described.when[1]
-    return (name not in CLAIMED_FIELDS or name in (fields_read(ss) if read is None else read)) and condition
+    return (name not in CLAIMED_FIELDS or name in read) and condition
 
 
 NUMBER_MAX = 2**53 - 1  # the largest integer a browser's number box holds exactly
@@ -157,10 +157,10 @@ def unshowable(name: str, value) -> bool:
     return number and ((widget == "slider" and not math.isfinite(value)) or (widget == "number" and value > NUMBER_MAX))
 
 
-def draw_field(container, name: str, ss, enabled: bool = True) -> None:
+def draw_field(container, name: str, ss) -> None:
     """The widget a config field's Param describes, keyed by the field's name."""
     p = field_params()[name]
-    common = dict(key=name, help=p.help, disabled=not enabled)
+    common = dict(key=name, help=p.help)
     if p.widget in ("radio", "select"):
         choices = [widget_value(name, c) for c in p.choices]
         options = choices + ([ss[name]] if ss.get(name) not in choices else [])

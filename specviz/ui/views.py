@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from specviz.analysis.defaults import PRECISIONS
 from specviz.analysis.roofline import (
     pair_profiles,
     roofline_table,
@@ -22,7 +23,6 @@ from specviz.ui.controls import write_url
 from specviz.ui.waiting import shared_work
 from specviz.ui.work import app_defaults, page_pair, pair_defaults
 
-ROOFLINE_PRECISIONS = ("float32", "bfloat16")
 ROOFLINE_COLUMNS = {"tokens": "tokens in the pass", "k": "k drafted", "target_ms": "target, ms",
                     "memory_bound_ms": "memory bound, ms", "compute_bound_ms": "compute bound, ms",
                     "roofline_ms": "roofline, ms", "verify_cost": "v(k), steps", "draft_ms": "draft, ms"}
@@ -71,8 +71,8 @@ def roofline_panel(config: DecodeConfig, alpha: float | None = None) -> None:
                 "weights takes longer than the arithmetic (the dashed line above the dotted one), a pass over a few "
                 "tokens costs about one token's step, so verifying k drafted tokens is nearly free: the measured "
                 "curve shows how far that holds on this machine, with these kernels.")
-    tabs = st.tabs([f"{dtype}{' (sidebar)' if dtype == config.dtype else ''}" for dtype in ROOFLINE_PRECISIONS])
-    for tab, dtype in zip(tabs, ROOFLINE_PRECISIONS):
+    tabs = st.tabs([f"{dtype}{' (sidebar)' if dtype == config.dtype else ''}" for dtype in PRECISIONS])
+    for tab, dtype in zip(tabs, PRECISIONS):
         with tab:
             if dtype != config.dtype and not st.toggle(f"Load the pair in {dtype} and show its roofline",
                                                       key=f"sv_roofline_{dtype}"):

@@ -24,14 +24,11 @@ LESSON_TEMPERATURE = 0.7  # the app's sampling default: a small model's sampled 
 
 
 def app_defaults() -> DecodeConfig:
-    """The app's defaults: the device from $SPECVIZ_DEVICE (auto: the GPU when there is one); the weights'
-    precision from $SPECVIZ_DTYPE, else this machine's choice (:func:`machine_defaults`); the best block size
-    there; sampling at ``LESSON_TEMPERATURE``."""
+    """The app's defaults: the device from $SPECVIZ_DEVICE (auto: the GPU when there is one); the embedded pair's
+    precision and block size (:func:`pair_defaults`); sampling at ``LESSON_TEMPERATURE``."""
     config = DecodeConfig(device=os.environ.get("SPECVIZ_DEVICE", "auto"))
-    measured = machine_defaults(config.device)
-    dtype = os.environ.get("SPECVIZ_DTYPE") or (measured.dtype if measured else config.dtype)
-    gamma = measured.gamma if measured and measured.dtype == dtype else config.gamma
-    return config.replace(dtype=dtype, gamma=gamma, temperature=LESSON_TEMPERATURE)
+    own = pair_defaults(config.target, config.draft, config.device)
+    return config.replace(temperature=LESSON_TEMPERATURE, **({"dtype": own.dtype, "gamma": own.gamma} if own else {}))
 
 
 @st.cache_resource(show_spinner="Measuring this machine once: the embedded pair's passes over 1 to 9 tokens …")
@@ -47,10 +44,14 @@ def machine_defaults(device: str) -> MeasuredDefaults | None:
 
 def pair_defaults(target: str, draft: str | None, device: str) -> MeasuredDefaults | None:
     """A pair's own precision and block size on this machine: the embedded pair's measured here, another's as
-    ``specviz fetch`` or ``python -m specviz machine`` stored them (None: not measured on this machine yet)."""
-    if (target, draft) == (EMBEDDED, None):
-        return machine_defaults(device)
-    return stored_defaults(target, draft, device)
+    ``specviz fetch`` or ``python -m specviz machine`` stored them (None: not measured on this machine yet). A
+    precision $SPECVIZ_DTYPE names wins for every pair (with the config's γ unless measured in that precision)."""
+    embedded = (target, draft) == (EMBEDDED, None)
+    measured = machine_defaults(device) if embedded else stored_defaults(target, draft, device)
+    wanted = os.environ.get("SPECVIZ_DTYPE")
+    if not wanted or (measured is not None and measured.dtype == wanted):
+        return measured
+    return MeasuredDefaults(wanted, DecodeConfig().gamma, f"$SPECVIZ_DTYPE sets {wanted} on this server.")
 
 
 @st.cache_resource(show_spinner=False, max_entries=6)
