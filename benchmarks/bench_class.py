@@ -1,4 +1,4 @@
-"""A class on one server: N real Chromium sessions against a real ``streamlit run app.py``.
+"""A class on one server: N real Chromium sessions against a real ``specviz app``.
 
 Usage: ``.venv/bin/python -m benchmarks.bench_class [--sessions 30] [--tokens 32]``
 
@@ -27,16 +27,26 @@ from pathlib import Path
 
 from playwright.async_api import async_playwright
 
-from benchmarks.appserver import Server, free_port
+from specviz.serving.processes import Server, free_port
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 FAILED = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 # The student sees the round: the round view's player (an iframe of the same origin) has drawn its rows,
 # or an error shows.
-PAINTED_OR_FAILED = (f"""() => document.querySelector('{FAILED}') !== null ||
+PAINTED_OR_FAILED = (
+    f"""() => document.querySelector('{FAILED}') !== null ||
     [...document.querySelectorAll('iframe')].some(f => f.contentDocument && """
-                     "f.contentDocument.querySelector('.sv-rows'))")
+    "f.contentDocument.querySelector('.sv-rows'))"
+)
 BARE_PAINTED = """() => document.querySelector('[data-testid="stMarkdownContainer"]') !== null"""
 BARE_APP = 'import streamlit as st\nst.write("A bare page: no models, no player.")\n'
 
@@ -68,11 +78,16 @@ async def phase(browser, server: Server, urls: list[str], timeout_s: float, pain
     times = sorted(t for t, _ in results if t is not None)
     computations = server.computations()[logged:]
     return dict(
-        sessions=len(urls), painted=len(times), errors=[e for _, e in results if e], wall_s=wall,
+        sessions=len(urls),
+        painted=len(times),
+        errors=[e for _, e in results if e],
+        wall_s=wall,
         p50=statistics.median(times) if times else None,
         p95=times[min(len(times) - 1, int(round(0.95 * len(times))) - 1)] if times else None,
-        max=times[-1] if times else None, cpu_s=server.cpu_seconds() - cpu,
-        traces_computed=len(computations), keys=len({key for key, _, _ in computations}),
+        max=times[-1] if times else None,
+        cpu_s=server.cpu_seconds() - cpu,
+        traces_computed=len(computations),
+        keys=len({key for key, _, _ in computations}),
         trace_s=statistics.mean(s for _, s, _ in computations) if computations else None,
     )
 
@@ -81,10 +96,12 @@ def report(name: str, r: dict) -> None:
     def fmt(x):
         return "-" if x is None else f"{x:.1f}"
 
-    print(f"{name:<16} sessions {r['sessions']:>3} · painted {r['painted']:>3} · errors {len(r['errors'])} · "
-          f"first paint p50 {fmt(r['p50'])} s, p95 {fmt(r['p95'])} s, max {fmt(r['max'])} s · "
-          f"server CPU {r['cpu_s']:.1f} s · traces computed {r['traces_computed']} "
-          f"({r['keys']} distinct, {fmt(r['trace_s'])} s each) · wall {r['wall_s']:.1f} s")
+    print(
+        f"{name:<16} sessions {r['sessions']:>3} · painted {r['painted']:>3} · errors {len(r['errors'])} · "
+        f"first paint p50 {fmt(r['p50'])} s, p95 {fmt(r['p95'])} s, max {fmt(r['max'])} s · "
+        f"server CPU {r['cpu_s']:.1f} s · traces computed {r['traces_computed']} "
+        f"({r['keys']} distinct, {fmt(r['trace_s'])} s each) · wall {r['wall_s']:.1f} s"
+    )
     for error in sorted(set(r["errors"]))[:5]:
         print(f"{'':<16} error: {error}")
 
@@ -146,8 +163,10 @@ async def main(sessions: int, tokens: int, timeout_s: float, browser_nice: int, 
             await browser.close()
         if nicer:
             nicer.cancel()
-        print(f"machine: {os.cpu_count()} CPU cores shared by the server and the browsers (browsers at nice "
-              f"{browser_nice}); {tokens} new tokens per trace; embedded default pair")
+        print(
+            f"machine: {os.cpu_count()} CPU cores shared by the server and the browsers (browsers at nice "
+            f"{browser_nice}); {tokens} new tokens per trace; embedded default pair"
+        )
     finally:
         server.stop()
 
@@ -156,12 +175,18 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--tokens", type=int, default=32, help="max new tokens of every trace")
-    parser.add_argument("--timeout", type=float, default=1800,
-                        help="seconds a session may wait before it counts as failed")
-    parser.add_argument("--browser-nice", type=int, default=19,
-                        help="niceness of the browsers (0: they compete with the server for the CPU as equals)")
+    parser.add_argument(
+        "--timeout", type=float, default=1800, help="seconds a session may wait before it counts as failed"
+    )
+    parser.add_argument(
+        "--browser-nice",
+        type=int,
+        default=19,
+        help="niceness of the browsers (0: they compete with the server for the CPU as equals)",
+    )
     parser.add_argument("--no-seeds", action="store_true", help="skip the different-seeds phase (the longest)")
-    parser.add_argument("--floor", action="store_true",
-                        help="first measure N sessions on a bare one-line Streamlit page")
+    parser.add_argument(
+        "--floor", action="store_true", help="first measure N sessions on a bare one-line Streamlit page"
+    )
     args = parser.parse_args()
     asyncio.run(main(args.sessions, args.tokens, args.timeout, args.browser_nice, not args.no_seeds, args.floor))

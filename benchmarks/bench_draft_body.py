@@ -17,6 +17,7 @@ import contextlib
 import statistics
 
 import specviz.models.forwards
+import specviz.models.layer_skip
 from specviz.config import DecodeConfig
 from specviz.engine import load_pair, prompt_ids_for, speculative_decode
 from specviz.training.draft_model import HELDOUT_FILE
@@ -26,12 +27,15 @@ from specviz.training.teacher_text import read_prompt_file
 @contextlib.contextmanager
 def drafts_through_transformers():
     """Within the block, no model counts as a plain Llama, so the draft runs transformers' own body."""
-    lean = specviz.models.forwards.llama_weights
-    specviz.models.forwards.llama_weights = lambda model: None
+    modules = (specviz.models.forwards, specviz.models.layer_skip)  # the draft model's forward, the layer-skip one
+    lean = [module.llama_weights for module in modules]
+    for module in modules:
+        module.llama_weights = lambda model: None
     try:
         yield
     finally:
-        specviz.models.forwards.llama_weights = lean
+        for module, weights in zip(modules, lean):
+            module.llama_weights = weights
 
 
 def timed_trace(config: DecodeConfig, prompt: list[int], pair, body: str) -> tuple[float, list[int]]:
@@ -51,8 +55,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     args = parser.parse_args()
-    config = DecodeConfig(drafter=args.drafter, max_new_tokens=args.max_new_tokens, gamma=args.gamma, rule=args.rule,
-                          temperature=args.temperature, top_n=10)
+    config = DecodeConfig(
+        drafter=args.drafter,
+        max_new_tokens=args.max_new_tokens,
+        gamma=args.gamma,
+        rule=args.rule,
+        temperature=args.temperature,
+        top_n=10,
+    )
     pair = load_pair(config)
     prompts = [prompt_ids_for(pair, config, text, None) for text in read_prompt_file(HELDOUT_FILE)[: args.prompts]]
     timed_trace(config, prompts[0], pair, "lean")  # warm-up
@@ -66,10 +76,12 @@ def main() -> None:
             ratios.append(runs["transformers"][0] / runs["lean"][0])
             for body, (ms, _) in runs.items():
                 totals[body] += ms
-    print(f"{args.drafter} drafter, {args.rule} gamma {args.gamma}, "
-          f"{len(ratios)} pairs x {args.max_new_tokens} tokens, same tokens in every pair: "
-          f"transformers' body / lean body wall = {totals['transformers'] / totals['lean']:.3f} "
-          f"(pairs: median {statistics.median(ratios):.3f}, {min(ratios):.3f} - {max(ratios):.3f})")
+    print(
+        f"{args.drafter} drafter, {args.rule} gamma {args.gamma}, "
+        f"{len(ratios)} pairs x {args.max_new_tokens} tokens, same tokens in every pair: "
+        f"transformers' body / lean body wall = {totals['transformers'] / totals['lean']:.3f} "
+        f"(pairs: median {statistics.median(ratios):.3f}, {min(ratios):.3f} - {max(ratios):.3f})"
+    )
 
 
 if __name__ == "__main__":

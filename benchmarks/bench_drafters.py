@@ -31,18 +31,29 @@ def main() -> None:
     parser.add_argument("--rule", default="greedy", choices=("greedy", "sample"))
     parser.add_argument("--draft", default=None, help="also compare a draft model (hub id or directory)")
     args = parser.parse_args()
-    config = DecodeConfig(drafter="model" if args.draft else "layerskip", draft=args.draft, gamma=args.gamma,
-                          max_new_tokens=args.max_new_tokens, rule=args.rule, device=args.device)
+    config = DecodeConfig(
+        drafter="model" if args.draft else "layerskip",
+        draft=args.draft,
+        gamma=args.gamma,
+        max_new_tokens=args.max_new_tokens,
+        rule=args.rule,
+        device=args.device,
+    )
     pair = load_pair(config)
     prompts = [prompt_ids_for(pair, config, p, None) for p in PROMPTS]
     kinds = ["blockwise", "maskquery", "layerskip"] + (["model"] if args.draft else [])
     summary, by_position, _ = compare_drafters(config, pair, prompts, kinds)
-    print(f"device {pair.target.device}, gamma {args.gamma}, rule {args.rule}, "
-          f"{len(prompts)} prompts x {args.max_new_tokens} tokens")
+    print(
+        f"device {pair.target.device}, gamma {args.gamma}, rule {args.rule}, "
+        f"{len(prompts)} prompts x {args.max_new_tokens} tokens"
+    )
     print(summary.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print("\nacceptance by drafted position")
-    print(by_position.pivot(index="position", columns="drafter", values="acceptance_rate").to_string(
-        float_format=lambda x: f"{x:.2f}"))
+    print(
+        by_position.pivot(index="position", columns="drafter", values="acceptance_rate").to_string(
+            float_format=lambda x: f"{x:.2f}"
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -63,9 +63,10 @@ def timed(fn, device: torch.device, repeats: int) -> tuple[float, object]:
 def hf_generate(target, prompt_ids, max_new, **kwargs):
     ids = torch.tensor([prompt_ids], device=target.device)
     with torch.inference_mode():
-        out = target.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new,
-                                    **kwargs)
-    return out[0, len(prompt_ids):].tolist()
+        out = target.model.generate(
+            ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new, **kwargs
+        )
+    return out[0, len(prompt_ids) :].tolist()
 
 
 def measure(label, fn, target, device, repeats):
@@ -73,8 +74,14 @@ def measure(label, fn, target, device, repeats):
     seconds, tokens = timed(fn, device, repeats)
     counter.handle.remove()
     calls_per_run = counter.calls / (repeats + 1)
-    return dict(method=label, seconds=seconds, tokens=len(tokens), tokens_per_s=len(tokens) / seconds,
-                tokens_per_call=len(tokens) / calls_per_run, output=tokens)
+    return dict(
+        method=label,
+        seconds=seconds,
+        tokens=len(tokens),
+        tokens_per_s=len(tokens) / seconds,
+        tokens_per_call=len(tokens) / calls_per_run,
+        output=tokens,
+    )
 
 
 def engine_fn(config, pair, prompt_ids):
@@ -125,13 +132,31 @@ def main() -> None:
     prompts = [encode_prompt(embedded.tokenizer, p, True) for p in PROMPTS]
     base = DecodeConfig(rule="greedy", gamma=gamma, max_new_tokens=n, device=args.device)
     single = ModelPair(embedded)
-    totals = run_suite("embedded SmolLM2-135M-Instruct (greedy)", embedded, None, prompts, [
-        ("transformers generate (plain)", lambda ids: lambda: hf_generate(embedded, ids, n)),
-        ("transformers prompt lookup", lambda ids: lambda: hf_generate(embedded, ids, n, prompt_lookup_num_tokens=gamma,
-                                                                         max_matching_ngram_size=base.ngram_max)),
-        ("specviz ngram (recording)", lambda ids: engine_fn(base.replace(drafter="ngram"), single, ids)),
-        ("specviz layerskip (recording)", lambda ids: engine_fn(base.replace(drafter="layerskip"), single, ids)),
-    ], device, args.repeats)
+    totals = run_suite(
+        "embedded SmolLM2-135M-Instruct (greedy)",
+        embedded,
+        None,
+        prompts,
+        [
+            ("transformers generate (plain)", lambda ids: lambda: hf_generate(embedded, ids, n)),
+            (
+                "transformers prompt lookup",
+                lambda ids: (
+                    lambda: hf_generate(
+                        embedded,
+                        ids,
+                        n,
+                        prompt_lookup_num_tokens=gamma,
+                        max_matching_ngram_size=base.value("ngram_max"),
+                    )
+                ),
+            ),
+            ("specviz ngram (recording)", lambda ids: engine_fn(base.replace(drafter="ngram"), single, ids)),
+            ("specviz layerskip (recording)", lambda ids: engine_fn(base.replace(drafter="layerskip"), single, ids)),
+        ],
+        device,
+        args.repeats,
+    )
     ratio_line(totals, "specviz ngram (recording)", "transformers prompt lookup")
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -139,14 +164,32 @@ def main() -> None:
         target, draft = load_model(dirs["target"], args.device), load_model(dirs["draft"], args.device)
         pair = ModelPair(target, draft)
         tiny = base.replace(target=dirs["target"], draft=dirs["draft"], drafter="model")
-        totals = run_suite("tiny Llama pair (4 layers; draft = target + 10% noise; greedy)", target, None,
-                           TINY_PROMPTS, [
-            ("transformers generate (plain)", lambda ids: lambda: hf_generate(target, ids, n)),
-            ("transformers assistant model", lambda ids: lambda: hf_generate(
-                target, ids, n, assistant_model=draft.model, num_assistant_tokens=gamma,
-                num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)),
-            ("specviz draft model (recording)", lambda ids: engine_fn(tiny, pair, ids)),
-        ], device, args.repeats)
+        totals = run_suite(
+            "tiny Llama pair (4 layers; draft = target + 10% noise; greedy)",
+            target,
+            None,
+            TINY_PROMPTS,
+            [
+                ("transformers generate (plain)", lambda ids: lambda: hf_generate(target, ids, n)),
+                (
+                    "transformers assistant model",
+                    lambda ids: (
+                        lambda: hf_generate(
+                            target,
+                            ids,
+                            n,
+                            assistant_model=draft.model,
+                            num_assistant_tokens=gamma,
+                            num_assistant_tokens_schedule="constant",
+                            assistant_confidence_threshold=0.0,
+                        )
+                    ),
+                ),
+                ("specviz draft model (recording)", lambda ids: engine_fn(tiny, pair, ids)),
+            ],
+            device,
+            args.repeats,
+        )
         ratio_line(totals, "specviz draft model (recording)", "transformers assistant model")
 
 

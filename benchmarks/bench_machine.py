@@ -28,11 +28,14 @@ from specviz.models.forwards import full_forward
 from specviz.models.kernels import DEFAULT, kernels_of, use_kernels
 from specviz.models.loading import encode_prompt
 from specviz.models.machine import cpu_name, machine_rates, matrix_units_in_words
-from specviz.models.profile import PROFILE_TOKENS, model_profile, profile_context, time_passes
+from specviz.models.pass_timing import PROFILE_TOKENS, profile_context, time_passes
+from specviz.models.profile import model_profile
 from specviz.training.teacher_text import read_prompt_file
 
-PAIRS = {"embedded": ("embedded", None, "heldout_prompts.txt"),
-         "qwen-coder": ("qwen-coder-1.5b", "qwen-coder-0.5b", "heldout_code_prompts.txt")}
+PAIRS = {
+    "embedded": ("embedded", None, "heldout_prompts.txt"),
+    "qwen-coder": ("qwen-coder-1.5b", "qwen-coder-0.5b", "heldout_code_prompts.txt"),
+}
 
 
 def paired(functions: dict[str, callable], repeats: int) -> dict[str, tuple[float, list[int]]]:
@@ -51,38 +54,55 @@ def paired(functions: dict[str, callable], repeats: int) -> dict[str, tuple[floa
 def hf_generate(loaded, prompt_ids: list[int], max_new: int, **kwargs) -> list[int]:
     ids = torch.tensor([prompt_ids], device=loaded.device)
     with loaded.lock, torch.inference_mode():
-        out = loaded.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new,
-                                    **kwargs)
-    return out[0, len(prompt_ids):].tolist()
+        out = loaded.model.generate(
+            ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new, **kwargs
+        )
+    return out[0, len(prompt_ids) :].tolist()
 
 
 def engine(config: DecodeConfig, pair, prompt_ids: list[int]) -> list[int]:
     return speculative_decode(config, prompt_ids=prompt_ids, pair=pair).output_ids
 
 
-def bench_pair(name: str, dtype: str, gammas: list[int], max_new: int, prompts: int, repeats: int,
-               bandwidth: float) -> None:
+def bench_pair(
+    name: str, dtype: str, gammas: list[int], max_new: int, prompts: int, repeats: int, bandwidth: float
+) -> None:
     target_spec, draft_spec, prompt_file = PAIRS[name]
-    config = DecodeConfig(target=target_spec, draft=draft_spec, drafter="model", rule="greedy", dtype=dtype,
-                          device="cpu", max_new_tokens=max_new)
+    config = DecodeConfig(
+        target=target_spec,
+        draft=draft_spec,
+        drafter="model",
+        rule="greedy",
+        dtype=dtype,
+        device="cpu",
+        max_new_tokens=max_new,
+    )
     started = time.perf_counter()
     pair = load_pair(config)
-    print(f"\n## {name} in {dtype}: loaded in {time.perf_counter() - started:.1f} s, kernels "
-          f"target {kernels_of(pair.target.model)}, draft {kernels_of(pair.draft.model)}")
+    print(
+        f"\n## {name} in {dtype}: loaded in {time.perf_counter() - started:.1f} s, kernels "
+        f"target {kernels_of(pair.target.model)}, draft {kernels_of(pair.draft.model)}"
+    )
     for loaded in (pair.target, pair.draft):
         for path, p in loaded.profiles.items():
-            print(f"  {loaded.name} {path:8s} T(1..9) ms: {' '.join(f'{t:.1f}' for t in p.pass_ms)}  "
-                  f"step {p.bandwidth_gbs:.1f} GB/s, flat (v <= 1.25) up to k = {p.flat_until()}")
+            print(
+                f"  {loaded.name} {path:8s} T(1..9) ms: {' '.join(f'{t:.1f}' for t in p.pass_ms)}  "
+                f"step {p.bandwidth_gbs:.1f} GB/s, flat (v <= 1.25) up to k = {p.flat_until()}"
+            )
     profile = model_profile(pair.target)
     bound = profile.weight_bytes / bandwidth / 1e6
-    print(f"  target one-token step {profile.step_ms:.1f} ms vs memory-bandwidth bound {bound:.1f} ms "
-          f"({profile.weight_bytes / 1e6:.0f} MB at {bandwidth:.1f} GB/s): {profile.step_ms / bound:.2f}x the bound "
-          "(goal <= 1.5x)")
+    print(
+        f"  target one-token step {profile.step_ms:.1f} ms vs memory-bandwidth bound {bound:.1f} ms "
+        f"({profile.weight_bytes / 1e6:.0f} MB at {bandwidth:.1f} GB/s): {profile.step_ms / bound:.2f}x the bound "
+        "(goal <= 1.5x)"
+    )
     started = time.perf_counter()
     for loaded, forward in ((pair.target, full_forward), (pair.draft, draft_forward_for(config, pair.draft))):
         time_passes(loaded, forward, profile_context(loaded))  # one measurement, as a first load on a quiet machine
-    print(f"  the profile's own cost (target and draft, {PROFILE_TOKENS} pass sizes, this path only): "
-          f"{time.perf_counter() - started:.1f} s; cached after the first time")
+    print(
+        f"  the profile's own cost (target and draft, {PROFILE_TOKENS} pass sizes, this path only): "
+        f"{time.perf_counter() - started:.1f} s; cached after the first time"
+    )
 
     texts = read_prompt_file(DATA_DIR / prompt_file)[:prompts]
     prompt_ids = [encode_prompt(pair.target.tokenizer, text, True) for text in texts]
@@ -99,14 +119,24 @@ def bench_pair(name: str, dtype: str, gammas: list[int], max_new: int, prompts: 
     base_tps = totals["generate"][1] / totals["generate"][0]
     best = max(gammas, key=lambda g: totals[f"engine γ={g}"][1] / totals[f"engine γ={g}"][0])
     for label, (seconds, tokens, same) in totals.items():
-        print(f"  {label:18s} {tokens / seconds:7.1f} tokens/s  {tokens / seconds / base_tps:5.2f}x generate  "
-              f"identical to generate: {same}/{len(prompt_ids)}")
+        print(
+            f"  {label:18s} {tokens / seconds:7.1f} tokens/s  {tokens / seconds / base_tps:5.2f}x generate  "
+            f"identical to generate: {same}/{len(prompt_ids)}"
+        )
     print(f"  best gamma {best}: {totals[f'engine γ={best}'][1] / totals[f'engine γ={best}'][0] / base_tps:.2f}x")
 
-    assisted = {"engine": lambda ids: engine(config.replace(gamma=best), pair, ids),
-                "assisted": lambda ids: hf_generate(pair.target, ids, max_new, assistant_model=pair.draft.model,
-                                                    num_assistant_tokens=best, assistant_confidence_threshold=0.0,
-                                                    num_assistant_tokens_schedule="constant")}
+    assisted = {
+        "engine": lambda ids: engine(config.replace(gamma=best), pair, ids),
+        "assisted": lambda ids: hf_generate(
+            pair.target,
+            ids,
+            max_new,
+            assistant_model=pair.draft.model,
+            num_assistant_tokens=best,
+            assistant_confidence_threshold=0.0,
+            num_assistant_tokens_schedule="constant",
+        ),
+    }
     seconds = {"engine": [0.0, 0], "assisted": [0.0, 0]}
     for ids in prompt_ids:
         runs = paired({k: (lambda f=f, ids=ids: f(ids)) for k, f in assisted.items()}, repeats)
@@ -123,8 +153,9 @@ def bench_pair(name: str, dtype: str, gammas: list[int], max_new: int, prompts: 
         reference = [hf_generate(pair.target, ids, max_new) for ids in prompt_ids]
         use_kernels(pair.target.model, chosen)
         same = sum(a == b for a, b in zip(fast, reference))
-        print(f"  engine on {chosen} kernels vs generate on torch's default kernels: {same}/{len(prompt_ids)} "
-              "identical")
+        print(
+            f"  engine on {chosen} kernels vs generate on torch's default kernels: {same}/{len(prompt_ids)} identical"
+        )
 
 
 def main() -> None:
@@ -138,12 +169,21 @@ def main() -> None:
     args = parser.parse_args()
     rates = machine_rates()
     bandwidth = rates.bandwidth_gbs
-    print(f"CPU: {cpu_name()}; {matrix_units_in_words()}\nread bandwidth (256 MB sum): {bandwidth:.1f} GB/s; "
-          + ", ".join(f"{dtype} {rate:.0f} GFLOP/s" for dtype, rate in rates.gflops.items()))
+    print(
+        f"CPU: {cpu_name()}; {matrix_units_in_words()}\nread bandwidth (256 MB sum): {bandwidth:.1f} GB/s; "
+        + ", ".join(f"{dtype} {rate:.0f} GFLOP/s" for dtype, rate in rates.gflops.items())
+    )
     for name in args.pairs.split(","):
         for dtype in args.dtypes.split(","):
-            bench_pair(name, dtype, [int(g) for g in args.gammas.split(",")], args.max_new_tokens, args.prompts,
-                       args.repeats, bandwidth)
+            bench_pair(
+                name,
+                dtype,
+                [int(g) for g in args.gammas.split(",")],
+                args.max_new_tokens,
+                args.prompts,
+                args.repeats,
+                bandwidth,
+            )
 
 
 if __name__ == "__main__":

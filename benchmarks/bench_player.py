@@ -30,8 +30,9 @@ STEP = """() => new Promise((done) => {
 
 def main(tokens: int, rule: str) -> None:
     config = DecodeConfig(device="cpu", max_new_tokens=tokens, rule=rule, temperature=0.7 if rule == "sample" else 1.0)
-    trace = speculative_decode(config, prompt="Explain speculative decoding to a student in three sentences.",
-                               pair=load_pair(config))
+    trace = speculative_decode(
+        config, prompt="Explain speculative decoding to a student in three sentences.", pair=load_pair(config)
+    )
     path = Path(tempfile.mkdtemp()) / "lesson.html"
     path.write_text(lesson_html(trace), encoding="utf-8")
     with sync_playwright() as pw:
@@ -44,10 +45,14 @@ def main(tokens: int, rule: str) -> None:
             raise SystemExit("the player did not step to the last round")
         browser.close()
     steps.sort()
-    print(f"lesson player, {len(trace.rounds)} rounds ({tokens} tokens, rule {rule}), "
-          f"{path.stat().st_size / 1e3:.0f} kB file")
-    print(f"step (key -> next round painted): median {statistics.median(steps):.1f} ms, "
-          f"p95 {steps[int(0.95 * (len(steps) - 1))]:.1f} ms, max {steps[-1]:.1f} ms over {len(steps)} steps")
+    print(
+        f"lesson player, {len(trace.rounds)} rounds ({tokens} tokens, rule {rule}), "
+        f"{path.stat().st_size / 1e3:.0f} kB file"
+    )
+    print(
+        f"step (key -> next round painted): median {statistics.median(steps):.1f} ms, "
+        f"p95 {steps[int(0.95 * (len(steps) - 1))]:.1f} ms, max {steps[-1]:.1f} ms over {len(steps)} steps"
+    )
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from websockets.asyncio.client import connect
 from websockets.typing import Subprotocol
 
-from benchmarks.appserver import RedisServer, Server, free_port
+from specviz.serving.processes import RedisServer, Server, free_port
 
 SESSIONS_MAX = 1000
 FINISHED = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_SUCCESSFULLY")
@@ -61,24 +61,34 @@ def rerun_request(query: str, page: str) -> bytes:
 
 
 def paints(message: ForwardMsg, element: str) -> bool:
-    return (message.WhichOneof("type") == "delta" and message.delta.WhichOneof("type") == "new_element"
-            and message.delta.new_element.WhichOneof("type") == element)
+    return (
+        message.WhichOneof("type") == "delta"
+        and message.delta.WhichOneof("type") == "new_element"
+        and message.delta.new_element.WhichOneof("type") == element
+    )
 
 
 async def run_session(port: int, replica: int, query: str, page: str, timeout_s: float) -> Session:
     session, start = Session(replica), time.monotonic()
     try:
         async with asyncio.timeout(timeout_s):
-            async with connect(f"ws://127.0.0.1:{port}/_stcore/stream", subprotocols=[Subprotocol("streamlit")],
-                               ping_interval=None, max_size=None, compression=None) as ws:
+            async with connect(
+                f"ws://127.0.0.1:{port}/_stcore/stream",
+                subprotocols=[Subprotocol("streamlit")],
+                ping_interval=None,
+                max_size=None,
+                compression=None,
+            ) as ws:
                 await ws.send(rerun_request(query, page))
                 async for data in ws:
                     message, now = ForwardMsg.FromString(data), time.monotonic() - start
                     session.first_s = session.first_s if session.first_s is not None else now
                     if session.paint_s is None and paints(message, PAINT.get(page, "iframe")):
                         session.paint_s = now
-                    if message.WhichOneof("type") == "delta" and message.delta.new_element.WhichOneof("type") == \
-                            "exception":
+                    if (
+                        message.WhichOneof("type") == "delta"
+                        and message.delta.new_element.WhichOneof("type") == "exception"
+                    ):
                         session.error = "exception on the page"
                     if message.WhichOneof("type") == "script_finished" and message.script_finished == FINISHED:
                         session.end_s = now
@@ -92,8 +102,12 @@ async def run_session(port: int, replica: int, query: str, page: str, timeout_s:
 
 async def run_sessions(ports: list[int], links: list[tuple[str, str]], timeout_s: float) -> list[Session]:
     """Every (query string, page) link at once, session i on replica i mod len(ports)."""
-    return await asyncio.gather(*(run_session(ports[i % len(ports)], i % len(ports), query, page, timeout_s)
-                                  for i, (query, page) in enumerate(links)))
+    return await asyncio.gather(
+        *(
+            run_session(ports[i % len(ports)], i % len(ports), query, page, timeout_s)
+            for i, (query, page) in enumerate(links)
+        )
+    )
 
 
 def link(seed: int, tokens: int, rule: str = "sample") -> str:
@@ -126,16 +140,22 @@ async def phase(name: str, servers: list[Server], links: list[tuple[str, str]], 
     fmt = lambda x: "-" if x is None else f"{x:.2f}"
     first = [r.first_s for r in results if r.first_s is not None]
     ended = [r.end_s for r in results if r.end_s is not None]
-    print(f"| {name} | {len(links)} | {len(painted)} | {sum(r.error is not None for r in results)} | "
-          f"{fmt(percentile(first, 0.5))} | "
-          f"{fmt(percentile(painted, 0.5))} / {fmt(percentile(painted, 0.95))} / {fmt(max(painted, default=None))} | "
-          f"{fmt(percentile(ended, 0.95))} | "
-          f"{' + '.join(f'{x:.1f}' for x in server_cpu)} | {len(computed)} | "
-          f"{(after.ru_utime + after.ru_stime) - (client.ru_utime + client.ru_stime):.1f} | {wall:.1f} |", flush=True)
+    print(
+        f"| {name} | {len(links)} | {len(painted)} | {sum(r.error is not None for r in results)} | "
+        f"{fmt(percentile(first, 0.5))} | "
+        f"{fmt(percentile(painted, 0.5))} / {fmt(percentile(painted, 0.95))} / {fmt(max(painted, default=None))} | "
+        f"{fmt(percentile(ended, 0.95))} | "
+        f"{' + '.join(f'{x:.1f}' for x in server_cpu)} | {len(computed)} | "
+        f"{(after.ru_utime + after.ru_stime) - (client.ru_utime + client.ru_stime):.1f} | {wall:.1f} |",
+        flush=True,
+    )
     if computed:
         each = sum(seconds for _, seconds, _ in computed) / len(computed)
-        print(f"    one trace {each:.2f} s on average; {len(computed)} traces over {len(servers)} worker(s): "
-              f"{len(computed) * each / len(servers):.1f} s of queue", flush=True)
+        print(
+            f"    one trace {each:.2f} s on average; {len(computed)} traces over {len(servers)} worker(s): "
+            f"{len(computed) * each / len(servers):.1f} s of queue",
+            flush=True,
+        )
     errors = {r.error for r in results if r.error}
     if errors:
         print(f"    errors: {sorted(errors)[:3]}", flush=True)
@@ -161,8 +181,11 @@ async def kill_phase(servers: list[Server], share_url: str, sessions: int, token
         print(f"    killed replica {servers.index(victim)} (pid {pid}) while it held the lock", flush=True)
     results = await running
     survivors = [r for r in results if owner is None or servers[r.replica].process.poll() is None]
-    print(f"    surviving replicas' sessions painted: {sum(r.paint_s is not None for r in survivors)} of "
-          f"{len(survivors)}", flush=True)
+    print(
+        f"    surviving replicas' sessions painted: {sum(r.paint_s is not None for r in survivors)} of "
+        f"{len(survivors)}",
+        flush=True,
+    )
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -174,27 +197,47 @@ async def main(args: argparse.Namespace) -> None:
     try:
         for server in servers:
             server.wait_healthy()
-        print(f"{args.replicas} replica(s){' sharing one redis-server' if share else ''}; {args.sessions} sessions; "
-              f"{args.tokens} tokens; embedded default pair; scenario {args.scenario}")
-        print("| phase | sessions | painted | errors | first message p50 (s) | first paint p50 / p95 / max (s) | "
-              "run ended p95 (s) | server CPU s per replica | traces computed | client CPU s | wall s |")
+        print(
+            f"{args.replicas} replica(s){' sharing one redis-server' if share else ''}; {args.sessions} sessions; "
+            f"{args.tokens} tokens; embedded default pair; scenario {args.scenario}"
+        )
+        print(
+            "| phase | sessions | painted | errors | first message p50 (s) | first paint p50 / p95 / max (s) | "
+            "run ended p95 (s) | server CPU s per replica | traces computed | client CPU s | wall s |"
+        )
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         if args.scenario == "hall":
-            await phase("teacher's warm-up (?prompt=Hi&max_new_tokens=4)", servers,
-                        [(TEACHER_WARM_UP, "")] * len(servers), args.timeout)
+            await phase(
+                "teacher's warm-up (?prompt=Hi&max_new_tokens=4)",
+                servers,
+                [(TEACHER_WARM_UP, "")] * len(servers),
+                args.timeout,
+            )
             await phase("the hall: one link, not computed", servers, [(HALL_LINK, "")] * args.sessions, args.timeout)
             await phase("the hall: one link, stored", servers, [(HALL_LINK, "")] * args.sessions, args.timeout)
             return
-        await phase("warm-up (each replica loads the models)", servers,
-                    [(link(1, args.tokens), "")] * len(servers), args.timeout)
+        await phase(
+            "warm-up (each replica loads the models)",
+            servers,
+            [(link(1, args.tokens), "")] * len(servers),
+            args.timeout,
+        )
         one = [(link(2, args.tokens), "")] * args.sessions
         await phase("one link, trace not computed", servers, one, args.timeout)
         await phase("one link, trace stored", servers, one, args.timeout)
-        await phase(f"{args.seeds} different seeds", servers,
-                    [(link(100 + i, args.tokens), "") for i in range(args.seeds)], args.timeout)
+        await phase(
+            f"{args.seeds} different seeds",
+            servers,
+            [(link(100 + i, args.tokens), "") for i in range(args.seeds)],
+            args.timeout,
+        )
         pages = list(PAINT)
-        await phase("mix of pages, one link", servers,
-                    [(link(2, args.tokens), pages[i % len(pages)]) for i in range(args.sessions)], args.timeout)
+        await phase(
+            "mix of pages, one link",
+            servers,
+            [(link(2, args.tokens), pages[i % len(pages)]) for i in range(args.sessions)],
+            args.timeout,
+        )
         if args.kill and share:
             await kill_phase(servers, share.url, min(args.sessions, 40), args.tokens, args.timeout)
     finally:

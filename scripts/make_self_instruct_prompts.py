@@ -29,7 +29,7 @@ from specviz.models.loading import load_model
 
 DATA = Path(__file__).resolve().parent.parent / "specviz" / "data"
 HELDOUT = DATA / "heldout_prompts.txt"
-MARK = "\uE000"  # a private-use character: where the user's words would go in the template
+MARK = "\ue000"  # a private-use character: where the user's words would go in the template
 
 
 def user_turn_opening(tokenizer) -> list[int]:
@@ -48,8 +48,9 @@ def seed_file(seed: int) -> Path:
     return DATA / f"self_instruct_seed{seed}.txt"
 
 
-def sample_requests(target, count: int, seed: int, taken: set[str], batch_size: int = 64,
-                    max_tokens: int = 64) -> list[str]:
+def sample_requests(
+    target, count: int, seed: int, taken: set[str], batch_size: int = 64, max_tokens: int = 64
+) -> list[str]:
     """``count`` distinct acceptable requests not in ``taken``, sampled at temperature 1 in batches from
     the same opening; batch b of seed s is drawn from torch seed s * 1,000,000 + b."""
     opening = torch.tensor([user_turn_opening(target.tokenizer)] * batch_size, device=target.device)
@@ -60,10 +61,18 @@ def sample_requests(target, count: int, seed: int, taken: set[str], batch_size: 
     while len(found) < count:
         torch.manual_seed(seed * 1_000_000 + batch)
         with torch.inference_mode():
-            out = target.model.generate(input_ids=opening, attention_mask=torch.ones_like(opening), do_sample=True,
-                                        temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=max_tokens,
-                                        eos_token_id=eos, pad_token_id=target.tokenizer.pad_token_id or 0)
-        for row in out[:, opening.shape[1]:].tolist():
+            out = target.model.generate(
+                input_ids=opening,
+                attention_mask=torch.ones_like(opening),
+                do_sample=True,
+                temperature=1.0,
+                top_k=0,
+                top_p=1.0,
+                max_new_tokens=max_tokens,
+                eos_token_id=eos,
+                pad_token_id=target.tokenizer.pad_token_id or 0,
+            )
+        for row in out[:, opening.shape[1] :].tolist():
             stop = next((i for i, t in enumerate(row) if t == eos or (isinstance(eos, list) and t in eos)), None)
             if stop is None:
                 continue  # ran past max_tokens: a wall of text, not a request

@@ -11,36 +11,49 @@ Examples::
     python -m specviz train-eagle --answers 5000 --steps 7000
     python -m specviz fetch qwen-coder
     python -m specviz machine --dtype bfloat16
+    python -m specviz app --server.port 8502
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from functools import partial
+from typing import TextIO
 
-from specviz.config import ConfigError, DecodeConfig, field_params
+from specviz.config import DecodeConfig, field_params
 from specviz.models.errors import ModelLoadError, VocabularyMismatchError
 from specviz.models.published import BUNDLES
 from specviz.models.wheels import FetchError
+from specviz.serving.processes import app_command
+from specviz.serving.urlstate import FieldValue, parse_value
+from specviz.settings import ConfigError
 from specviz.training.commands import TRAINING_COMMANDS, add_training_commands, int_list
-from specviz.urlstate import parse_value
 
 USER_ERRORS = (ConfigError, ModelLoadError, VocabularyMismatchError, FetchError)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m specviz",
-                                     description="Speculative decoding with real models, recorded round by round.")
+    parser = argparse.ArgumentParser(
+        prog="python -m specviz", description="Speculative decoding with real models, recorded round by round."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("app", help="serve the app (any further options go to `streamlit run`: --server.port 8502)")
     trace = commands.add_parser("trace", help="run and write the full trace(s) as JSON")
     generate = commands.add_parser("generate", help="run and print the generated text")
-    lesson = commands.add_parser("html", help="run and write ONE self-contained HTML lesson: the round player, "
-                                              "presenter view and quiz, openable with no server and no network")
+    lesson = commands.add_parser(
+        "html",
+        help="run and write ONE self-contained HTML lesson: the round player, "
+        "presenter view and quiz, openable with no server and no network",
+    )
     lesson.add_argument("--out", required=True, help="the HTML file to write")
     lesson.add_argument("--title", default=None, help="the lesson's title (default: models, rule and gamma)")
-    machine = commands.add_parser("machine", help="print this machine's profile for a model pair: CPU, kernel paths, "
-                                                  "the passes over 1..9 tokens, bandwidth, v(k), the best gamma")
+    machine = commands.add_parser(
+        "machine",
+        help="print this machine's profile for a model pair: CPU, kernel paths, "
+        "the passes over 1..9 tokens, bandwidth, v(k), the best gamma",
+    )
     add_config_options(machine)
     for sub in (trace, generate, lesson):
         add_config_options(sub)
@@ -49,35 +62,50 @@ def build_parser() -> argparse.ArgumentParser:
         prompt.add_argument("--prompt-ids", type=int_list, help="raw prompt token ids, comma-separated (no template)")
     add_training_commands(commands)
     fetch = commands.add_parser("fetch", help="download, check and de-quantise a published model pair into the cache")
-    fetch.add_argument("bundle", choices=sorted(BUNDLES),
-                       help="qwen-coder: Qwen2.5-Coder-0.5B-Instruct and -1.5B-Instruct")
+    fetch.add_argument(
+        "bundle", choices=sorted(BUNDLES), help="qwen-coder: Qwen2.5-Coder-0.5B-Instruct and -1.5B-Instruct"
+    )
     fetch.add_argument("--device", default="auto", help="the device the app will run the pair on (measured there)")
     fetch.add_argument("--keep-gguf", action="store_true", help="keep the assembled GGUF files beside the safetensors")
-    trace.add_argument("--samples", type=int, default=1,
-                       help="N runs with seeds seed..seed+N-1, one JSON trace per line")
+    trace.add_argument(
+        "--samples", type=int, default=1, help="N runs with seeds seed..seed+N-1, one JSON trace per line"
+    )
     trace.add_argument("--out", default="-", help="output file ('-' = stdout)")
     trace.add_argument("--indent", type=int, default=None, help="pretty-print a single trace with this indent")
-    trace.add_argument("--no-timings", action="store_true",
-                       help="zero the measured times so equal runs give equal bytes")
+    trace.add_argument(
+        "--no-timings", action="store_true", help="zero the measured times so equal runs give equal bytes"
+    )
     return parser
 
 
 def add_config_options(parser: argparse.ArgumentParser) -> None:
     """One option per DecodeConfig field its Param opens to the CLI: flag, choices, default and help
     all come from the field (a True boolean becomes ``--no-<name>``)."""
+    defaults = DecodeConfig()
     for name, described in field_params().items():
         if not described.cli:
             continue
-        default, flag = getattr(DecodeConfig(), name), "--" + name.replace("_", "-")
+        default, flag = defaults.value(name), "--" + name.replace("_", "-")
         if isinstance(default, bool):
-            parser.add_argument(f"--no-{flag[2:]}" if default else flag, dest=name, default=default,
-                                action="store_false" if default else "store_true", help=described.help)
+            parser.add_argument(
+                f"--no-{flag[2:]}" if default else flag,
+                dest=name,
+                default=default,
+                action="store_false" if default else "store_true",
+                help=described.help,
+            )
             continue
-        parser.add_argument(flag, dest=name, default=default, type=partial(_parsed, name), help=described.help,
-                            choices=described.choices if isinstance(default, str) and described.choices else None)
+        parser.add_argument(
+            flag,
+            dest=name,
+            default=default,
+            type=partial(_parsed, name),
+            help=described.help,
+            choices=described.choices if isinstance(default, str) and described.choices else None,
+        )
 
 
-def _parsed(name: str, raw: str):
+def _parsed(name: str, raw: str) -> FieldValue:
     try:
         return parse_value(name, raw)
     except ValueError as exc:
@@ -102,8 +130,10 @@ def fetch_command(args: argparse.Namespace) -> None:
         print(f"{model.spec}: ready in {fetch_model(model, args.keep_gguf, progress_bar=tqdm)}")
     target, draft = (model.spec for model in models)
     if missing and stored_defaults(target, draft, args.device) is None:  # once, after the first fetch
-        print("Measuring the pair on this machine once (about a minute; the app's default precision for it) ...",
-              file=sys.stderr)
+        print(
+            "Measuring the pair on this machine once (about a minute; the app's default precision for it) ...",
+            file=sys.stderr,
+        )
         print(measure_pair_defaults(DecodeConfig(target=target, draft=draft, device=args.device), release=True).reason)
 
 
@@ -118,20 +148,27 @@ def machine_command(args: argparse.Namespace) -> None:
     print("Measuring this machine once (seconds; cached in $SPECVIZ_CACHE/machine) ...", file=sys.stderr)
     pair = load_pair(config)
     rates = machine_rates()
-    print(f"read bandwidth {rates.bandwidth_gbs:.1f} GB/s; matrix products "
-          + ", ".join(f"{dtype} {rate:.0f} GFLOP/s" for dtype, rate in rates.gflops.items()))
+    print(
+        f"read bandwidth {rates.bandwidth_gbs:.1f} GB/s; matrix products "
+        + ", ".join(f"{dtype} {rate:.0f} GFLOP/s" for dtype, rate in rates.gflops.items())
+    )
     for loaded in filter(None, (pair.target, pair.draft)):
         for path, profile in loaded.profiles.items():
             chosen = " (chosen)" if path == kernels_of(loaded.model) else ""
-            print(f"{loaded.name} {profile.dtype} {path}{chosen}: pass over 1..9 tokens, ms: "
-                  + " ".join(f"{ms:.1f}" for ms in profile.pass_ms) + f"; step {profile.bandwidth_gbs:.1f} GB/s")
+            print(
+                f"{loaded.name} {profile.dtype} {path}{chosen}: pass over 1..9 tokens, ms: "
+                + " ".join(f"{ms:.1f}" for ms in profile.pass_ms)
+                + f"; step {profile.bandwidth_gbs:.1f} GB/s"
+            )
     target, draft = pair_profiles(config, pair)
     print(speed_sentence(target))
     print(roofline_table(target, draft, rates).round(3).to_string(index=False))
     if draft is not None:
         c = draft.step_ms / target.step_ms
-        print(f"c = {c:.3f} (the drafter's step over the target's); best gamma priced at v(k): "
-              + ", ".join(f"α {alpha}: {best_priced_gamma(alpha, c, target)}" for alpha in (0.5, 0.6, 0.7, 0.8, 0.9)))
+        print(
+            f"c = {c:.3f} (the drafter's step over the target's); best gamma priced at v(k): "
+            + ", ".join(f"α {alpha}: {best_priced_gamma(alpha, c, target)}" for alpha in (0.5, 0.6, 0.7, 0.8, 0.9))
+        )
         del pair
         print(f"This pair's default here: {measure_pair_defaults(config, release=True).reason}")
 
@@ -153,17 +190,18 @@ def run(args: argparse.Namespace) -> None:
 
         if not trace.rounds:
             raise ConfigError("Nothing was generated (the model ended at once), so there is no lesson to write")
-        with open(args.out, "w", encoding="utf-8") as out:
-            out.write(lesson_html(trace, args.title))
+        with open(args.out, "w", encoding="utf-8") as page:
+            page.write(lesson_html(trace, args.title))
         print(f"wrote {args.out}: {len(trace.rounds)} rounds, open it in any browser")
         return
     if not 1 <= args.samples <= 100_000:
         raise ConfigError(f"--samples must be in [1, 100000]; got {args.samples}")
-    out = sys.stdout if args.out == "-" else open(args.out, "w", encoding="utf-8")
+    out: TextIO = sys.stdout if args.out == "-" else open(args.out, "w", encoding="utf-8")
     try:
         for i in range(args.samples):
-            trace = speculative_decode(config.replace(seed=config.seed + i), prompt=args.prompt,
-                                       prompt_ids=args.prompt_ids, pair=pair)
+            trace = speculative_decode(
+                config.replace(seed=config.seed + i), prompt=args.prompt, prompt_ids=args.prompt_ids, pair=pair
+            )
             if args.no_timings:
                 trace = trace.without_timings()
             out.write(trace.to_json(indent=args.indent if args.samples == 1 else None) + "\n")
@@ -175,8 +213,19 @@ def run(args: argparse.Namespace) -> None:
 COMMANDS = {"fetch": fetch_command, "machine": machine_command, **TRAINING_COMMANDS}
 
 
+def serve_app(streamlit_args: list[str]) -> None:
+    """Replace this process with streamlit serving the packaged app (signals then reach the server itself)."""
+    command = app_command(*streamlit_args)
+    os.execv(command[0], command)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, streamlit_args = parser.parse_known_args(argv)
+    if args.command == "app":
+        serve_app(streamlit_args)
+    elif streamlit_args:
+        parser.error(f"unrecognized arguments: {' '.join(streamlit_args)}")
     try:
         run(args)
     except USER_ERRORS as exc:

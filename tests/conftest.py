@@ -21,10 +21,17 @@ from tests.tiny import make_tiny_pair
 # the wheel's install, and (marked in their files) the statistical tests at their computed power and the CLI's
 # processes; the full suite (the README's test command, CI's) runs everything.
 LANES = {
-    "test_browser": ("browser", "slow"), "test_player": ("browser", "slow"), "test_redisshare": ("redis", "slow"),
-    "test_qwen_coder": ("published", "slow"), "test_load_client": ("slow",), "test_package": ("slow",),
+    "test_browser": ("browser", "slow"),
+    "test_player": ("browser", "slow"),
+    "test_redisshare": ("redis", "slow"),
+    "test_qwen_coder": ("published", "slow"),
+    "test_load_client": ("slow",),
+    "test_package": ("browser", "slow"),
     # every page in AppTest, every link value on every page, the trained drafts' checks: minutes of the embedded pair
-    "test_pages": ("slow",), "test_url_fuzz": ("slow",), "test_eagle": ("slow",), "test_draft_model": ("slow",),
+    "test_pages": ("slow",),
+    "test_url_fuzz": ("slow",),
+    "test_eagle": ("slow",),
+    "test_draft_model": ("slow",),
 }
 
 
@@ -50,8 +57,14 @@ TINY_TEXT_PROMPT = "w3 w7 w5 w9 w3 w7"  # the tiny tokenizer's words
 @pytest.fixture
 def tiny_params(tiny_dirs) -> dict[str, str]:
     """URL query parameters that open the app on the tiny pair."""
-    return {"target": tiny_dirs["target"], "draft": tiny_dirs["draft"], "drafter": "model", "prompt": TINY_TEXT_PROMPT,
-            "max_new_tokens": "12", "gamma": "3"}
+    return {
+        "target": tiny_dirs["target"],
+        "draft": tiny_dirs["draft"],
+        "drafter": "model",
+        "prompt": TINY_TEXT_PROMPT,
+        "max_new_tokens": "12",
+        "gamma": "3",
+    }
 
 
 @pytest.fixture(scope="session")
@@ -64,6 +77,7 @@ def target_greedy(loaded, prompt_ids: list[int], max_new_tokens: int) -> list[in
     """The target's own greedy decoding through transformers' generate."""
     ids = torch.tensor([prompt_ids])
     with torch.inference_mode():
-        out = loaded.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                    max_new_tokens=max_new_tokens)
-    return out[0, len(prompt_ids):].tolist()
+        out = loaded.model.generate(
+            ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens
+        )
+    return out[0, len(prompt_ids) :].tolist()

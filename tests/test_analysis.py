@@ -11,7 +11,7 @@ from specviz.analysis import cost, metrics, rules, sweep, timing, tree_vs_chain
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
 from specviz.models.forwards import KVCachedSequence, full_forward
-from specviz.presentation import comparison, figures
+from specviz.presentation import comparison, figures, verification_figures
 from specviz.presentation.tables import token_table
 from specviz.rules.distributions import softmax32
 
@@ -20,8 +20,16 @@ PROMPT = [3, 7, 5, 9, 3, 7]
 
 @pytest.fixture(scope="module")
 def config(tiny_dirs):
-    return DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", rule="sample",
-                        gamma=4, max_new_tokens=30, seed=2, device="cpu")
+    return DecodeConfig(
+        target=tiny_dirs["target"],
+        draft=tiny_dirs["draft"],
+        drafter="model",
+        rule="sample",
+        gamma=4,
+        max_new_tokens=30,
+        seed=2,
+        device="cpu",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +83,8 @@ def test_accepted_lengths_and_vllm_mean_acceptance_length(trace):
     drafting = [r for r in trace.rounds if r.draft]
     assert lengths.rounds.sum() == len(drafting)
     assert 1 + (lengths.accepted * lengths.rounds).sum() / len(drafting) == pytest.approx(
-        trace.stats.mean_acceptance_length)
+        trace.stats.mean_acceptance_length
+    )
     by_position = metrics.acceptance_by_position(trace)
     first = by_position.iloc[0]
     assert first.accepted_per_draft == pytest.approx(first.accepted / len(drafting))
@@ -83,8 +92,15 @@ def test_accepted_lengths_and_vllm_mean_acceptance_length(trace):
 
 def test_compare_rules_agrees_with_the_engine_on_its_own_round(tiny_dirs, tiny_pair):
     """Greedy verdicts recomputed by the page's fresh passes equal the engine's recorded verdicts."""
-    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", rule="greedy",
-                          gamma=4, max_new_tokens=20, device="cpu")
+    config = DecodeConfig(
+        target=tiny_dirs["target"],
+        draft=tiny_dirs["draft"],
+        drafter="model",
+        rule="greedy",
+        gamma=4,
+        max_new_tokens=20,
+        device="cpu",
+    )
     trace = speculative_decode(config, prompt_ids=PROMPT, pair=tiny_pair)
     for rnd in (r for r in trace.rounds if r.draft):
         prefix = trace.prompt_ids + trace.output_ids[: rnd.prefix_len - len(PROMPT)]
@@ -98,15 +114,24 @@ def test_compare_rules_agrees_with_the_engine_on_its_own_round(tiny_dirs, tiny_p
         assert checked.uniform.between(0, 1).all() and checked.accept_prob.between(0, 1).all()
         assert ((checked.uniform < checked.accept_prob) == (checked.status == "accepted")).all()
         grid = comparison.rules_grid_figure(table, [p.text for p in rnd.draft]).data[0].text
-        assert all("{} vs u {}".format(*comparison.apart(a, u)) in cell  # row 2: sampling
-                   for a, u, cell in zip(checked.accept_prob, checked.uniform, grid[1]))
+        assert all(
+            "{} vs u {}".format(*comparison.apart(a, u)) in cell  # row 2: sampling
+            for a, u, cell in zip(checked.accept_prob, checked.uniform, grid[1])
+        )
     assert comparison.apart(0.9658, 0.9701) == ("0.966", "0.970")  # a near tie reads as one: enough decimals
     assert comparison.apart(0.31, 0.87) == ("0.31", "0.87")
 
 
 def test_lossy_departures_beta_one_never_departs(tiny_dirs, tiny_pair):
-    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", gamma=4,
-                          max_new_tokens=16, tau=100.0, device="cpu")
+    config = DecodeConfig(
+        target=tiny_dirs["target"],
+        draft=tiny_dirs["draft"],
+        drafter="model",
+        gamma=4,
+        max_new_tokens=16,
+        tau=100.0,
+        device="cpu",
+    )
     table = rules.lossy_departures(config, tiny_pair, PROMPT)
     assert table.loc[table.beta == 1, "same_as_target"].item()
     assert list(table.beta) == [1, 2, 3, 4, 5]
@@ -146,15 +171,23 @@ def test_pending_crops_a_timed_pass_back_to_the_prefix(tiny_pair, prefix_len):
 
 
 def test_parallel_arrows_label_the_pass_and_the_one_token_passes():
-    fig = figures.parallel_arrows_figure(3, 10.0, 25.0)
+    fig = verification_figures.parallel_arrows_figure(3, 10.0, 25.0)
     assert tuple(fig.data[-1].text) == (" 3 one-token forwards: 25.0 ms", " 1 forward over 3 tokens: 10.0 ms")
     widths = sorted(a.arrowwidth for a in fig.layout.annotations)
     assert widths == [2, 2, 2, 14]  # three one-token passes, one wide pass
 
 
 def test_tree_vs_chain_same_greedy_output_fewer_passes_per_token(tiny_dirs, tiny_pair):
-    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="tree", rule="greedy",
-                          branching=2, tree_depth=3, max_new_tokens=24, device="cpu")
+    config = DecodeConfig(
+        target=tiny_dirs["target"],
+        draft=tiny_dirs["draft"],
+        drafter="tree",
+        rule="greedy",
+        branching=2,
+        tree_depth=3,
+        max_new_tokens=24,
+        device="cpu",
+    )
     table = tree_vs_chain.tree_vs_chain(config, tiny_pair, PROMPT)
     assert list(table.method) == ["tree RSD-C", "chain, γ = depth = 3", "chain, γ = tree budget = 14"]
     assert (table.new_tokens == 24).all()  # greedy: the same output whatever the drafting
@@ -166,13 +199,19 @@ def test_tree_vs_chain_same_greedy_output_fewer_passes_per_token(tiny_dirs, tiny
 
 def test_gamma_sweep_progress_counts_its_real_steps(config, tiny_pair):
     calls = []
-    table, c = sweep.gamma_sweep(config.replace(rule="greedy", max_new_tokens=10), tiny_pair, PROMPT, [1, 2, 4],
-                                       lambda done, total, text: calls.append((done, total, text)))
+    table, c = sweep.gamma_sweep(
+        config.replace(rule="greedy", max_new_tokens=10),
+        tiny_pair,
+        PROMPT,
+        [1, 2, 4],
+        lambda done, total, text: calls.append((done, total, text)),
+    )
     # three block sizes (each with its baseline), c, the verification costs
     assert {total for _, total, _ in calls} == {3 + 2}
     assert calls[-1][0] == calls[-1][1] and [done for done, _, _ in calls] == sorted(done for done, _, _ in calls)
-    assert [text for _, _, text in calls if "γ =" in text] == [f"γ = {g} ({i} of 3 block sizes)"
-                                                               for i, g in enumerate((1, 2, 4), 1)]
+    assert [text for _, _, text in calls if "γ =" in text] == [
+        f"γ = {g} ({i} of 3 block sizes)" for i, g in enumerate((1, 2, 4), 1)
+    ]
     assert list(table.gamma) == [1, 2, 4] and c > 0
     # the theory priced with the measured pass over k + 1 tokens: a dearer pass than one step predicts less
     assert (table.verify_cost > 0).all()
@@ -185,8 +224,12 @@ def test_gamma_sweep_progress_counts_its_real_steps(config, tiny_pair):
     assert list(bars.array) == pytest.approx(list(table.speedup_high - table.speedup))
     assert list(bars.arrayminus) == pytest.approx(list(table.speedup - table.speedup_low))
     # the legend speaks words, not column names
-    assert [t.name for t in fig.data][:4] == ["measured tokens per round", "theory tokens per round",
-                                              "measured speedup", "theory speedup"]
+    assert [t.name for t in fig.data][:4] == [
+        "measured tokens per round",
+        "theory tokens per round",
+        "measured speedup",
+        "theory speedup",
+    ]
 
 
 def test_timed_pairs_alternate_their_order_and_report_medians():
@@ -203,8 +246,11 @@ def test_timed_pairs_alternate_their_order_and_report_medians():
 
 
 def test_block_sizes_whose_pairs_overlap_the_best_are_a_tie():
-    table = pd.DataFrame(dict(gamma=[1, 2, 3], speedup=[1.26, 1.25, 0.90], speedup_low=[1.20, 1.22, 0.85],
-                              speedup_high=[1.30, 1.27, 0.95]))
+    table = pd.DataFrame(
+        dict(
+            gamma=[1, 2, 3], speedup=[1.26, 1.25, 0.90], speedup_low=[1.20, 1.22, 0.85], speedup_high=[1.30, 1.27, 0.95]
+        )
+    )
     assert sweep.gammas_tied_with(table, 1) == [2]  # gamma 2's fastest pair (1.27) beats gamma 1's slowest (1.20)
     assert sweep.gammas_tied_with(table.assign(speedup_high=[1.30, 1.20, 0.95]), 1) == [2]  # reaching it is enough
     assert sweep.gammas_tied_with(table.assign(speedup_high=[1.30, 1.15, 0.95]), 1) == []
@@ -233,8 +279,9 @@ def test_two_runs_are_compared_token_by_token_and_round_by_round(config, tiny_pa
     from specviz.analysis import whatif
 
     greedy = speculative_decode(config.replace(rule="greedy", gamma=2), prompt_ids=PROMPT, pair=tiny_pair)
-    sampled = speculative_decode(config.replace(rule="sample", gamma=5, temperature=1.5, seed=3), prompt_ids=PROMPT,
-                                 pair=tiny_pair)
+    sampled = speculative_decode(
+        config.replace(rule="sample", gamma=5, temperature=1.5, seed=3), prompt_ids=PROMPT, pair=tiny_pair
+    )
     diff = whatif.run_difference(greedy, sampled)
     first = next(i for i, (a, b) in enumerate(zip(greedy.output_ids, sampled.output_ids)) if a != b)
     assert diff.first_departure == first  # a hot sampler and greedy part early on this tiny pair
@@ -242,8 +289,11 @@ def test_two_runs_are_compared_token_by_token_and_round_by_round(config, tiny_pa
     assert diff.common_text == "".join(texts[:first]) and diff.first_rest == "".join(texts[first:])
     assert diff.per_round["first run"].sum() == len(greedy.output_ids)
     assert diff.per_round["second run"].sum() == len(sampled.output_ids)
-    assert whatif.changed_settings(greedy, sampled) == {"gamma": (2, 5), "temperature": (config.temperature, 1.5),
-                                                        "rule": ("greedy", "sample")}
+    assert whatif.changed_settings(greedy, sampled) == {
+        "gamma": (2, 5),
+        "temperature": (config.temperature, 1.5),
+        "rule": ("greedy", "sample"),
+    }
     same = whatif.run_difference(greedy, greedy)
     assert same.first_departure is None and same.first_rest == same.second_rest == ""
 
@@ -251,20 +301,28 @@ def test_two_runs_are_compared_token_by_token_and_round_by_round(config, tiny_pa
 def test_each_drafter_has_one_colour_in_every_chart_of_a_page():
     import pandas as pd
 
-    from specviz.presentation import figures
+    from specviz.presentation import drafter_figures
 
     by_position = pd.DataFrame({"drafter": ["EAGLE", "draft model"], "position": [1, 1], "acceptance_rate": [0.4, 0.6]})
-    calibration = pd.DataFrame({"drafter": ["draft model"], "confidence": [0.5], "acceptance_rate": [0.5],
-                                "verified": [10]})  # EAGLE absent here: the colours must not shift
-    bars = {t.name: t.marker.color for t in figures.acceptance_by_drafter_figure(by_position).data}
-    lines = {t.name: t.line.color for t in figures.confidence_calibration_figure(calibration).data[1:]}
+    calibration = pd.DataFrame(
+        {"drafter": ["draft model"], "confidence": [0.5], "acceptance_rate": [0.5], "verified": [10]}
+    )  # EAGLE absent here: the colours must not shift
+    bars = {t.name: t.marker.color for t in drafter_figures.acceptance_by_drafter_figure(by_position).data}
+    lines = {t.name: t.line.color for t in drafter_figures.confidence_calibration_figure(calibration).data[1:]}
     assert lines["draft model"] == bars["draft model"] != bars["EAGLE"]
 
 
 def test_a_sweep_says_which_gammas_measured_load():
     import pandas as pd
 
-    table = pd.DataFrame({"gamma": [1, 2, 3], "speedup": [1.1, 13.0, 1.3], "speedup_low": [1.0, 6.0, 0.7],
-                          "speedup_high": [1.2, 21.0, 1.4], "expected_speedup": [1.3, 2.0, 2.2]})
+    table = pd.DataFrame(
+        {
+            "gamma": [1, 2, 3],
+            "speedup": [1.1, 13.0, 1.3],
+            "speedup_low": [1.0, 6.0, 0.7],
+            "speedup_high": [1.2, 21.0, 1.4],
+            "expected_speedup": [1.3, 2.0, 2.2],
+        }
+    )
     # γ 2 beats Thm. 3.8 sixfold and its pairs disagree; γ 3's pairs disagree twofold; γ 1 is quiet
     assert sweep.loaded_gammas(table) == [2, 3]

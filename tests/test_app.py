@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import ui
-from specviz.ui import shared_work
+from specviz.serving.models import app_defaults
+from specviz.serving.pool import shared_work
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
+APP = str(Path(__file__).resolve().parent.parent / "specviz" / "ui" / "app.py")
 
 
 def make_app(params: dict[str, str]) -> AppTest:
@@ -79,13 +79,16 @@ def test_bad_url_values_fall_back_with_a_message(tiny_params):
     assert not at.exception and not at.error
     warnings = " ".join(w.value for w in at.warning)
     assert "gamma" in warnings and "top_p" in warnings and "rule" in warnings and "round" in warnings
-    assert at.slider(key="gamma").value == ui.app_defaults().gamma  # the app's default, this machine's best
+    assert at.slider(key="gamma").value == app_defaults().gamma  # the app's default, this machine's best
 
 
-@pytest.mark.parametrize("change,message", [
-    ({"target": "no-such-org/no-such-model"}, "no-such-org/no-such-model' is not a model directory here"),
-    ({"prompt": "   "}, "prompt is empty"),
-])
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ({"target": "no-such-org/no-such-model"}, "no-such-org/no-such-model' is not a model directory here"),
+        ({"prompt": "   "}, "prompt is empty"),
+    ],
+)
 def test_bad_input_shows_an_error_not_a_traceback(tiny_params, change, message):
     at = make_app({**tiny_params, **change}).run()
     assert not at.exception
@@ -147,9 +150,9 @@ def test_a_link_to_a_pair_opens_on_its_own_measured_precision_unless_it_sets_one
     from specviz.analysis.defaults import store_defaults
     from specviz.analysis.roofline import MeasuredDefaults
     from specviz.config import DecodeConfig
+    from specviz.serving.models import app_defaults
     from specviz.ui.presets import PAIR_PRESETS
     from specviz.ui.views import pair_defaults_text
-    from specviz.ui.work import app_defaults
 
     monkeypatch.setattr("specviz.analysis.defaults.cache_root", lambda: tmp_path)  # the pairs' defaults only
     monkeypatch.setattr("specviz.models.loading.hub_reachable", lambda: False)  # the hub pair fails at once
@@ -181,5 +184,7 @@ def test_a_pair_change_moves_the_settings_that_still_hold_the_last_pairs_default
     assert follow_pair(values, now, MeasuredDefaults("float32", 2, ""))[0] == {"dtype": "float32", "gamma": 5}
     # a pair not measured here changes nothing; a setting the link pinned is never moved
     assert follow_pair({"dtype": "float32", "gamma": 3}, applied, None) == ({"dtype": "float32", "gamma": 3}, applied)
-    assert follow_pair({"dtype": "float32", "gamma": 3}, {"gamma": 3},
-                       MeasuredDefaults("bfloat16", 6, ""))[0] == {"dtype": "float32", "gamma": 6}
+    assert follow_pair({"dtype": "float32", "gamma": 3}, {"gamma": 3}, MeasuredDefaults("bfloat16", 6, ""))[0] == {
+        "dtype": "float32",
+        "gamma": 6,
+    }

@@ -1,4 +1,4 @@
-"""A real browser on the real app: `streamlit run app.py` on the embedded default, driven by chromium."""
+"""A real browser on the real app: `specviz app` on the embedded default, driven by chromium."""
 
 from __future__ import annotations
 
@@ -9,17 +9,24 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import sync_playwright
 
-from benchmarks.appserver import Server, free_port
+from specviz.serving.processes import Server, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @contextlib.contextmanager
 def running_app():
-    """`streamlit run app.py` on a free port, on the CPU; yields its URL once it answers."""
+    """`specviz app` on a free port, on the CPU; yields its URL once it answers."""
     server = Server(free_port())
     try:
         server.wait_healthy()
@@ -61,8 +68,10 @@ FRAME_FIT = """() => { const frame = document.querySelector('iframe'), doc = fra
 
 def assert_frame_fits(page) -> None:
     """The player's frame shows the whole player: no scrollbar inside it, no blank band of more than 40 px below."""
-    page.wait_for_function(f"() => {{ const [h, content, bottom] = ({FRAME_FIT})(); "
-                           "return content <= h + 1 && h - bottom <= 40; }", timeout=600_000)
+    page.wait_for_function(
+        f"() => {{ const [h, content, bottom] = ({FRAME_FIT})(); return content <= h + 1 && h - bottom <= 40; }}",
+        timeout=600_000,
+    )
     height, content, bottom = page.evaluate(FRAME_FIT)
     assert content <= height + 1 and height - bottom <= 40, (height, content, bottom)
 

@@ -16,7 +16,7 @@ from transformers import AutoModelForCausalLM, DynamicCache
 from specviz.analysis import sweep
 from specviz.analysis.lab import chi_square_power, goodness_of_fit
 from specviz.cli import main
-from specviz.config import EMBEDDED, ConfigError, DecodeConfig
+from specviz.config import EMBEDDED, DecodeConfig
 from specviz.drafters.model import draft_forward_for
 from specviz.engine import ModelPair, load_pair, prompt_ids_for, speculative_decode
 from specviz.models.embedded_draft import MANIFEST_FILE, ROW_SCALE, WEIGHTS_FILE, embedded_draft_dir, layer_state
@@ -25,6 +25,7 @@ from specviz.models.kernels import kernels_of, use_kernels
 from specviz.models.loading import encode_prompt, load_model
 from specviz.rules.acceptance import SpeculativeSamplingRule
 from specviz.rules.distributions import softmax32
+from specviz.settings import ConfigError
 from specviz.training.draft_model import HELDOUT_FILE
 from specviz.training.teacher_text import read_prompt_file
 
@@ -57,8 +58,9 @@ def test_the_default_pair_is_the_embedded_target_and_its_shipped_draft(pair, emb
     start = layer_state(pair.target.model.state_dict(), manifest["layers_from_target"])
     name = "model.layers.1.mlp.down_proj.weight"
     assert stored[name].dtype == torch.int8
-    assert torch.equal(pair.draft.model.state_dict()[name],
-                       start[name] + stored[name].float() * stored[name + ROW_SCALE][:, None])
+    assert torch.equal(
+        pair.draft.model.state_dict()[name], start[name] + stored[name].float() * stored[name + ROW_SCALE][:, None]
+    )
     # the draft's embedding and tied head are the target's own
     assert torch.equal(pair.draft.model.get_input_embeddings().weight, pair.target.model.get_input_embeddings().weight)
 
@@ -66,8 +68,15 @@ def test_the_default_pair_is_the_embedded_target_and_its_shipped_draft(pair, emb
 def test_shipped_files_are_small_and_the_manifest_says_how_they_were_made():
     assert WEIGHTS_FILE.stat().st_size < 30e6
     manifest = json.loads(MANIFEST_FILE.read_text())
-    for field in ("command", "seed", "steps", "response_tokens", "final_loss", "heldout_greedy_acceptance",
-                  "draft_vocab"):
+    for field in (
+        "command",
+        "seed",
+        "steps",
+        "response_tokens",
+        "final_loss",
+        "heldout_greedy_acceptance",
+        "draft_vocab",
+    ):
         assert field in manifest, field
     assert manifest["command"].startswith("python -m specviz train-draft")
 
@@ -99,8 +108,26 @@ def test_greedy_with_the_shipped_draft_is_identical_to_the_targets_generate(pair
 
 def test_the_cli_with_drafter_model_and_no_draft_runs_the_shipped_draft(pair, reference, tmp_path):
     out = tmp_path / "trace.json"
-    assert main(["trace", "--target", "embedded", "--drafter", "model", "--prompt", PROMPT, "--max-new-tokens", "24",
-                 "--device", "cpu", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "trace",
+                "--target",
+                "embedded",
+                "--drafter",
+                "model",
+                "--prompt",
+                PROMPT,
+                "--max-new-tokens",
+                "24",
+                "--device",
+                "cpu",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     trace = json.loads(out.read_text())
     assert trace["config"]["draft"] in (None, "") and trace["models"]["draft"] == pair.draft.name
     assert trace["models"]["draft_vocab"] == pair.draft.vocab_ranking.recommended
@@ -164,10 +191,12 @@ def test_the_head_size_comparison_reports_the_trace_of_each_head(pair):
 
 def test_loading_the_default_pair_trains_nothing():
     """The app's start-up path (load_pair on the defaults) reads the shipped weights and never imports training code."""
-    probe = ("import sys; from specviz.config import DecodeConfig; from specviz.engine import load_pair; "
-             "load_pair(DecodeConfig(device='cpu')); "
-             "print([m for m in ('specviz.training.draft_model', 'specviz.training.teacher_text', "
-             "'specviz.training.parallel_drafters') if m in sys.modules])")
+    probe = (
+        "import sys; from specviz.config import DecodeConfig; from specviz.engine import load_pair; "
+        "load_pair(DecodeConfig(device='cpu')); "
+        "print([m for m in ('specviz.training.draft_model', 'specviz.training.distillation', "
+        "'specviz.training.teacher_text', 'specviz.training.parallel_drafters') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
 
@@ -182,8 +211,9 @@ def test_bad_draft_settings_get_clear_messages(tiny_dirs, tiny_pair):
         DecodeConfig(target=tiny_dirs["target"], drafter="model").validated()
     with pytest.raises(ConfigError, match="draft_vocab"):
         DecodeConfig(draft_vocab=-5).validated()
-    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", draft_vocab=16,
-                          device="cpu")
+    config = DecodeConfig(
+        target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", draft_vocab=16, device="cpu"
+    )
     with pytest.raises(ConfigError, match="frequency ranking"):
         speculative_decode(config, prompt_ids=[3, 7, 5], pair=tiny_pair)
     assert load_model(tiny_dirs["draft"], "cpu").vocab_ranking is None

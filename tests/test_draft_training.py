@@ -17,16 +17,8 @@ from specviz.models.embedded_draft import (
     save_shipped,
     stored_tensors,
 )
-from specviz.training.draft_model import (
-    HELDOUT_FILE,
-    TEMPLATE_PROMPTS,
-    TrainSettings,
-    answer_ids,
-    distil,
-    prompt_files,
-    response_rows,
-    vocab_ranking,
-)
+from specviz.training.distillation import TrainSettings, distil, response_rows
+from specviz.training.draft_model import HELDOUT_FILE, TEMPLATE_PROMPTS, answer_ids, prompt_files, vocab_ranking
 from specviz.training.teacher_text import generate_teacher_text, read_prompt_file
 
 TINY_PROMPTS = [" ".join(f"w{(5 * i + j) % 30}" for j in range(4 + i % 3)) for i in range(10)]
@@ -42,14 +34,31 @@ def test_the_held_out_prompts_are_in_no_training_file():
 
 def test_teacher_text_is_cached_per_temperature_and_read_back(tiny_pair, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
-    made = generate_teacher_text(tiny_pair.target, TINY_PROMPTS, new_tokens=8, temperatures=[0.0, 0.7], seed=0, top_k=6,
-                                 batch_size=4, progress=False)
+    made = generate_teacher_text(
+        tiny_pair.target,
+        TINY_PROMPTS,
+        new_tokens=8,
+        temperatures=[0.0, 0.7],
+        seed=0,
+        top_k=6,
+        batch_size=4,
+        progress=False,
+    )
     files = sorted(tmp_path.glob("teacher-text/*/*.safetensors"))
     assert len(made) == len(files) == 2 * 3  # 10 prompts in batches of 4, at two temperatures
-    read = generate_teacher_text(tiny_pair.target, TINY_PROMPTS, new_tokens=8, temperatures=[0.0, 0.7], seed=0, top_k=6,
-                                 batch_size=4, progress=False)
-    assert all(torch.equal(a.ids, b.ids) and torch.allclose(a.top_logp, b.top_logp, atol=1e-2)
-               for a, b in zip(made, read))
+    read = generate_teacher_text(
+        tiny_pair.target,
+        TINY_PROMPTS,
+        new_tokens=8,
+        temperatures=[0.0, 0.7],
+        seed=0,
+        top_k=6,
+        batch_size=4,
+        progress=False,
+    )
+    assert all(
+        torch.equal(a.ids, b.ids) and torch.allclose(a.top_logp, b.top_logp, atol=1e-2) for a, b in zip(made, read)
+    )
     greedy = made[0]  # the greedy answer's token is the teacher's top-1 at every response step
     for row in range(greedy.ids.shape[0]):
         prompt, total = int(greedy.prompt_lens[row]), int(greedy.total_lens[row])
@@ -58,8 +67,9 @@ def test_teacher_text_is_cached_per_temperature_and_read_back(tiny_pair, tmp_pat
 
 def test_distilling_a_cut_of_the_target_lowers_the_divergence(tiny_pair, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
-    batches = generate_teacher_text(tiny_pair.target, TINY_PROMPTS, new_tokens=12, temperatures=[0.0], seed=0, top_k=8,
-                                    batch_size=5, progress=False)
+    batches = generate_teacher_text(
+        tiny_pair.target, TINY_PROMPTS, new_tokens=12, temperatures=[0.0], seed=0, top_k=8, batch_size=5, progress=False
+    )
     settings = TrainSettings(layers=(0, 3), epochs=30, rows_per_step=4, lr=3e-3, warmup=5)
     draft, losses = distil(tiny_pair.target, batches, settings, progress=False)
     assert len(losses) == int(30 * len(response_rows(batches)) / 4)
@@ -68,16 +78,21 @@ def test_distilling_a_cut_of_the_target_lowers_the_divergence(tiny_pair, tmp_pat
     vocab = tiny_pair.target.model.config.vocab_size
     ranking = vocab_ranking(answer_ids(batches), vocab)
     assert sorted(ranking.tolist()) == list(range(vocab))  # every id once, the most generated first
-    generated = [t for b in batches for r in range(b.ids.shape[0])
-                 for t in b.ids[r, int(b.prompt_lens[r]): int(b.total_lens[r])].tolist()]
+    generated = [
+        t
+        for b in batches
+        for r in range(b.ids.shape[0])
+        for t in b.ids[r, int(b.prompt_lens[r]) : int(b.total_lens[r])].tolist()
+    ]
     assert generated.count(int(ranking[0])) == max(generated.count(t) for t in set(generated))
 
 
 def test_shipped_matrices_are_int8_changes_from_the_start_layers_and_restore_within_half_a_step(tiny_pair, tmp_path):
     target = tiny_pair.target.model
     start = layer_state(target.state_dict(), [0, 3])
-    assert torch.equal(start["model.layers.1.mlp.up_proj.weight"],
-                       target.state_dict()["model.layers.3.mlp.up_proj.weight"])
+    assert torch.equal(
+        start["model.layers.1.mlp.up_proj.weight"], target.state_dict()["model.layers.3.mlp.up_proj.weight"]
+    )
     draft = cut_model(target, [0, 3]).float()
     torch.manual_seed(0)
     with torch.no_grad():  # training moves each matrix by a fraction of its norm
@@ -98,8 +113,11 @@ def test_shipped_matrices_are_int8_changes_from_the_start_layers_and_restore_wit
             assert stored[name].dtype == torch.float16 and torch.allclose(value, trained[name].float(), atol=1e-2)
     assert set(restored) == {name for name in trained if name not in SHARED_WEIGHTS}
     untouched = stored_tensors(cut_model(target, [0, 3]).float(), start)  # no change from the start: exactly the start
-    assert all(torch.equal(v, start[n].float())
-               for n, v in restored_state(untouched, start).items() if n in start and v.ndim == 2)
+    assert all(
+        torch.equal(v, start[n].float())
+        for n, v in restored_state(untouched, start).items()
+        if n in start and v.ndim == 2
+    )
     path = tmp_path / "draft.safetensors"
     save_shipped(stored, [0, 3], torch.arange(target.config.vocab_size), {"draft_vocab": 16}, path)
     with safe_open(str(path), framework="pt") as f:

@@ -9,14 +9,15 @@ import pytest
 import torch
 
 from specviz.analysis.lab import chi_square_power, goodness_of_fit
-from specviz.config import ConfigError, DecodeConfig
+from specviz.config import DecodeConfig
 from specviz.drafters import eagle
+from specviz.drafters.base import DraftTree, TreeNode
 from specviz.drafters.eagle_head import EagleShape, load_head, save_head
 from specviz.drafters.eagle_tree import reranked
-from specviz.drafters.tree import DraftTree, TreeNode
 from specviz.engine import ModelPair, eos_ids, speculative_decode
 from specviz.models.forwards import KVCachedSequence
 from specviz.rules.distributions import softmax32
+from specviz.settings import ConfigError
 from specviz.training.eagle import EagleSettings, train_head
 from specviz.training.eagle_text import batch_sequences, sequence_features
 from specviz.training.teacher_text import generate_teacher_text
@@ -32,19 +33,26 @@ def tiny_head(tiny_pair, tmp_path_factory):
     """A head trained briefly on the tiny target's own greedy text, through the real pipeline (text, features,
     training, saving): (path, loss curve)."""
     target = tiny_pair.target
-    batches = generate_teacher_text(target, TINY_PROMPTS, new_tokens=24, temperatures=[0.0], seed=0, top_k=8,
-                                    batch_size=8, progress=False)
+    batches = generate_teacher_text(
+        target, TINY_PROMPTS, new_tokens=24, temperatures=[0.0], seed=0, top_k=8, batch_size=8, progress=False
+    )
     sequences = [s for b in batches for s in batch_sequences(b)]
     features = sequence_features(target, sequences, progress=False)
     config = target.model.config
-    shape = EagleShape(hidden=config.hidden_size, intermediate=config.intermediate_size,
-                       heads=config.num_attention_heads, kv_heads=config.num_key_value_heads,
-                       head_dim=config.hidden_size // config.num_attention_heads, vocab=config.vocab_size,
-                       draft_vocab=0, target=target.spec)
-    settings = EagleSettings(steps=150, rows_per_step=8, lr=3e-3, warmup=10, kl_weight=1.0, noise=0.05,
-                             draft_vocab=0)
-    head, losses = train_head(target, sequences, features, shape, torch.arange(config.vocab_size), settings,
-                              progress=False)
+    shape = EagleShape(
+        hidden=config.hidden_size,
+        intermediate=config.intermediate_size,
+        heads=config.num_attention_heads,
+        kv_heads=config.num_key_value_heads,
+        head_dim=config.hidden_size // config.num_attention_heads,
+        vocab=config.vocab_size,
+        draft_vocab=0,
+        target=target.spec,
+    )
+    settings = EagleSettings(steps=150, rows_per_step=8, lr=3e-3, warmup=10, kl_weight=1.0, noise=0.05, draft_vocab=0)
+    head, losses = train_head(
+        target, sequences, features, shape, torch.arange(config.vocab_size), settings, progress=False
+    )
     path = tmp_path_factory.mktemp("eagle") / "head.safetensors"
     save_head(head, torch.arange(config.vocab_size), {"test": True}, path)
     load_head.cache_clear()
@@ -52,8 +60,14 @@ def tiny_head(tiny_pair, tmp_path_factory):
 
 
 def eagle_config(tiny_dirs, path, **changes) -> DecodeConfig:
-    return DecodeConfig(target=tiny_dirs["target"], drafter="eagle", parallel_weights=str(path), rule="greedy",
-                        max_new_tokens=24, device="cpu").replace(**changes)
+    return DecodeConfig(
+        target=tiny_dirs["target"],
+        drafter="eagle",
+        parallel_weights=str(path),
+        rule="greedy",
+        max_new_tokens=24,
+        device="cpu",
+    ).replace(**changes)
 
 
 def test_training_lowers_both_losses(tiny_head):
@@ -62,12 +76,20 @@ def test_training_lowers_both_losses(tiny_head):
         assert statistics.mean(x[part] for x in losses[-10:]) < 0.9 * statistics.mean(x[part] for x in losses[:10])
 
 
-@pytest.mark.parametrize("changes", [dict(gamma=1), dict(gamma=3), dict(gamma=6),
-                                     dict(eagle_tree=True, tree_depth=2, eagle_top_k=2, eagle_budget=3),
-                                     dict(eagle_tree=True, tree_depth=4, eagle_top_k=3, eagle_budget=10)])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        dict(gamma=1),
+        dict(gamma=3),
+        dict(gamma=6),
+        dict(eagle_tree=True, tree_depth=2, eagle_top_k=2, eagle_budget=3),
+        dict(eagle_tree=True, tree_depth=4, eagle_top_k=3, eagle_budget=10),
+    ],
+)
 def test_greedy_is_the_targets_own_output(tiny_dirs, tiny_pair, tiny_head, changes):
-    trace = speculative_decode(eagle_config(tiny_dirs, tiny_head[0], **changes), prompt_ids=PROMPT,
-                               pair=ModelPair(tiny_pair.target))
+    trace = speculative_decode(
+        eagle_config(tiny_dirs, tiny_head[0], **changes), prompt_ids=PROMPT, pair=ModelPair(tiny_pair.target)
+    )
     assert trace.output_ids == target_greedy(tiny_pair.target, PROMPT, 24)
     assert trace.rounds[0].draft == [] and trace.rounds[0].tree is None  # no target features before round 1
     assert trace.stats.accepted_tokens > 0  # the trained head is accepted
@@ -91,7 +113,8 @@ def test_features_fed_after_a_rejection_are_the_targets(tiny_dirs, tiny_pair, ti
         if self.target_state.states is not None:
             noise = torch.Generator().manual_seed(len(context))
             self.target_state.states = self.target_state.states + 3.0 * torch.randn(
-                self.target_state.states.shape, generator=noise)
+                self.target_state.states.shape, generator=noise
+            )
         return catch_up(self, context)
 
     monkeypatch.setattr(eagle.EagleDrafter, "catch_up", corrupted)
@@ -125,8 +148,7 @@ def cell(output_ids: list[int], vocab: int, tokens: int) -> int:
     return sum(t * vocab ** (tokens - 1 - j) for j, t in enumerate(ids))
 
 
-@pytest.mark.parametrize("changes", [dict(gamma=3), dict(eagle_tree=True, tree_depth=2, eagle_top_k=2,
-                                                          eagle_budget=4)])
+@pytest.mark.parametrize("changes", [dict(gamma=3), dict(eagle_tree=True, tree_depth=2, eagle_top_k=2, eagle_budget=4)])
 def test_speculative_sampling_with_eagle_is_lossless(tiny_dirs, tiny_pair, tiny_head, changes):
     """Round 1 emits token 1; round 2 drafts tokens 2 and 3 (the second on the head's own feature): the joint law of
     the first three tokens is the target's."""
@@ -150,15 +172,31 @@ def test_speculative_sampling_with_eagle_is_lossless(tiny_dirs, tiny_pair, tiny_
 
 
 def node(index, parent, depth, key, children=()):
-    return TreeNode(index=index, parent=parent, depth=depth, token_id=index, draft_prob=0.5, sibling_rank=0,
-                    children=list(children), perturbed=key)
+    return TreeNode(
+        index=index,
+        parent=parent,
+        depth=depth,
+        token_id=index,
+        draft_prob=0.5,
+        sibling_rank=0,
+        children=list(children),
+        perturbed=key,
+    )
 
 
 def test_rerank_keeps_the_best_nodes_as_a_tree():
     """EAGLE-2's rerank: the budget's best values, ancestors always in, siblings in draw order, renumbered."""
-    grown = DraftTree(nodes=[node(0, -1, 0, 0.0, (1, 2)), node(1, 0, 1, -0.1, (3, 4)), node(2, 0, 1, -2.0),
-                             node(3, 1, 2, -0.3), node(4, 1, 2, -1.0)],
-                      levels=[[1, 2], [3, 4]], draft_probs={0: torch.ones(2), 1: torch.ones(2)})
+    grown = DraftTree(
+        nodes=[
+            node(0, -1, 0, 0.0, (1, 2)),
+            node(1, 0, 1, -0.1, (3, 4)),
+            node(2, 0, 1, -2.0),
+            node(3, 1, 2, -0.3),
+            node(4, 1, 2, -1.0),
+        ],
+        levels=[[1, 2], [3, 4]],
+        draft_probs={0: torch.ones(2), 1: torch.ones(2)},
+    )
     tree = reranked(grown, 3)
     assert [n.token_id for n in tree.nodes] == [0, 1, 3, 4]  # node 2 (value -2.0) is the one left out
     assert [n.parent for n in tree.nodes] == [-1, 0, 1, 1]
@@ -175,8 +213,11 @@ def test_weights_round_trip_and_mismatch_errors(tiny_dirs, tiny_pair, tiny_head,
     for (name, a), (_, b) in zip(head.state_dict().items(), reloaded.state_dict().items()):
         assert torch.equal(a.half(), b.half()), name
     with pytest.raises(ConfigError, match="No EAGLE head"):
-        speculative_decode(eagle_config(tiny_dirs, tmp_path / "missing.safetensors"), prompt_ids=PROMPT,
-                           pair=ModelPair(tiny_pair.target))
+        speculative_decode(
+            eagle_config(tiny_dirs, tmp_path / "missing.safetensors"),
+            prompt_ids=PROMPT,
+            pair=ModelPair(tiny_pair.target),
+        )
     wider = dataclasses.replace(head.shape, hidden=head.shape.hidden * 2, target="another model")
     other = tmp_path / "other.safetensors"
     save_head(type(head)(wider), order, {}, other)
@@ -213,8 +254,10 @@ def test_calibration_bins_every_verified_drafted_token(tiny_dirs, tiny_pair, tin
     from specviz.analysis.drafters import CONFIDENCE_BINS, confidence_calibration
 
     config = eagle_config(tiny_dirs, tiny_head[0], gamma=4, rule="sample", temperature=1.0)
-    traces = [speculative_decode(config.replace(seed=s), prompt_ids=PROMPT, pair=ModelPair(tiny_pair.target))
-              for s in range(4)]
+    traces = [
+        speculative_decode(config.replace(seed=s), prompt_ids=PROMPT, pair=ModelPair(tiny_pair.target))
+        for s in range(4)
+    ]
     table = confidence_calibration(traces)
     verified = [pos for t in traces for r in t.rounds for pos in r.draft if pos.status != "not_verified"]
     assert table.verified.sum() == len(verified) > 0
@@ -228,23 +271,45 @@ def test_calibration_bins_every_verified_drafted_token(tiny_dirs, tiny_pair, tin
 def test_the_round_view_says_what_eagle_drafted_from(tiny_dirs, tiny_pair, tiny_head):
     from specviz.presentation.render import drafted_from_html
 
-    trace = speculative_decode(eagle_config(tiny_dirs, tiny_head[0], gamma=3), prompt_ids=PROMPT,
-                               pair=ModelPair(tiny_pair.target))
+    trace = speculative_decode(
+        eagle_config(tiny_dirs, tiny_head[0], gamma=3), prompt_ids=PROMPT, pair=ModelPair(tiny_pair.target)
+    )
     assert "Nothing drafted" in drafted_from_html(trace, trace.rounds[0])
     second = trace.rounds[1]
     note = drafted_from_html(trace, second)
     verified_last = (trace.prompt_tokens + trace.rounds[0].emitted_texts)[second.prefix_len - 2]
     assert f"position {second.prefix_len - 2}" in note and f"«{verified_last}»" in note
-    chain = speculative_decode(eagle_config(tiny_dirs, tiny_head[0]).replace(drafter="ngram"), prompt_ids=PROMPT,
-                               pair=ModelPair(tiny_pair.target))
+    chain = speculative_decode(
+        eagle_config(tiny_dirs, tiny_head[0]).replace(drafter="ngram"),
+        prompt_ids=PROMPT,
+        pair=ModelPair(tiny_pair.target),
+    )
     assert drafted_from_html(chain, chain.rounds[0]) == ""  # drafters that do not read the target's states
 
 
 def test_the_cli_decodes_with_eagle(tiny_dirs, tiny_head, capsys):
     from specviz.cli import main
 
-    assert main(["generate", "--target", tiny_dirs["target"], "--drafter", "eagle", "--parallel-weights",
-                 str(tiny_head[0]), "--prompt", "w3 w7 w5", "--max-new-tokens", "8", "--device", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "--target",
+                tiny_dirs["target"],
+                "--drafter",
+                "eagle",
+                "--parallel-weights",
+                str(tiny_head[0]),
+                "--prompt",
+                "w3 w7 w5",
+                "--max-new-tokens",
+                "8",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out.strip()
     assert main(["train-eagle", "--unroll", "0"]) == 2
     assert "--unroll in [1, 8]" in capsys.readouterr().err
@@ -298,8 +363,8 @@ def test_features_kept_while_generating_are_the_targets_own(tiny_pair):
         assert sequence.features.shape == reference.shape == (len(sequence.ids), target.model.config.hidden_size)
         assert torch.allclose(sequence.features.float(), reference.float(), atol=2e-2)
         with torch.no_grad():
-            answer = target.model.lm_head(sequence.features[sequence.prompt_len - 1: -1].float()).argmax(-1)
-        assert answer.tolist() == sequence.ids[sequence.prompt_len:].tolist()
+            answer = target.model.lm_head(sequence.features[sequence.prompt_len - 1 : -1].float()).argmax(-1)
+        assert answer.tolist() == sequence.ids[sequence.prompt_len :].tolist()
 
 
 def test_training_resumes_from_its_checkpoint(tiny_pair, tmp_path, monkeypatch):
@@ -309,15 +374,30 @@ def test_training_resumes_from_its_checkpoint(tiny_pair, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     monkeypatch.setattr(training, "CHECKPOINT_EVERY", 5)
     target = tiny_pair.target
-    batches = generate_teacher_text(target, TINY_PROMPTS[:8], new_tokens=12, temperatures=[0.0], seed=0, top_k=4,
-                                    batch_size=8, progress=False, keep_features=True)
+    batches = generate_teacher_text(
+        target,
+        TINY_PROMPTS[:8],
+        new_tokens=12,
+        temperatures=[0.0],
+        seed=0,
+        top_k=4,
+        batch_size=8,
+        progress=False,
+        keep_features=True,
+    )
     sequences = [s for b in batches for s in batch_sequences(b)]
     features = sequence_features(target, sequences, progress=False)
     config = target.model.config
-    shape = EagleShape(hidden=config.hidden_size, intermediate=config.intermediate_size,
-                       heads=config.num_attention_heads, kv_heads=config.num_key_value_heads,
-                       head_dim=config.hidden_size // config.num_attention_heads, vocab=config.vocab_size,
-                       draft_vocab=0, target=target.spec)
+    shape = EagleShape(
+        hidden=config.hidden_size,
+        intermediate=config.intermediate_size,
+        heads=config.num_attention_heads,
+        kv_heads=config.num_key_value_heads,
+        head_dim=config.hidden_size // config.num_attention_heads,
+        vocab=config.vocab_size,
+        draft_vocab=0,
+        target=target.spec,
+    )
     settings = EagleSettings(steps=12, rows_per_step=2, warmup=2, draft_vocab=0)
     ids = torch.arange(config.vocab_size)
     unbroken, losses = train_head(target, sequences, features, shape, ids, settings, progress=False)

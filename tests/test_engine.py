@@ -11,24 +11,20 @@ import pytest
 import torch
 
 import specviz.models.forwards
+import specviz.models.layer_skip
 from specviz.analysis.lab import chi_square_power, goodness_of_fit, output_law
-from specviz.config import ConfigError, DecodeConfig
+from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
 from specviz.engine.trace import Trace
 from specviz.models.errors import ModelLoadError, VocabularyMismatchError
-from specviz.models.forwards import (
-    KVCachedSequence,
-    TreeLayout,
-    draft_forward,
-    full_forward,
-    layer_skip_forward,
-    skipping_body,
-)
+from specviz.models.forwards import KVCachedSequence, TreeLayout, draft_forward, full_forward
+from specviz.models.layer_skip import layer_skip_forward, skipping_body
 from specviz.models.llama_step import is_plain_llama, llama_weights
 from specviz.models.loading import load_model
 from specviz.models.machine import SHARED_KV_HEADS_FLAG, share_kv_heads_in_masked_attention
 from specviz.rules.acceptance import BrokenResidualRule
 from specviz.rules.distributions import softmax32
+from specviz.settings import ConfigError
 
 from .conftest import target_greedy
 
@@ -36,8 +32,15 @@ PROMPT = [3, 7, 5, 9, 3, 7]
 
 
 def tiny_config(tiny_dirs, **changes) -> DecodeConfig:
-    base = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", rule="greedy",
-                        gamma=4, max_new_tokens=24, device="cpu")
+    base = DecodeConfig(
+        target=tiny_dirs["target"],
+        draft=tiny_dirs["draft"],
+        drafter="model",
+        rule="greedy",
+        gamma=4,
+        max_new_tokens=24,
+        device="cpu",
+    )
     return base.replace(**changes)
 
 
@@ -81,11 +84,13 @@ def test_identical_draft_and_target_accept_everything(tiny_dirs, tiny_pair):
 
 def test_beta_one_gives_greedy_output(tiny_dirs, tiny_pair):
     greedy = speculative_decode(tiny_config(tiny_dirs), prompt_ids=PROMPT, pair=tiny_pair)
-    beta1 = speculative_decode(tiny_config(tiny_dirs, rule="topbeta", beta=1, tau=100.0),
-                               prompt_ids=PROMPT, pair=tiny_pair)
+    beta1 = speculative_decode(
+        tiny_config(tiny_dirs, rule="topbeta", beta=1, tau=100.0), prompt_ids=PROMPT, pair=tiny_pair
+    )
     assert beta1.output_ids == greedy.output_ids
-    beta5 = speculative_decode(tiny_config(tiny_dirs, rule="topbeta", beta=5, tau=100.0),
-                               prompt_ids=PROMPT, pair=tiny_pair)
+    beta5 = speculative_decode(
+        tiny_config(tiny_dirs, rule="topbeta", beta=5, tau=100.0), prompt_ids=PROMPT, pair=tiny_pair
+    )
     assert beta5.stats.acceptance_rate >= greedy.stats.acceptance_rate
 
 
@@ -136,23 +141,34 @@ def test_bad_input_gets_clear_errors(tiny_dirs, tiny_pair):
     with pytest.raises(ConfigError, match="outside the vocabulary"):
         speculative_decode(tiny_config(tiny_dirs), prompt_ids=[3, 999], pair=tiny_pair)
     for field, value, message in [
-        ("gamma", 0, "gamma"), ("gamma", 17, "gamma"), ("beta", 0, "beta"), ("temperature", -0.1, "temperature"),
-        ("top_p", 0.0, "top_p"), ("top_p", 1.5, "top_p"), ("max_new_tokens", 0, "max_new_tokens"),
-        ("rule", "nope", "rule"), ("drafter", "nope", "drafter"), ("dtype", "float64", "dtype"),
+        ("gamma", 0, "gamma"),
+        ("gamma", 17, "gamma"),
+        ("beta", 0, "beta"),
+        ("temperature", -0.1, "temperature"),
+        ("top_p", 0.0, "top_p"),
+        ("top_p", 1.5, "top_p"),
+        ("max_new_tokens", 0, "max_new_tokens"),
+        ("rule", "nope", "rule"),
+        ("drafter", "nope", "drafter"),
+        ("dtype", "float64", "dtype"),
     ]:
         with pytest.raises(ConfigError, match=message):
             tiny_config(tiny_dirs, **{field: value}).validated()
     with pytest.raises(ConfigError, match="skip_layers"):
-        speculative_decode(tiny_config(tiny_dirs, drafter="layerskip", skip_layers=(0,)), prompt_ids=PROMPT,
-                           pair=ModelPair(tiny_pair.target))
+        speculative_decode(
+            tiny_config(tiny_dirs, drafter="layerskip", skip_layers=(0,)),
+            prompt_ids=PROMPT,
+            pair=ModelPair(tiny_pair.target),
+        )
 
 
 def test_unknown_model_and_tokenizer_mismatch(tiny_dirs, tmp_path):
     with pytest.raises(ModelLoadError, match="not a model directory here|Unknown model"):  # offline | hub reachable
         load_model(str(tmp_path / "no-such-model"), "cpu")
     with pytest.raises(VocabularyMismatchError, match="different tokenizers"):
-        load_pair(DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["other_vocab"], drafter="model",
-                               device="cpu"))
+        load_pair(
+            DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["other_vocab"], drafter="model", device="cpu")
+        )
 
 
 def test_the_models_run_in_the_precision_asked_for_and_the_rules_stay_float32(tiny_dirs):
@@ -202,14 +218,18 @@ def test_masked_passes_share_kv_heads_in_place_with_the_same_logits(tiny_pair, m
     assert torch.equal(verification_logits("1"), copied) and not copies
 
 
-@pytest.mark.parametrize("changes", [
-    dict(drafter="tree", tree_mode="constant", branching=2, tree_depth=3),  # a tree attention mask
-    dict(drafter="layerskip", skip_layers=(1, 2)),  # layers called with the engine's own causal mask
-    dict(rule="sample", dtype="bfloat16"),
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        dict(drafter="tree", tree_mode="constant", branching=2, tree_depth=3),  # a tree attention mask
+        dict(drafter="layerskip", skip_layers=(1, 2)),  # layers called with the engine's own causal mask
+        dict(rule="sample", dtype="bfloat16"),
+    ],
+)
 def test_every_masked_path_gives_the_same_trace_with_shared_kv_heads(tiny_dirs, monkeypatch, changes):
     # every body transformers' own, as the flag concerns them
-    monkeypatch.setattr(specviz.models.forwards, "llama_weights", lambda model: None)
+    for module in (specviz.models.forwards, specviz.models.layer_skip):
+        monkeypatch.setattr(module, "llama_weights", lambda model: None)
     config = tiny_config(tiny_dirs, max_new_tokens=12, **changes)
     pair = load_pair(config)
 
@@ -231,8 +251,9 @@ def assert_same_logits_over_feeds(forward, reference, loaded) -> None:
     tree = TreeLayout(positions=[cached, cached + 1, cached + 1], allowed=allowed)
     ours, theirs = KVCachedSequence(), KVCachedSequence()
     for ids, n_last, layout in [(PROMPT, 2, None), ([4, 8, 2], 3, None), ([6], 1, None), ([5, 9, 3], 3, tree)]:
-        assert torch.equal(ours.feed(forward, loaded, ids, n_last, layout),
-                           theirs.feed(reference, loaded, ids, n_last, layout))
+        assert torch.equal(
+            ours.feed(forward, loaded, ids, n_last, layout), theirs.feed(reference, loaded, ids, n_last, layout)
+        )
     assert all(torch.equal(before[k], v) for k, v in loaded.model.state_dict().items())
 
 
@@ -275,10 +296,24 @@ def test_what_draft_passes_derive_from_a_model_is_made_once_and_does_not_keep_it
     from specviz.models.loading import LoadedModel
     from specviz.models.vocab_ranking import VocabRanking
 
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                                         num_attention_heads=4, num_key_value_heads=2))
-    loaded = LoadedModel(spec="tiny", name="tiny", model=model, tokenizer=None, device=torch.device("cpu"),
-                         vocab_ranking=VocabRanking(torch.arange(31, -1, -1), 8))
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=32,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        )
+    )
+    loaded = LoadedModel(
+        spec="tiny",
+        name="tiny",
+        model=model,
+        tokenizer=None,
+        device=torch.device("cpu"),
+        vocab_ranking=VocabRanking(torch.arange(31, -1, -1), 8),
+    )
     assert llama_weights(model) is llama_weights(model) is not None
     ids, head = trimmed_head(loaded, 8)
     assert trimmed_head(loaded, 8)[1] is head and ids.tolist() == list(range(31, 23, -1))
@@ -305,8 +340,9 @@ def test_layer_skip_does_not_mutate_the_shared_model(tiny_dirs, tiny_pair):
     target = tiny_pair.target
     before = {k: v.clone() for k, v in target.model.state_dict().items()}
     layers_before, config_before = list(target.model.model.layers), target.model.config.to_dict()
-    speculative_decode(tiny_config(tiny_dirs, drafter="layerskip", skip_layers=(1, 2)), prompt_ids=PROMPT,
-                       pair=ModelPair(target))
+    speculative_decode(
+        tiny_config(tiny_dirs, drafter="layerskip", skip_layers=(1, 2)), prompt_ids=PROMPT, pair=ModelPair(target)
+    )
     assert list(target.model.model.layers) == layers_before
     assert target.model.config.to_dict() == config_before
     assert all(torch.equal(before[k], v) for k, v in target.model.state_dict().items())
@@ -315,9 +351,34 @@ def test_layer_skip_does_not_mutate_the_shared_model(tiny_dirs, tiny_pair):
 @pytest.mark.slow  # several CLI processes, each loading torch
 def test_cli_trace_samples_and_errors(tiny_dirs, tmp_path):
     out = tmp_path / "traces.jsonl"
-    cmd = [sys.executable, "-m", "specviz", "trace", "--target", tiny_dirs["target"], "--draft", tiny_dirs["draft"],
-           "--drafter", "model", "--rule", "sample", "--gamma", "3", "--prompt-ids", "3,7,5", "--max-new-tokens", "6",
-           "--samples", "3", "--seed", "5", "--device", "cpu", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specviz",
+        "trace",
+        "--target",
+        tiny_dirs["target"],
+        "--draft",
+        tiny_dirs["draft"],
+        "--drafter",
+        "model",
+        "--rule",
+        "sample",
+        "--gamma",
+        "3",
+        "--prompt-ids",
+        "3,7,5",
+        "--max-new-tokens",
+        "6",
+        "--samples",
+        "3",
+        "--seed",
+        "5",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    ]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     lines = out.read_text().splitlines()
     assert len(lines) == 3

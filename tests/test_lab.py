@@ -15,8 +15,16 @@ PROMPT = [3, 7, 5, 9, 3, 7]
 
 @pytest.fixture(scope="module")
 def config(tiny_dirs):
-    return DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", rule="sample",
-                        gamma=3, max_new_tokens=8, seed=0, device="cpu")
+    return DecodeConfig(
+        target=tiny_dirs["target"],
+        draft=tiny_dirs["draft"],
+        drafter="model",
+        rule="sample",
+        gamma=3,
+        max_new_tokens=8,
+        seed=0,
+        device="cpu",
+    )
 
 
 def hand_made() -> tuple[torch.Tensor, torch.Tensor]:
@@ -45,8 +53,11 @@ def test_the_simulated_rule_follows_its_exact_law():
 def test_power_grows_with_n_and_is_zero_for_the_null_itself():
     p, q = hand_made()
     broken = lab.output_law(BrokenResidualRule(), p, q)
-    assert (lab.chi_square_power(p, broken, 20) < lab.chi_square_power(p, broken, 200)
-            < lab.chi_square_power(p, broken, 2000))
+    assert (
+        lab.chi_square_power(p, broken, 20)
+        < lab.chi_square_power(p, broken, 200)
+        < lab.chi_square_power(p, broken, 2000)
+    )
     assert lab.chi_square_power(p, broken, 2000) > 0.99
     assert lab.chi_square_power(p, p, 2000) == pytest.approx(0.01, abs=1e-6)  # only the test's own level
 

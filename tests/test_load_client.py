@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from benchmarks.appserver import Server, free_port
 from benchmarks.load_client import link, run_sessions
+from specviz.serving.processes import Server, free_port
 
 
 @pytest.fixture(scope="module")

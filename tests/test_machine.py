@@ -20,15 +20,8 @@ from specviz.models.kernels import DEFAULT, ONEDNN, PackedLinear, kernels_of, us
 from specviz.models.llama_step import llama_weights
 from specviz.models.loading import load_model
 from specviz.models.machine import MachineRates, matrix_units_in_words
-from specviz.models.profile import (
-    KERNELS_VAR,
-    NOISY,
-    PROFILE_TOKENS,
-    PassProfile,
-    keep_if_quiet,
-    pass_profile,
-    profile_file,
-)
+from specviz.models.pass_timing import PROFILE_TOKENS
+from specviz.models.profile import KERNELS_VAR, NOISY, PassProfile, keep_if_quiet, pass_profile, profile_file
 from specviz.rules.acceptance import BrokenResidualRule
 from specviz.rules.distributions import softmax32
 from tests.tiny import make_tiny_pair
@@ -54,8 +47,15 @@ def onednn(tmp_path_factory) -> tuple[dict[str, str], ModelPair]:
 
 
 def config_for(dirs, **changes) -> DecodeConfig:
-    return DecodeConfig(target=dirs["target"], draft=dirs["draft"], drafter="model", rule="greedy", gamma=4,
-                        max_new_tokens=24, device="cpu").replace(**changes)
+    return DecodeConfig(
+        target=dirs["target"],
+        draft=dirs["draft"],
+        drafter="model",
+        rule="greedy",
+        gamma=4,
+        max_new_tokens=24,
+        device="cpu",
+    ).replace(**changes)
 
 
 def test_the_switch_packs_every_linear_layer_and_keeps_the_parameters(onednn):
@@ -126,7 +126,8 @@ def test_the_profile_is_measured_once_and_read_back(onednn):
     profile = loaded.profiles[ONEDNN]
     assert len(profile.pass_ms) == PROFILE_TOKENS and all(ms > 0 for ms in profile.pass_ms)
     assert profile.weight_bytes == sum(p.numel() * p.element_size() for p in loaded.model.parameters()) - (
-        loaded.model.get_input_embeddings().weight.numel() * 4)  # untied: the input embedding is not streamed
+        loaded.model.get_input_embeddings().weight.numel() * 4
+    )  # untied: the input embedding is not streamed
     assert profile.bandwidth_gbs > 0 and set(profile.verify_costs) == set(range(1, PROFILE_TOKENS))
     assert 0 <= profile.flat_until() <= PROFILE_TOKENS - 1 and profile.cpu and profile.torch == torch.__version__
     assert pass_profile(loaded, full_forward) is profile  # measured once per process
@@ -158,8 +159,18 @@ def test_a_changed_precision_kernel_path_or_torch_version_is_another_profile(one
 
 
 def profile_of(pass_ms: tuple[float, ...], weight_bytes: int = 10**9) -> PassProfile:
-    return PassProfile(model="m", forward="full", dtype="float32", kernels=ONEDNN, device="cpu", cpu="CPU",
-                       torch=torch.__version__, context=128, pass_ms=pass_ms, weight_bytes=weight_bytes)
+    return PassProfile(
+        model="m",
+        forward="full",
+        dtype="float32",
+        kernels=ONEDNN,
+        device="cpu",
+        cpu="CPU",
+        torch=torch.__version__,
+        context=128,
+        pass_ms=pass_ms,
+        weight_bytes=weight_bytes,
+    )
 
 
 def test_the_speed_sentence_and_the_best_gamma_come_from_the_measured_costs():
@@ -194,8 +205,10 @@ def test_load_is_told_apart_from_speculation():
 
 def test_the_cli_prints_the_machine_profile(onednn, capsys):
     dirs, _ = onednn
-    assert main(["machine", "--target", dirs["target"], "--draft", dirs["draft"], "--drafter", "model",
-                 "--device", "cpu"]) == 0
+    assert (
+        main(["machine", "--target", dirs["target"], "--draft", dirs["draft"], "--drafter", "model", "--device", "cpu"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "read bandwidth" in out and "onednn (chosen)" in out and "Measured on this machine" in out
     assert "memory_bound_ms" in out and "best gamma priced at v(k)" in out
@@ -216,7 +229,7 @@ def test_no_speed_page_guesses_from_the_cpus_dispatch_level():
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    sources = [*root.joinpath("specviz").rglob("*.py"), *root.joinpath("pages").glob("*.py")]
+    sources = list(root.joinpath("specviz").rglob("*.py"))
     guesses = [path.name for path in sources if "cpu_matrix_units" in path.read_text(encoding="utf-8")]
     assert guesses == []  # the speed sentence is the measured profile's (roofline.speed_sentence)
 

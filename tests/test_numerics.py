@@ -28,8 +28,9 @@ def near_tie_dirs(tmp_path_factory) -> tuple[str, str]:
 def runs_in(dirs: tuple[str, str], dtype: str):
     target, draft = dirs
     pair = ModelPair(load_model(target, "cpu", dtype), load_model(draft, "cpu", dtype))
-    config = DecodeConfig(target=target, draft=draft, drafter="model", device="cpu", dtype=dtype, max_new_tokens=40,
-                          gamma=4)
+    config = DecodeConfig(
+        target=target, draft=draft, drafter="model", device="cpu", dtype=dtype, max_new_tokens=40, gamma=4
+    )
     return [precision_run(config, pair, prompt) for prompt in PROMPTS]
 
 
@@ -58,10 +59,19 @@ def test_float32_on_the_same_prompts_departs_nowhere(near_tie_dirs):
 
 
 def test_bfloat16_traces_are_recorded_as_bf16_with_float32_probabilities_that_sum_to_one(tiny_dirs):
-    pair = ModelPair(load_model(tiny_dirs["target"], "cpu", "bfloat16"),
-                     load_model(tiny_dirs["draft"], "cpu", "bfloat16"))
-    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", device="cpu",
-                          dtype="bfloat16", rule="sample", max_new_tokens=12, top_n=32)  # 32: the whole tiny vocabulary
+    pair = ModelPair(
+        load_model(tiny_dirs["target"], "cpu", "bfloat16"), load_model(tiny_dirs["draft"], "cpu", "bfloat16")
+    )
+    config = DecodeConfig(
+        target=tiny_dirs["target"],
+        draft=tiny_dirs["draft"],
+        drafter="model",
+        device="cpu",
+        dtype="bfloat16",
+        rule="sample",
+        max_new_tokens=12,
+        top_n=32,
+    )  # 32: the whole tiny vocabulary
     trace = speculative_decode(config, prompt_ids=[3, 7, 5, 9], pair=pair)
     assert trace.models["dtype"] == "bfloat16" and trace.config.dtype == "bfloat16"
     tops = [t for r in trace.rounds for d in r.draft for t in (d.target_top, d.draft_top)]

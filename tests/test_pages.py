@@ -14,14 +14,21 @@ from specviz.analysis.rules import NEVER
 from specviz.config import DecodeConfig
 from specviz.drafters.registry import DRAFTERS
 from specviz.engine import speculative_decode
+from specviz.serving.models import app_defaults
 
 from .test_app import make_app, player_of
 
 
 @pytest.fixture
 def params(tiny_dirs) -> dict[str, str]:
-    return {"target": tiny_dirs["target"], "draft": tiny_dirs["draft"], "drafter": "model",
-            "prompt": "w3 w7 w5 w9 w3 w7", "max_new_tokens": "16", "gamma": "3"}
+    return {
+        "target": tiny_dirs["target"],
+        "draft": tiny_dirs["draft"],
+        "drafter": "model",
+        "prompt": "w3 w7 w5 w9 w3 w7",
+        "max_new_tokens": "16",
+        "gamma": "3",
+    }
 
 
 def open_page(params, page: str):
@@ -35,8 +42,9 @@ def test_metrics_page(params, tiny_dirs, tiny_pair):
     at = open_page(params, "metrics")
     assert not at.error, [e.value for e in at.error]
     values = {m.label: m.value for m in at.metric}
-    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", max_new_tokens=16,
-                          gamma=3, device="cpu")
+    config = DecodeConfig(
+        target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", max_new_tokens=16, gamma=3, device="cpu"
+    )
     trace = speculative_decode(config, prompt=params["prompt"], pair=tiny_pair)  # the page's trace, recomputed
     check = metrics.theory_check(trace)
     assert values["α (greedy)"] == f"{trace.stats.alpha_estimate:.3f}"
@@ -117,7 +125,7 @@ def test_parallel_page(params):
     names = [trace["name"] for trace in roofline["data"]]
     assert names == ["target, measured", "draft, measured", "target's memory bound", "target's compute bound"]
     assert len(roofline["data"][0]["x"]) == 9  # passes over 1..9 tokens, measured here
-    other = "bfloat16" if params.get("dtype", ui.app_defaults().dtype) == "float32" else "float32"
+    other = "bfloat16" if params.get("dtype", app_defaults().dtype) == "float32" else "float32"
     at.toggle(key=f"sv_roofline_{other}").set_value(True).run()  # the other precision's tab, loaded on request
     assert not at.exception and not at.error and len(at.get("plotly_chart")) == 5
     second = json.loads(at.get("plotly_chart")[2].proto.spec)
@@ -155,8 +163,9 @@ def test_round_view_shows_tree_rounds(params):
 
 
 def test_parallel_drafters_page_on_the_embedded_model(embedded):
-    at = open_page({"max_new_tokens": "4", "prompt": "Explain speculative decoding in one sentence."},
-                   "parallel_drafters")
+    at = open_page(
+        {"max_new_tokens": "4", "prompt": "Explain speculative decoding in one sentence."}, "parallel_drafters"
+    )
     assert not at.error, [e.value for e in at.error]
     assert len(at.get("plotly_chart")) == 2  # the two real attention patterns
     files = at.dataframe[0].value
@@ -172,14 +181,24 @@ def test_parallel_drafters_page_on_the_embedded_model(embedded):
 
 
 def test_eagle_rounds_on_the_round_view_and_the_recursive_page(embedded):
-    at = open_page({"max_new_tokens": "8", "prompt": "Name three colours.", "drafter": "eagle", "gamma": "3"},
-                   "round_view")
+    at = open_page(
+        {"max_new_tokens": "8", "prompt": "Name three colours.", "drafter": "eagle", "gamma": "3"}, "round_view"
+    )
     assert not at.exception and not at.error, [e.value for e in at.error]
     trace, drawings, _ = player_of(at)
     assert "Nothing drafted this round" in drawings[0]["rows"]
     assert "EAGLE drafted this round from the target" in drawings[1]["rows"]
-    tree = open_page({"max_new_tokens": "8", "prompt": "Name three colours.", "drafter": "eagle", "eagle_tree": "true",
-                      "tree_depth": "3", "eagle_budget": "6"}, "recursive")
+    tree = open_page(
+        {
+            "max_new_tokens": "8",
+            "prompt": "Name three colours.",
+            "drafter": "eagle",
+            "eagle_tree": "true",
+            "tree_depth": "3",
+            "eagle_budget": "6",
+        },
+        "recursive",
+    )
     assert not tree.exception and not tree.error, [e.value for e in tree.error]
     trace, drawings, _ = player_of(tree)
     assert all(len(r["tree"]["nodes"]) - 1 <= 6 for r in trace["rounds"][1:] if r["tree"])
@@ -222,10 +241,10 @@ def test_lesson_player_page_sends_the_whole_trace_and_keeps_the_linked_view(para
 
 
 def test_a_page_run_as_the_main_script_says_how_to_start_the_app():
-    page = Path(__file__).resolve().parent.parent / "pages" / "gamma_sweep.py"
+    page = Path(__file__).resolve().parent.parent / "specviz" / "ui" / "pages" / "gamma_sweep.py"
     at = AppTest.from_file(str(page), default_timeout=1800).run()  # no app.py to rerun through: no endless rerun
     assert not at.exception
-    assert any("streamlit run app.py" in e.value for e in at.error)
+    assert any("specviz app" in e.value for e in at.error)
 
 
 def test_the_metrics_and_parallel_pages_tell_one_speed_figure(params):
@@ -249,10 +268,15 @@ def test_the_what_if_page_compares_two_settings_on_one_prompt(params, tiny_dirs,
     assert "gamma 3 → 6" in text  # the second run doubles γ by default
     assert "both runs write exactly this" in text  # greedy at two γ: the target's own output, twice
     figure = json.loads(at.get("plotly_chart")[0].proto.spec)
-    assert [t["name"] for t in figure["data"]] == ["first run: theory at its α", "first run: measured",
-                                                   "second run: theory at its α", "second run: measured"]
-    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", max_new_tokens=16,
-                          gamma=6, device="cpu")
+    assert [t["name"] for t in figure["data"]] == [
+        "first run: theory at its α",
+        "first run: measured",
+        "second run: theory at its α",
+        "second run: measured",
+    ]
+    config = DecodeConfig(
+        target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", max_new_tokens=16, gamma=6, device="cpu"
+    )
     second = speculative_decode(config, prompt=params["prompt"], pair=tiny_pair)
     assert figure["data"][3]["y"] == [pytest.approx(second.stats.mean_tokens_per_round)]  # the run's own point
     assert at.slider(key="whatif_temperature").disabled  # greedy reads no temperature

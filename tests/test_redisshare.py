@@ -14,17 +14,18 @@ from dataclasses import dataclass
 import pandas as pd
 import pytest
 
-from benchmarks.appserver import RedisServer
-from specviz import jsoncodec
 from specviz.analysis.metrics import PairedTimes
 from specviz.engine import speculative_decode
-from specviz.redisshare import RedisShare, redis_key
-from specviz.sharedwork import SharedWork
+from specviz.serving import jsoncodec
+from specviz.serving.processes import RedisServer
+from specviz.serving.redisshare import RedisShare, redis_key
+from specviz.serving.sharedwork import SharedWork
 
 from .test_engine import PROMPT, tiny_config
 
-pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
-                                reason="redis-server is not installed (scripts/test installs Debian's)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("redis-server") is None, reason="redis-server is not installed (scripts/test installs Debian's)"
+)
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def redis_url(request):
 
 REPLICA = textwrap.dedent("""
     import json, sys, time
-    from specviz.redisshare import RedisShare
+    from specviz.serving.redisshare import RedisShare
     share = RedisShare(sys.argv[1], lock_ttl_s=float(sys.argv[3]))
     def compute():
         share.client.incr("computed")
@@ -49,8 +50,9 @@ REPLICA = textwrap.dedent("""
 
 
 def replica(url: str, seconds: float, ttl: float = 10.0) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", REPLICA, url, str(seconds), str(ttl)], stdout=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", REPLICA, url, str(seconds), str(ttl)], stdout=subprocess.PIPE, text=True
+    )
 
 
 def test_two_processes_on_one_key_compute_once(redis_url):
@@ -86,8 +88,9 @@ def test_a_waiter_computes_after_a_dead_owners_lock_expires(redis_url):
 
 
 def test_a_trace_round_trips_through_redis(redis_url, tiny_dirs, tiny_pair):
-    trace = speculative_decode(tiny_config(tiny_dirs, rule="sample", gamma=3, max_new_tokens=12), prompt_ids=PROMPT,
-                               pair=tiny_pair)
+    trace = speculative_decode(
+        tiny_config(tiny_dirs, rule="sample", gamma=3, max_new_tokens=12), prompt_ids=PROMPT, pair=tiny_pair
+    )
     RedisShare(redis_url).compute_once(("trace", 1), lambda: trace)
     assert RedisShare(redis_url).get(("trace", 1)) == trace  # another process's view: JSON, never pickle
 

@@ -9,10 +9,12 @@ import pytest
 
 from specviz import ui
 from specviz.cli import build_parser, config_from_args
-from specviz.config import ConfigError, DecodeConfig, field_params
-from specviz.drafters.registry import DRAFTERS, RULES, make_drafter, rule_for
+from specviz.config import DecodeConfig, field_params
+from specviz.drafters.registry import DRAFTERS, make_drafter, settings_groups
 from specviz.engine import speculative_decode
-from specviz.urlstate import URL_FIELDS, format_value, parse_query, parse_value, to_query
+from specviz.rules.registry import RULES, rule_for
+from specviz.serving.urlstate import format_value, parse_query, parse_value, to_query, url_fields
+from specviz.settings import ConfigError, described_fields
 
 from .conftest import target_greedy
 from .test_app import make_app, player_of
@@ -20,14 +22,16 @@ from .test_engine import PROMPT, tiny_config
 
 
 def test_every_config_field_describes_itself():
-    assert list(field_params()) == [f.name for f in dataclasses.fields(DecodeConfig)]
+    shared = [f.name for f in dataclasses.fields(DecodeConfig) if f.name != "groups"]
+    own = [name for group in settings_groups() for name in described_fields(group)]
+    assert sorted(field_params()) == sorted(shared + own) and len(set(shared + own)) == len(shared + own)
     for name, described in field_params().items():
         assert described.label and described.help, name
         if described.low is not None:
-            default = getattr(DecodeConfig(), name)
+            default = DecodeConfig().value(name)
             assert default is None or described.low <= default <= described.high, name
-    assert set(URL_FIELDS) == {n for n, p in field_params().items() if p.url}
-    assert not {"device", "top_n", "parallel_weights"} & set(URL_FIELDS)  # the server's business, not a link's
+    assert set(url_fields()) == {n for n, p in field_params().items() if p.url}
+    assert not {"device", "top_n", "parallel_weights"} & set(url_fields())  # the server's business, not a link's
 
 
 def test_cli_options_are_generated_from_the_fields_and_the_registries():
@@ -36,11 +40,40 @@ def test_cli_options_are_generated_from_the_fields_and_the_registries():
     options = {a.dest: a for a in trace._actions}
     assert list(options["drafter"].choices) == list(DRAFTERS)
     assert list(options["rule"].choices) == list(RULES)
-    args = parser.parse_args(["trace", "--prompt", "hi", "--drafter", "oracle", "--gamma", "5", "--skip-layers", "1,2",
-                              "--no-chat-template", "--draft-vocab", "2048", "--tau", "2.5"])
+    args = parser.parse_args(
+        [
+            "trace",
+            "--prompt",
+            "hi",
+            "--drafter",
+            "oracle",
+            "--gamma",
+            "5",
+            "--skip-layers",
+            "1,2",
+            "--no-chat-template",
+            "--draft-vocab",
+            "2048",
+            "--tau",
+            "2.5",
+        ]
+    )
     config = config_from_args(args)
-    assert (config.drafter, config.gamma, config.skip_layers, config.chat_template, config.draft_vocab, config.tau) == \
-        ("oracle", 5, (1, 2), False, 2048, 2.5)
+    assert (
+        config.drafter,
+        config.gamma,
+        config.value("skip_layers"),
+        config.chat_template,
+        config.draft_vocab,
+        config.tau,
+    ) == (
+        "oracle",
+        5,
+        (1, 2),
+        False,
+        2048,
+        2.5,
+    )
     with pytest.raises(SystemExit):
         parser.parse_args(["trace", "--prompt", "hi", "--gamma", "five"])
     with pytest.raises(ConfigError, match="gamma"):
@@ -49,8 +82,8 @@ def test_cli_options_are_generated_from_the_fields_and_the_registries():
 
 def test_values_round_trip_through_text_as_url_and_cli_share_it():
     config = DecodeConfig(drafter="tree", skip_layers=(3, 4), chat_template=False, draft_vocab=0, tau=1.5, top_p=0.9)
-    for name in URL_FIELDS:
-        assert parse_value(name, format_value(getattr(config, name))) == getattr(config, name), name
+    for name in url_fields():
+        assert parse_value(name, format_value(config.value(name))) == config.value(name), name
     state = parse_query(to_query(config, "a prompt", 3, DecodeConfig()), DecodeConfig())
     assert state.config == config and state.round == 3 and not state.messages
     wide = DecodeConfig(drafter="tree", branching=8, tree_depth=2)  # valid only together (8 + 64 nodes)
@@ -72,8 +105,11 @@ def test_the_oracle_drafter_accepts_everything_and_stays_exact(tiny_dirs, tiny_p
     config = tiny_config(tiny_dirs, drafter="oracle", rule=rule, gamma=3, max_new_tokens=17, seed=4)
     trace = speculative_decode(config, prompt_ids=PROMPT, pair=tiny_pair)
     stats = trace.stats
-    assert (stats.drafted_tokens > 0 and stats.acceptance_rate == 1.0
-            and stats.alpha_estimate == pytest.approx(1.0, abs=1e-4))  # q = p up to float rounding
+    assert (
+        stats.drafted_tokens > 0
+        and stats.acceptance_rate == 1.0
+        and stats.alpha_estimate == pytest.approx(1.0, abs=1e-4)
+    )  # q = p up to float rounding
     full_rounds = [r for r in trace.rounds if len(r.draft) == 3]
     assert full_rounds and all(len(r.emitted_ids) == 4 for r in full_rounds)  # gamma accepted + the bonus
     if rule == "greedy":
@@ -102,7 +138,8 @@ def test_a_tree_reads_the_draft_head_with_a_draft_model_and_the_skipped_layers_w
     tree = DRAFTERS["tree"]
     assert "draft_vocab" in tree.reads(True) and "skip_layers" not in tree.reads(True)
     assert "skip_layers" in tree.reads(False) and "draft_vocab" not in tree.reads(False)
-    assert DRAFTERS["layerskip"].reads(True) == DRAFTERS["layerskip"].fields  # only "if named" drafters depend on it
+    layerskip = DRAFTERS["layerskip"]  # only "if named" drafters depend on it
+    assert layerskip.reads(True) == layerskip.reads(False) == layerskip.fields + layerskip.own_fields
 
 
 @pytest.mark.parametrize("named", [True, False])
@@ -121,6 +158,6 @@ def test_a_hidden_setting_keeps_its_value_until_its_drafter_is_chosen_again(tiny
     (and in the link), so choosing its drafter again brings it back as it was."""
     at = make_app({**tiny_params, "drafter": "model", "ngram_max": "5", "max_new_tokens": "4"}).run()
     assert not at.exception and "ngram_max" not in [w.key for w in at.slider]
-    assert at.session_state["ngram_max"] == 5 and at.session_state["sv_config"].ngram_max == 5
+    assert at.session_state["ngram_max"] == 5 and at.session_state["sv_config"].value("ngram_max") == 5
     at.run()  # a second run (any widget change) draws no ngram_max widget again: its value must survive that
     assert at.session_state["ngram_max"] == 5 and at.query_params["ngram_max"] in ("5", ["5"])

@@ -8,9 +8,9 @@ import time
 import numpy as np
 import torch
 
-from specviz.sharedwork import SharedWork, key_digest
-from specviz.store import ByteBoundedStore, approx_bytes
-from specviz.ui.waiting import place_message
+from specviz.serving.pool import place_message
+from specviz.serving.sharedwork import SharedWork, key_digest
+from specviz.serving.store import ByteBoundedStore, approx_bytes
 
 NO_HANG = 600  # a guard against a hang, never reached by a working pool however slow the machine
 
@@ -215,7 +215,7 @@ def test_a_page_that_reruns_and_asks_again_keeps_its_running_computation():
 
 
 def test_a_waiting_page_sleeps_longer_the_more_sessions_share_its_run():
-    from specviz.ui.waiting import LONGEST_SLEEP_SECONDS, POLL_SECONDS, WAKEUPS_PER_SECOND, redraw_interval
+    from specviz.serving.pool import LONGEST_SLEEP_SECONDS, POLL_SECONDS, WAKEUPS_PER_SECOND, redraw_interval
 
     sharers = (1, 8, 9, 100, 300, 1000, 5000)
     sleeps = [redraw_interval(n) for n in sharers]
@@ -225,7 +225,7 @@ def test_a_waiting_page_sleeps_longer_the_more_sessions_share_its_run():
 
 
 def test_a_run_a_class_waits_for_is_told_from_one_user_computing():
-    from specviz.ui.waiting import HALL_SHARERS, hall_run
+    from specviz.serving.pool import HALL_SHARERS, hall_run
 
     work, gate = SharedWork(max_bytes=2**20, workers=1), threading.Event()
     lone = work.submit("seed 1", gated(gate, "one"), "s0", "Decoding")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.config import ConfigError, DecodeConfig
+from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
 from specviz.models.loading import load_model
+from specviz.settings import ConfigError
 from tests.tiny import make_tiny_model
 
 from .conftest import target_greedy
@@ -30,8 +31,16 @@ def test_the_tiny_model_really_uses_a_window(mistral_pair):
 @pytest.mark.parametrize("drafter,gamma", [("model", 3), ("model", 5), ("layerskip", 3), ("ngram", 4)])
 def test_greedy_is_identical_to_the_targets_own_generate(mistral_pair, drafter, gamma):
     target, draft, pair = mistral_pair
-    config = DecodeConfig(target=target, draft=draft, drafter=drafter, rule="greedy", gamma=gamma, max_new_tokens=24,
-                          skip_layers=(1,), device="cpu")
+    config = DecodeConfig(
+        target=target,
+        draft=draft,
+        drafter=drafter,
+        rule="greedy",
+        gamma=gamma,
+        max_new_tokens=24,
+        skip_layers=(1,),
+        device="cpu",
+    )
     trace = speculative_decode(config, prompt_ids=PROMPT, pair=pair)
     assert trace.output_ids == target_greedy(pair.target, PROMPT, len(trace.output_ids))
     assert len(trace.output_ids) > WINDOW and any(r.correction for r in trace.rounds)  # caches were cropped

@@ -46,9 +46,11 @@ def test_the_speedup_can_price_verification_at_its_measured_cost():
     assert expected_speedup_for_blocks(alpha, [3, 3], c) == pytest.approx(expected_speedup(alpha, 3, c))
     # a pass over 4 tokens costing 1.4 one-token steps: (1 - a^4) / (1 - a) over (3c + 1.4)
     assert expected_speedup_for_blocks(alpha, [3], c, {3: 1.4}) == pytest.approx(
-        (1 - alpha**4) / (1 - alpha) / (3 * c + 1.4))
+        (1 - alpha**4) / (1 - alpha) / (3 * c + 1.4)
+    )
     assert expected_speedup_for_blocks(alpha, [1, 3], c, {3: 1.4}) == pytest.approx(
-        (expected_tokens_per_round(alpha, 1) + expected_tokens_per_round(alpha, 3)) / (c + 1 + 3 * c + 1.4))
+        (expected_tokens_per_round(alpha, 1) + expected_tokens_per_round(alpha, 3)) / (c + 1 + 3 * c + 1.4)
+    )
 
 
 def test_autoregressive_baseline_is_the_targets_greedy(tiny_dirs, tiny_pair):

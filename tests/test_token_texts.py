@@ -49,6 +49,9 @@ def test_a_sequence_of_byte_tokens_reads_as_its_characters(tokenizer):
 def test_a_trace_of_a_prompt_with_split_characters_shows_no_replacement_character(embedded_pair):
     config = DecodeConfig(max_new_tokens=8, device="cpu")
     trace = speculative_decode(config, prompt="Écris « été » en japonais : 夏", pair=embedded_pair)
-    shown = trace.prompt_tokens + [t for r in trace.rounds for t in r.emitted_texts] \
+    shown = (
+        trace.prompt_tokens
+        + [t for r in trace.rounds for t in r.emitted_texts]
         + [p.text for r in trace.rounds for p in r.draft]
+    )
     assert not any("\ufffd" in t for t in shown), shown

@@ -8,28 +8,41 @@ import pytest
 import torch
 
 from specviz.analysis.lab import chi_square_power, goodness_of_fit
-from specviz.config import ConfigError, DecodeConfig
+from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
 from specviz.engine.trace import Trace
 from specviz.engine.verification import remove_and_renormalise
 from specviz.models.loading import load_model
 from specviz.rules.distributions import gumbel_top_k, softmax32
+from specviz.settings import ConfigError
 
 from .conftest import target_greedy
 from .test_engine import PROMPT
 
 
 def tree_config(tiny_dirs, **changes) -> DecodeConfig:
-    base = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="tree", rule="greedy",
-                        tree_mode="constant", branching=2, tree_depth=3, max_new_tokens=24, device="cpu")
+    base = DecodeConfig(
+        target=tiny_dirs["target"],
+        draft=tiny_dirs["draft"],
+        drafter="tree",
+        rule="greedy",
+        tree_mode="constant",
+        branching=2,
+        tree_depth=3,
+        max_new_tokens=24,
+        device="cpu",
+    )
     return base.replace(**changes)
 
 
-@pytest.mark.parametrize("changes", [
-    dict(tree_mode="constant", branching=2, tree_depth=3),
-    dict(tree_mode="constant", branching=3, tree_depth=2),
-    dict(tree_mode="beam", beam_width=3, tree_depth=4),
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        dict(tree_mode="constant", branching=2, tree_depth=3),
+        dict(tree_mode="constant", branching=3, tree_depth=2),
+        dict(tree_mode="beam", beam_width=3, tree_depth=4),
+    ],
+)
 def test_greedy_tree_matches_target_generate(tiny_dirs, tiny_pair, changes):
     trace = speculative_decode(tree_config(tiny_dirs, **changes), prompt_ids=PROMPT, pair=tiny_pair)
     assert trace.output_ids == target_greedy(tiny_pair.target, PROMPT, 24)
@@ -44,16 +57,28 @@ def test_greedy_tree_with_a_layer_skip_draft(tiny_dirs, tiny_pair):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_one_child_per_node_is_standard_speculative_sampling(tiny_dirs, tiny_pair, seed):
-    chain = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", rule="sample",
-                         gamma=3, max_new_tokens=20, seed=seed, device="cpu")
+    chain = DecodeConfig(
+        target=tiny_dirs["target"],
+        draft=tiny_dirs["draft"],
+        drafter="model",
+        rule="sample",
+        gamma=3,
+        max_new_tokens=20,
+        seed=seed,
+        device="cpu",
+    )
     tree = chain.replace(drafter="tree", tree_mode="constant", branching=1, tree_depth=3)
-    assert speculative_decode(tree, prompt_ids=PROMPT, pair=tiny_pair).output_ids == \
-        speculative_decode(chain, prompt_ids=PROMPT, pair=tiny_pair).output_ids
+    assert (
+        speculative_decode(tree, prompt_ids=PROMPT, pair=tiny_pair).output_ids
+        == speculative_decode(chain, prompt_ids=PROMPT, pair=tiny_pair).output_ids
+    )
 
 
 @pytest.mark.slow  # a statistical test at its computed power: many samples
-@pytest.mark.parametrize("changes", [dict(tree_mode="constant", branching=3, tree_depth=2),
-                                     dict(tree_mode="beam", beam_width=4, tree_depth=2)])
+@pytest.mark.parametrize(
+    "changes",
+    [dict(tree_mode="constant", branching=3, tree_depth=2), dict(tree_mode="beam", beam_width=4, tree_depth=2)],
+)
 def test_recursive_rejection_sampling_preserves_target_distribution(tiny_dirs, tiny_pair, changes):
     n = 500  # the power check below: the draft's own law would be caught with certainty at this n
     with torch.inference_mode():
@@ -61,8 +86,9 @@ def test_recursive_rejection_sampling_preserves_target_distribution(tiny_dirs, t
         q = softmax32(tiny_pair.draft.model(torch.tensor([PROMPT])).logits[0, -1])
     assert chi_square_power(p, q, n, level=1e-6) > 0.999
     config = tree_config(tiny_dirs, rule="sample", max_new_tokens=3, **changes)
-    firsts = [speculative_decode(config.replace(seed=s), prompt_ids=PROMPT, pair=tiny_pair).output_ids[0]
-              for s in range(n)]
+    firsts = [
+        speculative_decode(config.replace(seed=s), prompt_ids=PROMPT, pair=tiny_pair).output_ids[0] for s in range(n)
+    ]
     assert goodness_of_fit(firsts, p) > 1e-3
     assert goodness_of_fit(firsts, q) < 1e-6  # the test has the power to see a wrong distribution
 
@@ -83,8 +109,9 @@ def test_every_node_is_scored_in_one_target_pass(tiny_dirs, tiny_pair):
 
 
 def test_tree_trace_round_trips_and_walk_is_consistent(tiny_dirs, tiny_pair):
-    trace = speculative_decode(tree_config(tiny_dirs, rule="sample", seed=5, tree_mode="beam", beam_width=3),
-                               prompt_ids=PROMPT, pair=tiny_pair)
+    trace = speculative_decode(
+        tree_config(tiny_dirs, rule="sample", seed=5, tree_mode="beam", beam_width=3), prompt_ids=PROMPT, pair=tiny_pair
+    )
     assert Trace.from_json(trace.to_json()) == trace
     for r in trace.rounds:
         tree = r.tree
@@ -120,8 +147,16 @@ def test_tree_bounds_are_checked(tiny_dirs):
 def test_a_tree_round_that_accepts_eos_records_nothing_after_it(tiny_dirs):
     """draft = target accepts the whole greedy path; this prompt's path reaches EOS before the tree's depth."""
     target = load_model(tiny_dirs["target"], "cpu")
-    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["target"], drafter="tree", rule="greedy",
-                          tree_depth=4, branching=1, max_new_tokens=40, device="cpu")
+    config = DecodeConfig(
+        target=tiny_dirs["target"],
+        draft=tiny_dirs["target"],
+        drafter="tree",
+        rule="greedy",
+        tree_depth=4,
+        branching=1,
+        max_new_tokens=40,
+        device="cpu",
+    )
     trace = speculative_decode(config, prompt_ids=[29, 14, 26, 30, 15, 3], pair=ModelPair(target, target))
     assert trace.stats.stop_reason == "eos"
     last = trace.rounds[-1]

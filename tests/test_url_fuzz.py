@@ -9,14 +9,14 @@ import pytest
 
 from specviz import ui
 from specviz.config import DecodeConfig, field_params
-from specviz.urlstate import URL_FIELDS, format_value
+from specviz.serving.urlstate import format_value, url_fields
 
 from .test_app import make_app
 
 
 def fuzz_values(name: str) -> list[str]:
     """The default, the accepted bounds and a value past each, as a link spells them."""
-    p, default = field_params()[name], getattr(DecodeConfig(), name)
+    p, default = field_params()[name], DecodeConfig().value(name)
     values = [default]
     if p.choices and isinstance(default, str):
         values += [p.choices[0], p.choices[-1], "no-such-" + name]
@@ -30,7 +30,7 @@ def fuzz_values(name: str) -> list[str]:
     return [v if isinstance(v, str) else format_value(v) for v in values]
 
 
-CASES = [(name, value) for name in URL_FIELDS if field_params()[name].widget != "none" for value in fuzz_values(name)]
+CASES = [(name, value) for name in url_fields() if field_params()[name].widget != "none" for value in fuzz_values(name)]
 
 
 @pytest.mark.parametrize(("name", "value"), CASES)
@@ -45,7 +45,7 @@ def test_every_page_opens_on_links_at_and_past_the_bounds(tiny_params, page, sid
     """Every field at its upper accepted bound (or past it) in one link, on every page: the sidebar they share and the
     page's own use of the values (a page may refuse the whole link with a message, never with a traceback)."""
     extremes = {}
-    for name in URL_FIELDS:
+    for name in url_fields():
         if field_params()[name].widget == "none" or field_params()[name].low is None:
             continue
         values = fuzz_values(name)

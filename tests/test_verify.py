@@ -75,8 +75,10 @@ def test_top_beta_with_beta_one_is_greedy():
     for _ in range(20):
         p = torch.softmax(torch.randn(30, generator=gen), -1)
         for token in range(30):
-            assert (TopBetaRule(beta=1, tau=100.0).check(token, p, p, gen).accepted
-                    == GreedyRule().check(token, p, p, gen).accepted)
+            assert (
+                TopBetaRule(beta=1, tau=100.0).check(token, p, p, gen).accepted
+                == GreedyRule().check(token, p, p, gen).accepted
+            )
 
 
 def test_sampling_distribution_warps():

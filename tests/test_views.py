@@ -15,16 +15,24 @@ import torch
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
 from specviz.presentation import player, render, tables, tree_drawing
+from specviz.serving.urlstate import parse_query, to_query
 from specviz.ui.views import summary_line
-from specviz.urlstate import parse_query, to_query
 
 DEFAULTS = DecodeConfig()
 
 
 @pytest.fixture(scope="module")
 def trace(tiny_dirs, tiny_pair):
-    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", rule="sample",
-                          gamma=4, max_new_tokens=20, seed=3, device="cpu")
+    config = DecodeConfig(
+        target=tiny_dirs["target"],
+        draft=tiny_dirs["draft"],
+        drafter="model",
+        rule="sample",
+        gamma=4,
+        max_new_tokens=20,
+        seed=3,
+        device="cpu",
+    )
     return speculative_decode(config, prompt_ids=[3, 7, 5, 9], pair=tiny_pair)
 
 
@@ -37,10 +45,25 @@ def test_url_round_trip():
 
 
 def test_url_bad_values_fall_back_one_by_one():
-    state = parse_query({"gamma": "0", "beta": "x", "temperature": "-1", "top_p": "nan", "rule": "greedy",
-                         "drafter": "model", "target": "org/other-model", "round": "zero", "seed": "7"}, DEFAULTS)
-    assert (state.config.gamma, state.config.beta, state.config.temperature) == (DEFAULTS.gamma, DEFAULTS.beta,
-                                                                                 DEFAULTS.temperature)
+    state = parse_query(
+        {
+            "gamma": "0",
+            "beta": "x",
+            "temperature": "-1",
+            "top_p": "nan",
+            "rule": "greedy",
+            "drafter": "model",
+            "target": "org/other-model",
+            "round": "zero",
+            "seed": "7",
+        },
+        DEFAULTS,
+    )
+    assert (state.config.gamma, state.config.beta, state.config.temperature) == (
+        DEFAULTS.gamma,
+        DEFAULTS.beta,
+        DEFAULTS.temperature,
+    )
     assert state.config.drafter == "model"  # valid: the embedded target has its shipped draft
     assert state.config.target == "embedded"  # another target without a draft model is refused
     assert state.config.seed == 7 and state.round == 1
@@ -79,14 +102,24 @@ def test_round_rows_show_marks_struck_corrections_and_masks(trace):
 def test_the_player_carries_each_rounds_seed_rows_and_one_stylesheet(trace):
     page = player.lesson_html(trace)
     drawings = json.loads(page.split('<script id="drawings" type="application/json">')[1].split("</script>")[0])
-    assert [d["rows"] for d in drawings] == [render.round_rows_html(trace, r).removeprefix(render.CSS)
-                                             for r in trace.rounds]
+    assert [d["rows"] for d in drawings] == [
+        render.round_rows_html(trace, r).removeprefix(render.CSS) for r in trace.rounds
+    ]
     assert page.count(render.CSS) == 1
 
 
 def test_tree_svg_draws_every_node_edge_and_the_accepted_path(tiny_dirs, tiny_pair):
-    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="tree", rule="sample",
-                          branching=2, tree_depth=3, max_new_tokens=16, seed=1, device="cpu")
+    config = DecodeConfig(
+        target=tiny_dirs["target"],
+        draft=tiny_dirs["draft"],
+        drafter="tree",
+        rule="sample",
+        branching=2,
+        tree_depth=3,
+        max_new_tokens=16,
+        seed=1,
+        device="cpu",
+    )
     rounds = speculative_decode(config, prompt_ids=[3, 7, 5, 9], pair=tiny_pair).rounds
     rnd = max(rounds, key=lambda r: (len(r.tree.path), len(r.tree.nodes)))
     svg = tree_drawing.tree_svg(rnd)
@@ -109,20 +142,30 @@ def test_tree_svg_draws_every_node_edge_and_the_accepted_path(tiny_dirs, tiny_pa
     assert len(labels) == len(nodes) and all(t.text.endswith("…") for t in labels)
     for label in labels:
         x, y, half = float(label.get("x")), float(label.get("y")), 13 * 0.62 * len(label.text) / 2  # monospace
-        assert not [(cx, cy) for cx, cy in circles if x - half < cx + 7 and cx - 7 < x + half and y - 13 < cy + 7
-                    and cy - 7 < y + 3], label.text
+        assert not [
+            (cx, cy)
+            for cx, cy in circles
+            if x - half < cx + 7 and cx - 7 < x + half and y - 13 < cy + 7 and cy - 7 < y + 3
+        ], label.text
 
 
 @pytest.mark.parametrize("rule,lossy", [("greedy", False), ("sample", False), ("topbeta", True)])
 def test_the_summary_says_when_the_rule_is_lossy(tiny_dirs, tiny_pair, rule, lossy):
-    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", rule=rule, gamma=3,
-                          max_new_tokens=8, device="cpu")
+    config = DecodeConfig(
+        target=tiny_dirs["target"],
+        draft=tiny_dirs["draft"],
+        drafter="model",
+        rule=rule,
+        gamma=3,
+        max_new_tokens=8,
+        device="cpu",
+    )
     line = summary_line(speculative_decode(config, prompt_ids=[3, 7, 5, 9], pair=tiny_pair))
     assert ("lossy rule" in line) == lossy and "rounds" in line
 
 
 def test_the_drafter_attention_heatmap_names_h_t_and_never_overprints():
-    from specviz.presentation.figures import drafter_attention_figure
+    from specviz.presentation.drafter_figures import drafter_attention_figure
 
     fig = drafter_attention_figure(torch.rand(3, 4 + 1 + 3), "Blockwise", window=4)
     ticks = list(fig.layout.xaxis.tickvals)
@@ -135,8 +178,14 @@ def test_a_tree_rounds_walk_is_named_for_its_rule(tiny_dirs, tiny_pair):
     from specviz.presentation.player import round_drawing
 
     for rule, heading in (("sample", "Recursive rejection sampling"), ("greedy", "The walk down the tree")):
-        config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="tree", rule=rule,
-                              max_new_tokens=6, device="cpu")
+        config = DecodeConfig(
+            target=tiny_dirs["target"],
+            draft=tiny_dirs["draft"],
+            drafter="tree",
+            rule=rule,
+            max_new_tokens=6,
+            device="cpu",
+        )
         trace = speculative_decode(config, prompt_ids=[3, 7, 5, 9], pair=tiny_pair)
         rows = round_drawing(trace, trace.rounds[0])["rows"]
         assert f"<h4>{heading}" in rows and ("Recursive rejection" in rows) == (rule == "sample")

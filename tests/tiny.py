@@ -34,8 +34,16 @@ def make_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
 
 
 def make_tiny_model(
-    directory: Path, *, seed: int, layers: int, hidden: int, words: list[str] = WORDS,
-    like: str | None = None, noise: float = 0.0, sliding_window: int | None = None, qwen2: bool = False,
+    directory: Path,
+    *,
+    seed: int,
+    layers: int,
+    hidden: int,
+    words: list[str] = WORDS,
+    like: str | None = None,
+    noise: float = 0.0,
+    sliding_window: int | None = None,
+    qwen2: bool = False,
     init: float = 0.3,
 ) -> str:
     """Save a random Llama (sharp logits from a large init, so argmax ties never occur); return its path.
@@ -43,15 +51,26 @@ def make_tiny_model(
     with ``qwen2`` a Qwen2, a Llama with biases on q, k and v (drawn at random here, not left at zero). A small
     ``init`` gives flat logits instead, full of near-ties between the best tokens."""
     torch.manual_seed(seed)
-    architecture, config_class = ((MistralForCausalLM, MistralConfig) if sliding_window
-                                  else (LlamaForCausalLM, LlamaConfig))
+    architecture, config_class = (
+        (MistralForCausalLM, MistralConfig) if sliding_window else (LlamaForCausalLM, LlamaConfig)
+    )
     if qwen2:
         architecture, config_class = Qwen2ForCausalLM, Qwen2Config
     window = dict(sliding_window=sliding_window) if sliding_window else {}
     config = config_class(
-        vocab_size=len(words), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, eos_token_id=1,
-        bos_token_id=None, pad_token_id=None, initializer_range=init, tie_word_embeddings=False, **window,
+        vocab_size=len(words),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        eos_token_id=1,
+        bos_token_id=None,
+        pad_token_id=None,
+        initializer_range=init,
+        tie_word_embeddings=False,
+        **window,
     )
     model = architecture(config).eval()
     with torch.no_grad():
@@ -74,6 +93,7 @@ def make_tiny_pair(root: Path, noise: float = 0.3) -> dict[str, str]:
     return {
         "target": target,
         "draft": make_tiny_model(root / "draft", seed=2, layers=4, hidden=64, like=target, noise=noise),
-        "other_vocab": make_tiny_model(root / "other", seed=3, layers=2, hidden=32,
-                                       words=WORDS[:2] + [f"v{i}" for i in range(30)]),
+        "other_vocab": make_tiny_model(
+            root / "other", seed=3, layers=2, hidden=32, words=WORDS[:2] + [f"v{i}" for i in range(30)]
+        ),
     }

@@ -1,10 +1,14 @@
-"""What every analysis shares: the progress callback type and the bounds on one request's work."""
+"""What every analysis shares: the progress callback types, a decoded trace's stats and the bounds on one request's
+work."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
-Progress = Callable[[int, int], None] | None
+from specviz.engine.trace import Stats, Trace
+
+Progress = Callable[[int, int], None]  # on_progress(done, total)
+TextProgress = Callable[[int, int, str], None]  # on_progress(done, total, what runs now)
 
 SWEEP_GAMMAS_MAX = 8  # block sizes per sweep
 SWEEP_TOKENS_MAX = 64  # new tokens per sweep run
@@ -13,6 +17,12 @@ TIMING_REPEATS_MAX = 20
 COMPARE_BETAS = (1, 2, 3, 4, 5)
 
 
-def _tick(on_progress: Progress, done: int, total: int) -> None:
+def _tick(on_progress: Progress | None, done: int, total: int) -> None:
     if on_progress:
         on_progress(done, total)
+
+
+def stats_of(trace: Trace) -> Stats:
+    """The stats of a trace the engine decoded (it records them with every run)."""
+    assert trace.stats is not None, "a decoded trace carries its stats"
+    return trace.stats

@@ -9,11 +9,12 @@ from specviz.analysis.roofline import pair_profiles
 from specviz.config import DecodeConfig
 from specviz.drafters.registry import drafter_entry
 from specviz.engine import ModelPair
-from specviz.models.forwards import KVCachedSequence, full_forward
+from specviz.models.forwards import ForwardFn, KVCachedSequence, full_forward
+from specviz.models.loaded import LoadedModel
 from specviz.models.profile import model_profile
 
 
-def timed_feeds(state: KVCachedSequence, forward, loaded, chunks: list[list[int]]) -> float:
+def timed_feeds(state: KVCachedSequence, forward: ForwardFn, loaded: LoadedModel, chunks: list[list[int]]) -> float:
     """Seconds to feed ``chunks`` to ``loaded`` through ``forward``, one cached forward per chunk."""
     started = time.perf_counter()
     for chunk in chunks:
@@ -21,7 +22,7 @@ def timed_feeds(state: KVCachedSequence, forward, loaded, chunks: list[list[int]
     return time.perf_counter() - started
 
 
-def primed_state(loaded, forward, context: list[int]) -> KVCachedSequence:
+def primed_state(loaded: LoadedModel, forward: ForwardFn, context: list[int]) -> KVCachedSequence:
     """A cache holding ``context[:-1]`` (one forward, not timed): any pass over the last n tokens of the
     context can then be timed after cropping it to ``context[:-n]`` (``pass_ms``)."""
     state = KVCachedSequence()
@@ -30,7 +31,14 @@ def primed_state(loaded, forward, context: list[int]) -> KVCachedSequence:
     return state
 
 
-def pass_ms(state: KVCachedSequence, loaded, forward, context: list[int], repeats: int, new_tokens: int = 1) -> float:
+def pass_ms(
+    state: KVCachedSequence,
+    loaded: LoadedModel,
+    forward: ForwardFn,
+    context: list[int],
+    repeats: int,
+    new_tokens: int = 1,
+) -> float:
     """Median milliseconds of one cached forward over the last ``new_tokens`` of ``context``, on a
     ``primed_state`` of that context (cropped back before every pass; the first pass is a warm-up)."""
     times = []
@@ -40,13 +48,16 @@ def pass_ms(state: KVCachedSequence, loaded, forward, context: list[int], repeat
     return statistics.median(times[1:]) * 1e3
 
 
-def cached_pass_ms(loaded, forward, prefix: list[int], repeats: int, new_tokens: int = 1) -> float:
+def cached_pass_ms(
+    loaded: LoadedModel, forward: ForwardFn, prefix: list[int], repeats: int, new_tokens: int = 1
+) -> float:
     """Median milliseconds of one cached forward over the last ``new_tokens`` of ``prefix``."""
     return pass_ms(primed_state(loaded, forward, prefix), loaded, forward, prefix, repeats, new_tokens)
 
 
-def verification_costs(pair: ModelPair, prefix: list[int], blocks: list[int], repeats: int = 5,
-                       pairs: int = 1) -> dict[int, float]:
+def verification_costs(
+    pair: ModelPair, prefix: list[int], blocks: list[int], repeats: int = 5, pairs: int = 1
+) -> dict[int, float]:
     """v(k) for each block size k: the target's cached pass over k + 1 tokens (as a round verifies k
     drafted tokens) over its one-token step, measured after ``prefix`` on this device (theory.py). Each
     k's pass is timed right after a one-token pass, and v(k) is the median over ``pairs`` such pairs: on
@@ -70,13 +81,14 @@ def cost_ratio(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats
 
     Autoregressive drafts pay one forward per token; a parallel drafter pays one small pass for all
     its k tokens (on states the verification pass already computed), so its c is that pass over k."""
-    own_timing = drafter_entry(config.drafter).hook("ms_per_drafted_token")
+    own = drafter_entry(config.drafter).on_states()
     draft = drafter_entry(config.drafter).draft_source(config, pair)
-    if not own_timing and draft is None:  # nothing to time: an n-gram lookup costs no forward
+    if not own and draft is None:  # nothing to time: an n-gram lookup costs no forward
         return 0.0
     target_ms = cached_pass_ms(pair.target, full_forward, prefix, repeats)
-    if own_timing:  # drafters on the target's states time their own pass (the states come from verification)
-        return own_timing(config, pair, prefix, repeats) / target_ms
+    if own:  # drafters on the target's states time their own pass (the states come from verification)
+        return own.ms_per_drafted_token(config, pair, prefix, repeats) / target_ms
+    assert draft is not None, "the drafters without a forward of their own were priced above"
     return cached_pass_ms(draft[0], draft[1], prefix, repeats) / target_ms
 
 

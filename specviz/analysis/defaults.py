@@ -28,7 +28,7 @@ from specviz.engine import ModelPair, load_pair
 from specviz.models.cache import cache_root, write_json_atomically
 from specviz.models.loading import forget_loaded_models
 from specviz.models.machine import machine_key
-from specviz.models.profile import FORMAT, NOISY
+from specviz.models.profile import FORMAT, NOISY, PassProfile
 from specviz.training.draft_model import HELDOUT_FILE, heldout_acceptance
 from specviz.training.teacher_text import read_prompt_file
 
@@ -61,10 +61,20 @@ def store_defaults(target: str, draft: str | None, device: str, measured: Measur
 def greedy_acceptance(config: DecodeConfig, pair: ModelPair) -> float:
     """The draft's greedy acceptance at γ = ``ACCEPTANCE_GAMMA`` (:func:`~specviz.training.draft_model.
     heldout_acceptance`) on the first held-out prompts of the prose and the code files (no shipped draft saw them)."""
-    prompts = [p for path in (HELDOUT_FILE, DATA_DIR / "heldout_code_prompts.txt")
-               for p in read_prompt_file(path)[:ACCEPTANCE_PROMPTS]]
-    return heldout_acceptance(pair.target, pair.draft, prompts, max_new_tokens=ACCEPTANCE_TOKENS,
-                              gamma=ACCEPTANCE_GAMMA, draft_vocab=config.draft_vocab)
+    prompts = [
+        p
+        for path in (HELDOUT_FILE, DATA_DIR / "heldout_code_prompts.txt")
+        for p in read_prompt_file(path)[:ACCEPTANCE_PROMPTS]
+    ]
+    assert pair.draft is not None, "a pair's defaults are measured for its draft model"
+    return heldout_acceptance(
+        pair.target,
+        pair.draft,
+        prompts,
+        max_new_tokens=ACCEPTANCE_TOKENS,
+        gamma=ACCEPTANCE_GAMMA,
+        draft_vocab=config.draft_vocab,
+    )
 
 
 def measure_pair_defaults(config: DecodeConfig, release: bool = False) -> MeasuredDefaults:
@@ -73,17 +83,20 @@ def measure_pair_defaults(config: DecodeConfig, release: bool = False) -> Measur
     a quiet machine. ``release``: free each precision's models before loading the next (a command's process; the
     app keeps what it loaded for its sessions)."""
     alpha = shipped_draft_acceptance() if (config.target, config.draft) == (EMBEDDED, None) else None
-    profiles = {}
+    profiles: dict[str, tuple[PassProfile, PassProfile]] = {}
     for dtype in PRECISIONS:
         precise = config.replace(dtype=dtype)
         pair = load_pair(precise)
-        profiles[dtype] = pair_profiles(precise, pair)
+        target, draft = pair_profiles(precise, pair)
+        assert draft is not None, "a pair's defaults are measured for its draft model, which has a forward of its own"
+        profiles[dtype] = (target, draft)
         if alpha is None:
             alpha = greedy_acceptance(precise, pair)
         del pair
         if release:
             forget_loaded_models()
             gc.collect()
+    assert alpha is not None, "the acceptance is measured in the first precision"
     measured = measured_defaults(profiles, alpha)
     if all(profile.spread < NOISY for pair in profiles.values() for profile in pair):
         store_defaults(config.target, config.draft, config.device, measured)
@@ -108,5 +121,7 @@ def follow_pair(values: dict, applied: dict, own: MeasuredDefaults | None) -> tu
     if own is None:
         return values, applied
     follows = [name for name in PAIR_DEFAULTS if name in applied and values.get(name) == applied[name]]
-    return ({**values, **{name: getattr(own, name) for name in follows}},
-            {**applied, **{name: getattr(own, name) for name in follows}})
+    return (
+        {**values, **{name: getattr(own, name) for name in follows}},
+        {**applied, **{name: getattr(own, name) for name in follows}},
+    )

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from specviz.analysis.common import SWEEP_TOKENS_MAX, Progress, _tick
+from specviz.analysis.common import SWEEP_TOKENS_MAX, Progress, _tick, stats_of
 from specviz.analysis.metrics import pooled_acceptance_by_position
 from specviz.config import DecodeConfig
 from specviz.drafters.parallel import drafter_inputs
@@ -35,19 +35,24 @@ def confidence_calibration(traces: list[Trace], bins: int = CONFIDENCE_BINS) -> 
     drafted against how often the target accepted it, over every verified drafted token, in ``bins`` equal-width
     bins of confidence: (bin, confidence = mean q in the bin, acceptance_rate, verified). A draft whose points lie
     near the diagonal is calibrated: its confidence tells where to grow a tree."""
-    checked = [(pos.q, pos.accepted) for t in traces for r in t.rounds for pos in r.draft
-               if pos.status != NOT_VERIFIED]
+    checked = [(pos.q, pos.accepted) for t in traces for r in t.rounds for pos in r.draft if pos.status != NOT_VERIFIED]
     if not checked:
         return pd.DataFrame(columns=["bin", "confidence", "acceptance_rate", "verified"])
     frame = pd.DataFrame(checked, columns=["q", "accepted"])
     frame["bin"] = np.minimum((frame.q * bins).astype(int), bins - 1)
-    grouped = frame.groupby("bin").agg(confidence=("q", "mean"), acceptance_rate=("accepted", "mean"),
-                                       verified=("accepted", "size"))
+    grouped = frame.groupby("bin").agg(
+        confidence=("q", "mean"), acceptance_rate=("accepted", "mean"), verified=("accepted", "size")
+    )
     return grouped.reset_index()
 
 
-def compare_drafters(config: DecodeConfig, pair: ModelPair, prompts_ids: list[list[int]], kinds: list[str],
-                     on_progress: Progress = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def compare_drafters(
+    config: DecodeConfig,
+    pair: ModelPair,
+    prompts_ids: list[list[int]],
+    kinds: list[str],
+    on_progress: Progress | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Each drafter on the same prompts: (summary per drafter, acceptance per drafted position, confidence
     calibration per drafter).
 
@@ -71,18 +76,29 @@ def compare_drafters(config: DecodeConfig, pair: ModelPair, prompts_ids: list[li
             _tick(on_progress, done, total)
         rounds = [r for t in traces for r in t.rounds]
         drafting = [r for r in rounds if r.draft]
-        tokens = sum(t.stats.new_tokens for t in traces)
-        seconds = sum(t.stats.wall_ms for t in traces) / 1e3
-        summary.append(dict(
-            drafter=DRAFTERS[kind].label, tokens_per_round=tokens / len(rounds),
-            acceptance_rate=(sum(t.stats.accepted_tokens for t in traces)
-                             / max(1, sum(t.stats.drafted_tokens for t in traces))),
-            draft_ms_per_round=sum(r.draft_ms for r in drafting) / max(1, len(drafting)),
-            draft_passes_per_round=sum(r.draft_forward_passes for r in drafting) / max(1, len(drafting)),
-            tokens_per_s=tokens / seconds, speedup_vs_autoregressive=(tokens / seconds) / (ar_tokens / ar_seconds),
-        ))
+        stats = [stats_of(t) for t in traces]
+        tokens = sum(s.new_tokens for s in stats)
+        seconds = sum(s.wall_ms for s in stats) / 1e3
+        summary.append(
+            dict(
+                drafter=DRAFTERS[kind].label,
+                tokens_per_round=tokens / len(rounds),
+                acceptance_rate=(sum(s.accepted_tokens for s in stats) / max(1, sum(s.drafted_tokens for s in stats))),
+                draft_ms_per_round=sum(r.draft_ms for r in drafting) / max(1, len(drafting)),
+                draft_passes_per_round=sum(r.draft_forward_passes for r in drafting) / max(1, len(drafting)),
+                tokens_per_s=tokens / seconds,
+                speedup_vs_autoregressive=(tokens / seconds) / (ar_tokens / ar_seconds),
+            )
+        )
         calibration.append(confidence_calibration(traces).assign(drafter=DRAFTERS[kind].label))
         for row in pooled_acceptance_by_position(traces).itertuples():
-            positions.append(dict(drafter=DRAFTERS[kind].label, position=int(row.position), verified=int(row.verified),
-                                  accepted=int(row.accepted), acceptance_rate=row.acceptance_rate))
+            positions.append(
+                dict(
+                    drafter=DRAFTERS[kind].label,
+                    position=int(row.position),
+                    verified=int(row.verified),
+                    accepted=int(row.accepted),
+                    acceptance_rate=row.acceptance_rate,
+                )
+            )
     return pd.DataFrame(summary), pd.DataFrame(positions), pd.concat(calibration, ignore_index=True)

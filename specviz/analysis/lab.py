@@ -17,18 +17,20 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 import torch
 from scipy.stats import chi2, chi2_contingency, chisquare, ncx2
 
+from specviz.analysis.common import Progress
 from specviz.config import DecodeConfig
-from specviz.drafters.registry import drafter_entry, make_drafter, rule_for
+from specviz.drafters.base import DraftBlock
+from specviz.drafters.registry import drafter_entry, make_drafter
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.models.forwards import KVCachedSequence, full_forward, states_forward
 from specviz.rules.acceptance import BrokenResidualRule, SpeculativeSamplingRule
+from specviz.rules.registry import SAMPLING, rule_for
 
 LAB_SAMPLES_MAX = 100_000  # exact-law arm: vectorised draws, no model call per sample
 SEQUENCE_SAMPLES_MAX = 300  # real decoding per arm
@@ -38,10 +40,18 @@ ARM_SEED_STRIDE = 1_000_003  # arm a uses seeds a * stride + s: no two arms shar
 MIN_EXPECTED = 5  # chi-square bins with fewer expected counts are pooled (Cochran's rule)
 
 
+def sampling(config: DecodeConfig) -> DecodeConfig:
+    """``config`` under speculative sampling: the rule whose output the lab tests against the target's p."""
+    return config.replace(rule=SAMPLING)
+
+
 def lab_rules(config: DecodeConfig) -> dict[str, SpeculativeSamplingRule]:
     """The correct and the broken sampler, both with the config's temperature, top-k and top-p."""
-    warp = dict(temperature=config.temperature, top_k=config.top_k, top_p=config.top_p)
-    return {"speculative sampling": SpeculativeSamplingRule(**warp), "broken rule": BrokenResidualRule(**warp)}
+    t, k, p = config.temperature, config.top_k, config.top_p
+    return {
+        "speculative sampling": SpeculativeSamplingRule(temperature=t, top_k=k, top_p=p),
+        "broken rule": BrokenResidualRule(temperature=t, top_k=k, top_p=p),
+    }
 
 
 @dataclass(frozen=True)
@@ -60,18 +70,20 @@ def first_drafted_position(config: DecodeConfig, pair: ModelPair, prompt_ids: li
     first draft at the prompt plus one token; the lab fixes that token to the target's most likely one.
     Tree drafters draw their first level from the draft model (or the layer-skip draft) at the prompt.
     """
-    config = config.replace(rule="sample")
+    config = sampling(config)
     config = drafter_entry(config.drafter).chain_config(config)
     rule = rule_for(config)
     parallel = drafter_entry(config.drafter).requires_model_outputs
     state = KVCachedSequence()
-    logits = state.feed(states_forward if parallel else full_forward, pair.target,
-                        list(prompt_ids), 1)[-1, : pair.vocab_size]
+    logits = state.feed(states_forward if parallel else full_forward, pair.target, list(prompt_ids), 1)[
+        -1, : pair.vocab_size
+    ]
     context = list(prompt_ids)
     if parallel:
         context.append(int(torch.argmax(logits)))
         logits = state.feed(states_forward, pair.target, context[-1:], 1)[-1, : pair.vocab_size]
     block = make_drafter(config, pair, state).propose(context, 1, rule, torch.Generator().manual_seed(config.seed))
+    assert isinstance(block, DraftBlock), "a chain config's drafter proposes a block"
     q = block.draft_probs[0] if block.token_ids else None
     return DraftedPosition(context, rule.target_distribution(logits).cpu(), q)
 
@@ -153,8 +165,11 @@ def exact_lab(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], n: i
     if q is None:
         return None
     rules = lab_rules(config)
-    laws = {"speculative sampling": output_law(rules["speculative sampling"], p, q), "target sampling": p,
-            "broken rule": output_law(rules["broken rule"], p, q)}
+    laws = {
+        "speculative sampling": output_law(rules["speculative sampling"], p, q),
+        "target sampling": p,
+        "broken rule": output_law(rules["broken rule"], p, q),
+    }
     samples = {}
     for arm_index, arm in enumerate(ARMS):
         arm_seed = arm_index * ARM_SEED_STRIDE + seed
@@ -167,14 +182,20 @@ def exact_lab(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], n: i
     return ExactLab(position, samples, laws, p_values, chi_square_power(p, laws["broken rule"], n), n)
 
 
-def sample_sequences(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], samples: int, tokens: int,
-                     on_progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+def sample_sequences(
+    config: DecodeConfig,
+    pair: ModelPair,
+    prompt_ids: list[int],
+    samples: int,
+    tokens: int,
+    on_progress: Progress | None = None,
+) -> pd.DataFrame:
     """``samples`` real decodes per arm of the first ``tokens`` tokens; arm a uses seeds a * stride + s.
 
     Speculative runs generate tokens + 1 so the first round really drafts at least ``tokens`` tokens.
     """
     samples, tokens = min(samples, SEQUENCE_SAMPLES_MAX), min(tokens, SEQUENCE_TOKENS_MAX)
-    config = config.replace(rule="sample", max_new_tokens=tokens + 1, gamma=max(config.gamma, tokens))
+    config = sampling(config).replace(max_new_tokens=tokens + 1, gamma=max(config.gamma, tokens))
     rules = lab_rules(config)
     rows = []
     for s in range(samples):
@@ -194,8 +215,10 @@ def two_sample_p(a: list[int], b: list[int]) -> float:
     """Chi-square test of homogeneity between two independent samples of token ids (sparse tokens pooled)."""
     ca, cb = Counter(a), Counter(b)
     tokens = [t for t in set(ca) | set(cb) if ca[t] + cb[t] >= 10]
-    table = [[ca[t] for t in tokens] + [len(a) - sum(ca[t] for t in tokens)],
-             [cb[t] for t in tokens] + [len(b) - sum(cb[t] for t in tokens)]]
+    table = [
+        [ca[t] for t in tokens] + [len(a) - sum(ca[t] for t in tokens)],
+        [cb[t] for t in tokens] + [len(b) - sum(cb[t] for t in tokens)],
+    ]
     table = [list(col) for col in zip(*table) if sum(col) > 0]
     if len(table) < 2:
         return 1.0

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import pandas as pd
 
+from specviz.analysis.common import stats_of
 from specviz.analysis.cost import machine_cost_ratio, quiet_verification_costs
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
@@ -16,14 +18,15 @@ from specviz.engine.trace import NOT_VERIFIED, Trace
 from specviz.models.profile import PassProfile
 from specviz.rules.theory import expected_speedup_for_blocks, expected_tokens_for_blocks
 
-A, B = TypeVar("A"), TypeVar("B")
+A = TypeVar("A")
+B = TypeVar("B")
 
 
 def acceptance_by_position(trace: Trace) -> pd.DataFrame:
     """Per drafted position i (1-based), as vLLM reports acceptance:
     ``acceptance_rate`` = accepted_i / verified_i, conditional on tokens 1..i-1 accepted;
     ``accepted_per_draft`` = accepted_i / rounds that drafted at least i tokens (vLLM's per-position rate)."""
-    verified, accepted, drafted = Counter(), Counter(), Counter()
+    verified, accepted, drafted = Counter[int](), Counter[int](), Counter[int]()
     for r in trace.rounds:
         drafted.update(range(1, len(r.draft) + 1))
         for pos in r.draft:
@@ -31,20 +34,26 @@ def acceptance_by_position(trace: Trace) -> pd.DataFrame:
                 verified[pos.index + 1] += 1
                 accepted[pos.index + 1] += pos.accepted
     positions = sorted(verified)
-    return pd.DataFrame({
-        "position": positions,
-        "verified": [verified[i] for i in positions],
-        "accepted": [accepted[i] for i in positions],
-        "acceptance_rate": [accepted[i] / verified[i] for i in positions],
-        "accepted_per_draft": [accepted[i] / drafted[i] for i in positions],
-    })
+    return pd.DataFrame(
+        {
+            "position": positions,
+            "verified": [verified[i] for i in positions],
+            "accepted": [accepted[i] for i in positions],
+            "acceptance_rate": [accepted[i] / verified[i] for i in positions],
+            "accepted_per_draft": [accepted[i] / drafted[i] for i in positions],
+        }
+    )
 
 
 def pooled_acceptance_by_position(traces: list[Trace]) -> pd.DataFrame:
     """:func:`acceptance_by_position` over several traces: verified and accepted summed per position, the
     acceptance rate recomputed from the sums."""
-    merged = (pd.concat([acceptance_by_position(t) for t in traces])
-              .groupby("position")[["verified", "accepted"]].sum().reset_index())
+    merged = (
+        pd.concat([acceptance_by_position(t) for t in traces])
+        .groupby("position")[["verified", "accepted"]]
+        .sum()
+        .reset_index()
+    )
     merged["acceptance_rate"] = merged.accepted / merged.verified
     return merged
 
@@ -60,8 +69,9 @@ def accepted_lengths(trace: Trace) -> pd.DataFrame:
     """This request's histogram of accepted drafted tokens per drafting round (0 .. the largest block)."""
     counts = Counter(r.accepted_count for r in trace.rounds if r.drafted_count)
     largest = max((len(r.draft) for r in trace.rounds), default=0)
-    return pd.DataFrame({"accepted": list(range(largest + 1)),
-                         "rounds": [counts.get(k, 0) for k in range(largest + 1)]})
+    return pd.DataFrame(
+        {"accepted": list(range(largest + 1)), "rounds": [counts.get(k, 0) for k in range(largest + 1)]}
+    )
 
 
 def realised_blocks(trace: Trace) -> list[int]:
@@ -71,7 +81,7 @@ def realised_blocks(trace: Trace) -> list[int]:
 
 @dataclass(frozen=True)
 class TheoryCheck:
-    alpha: float  # mean over verified positions of the rule's own alpha (ALPHA_DEFINITIONS)
+    alpha: float  # mean over verified positions of the rule's own alpha (its registry entry's alpha)
     mean_block: float  # mean realised block size k_r
     measured_tokens_per_round: float
     expected_tokens_per_round: float  # Eq. 1 averaged over the realised blocks
@@ -83,10 +93,18 @@ class TheoryCheck:
 
 def theory_check(trace: Trace) -> TheoryCheck:
     """Measured mean tokens per round next to (1 - alpha^(k_r+1)) / (1 - alpha) at each realised k_r."""
-    alpha, blocks = trace.stats.alpha_estimate, realised_blocks(trace)
-    return TheoryCheck(alpha, sum(blocks) / max(1, len(blocks)), trace.stats.mean_tokens_per_round,
-                       expected_tokens_for_blocks(alpha, blocks), trace.stats.mean_acceptance_length,
-                       trace.stats.target_forward_passes, trace.stats.autoregressive_forward_passes, tuple(blocks))
+    stats, blocks = stats_of(trace), realised_blocks(trace)
+    alpha = stats.alpha_estimate
+    return TheoryCheck(
+        alpha,
+        sum(blocks) / max(1, len(blocks)),
+        stats.mean_tokens_per_round,
+        expected_tokens_for_blocks(alpha, blocks),
+        stats.mean_acceptance_length,
+        stats.target_forward_passes,
+        stats.autoregressive_forward_passes,
+        tuple(blocks),
+    )
 
 
 @dataclass(frozen=True)
@@ -128,8 +146,9 @@ class PairedTimes(Generic[A, B]):
         return [f / s for f, s in zip(self.first_seconds, self.second_seconds)]
 
 
-def timed_in_alternating_pairs(first: Callable[[], tuple[A, float]], second: Callable[[], tuple[B, float]],
-                               pairs: int) -> PairedTimes[A, B]:
+def timed_in_alternating_pairs(
+    first: Callable[[], tuple[A, float]], second: Callable[[], tuple[B, float]], pairs: int
+) -> PairedTimes[A, B]:
     """Run two timed computations (each returns (result, seconds)) in ``pairs`` back-to-back pairs whose
     order alternates (first-second, second-first, ...); keep each one's first result and every time.
 
@@ -141,17 +160,17 @@ def timed_in_alternating_pairs(first: Callable[[], tuple[A, float]], second: Cal
         raise ValueError(f"pairs must be at least 1, not {pairs}")
     firsts: list[tuple[A, float]] = []
     seconds: list[tuple[B, float]] = []
-    sides = [(first, firsts), (second, seconds)]
+    sides: list[Callable[[], None]] = [lambda: firsts.append(first()), lambda: seconds.append(second())]
     for i in range(pairs):
-        for run, runs in sides if i % 2 == 0 else sides[::-1]:
-            runs.append(run())
+        for run in sides if i % 2 == 0 else sides[::-1]:
+            run()
     return PairedTimes(firsts[0][0], seconds[0][0], [s for _, s in firsts], [s for _, s in seconds])
 
 
 def timed_trace(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> tuple[Trace, float]:
     """(trace, seconds): one speculative decoding run, every round recorded, as the app makes it."""
     trace = speculative_decode(config, prompt_ids=prompt_ids, pair=pair)
-    return trace, trace.stats.wall_ms / 1e3
+    return trace, stats_of(trace).wall_ms / 1e3
 
 
 def machine_speedup(trace: Trace, pair: ModelPair) -> tuple[float, float]:
@@ -159,7 +178,9 @@ def machine_speedup(trace: Trace, pair: ModelPair) -> tuple[float, float]:
     machine profile's c and v(k), the one speed figure every speed page shows."""
     c = machine_cost_ratio(trace.config, pair, trace.prompt_ids + trace.output_ids[:1])
     blocks = realised_blocks(trace)
-    return c, expected_speedup_for_blocks(trace.stats.alpha_estimate, blocks, c, quiet_verification_costs(pair, blocks))
+    return c, expected_speedup_for_blocks(
+        stats_of(trace).alpha_estimate, blocks, c, quiet_verification_costs(pair, blocks)
+    )
 
 
 def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = 3, attempts: int = 2) -> SpeedupCheck:
@@ -174,10 +195,13 @@ def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = 3, attempts: in
     """
     config = trace.config.replace(max_new_tokens=max(1, len(trace.output_ids)))
     c, priced = machine_speedup(trace, pair)
-    expected = expected_speedup_for_blocks(trace.stats.alpha_estimate, realised_blocks(trace), c)
+    expected = expected_speedup_for_blocks(stats_of(trace).alpha_estimate, realised_blocks(trace), c)
     for _ in range(attempts):
-        timed = timed_in_alternating_pairs(lambda: autoregressive_decode(config, pair, trace.prompt_ids),
-                                           lambda: timed_trace(trace.config, pair, trace.prompt_ids), pairs)
+        timed = timed_in_alternating_pairs(
+            lambda: autoregressive_decode(config, pair, trace.prompt_ids),
+            lambda: timed_trace(trace.config, pair, trace.prompt_ids),
+            pairs,
+        )
         check = SpeedupCheck(timed.second_median, timed.first_median, c, expected, priced, tuple(timed.ratios))
         if not load_signs(check):
             break
@@ -196,11 +220,15 @@ def load_signs(check: SpeedupCheck) -> list[str]:
     (v = 1) at the measured alpha and c, so a measured speedup above it means the target-alone runs were slowed."""
     signs = []
     if check.pair_speedups and max(check.pair_speedups) > LOAD_SPREAD * min(check.pair_speedups):
-        signs.append(f"the pairs disagree ({', '.join(f'{r:.2f}×' for r in check.pair_speedups)}): the machine's "
-                     "speed changed between them")
+        signs.append(
+            f"the pairs disagree ({', '.join(f'{r:.2f}×' for r in check.pair_speedups)}): the machine's "
+            "speed changed between them"
+        )
     if check.measured > ABOVE_THEORY * check.expected:
-        signs.append(f"the measured {check.measured:.2f}× is above the {check.expected:.2f}× the theory allows at "
-                     "this α and c: the target-alone runs were slowed by other work")
+        signs.append(
+            f"the measured {check.measured:.2f}× is above the {check.expected:.2f}× the theory allows at "
+            "this α and c: the target-alone runs were slowed by other work"
+        )
     return signs
 
 

@@ -18,10 +18,12 @@ import math
 from dataclasses import dataclass
 
 import torch
+from transformers import PreTrainedTokenizerBase
 
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
 from specviz.engine.trace import TopTokens, Trace
+from specviz.rules.registry import GREEDY
 
 
 @dataclass(frozen=True)
@@ -71,11 +73,12 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def step_preference(logits: torch.Tensor, chosen: int, other: int, tokenizer) -> Preference:
+def step_preference(logits: torch.Tensor, chosen: int, other: int, tokenizer: PreTrainedTokenizerBase) -> Preference:
     """How one position's logits (V,), taken in float32, rank ``chosen`` over ``other``."""
     logits = logits.float()
-    return Preference((chosen, other), (tokenizer.decode([chosen]), tokenizer.decode([other])),
-                      float(logits[chosen] - logits[other]))
+    # transformers types decode as str | list[str]; a flat list of ids decodes to one str
+    texts = (tokenizer.decode([chosen]), tokenizer.decode([other]))
+    return Preference((chosen, other), texts, float(logits[chosen] - logits[other]))  # type: ignore[arg-type]
 
 
 def recorded_preference(top: TopTokens, chosen: int, other: int) -> Preference:
@@ -98,27 +101,36 @@ def verification_at(trace: Trace, position: int) -> tuple[int, int, TopTokens]:
             if offset < len(accepted):
                 top = accepted[offset].target_top
             else:
-                top = (round_.correction or round_.bonus).target_top
+                final = round_.correction or round_.bonus
+                assert final is not None, "a round emits a correction or a bonus after its accepted drafts"
+                top = final.target_top
             return round_.index, len(round_.draft) + 1, top
         emitted += len(round_.emitted_ids)
     raise IndexError(f"position {position} is past the trace's {emitted} new tokens")
 
 
-def generate_with_logits(pair: ModelPair, prompt_ids: list[int],
-                         max_new_tokens: int) -> tuple[list[int], list[torch.Tensor]]:
+def generate_with_logits(
+    pair: ModelPair, prompt_ids: list[int], max_new_tokens: int
+) -> tuple[list[int], list[torch.Tensor]]:
     """The target's own greedy ``generate`` (the prompt in one pass, then one-token steps) and each step's logits."""
     ids = torch.tensor([prompt_ids], device=pair.target.device)
     with pair.target.lock, torch.inference_mode():
-        out = pair.target.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                         max_new_tokens=max_new_tokens, output_logits=True,
-                                         return_dict_in_generate=True)
-    return out.sequences[0, len(prompt_ids):].tolist(), [step[0] for step in out.logits]
+        # transformers types PreTrainedModel without GenerationMixin, whose generate every causal LM loaded here has
+        out = pair.target.model.generate(  # type: ignore[operator]
+            ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            max_new_tokens=max_new_tokens,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+    return out.sequences[0, len(prompt_ids) :].tolist(), [step[0] for step in out.logits]
 
 
 def precision_run(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> PrecisionRun:
     """Greedy decoding of one prompt by the target alone and speculatively, in the pair's precision; where they
     part, the target's top two at that position from both computations."""
-    config = config.replace(rule="greedy", dtype=str(pair.target.model.dtype).replace("torch.", ""))
+    config = config.replace(rule=GREEDY, dtype=str(pair.target.model.dtype).replace("torch.", ""))
     reference, step_logits = generate_with_logits(pair, prompt_ids, config.max_new_tokens)
     trace = speculative_decode(config, prompt_ids=prompt_ids, pair=pair)
     speculative = trace.output_ids
@@ -127,18 +139,26 @@ def precision_run(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) 
     if index is not None and index < min(len(reference), len(speculative)):
         round_index, pass_tokens, recorded = verification_at(trace, index)
         ours, theirs = speculative[index], reference[index]
-        departure = Departure(index, round_index, pass_tokens,
-                              step_preference(step_logits[index], theirs, ours, pair.target.tokenizer),
-                              recorded_preference(recorded, ours, theirs))
-    decode = pair.target.tokenizer.decode
-    return PrecisionRun(config.dtype, reference, speculative, decode(reference), decode(speculative), departure)
+        departure = Departure(
+            index,
+            round_index,
+            pass_tokens,
+            step_preference(step_logits[index], theirs, ours, pair.target.tokenizer),
+            recorded_preference(recorded, ours, theirs),
+        )
+    decode = pair.target.tokenizer.decode  # typed str | list[str]; a flat list of ids decodes to one str
+    return PrecisionRun(config.dtype, reference, speculative, decode(reference), decode(speculative), departure)  # type: ignore[arg-type]
 
 
 def match_rate(runs: list[PrecisionRun]) -> dict:
     """Over several prompts in one precision: how many outputs are identical to ``generate``'s, and the share of
     new tokens produced before the first departure."""
     tokens = sum(len(r.generate_ids) for r in runs)
-    return dict(dtype=runs[0].dtype if runs else "", prompts=len(runs),
-                identical=sum(r.departure is None for r in runs),
-                matching_tokens=sum(r.matching for r in runs), tokens=tokens,
-                matching_share=sum(r.matching for r in runs) / max(1, tokens))
+    return dict(
+        dtype=runs[0].dtype if runs else "",
+        prompts=len(runs),
+        identical=sum(r.departure is None for r in runs),
+        matching_tokens=sum(r.matching for r in runs),
+        tokens=tokens,
+        matching_share=sum(r.matching for r in runs) / max(1, tokens),
+    )

@@ -35,7 +35,9 @@ def draft_profile(config: DecodeConfig, pair: ModelPair) -> PassProfile | None:
     if source is None:
         return None
     loaded, forward = source
-    name = f"{config.drafter}:{config.draft_vocab}:{config.skip_layers}:{config.exit_threshold}"
+    entry = drafter_entry(config.drafter)
+    own = config.settings(entry.settings) if entry.settings else None  # what else shapes its forward
+    name = f"{config.drafter}:{config.draft_vocab}:{own}"
     return pass_profile(loaded, forward, forward_name=name)
 
 
@@ -43,13 +45,19 @@ def speed_sentence(profile: PassProfile) -> str:
     """What this machine makes of a pass over k + 1 tokens, in words, from its measured profile."""
     costs = profile.verify_costs
     flat = profile.flat_until()
-    shape = (f"flat (at most {FLAT} steps) up to k = {flat}" if flat == max(costs) else
-             f"flat up to k = {flat}, then growing" if flat else
-             "growing with k: a large block loses here")
-    return (f"Measured on this machine ({profile.cpu}; {matrix_units_in_words()}): the target's one-token step takes "
-            f"{profile.step_ms:.1f} ms in {profile.dtype} on {KERNEL_WORDS.get(profile.kernels, profile.kernels)} "
-            f"({profile.bandwidth_gbs:.1f} GB/s of weights), and its pass over k + 1 tokens costs v(k) = "
-            f"{', '.join(f'{v:.2f}' for v in costs.values())} one-token steps for k = 1..{max(costs)}: {shape}.")
+    shape = (
+        f"flat (at most {FLAT} steps) up to k = {flat}"
+        if flat == max(costs)
+        else f"flat up to k = {flat}, then growing"
+        if flat
+        else "growing with k: a large block loses here"
+    )
+    return (
+        f"Measured on this machine ({profile.cpu}; {matrix_units_in_words()}): the target's one-token step takes "
+        f"{profile.step_ms:.1f} ms in {profile.dtype} on {KERNEL_WORDS.get(profile.kernels, profile.kernels)} "
+        f"({profile.bandwidth_gbs:.1f} GB/s of weights), and its pass over k + 1 tokens costs v(k) = "
+        f"{', '.join(f'{v:.2f}' for v in costs.values())} one-token steps for k = 1..{max(costs)}: {shape}."
+    )
 
 
 def roofline_table(target: PassProfile, draft: PassProfile | None, rates: MachineRates) -> pd.DataFrame:
@@ -61,9 +69,18 @@ def roofline_table(target: PassProfile, draft: PassProfile | None, rates: Machin
     for n, ms in enumerate(target.pass_ms, start=1):
         memory = rates.memory_bound_ms(target.weight_bytes)
         compute = rates.compute_bound_ms(parameters, n, target.dtype) if target.dtype in rates.gflops else 0.0
-        rows.append(dict(tokens=n, k=n - 1, target_ms=ms, memory_bound_ms=memory, compute_bound_ms=compute,
-                         roofline_ms=max(memory, compute), verify_cost=ms / target.step_ms,
-                         draft_ms=draft.pass_ms[n - 1] if draft else None))
+        rows.append(
+            dict(
+                tokens=n,
+                k=n - 1,
+                target_ms=ms,
+                memory_bound_ms=memory,
+                compute_bound_ms=compute,
+                roofline_ms=max(memory, compute),
+                verify_cost=ms / target.step_ms,
+                draft_ms=draft.pass_ms[n - 1] if draft else None,
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -76,9 +93,11 @@ def best_priced_gamma(alpha: float, c: float, profile: PassProfile) -> int:
 def speculation_summary(alpha: float, c: float, profile: PassProfile) -> str:
     """What the roofline means for speculation here at a measured alpha and c."""
     gamma = best_priced_gamma(alpha, c, profile)
-    return (f"At α = {alpha:.2f} and c = {c:.3f}, the theory priced at this machine's v(k) is best at γ = {gamma} "
-            f"({expected_speedup(alpha, gamma, c, profile.verify_cost(gamma)):.2f}× over the target alone); "
-            f"v(k) stays flat (≤ {FLAT}) up to k = {profile.flat_until()}.")
+    return (
+        f"At α = {alpha:.2f} and c = {c:.3f}, the theory priced at this machine's v(k) is best at γ = {gamma} "
+        f"({expected_speedup(alpha, gamma, c, profile.verify_cost(gamma)):.2f}× over the target alone); "
+        f"v(k) stays flat (≤ {FLAT}) up to k = {profile.flat_until()}."
+    )
 
 
 def pair_profiles(config: DecodeConfig, pair: ModelPair) -> tuple[PassProfile, PassProfile | None]:
@@ -116,19 +135,30 @@ def measured_defaults(profiles: dict[str, tuple[PassProfile, PassProfile]], alph
     exact = priced.get("float32")
     dtype = "float32" if exact and exact[0] >= PAYS else max(priced, key=lambda d: priced[d][0])
     words = ", ".join(f"{d} {speedup:.2f}× at γ = {g}" for d, (speedup, g) in priced.items())
-    why = ("float32 pays, so the exact precision is the default" if dtype == "float32" else
-           f"float32 does not reach {PAYS}×, so {dtype} is the default (lossless only up to rounding)")
-    return MeasuredDefaults(dtype, priced[dtype][1], f"At the draft's greedy acceptance on held-out prompts, "
-                            f"α = {alpha:.2f}, the theory priced at this machine's measured v(k) and c gives {words}: "
-                            f"{why}.")
+    why = (
+        "float32 pays, so the exact precision is the default"
+        if dtype == "float32"
+        else f"float32 does not reach {PAYS}×, so {dtype} is the default (lossless only up to rounding)"
+    )
+    return MeasuredDefaults(
+        dtype,
+        priced[dtype][1],
+        f"At the draft's greedy acceptance on held-out prompts, "
+        f"α = {alpha:.2f}, the theory priced at this machine's measured v(k) and c gives {words}: "
+        f"{why}.",
+    )
 
 
 def speed_story(priced: float, alpha: float, gamma: int, c: float, target: PassProfile) -> str:
     """The one speed figure every speed page tells for a run, with where it comes from."""
-    verdict = (f"**{priced:.2f}× faster than the target alone on this machine**" if priced >= 1 else
-               f"**slower than the target alone on this machine ({priced:.2f}×)**")
-    return (f"Speculative decoding of this run is {verdict} (α = {alpha:.2f}, γ = {gamma}, c = {c:.3f}): the theory "
-            f"priced with this machine's profile, measured once when the models were loaded ({target.model} in "
-            f"{target.dtype} on {KERNEL_WORDS.get(target.kernels, target.kernels)}, {target.cpu}). Every speed page "
-            "shows this figure for this pair and precision; live timings are checked against it.")
-
+    verdict = (
+        f"**{priced:.2f}× faster than the target alone on this machine**"
+        if priced >= 1
+        else f"**slower than the target alone on this machine ({priced:.2f}×)**"
+    )
+    return (
+        f"Speculative decoding of this run is {verdict} (α = {alpha:.2f}, γ = {gamma}, c = {c:.3f}): the theory "
+        f"priced with this machine's profile, measured once when the models were loaded ({target.model} in "
+        f"{target.dtype} on {KERNEL_WORDS.get(target.kernels, target.kernels)}, {target.cpu}). Every speed page "
+        "shows this figure for this pair and precision; live timings are checked against it."
+    )

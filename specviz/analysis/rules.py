@@ -5,25 +5,29 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from specviz.analysis.common import COMPARE_BETAS, Progress, _tick
+from specviz.analysis.common import COMPARE_BETAS, Progress, _tick, stats_of
 from specviz.config import DecodeConfig
 from specviz.drafters.registry import drafter_entry
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.records import status_of
 from specviz.models.forwards import KVCachedSequence, full_forward
-from specviz.rules.acceptance import GreedyRule, SpeculativeSamplingRule, TopBetaRule, check_block
+from specviz.rules.acceptance import GreedyRule, Rule, SpeculativeSamplingRule, TopBetaRule, check_block
 from specviz.rules.distributions import one_hot
+from specviz.rules.registry import GREEDY, TOP_BETA
 
 
-def score_draft(config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]):
+def score_draft(
+    config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Target logits at the k+1 positions after ``prefix`` (one pass over prefix + draft) and the
     draft's logits at the k drafted positions (one teacher-forced pass, the parallel drafter's one pass, or EAGLE's
     head on its own features), or None for n-gram."""
     target_state = KVCachedSequence()
     target_logits = target_state.feed(full_forward, pair.target, prefix + draft_ids, len(draft_ids) + 1)
-    along = drafter_entry(config.drafter).hook("draft_logits_along")
-    if along:  # drafters on the target's states score a given draft their own way
-        return target_logits[:, : pair.vocab_size], along(config, pair, prefix, draft_ids)[:, : pair.vocab_size]
+    own = drafter_entry(config.drafter).on_states()
+    if own:  # drafters on the target's states score a given draft their own way
+        along = own.draft_logits_along(config, pair, prefix, draft_ids)
+        return target_logits[:, : pair.vocab_size], along[:, : pair.vocab_size]
     draft = drafter_entry(config.drafter).draft_source(config, pair)
     if draft is None:
         return target_logits[:, : pair.vocab_size], None
@@ -32,8 +36,9 @@ def score_draft(config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_
     return target_logits[:, : pair.vocab_size], draft_logits[:, : pair.vocab_size]
 
 
-def compare_rules_on_draft(config: DecodeConfig, pair: ModelPair, prefix: list[int],
-                           draft_ids: list[int]) -> pd.DataFrame:
+def compare_rules_on_draft(
+    config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]
+) -> pd.DataFrame:
     """One drafted block checked by greedy, speculative sampling and top-beta (beta = 1..5).
 
     Each rule walks the block left to right and stops at its first rejection (later tokens are
@@ -42,39 +47,60 @@ def compare_rules_on_draft(config: DecodeConfig, pair: ModelPair, prefix: list[i
     if not draft_ids:
         raise ValueError("compare_rules_on_draft needs at least one drafted token")
     target_logits, draft_logits = score_draft(config, pair, prefix, draft_ids)
-    rules = [("greedy", GreedyRule()),
-             ("speculative sampling", SpeculativeSamplingRule(config.temperature, config.top_k, config.top_p))]
+    rules: list[tuple[str, Rule]] = [
+        (GREEDY, GreedyRule()),
+        ("speculative sampling", SpeculativeSamplingRule(config.temperature, config.top_k, config.top_p)),
+    ]
     rules += [(f"top-β β={b} τ={config.tau:g}", TopBetaRule(beta=b, tau=config.tau)) for b in COMPARE_BETAS]
     rows = []
     for label, rule in rules:
         p = [rule.target_distribution(row).cpu() for row in target_logits[: len(draft_ids)]]
-        q = ([rule.draft_distribution(row).cpu() for row in draft_logits] if draft_logits is not None
-             else [one_hot(token, pair.vocab_size) for token in draft_ids])
+        q = (
+            [rule.draft_distribution(row).cpu() for row in draft_logits]
+            if draft_logits is not None
+            else [one_hot(token, pair.vocab_size) for token in draft_ids]
+        )
         verdicts = check_block(rule, draft_ids, p, q, torch.Generator().manual_seed(config.seed))
-        rows += [dict(rule=label, position=i + 1, token_id=token, status=status_of(verdict),
-                      accept_prob=verdict and verdict.accept_prob, uniform=verdict and verdict.uniform)
-                 for i, (token, verdict) in enumerate(zip(draft_ids, verdicts))]
+        rows += [
+            dict(
+                rule=label,
+                position=i + 1,
+                token_id=token,
+                status=status_of(verdict),
+                accept_prob=verdict and verdict.accept_prob,
+                uniform=verdict and verdict.uniform,
+            )
+            for i, (token, verdict) in enumerate(zip(draft_ids, verdicts))
+        ]
     return pd.DataFrame(rows, columns=["rule", "position", "token_id", "status", "accept_prob", "uniform"])
 
 
-def lossy_departures(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int],
-                     on_progress: Progress = None) -> pd.DataFrame:
+def lossy_departures(
+    config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], on_progress: Progress | None = None
+) -> pd.DataFrame:
     """For beta = 1..5 (top-beta + tau): the full output and where it departs from the target's greedy text."""
-    reference, _ = autoregressive_decode(config.replace(rule="greedy"), pair, prompt_ids)
+    reference, _ = autoregressive_decode(config.replace(rule=GREEDY), pair, prompt_ids)
     tokenizer = pair.target.tokenizer
     rows = []
     for i, beta in enumerate(COMPARE_BETAS):
-        trace = speculative_decode(config.replace(rule="topbeta", beta=beta), prompt_ids=prompt_ids, pair=pair)
-        out = trace.output_ids
+        trace = speculative_decode(config.replace(rule=TOP_BETA, beta=beta), prompt_ids=prompt_ids, pair=pair)
+        out, stats = trace.output_ids, stats_of(trace)
         first = next((j for j, (a, b) in enumerate(zip(out, reference)) if a != b), None)
         if first is None and len(out) != len(reference):
             first = min(len(out), len(reference))
-        rows.append(dict(beta=beta, tau=config.tau, acceptance_rate=trace.stats.acceptance_rate,
-                         tokens_per_round=trace.stats.mean_tokens_per_round, departs_at=first,
-                         same_as_target=first is None,
-                         common_prefix=tokenizer.decode(out[: first if first is not None else len(out)]),
-                         output_after=tokenizer.decode(out[first:]) if first is not None else "",
-                         target_after=tokenizer.decode(reference[first:]) if first is not None else ""))
+        rows.append(
+            dict(
+                beta=beta,
+                tau=config.tau,
+                acceptance_rate=stats.acceptance_rate,
+                tokens_per_round=stats.mean_tokens_per_round,
+                departs_at=first,
+                same_as_target=first is None,
+                common_prefix=tokenizer.decode(out[: first if first is not None else len(out)]),
+                output_after=tokenizer.decode(out[first:]) if first is not None else "",
+                target_after=tokenizer.decode(reference[first:]) if first is not None else "",
+            )
+        )
         _tick(on_progress, i + 1, len(COMPARE_BETAS))
     return pd.DataFrame(rows)
 
@@ -96,24 +122,30 @@ NEVER = "never (the target's text)"  # a setting that writes the target's greedy
 
 def departures_table(table: pd.DataFrame) -> pd.DataFrame:
     """:func:`lossy_departures` as a reader wants it: whole token numbers (1-based), word-bounded snippets."""
-    return pd.DataFrame({
-        "β": table.beta,
-        "tokens per round": table.tokens_per_round.round(2),
-        "departs at token": [NEVER if same else str(int(at) + 1) for same, at in zip(table.same_as_target,
-                                                                                       table.departs_at)],
-        "text before": [word_snippet(text, 60, from_end=True) for text in table.common_prefix],
-        "this β then writes": [word_snippet(text, 60) for text in table.output_after],
-        "the target writes": [word_snippet(text, 60) for text in table.target_after],
-    })
+    return pd.DataFrame(
+        {
+            "β": table.beta,
+            "tokens per round": table.tokens_per_round.round(2),
+            "departs at token": [
+                NEVER if same else str(int(at) + 1) for same, at in zip(table.same_as_target, table.departs_at)
+            ],
+            "text before": [word_snippet(text, 60, from_end=True) for text in table.common_prefix],
+            "this β then writes": [word_snippet(text, 60) for text in table.output_after],
+            "the target writes": [word_snippet(text, 60) for text in table.target_after],
+        }
+    )
 
 
 def beta_effect(table: pd.DataFrame) -> str:
     """What this run shows about larger β, in words: whether its accepted runs grew, and how lossy it got."""
     first, last = table.iloc[0], table.iloc[-1]
-    runs = (f"β = {last.beta} accepted longer runs than β = {first.beta} here ({last.tokens_per_round:.2f} vs "
-            f"{first.tokens_per_round:.2f} tokens per round)" if last.tokens_per_round > first.tokens_per_round + 0.005
-            else f"on this prompt every β gives {first.tokens_per_round:.2f} tokens per round: where the draft missed, "
-                 "its token was not among the target's top β within τ, so a larger β changed nothing")
+    runs = (
+        f"β = {last.beta} accepted longer runs than β = {first.beta} here ({last.tokens_per_round:.2f} vs "
+        f"{first.tokens_per_round:.2f} tokens per round)"
+        if last.tokens_per_round > first.tokens_per_round + 0.005
+        else f"on this prompt every β gives {first.tokens_per_round:.2f} tokens per round: where the draft missed, "
+        "its token was not among the target's top β within τ, so a larger β changed nothing"
+    )
     departed = int((~table.same_as_target).sum())
     runs = runs if runs.startswith("β") else runs[0].upper() + runs[1:]  # "Β" would read as a B
     return f"{runs}; {departed} of {len(table)} settings depart from the target's greedy text."

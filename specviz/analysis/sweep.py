@@ -6,20 +6,36 @@ Pure data in, plain data (pandas) out; no streamlit.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import partial
 
 import pandas as pd
 
-from specviz.analysis.common import SWEEP_GAMMAS_MAX, SWEEP_PAIRS, SWEEP_TOKENS_MAX, Progress
+from specviz.analysis.common import SWEEP_GAMMAS_MAX, SWEEP_PAIRS, SWEEP_TOKENS_MAX, TextProgress, stats_of
 from specviz.analysis.cost import cost_ratio, machine_cost_ratio, quiet_verification_costs
-from specviz.analysis.metrics import ABOVE_THEORY, LOAD_SPREAD, realised_blocks, timed_in_alternating_pairs, timed_trace
+from specviz.analysis.metrics import (
+    ABOVE_THEORY,
+    LOAD_SPREAD,
+    PairedTimes,
+    realised_blocks,
+    timed_in_alternating_pairs,
+    timed_trace,
+)
 from specviz.config import DecodeConfig
+from specviz.drafters.registry import DRAFT_MODEL
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
+from specviz.engine.trace import Trace
 from specviz.rules.theory import expected_speedup_for_blocks, expected_tokens_for_blocks
 
 
-def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], gammas: list[int],
-                on_progress: Progress = None, pairs: int = SWEEP_PAIRS) -> tuple[pd.DataFrame, float]:
+def gamma_sweep(
+    config: DecodeConfig,
+    pair: ModelPair,
+    prompt_ids: list[int],
+    gammas: list[int],
+    on_progress: TextProgress | None = None,
+    pairs: int = SWEEP_PAIRS,
+) -> tuple[pd.DataFrame, float]:
     """Time each block size against the target alone in ``pairs`` alternating back-to-back pairs (its
     row's baseline, medians: a machine whose load drifts gives both sides of a ratio the same load, and
     one disturbed pair does not pick the best gamma); return (table, cost ratio c).
@@ -42,12 +58,16 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
         if on_progress:
             on_progress(done, steps, text)
 
-    timed = []  # per gamma: PairedTimes(baseline ids, trace, ...)
+    timed: list[PairedTimes[list[int], Trace]] = []  # per gamma: PairedTimes(baseline ids, trace, ...)
     for i, gamma in enumerate(gammas):
         tick(i, f"γ = {gamma} ({i + 1} of {len(gammas)} block sizes)")
-        timed.append(timed_in_alternating_pairs(lambda: autoregressive_decode(config, pair, prompt_ids),
-                                                partial(timed_trace, config.replace(gamma=gamma), pair, prompt_ids),
-                                                pairs))
+        timed.append(
+            timed_in_alternating_pairs(
+                lambda: autoregressive_decode(config, pair, prompt_ids),
+                partial(timed_trace, config.replace(gamma=gamma), pair, prompt_ids),
+                pairs,
+            )
+        )
     ar_ids = timed[0].first  # the target's own tokens (every baseline decodes the same)
     tick(len(gammas), "measuring the cost ratio c")
     c = machine_cost_ratio(config, pair, prompt_ids + ar_ids[:1])
@@ -56,36 +76,56 @@ def gamma_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], ga
     verify_cost = quiet_verification_costs(pair, [k for blocks in blocks_of for k in blocks])
     rows = []
     for gamma, run, blocks in zip(gammas, timed, blocks_of):
-        s = run.second.stats
+        s = stats_of(run.second)
         same_length = s.new_tokens / max(1, len(run.first))  # the baseline's time scaled to the trace's tokens
         pair_speedups = [ratio * same_length for ratio in run.ratios]
-        rows.append(dict(
-            gamma=gamma, alpha=s.alpha_estimate, acceptance_rate=s.acceptance_rate,
-            mean_block=sum(blocks) / max(1, len(blocks)), tokens_per_round=s.mean_tokens_per_round,
-            expected_tokens_per_round=expected_tokens_for_blocks(s.alpha_estimate, blocks),
-            speedup=run.first_median / run.second_median * same_length, speedup_low=min(pair_speedups),
-            speedup_high=max(pair_speedups), expected_speedup=expected_speedup_for_blocks(s.alpha_estimate, blocks, c),
-            expected_speedup_verify_measured=expected_speedup_for_blocks(s.alpha_estimate, blocks, c, verify_cost),
-            verify_cost=sum(verify_cost[k] for k in blocks) / max(1, len(blocks)),
-            target_passes=s.target_forward_passes, new_tokens=s.new_tokens,
-            wall_s=run.second_median,
-        ))
+        rows.append(
+            dict(
+                gamma=gamma,
+                alpha=s.alpha_estimate,
+                acceptance_rate=s.acceptance_rate,
+                mean_block=sum(blocks) / max(1, len(blocks)),
+                tokens_per_round=s.mean_tokens_per_round,
+                expected_tokens_per_round=expected_tokens_for_blocks(s.alpha_estimate, blocks),
+                speedup=run.first_median / run.second_median * same_length,
+                speedup_low=min(pair_speedups),
+                speedup_high=max(pair_speedups),
+                expected_speedup=expected_speedup_for_blocks(s.alpha_estimate, blocks, c),
+                expected_speedup_verify_measured=expected_speedup_for_blocks(s.alpha_estimate, blocks, c, verify_cost),
+                verify_cost=sum(verify_cost[k] for k in blocks) / max(1, len(blocks)),
+                target_passes=s.target_forward_passes,
+                new_tokens=s.new_tokens,
+                wall_s=run.second_median,
+            )
+        )
     tick(steps, f"done: {len(gammas)} block sizes")
     return pd.DataFrame(rows), c
 
 
-READABLE = {"gamma": "γ", "alpha": "α", "acceptance_rate": "acceptance", "mean_block": "mean block",
-            "tokens_per_round": "tokens per round", "expected_tokens_per_round": "tokens per round, theory",
-            "speedup": "speedup, measured", "speedup_low": "slowest pair", "speedup_high": "fastest pair",
-            "expected_speedup": "speedup, theory (v = 1)",
-            "expected_speedup_verify_measured": "speedup on this machine", "verify_cost": "v(k)",
-            "target_passes": "target passes", "new_tokens": "new tokens", "wall_s": "seconds"}
+READABLE = {
+    "gamma": "γ",
+    "alpha": "α",
+    "acceptance_rate": "acceptance",
+    "mean_block": "mean block",
+    "tokens_per_round": "tokens per round",
+    "expected_tokens_per_round": "tokens per round, theory",
+    "speedup": "speedup, measured",
+    "speedup_low": "slowest pair",
+    "speedup_high": "fastest pair",
+    "expected_speedup": "speedup, theory (v = 1)",
+    "expected_speedup_verify_measured": "speedup on this machine",
+    "verify_cost": "v(k)",
+    "target_passes": "target passes",
+    "new_tokens": "new tokens",
+    "wall_s": "seconds",
+}
 
 
 def readable(table: pd.DataFrame) -> pd.DataFrame:
     """The sweep's table as a reader wants it: named columns, two decimals (three for α)."""
-    return table.round({column: 3 if column in ("alpha", "acceptance_rate") else 2 for column in table.columns}
-                       ).rename(columns=READABLE)
+    return table.round({column: 3 if column in ("alpha", "acceptance_rate") else 2 for column in table.columns}).rename(
+        columns=READABLE
+    )
 
 
 def best_gamma_by(table: pd.DataFrame, column: str) -> int:
@@ -103,12 +143,17 @@ def gammas_tied_with(table: pd.DataFrame, gamma: int) -> list[int]:
 VOCAB_SIZES = (1024, 2048, 4096, 8192, 16384, 0)  # FR-Spec head sizes compared (0: the whole vocabulary)
 
 
-def vocab_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], sizes: tuple[int, ...] | None = None,
-                on_progress: Progress = None) -> pd.DataFrame:
+def vocab_sweep(
+    config: DecodeConfig,
+    pair: ModelPair,
+    prompt_ids: list[int],
+    sizes: Sequence[int] | None = None,
+    on_progress: TextProgress | None = None,
+) -> pd.DataFrame:
     """What the draft head's size K does (Zhao et al. 2025): c measured here, the rule's alpha on this
     prompt, and the theory's speedup at the config's gamma for each K (draft-model drafter only). By default
     the sizes are ``VOCAB_SIZES`` and the size the draft ships with."""
-    config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX), drafter="model")
+    config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX), drafter=DRAFT_MODEL)
     if sizes is None:
         shipped = pair.draft.vocab_ranking.recommended if pair.draft and pair.draft.vocab_ranking else 0
         sizes = sorted(set(VOCAB_SIZES) | {shipped}, key=lambda k: k or math.inf)
@@ -119,16 +164,26 @@ def vocab_sweep(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], si
         sized = config.replace(draft_vocab=k)
         trace = speculative_decode(sized, prompt_ids=prompt_ids, pair=pair)
         c = cost_ratio(sized, pair, prompt_ids + trace.output_ids[:1])
-        alpha, blocks = trace.stats.alpha_estimate, realised_blocks(trace)
-        rows.append(dict(draft_vocab=k or pair.vocab_size, cost_ratio=c, alpha=alpha,
-                         tokens_per_round=trace.stats.mean_tokens_per_round,
-                         expected_speedup=expected_speedup_for_blocks(alpha, blocks, c),
-                         tokens_per_s=trace.stats.tokens_per_s))
+        stats = stats_of(trace)
+        alpha, blocks = stats.alpha_estimate, realised_blocks(trace)
+        rows.append(
+            dict(
+                draft_vocab=k or pair.vocab_size,
+                cost_ratio=c,
+                alpha=alpha,
+                tokens_per_round=stats.mean_tokens_per_round,
+                expected_speedup=expected_speedup_for_blocks(alpha, blocks, c),
+                tokens_per_s=stats.tokens_per_s,
+            )
+        )
     return pd.DataFrame(rows)
 
 
 def loaded_gammas(table: pd.DataFrame) -> list[int]:
     """The swept block sizes whose live timing measured the machine's load, not speculation: pairs that disagree by
     more than ``LOAD_SPREAD``, or a measured speedup above what Thm. 3.8 allows (v = 1) by ``ABOVE_THEORY``."""
-    return [int(row.gamma) for row in table.itertuples()
-            if row.speedup_high > LOAD_SPREAD * row.speedup_low or row.speedup > ABOVE_THEORY * row.expected_speedup]
+    return [
+        int(row.gamma)
+        for row in table.itertuples()
+        if row.speedup_high > LOAD_SPREAD * row.speedup_low or row.speedup > ABOVE_THEORY * row.expected_speedup
+    ]

@@ -5,6 +5,8 @@ Pure data in, plain data (pandas) out; no streamlit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from specviz.analysis.common import TIMING_REPEATS_MAX
@@ -28,18 +30,24 @@ def verification_timing(pair: ModelPair, prefix: list[int], block: list[int], re
     fed = [prefix[-1], *block]
     state = primed_state(pair.target, full_forward, prefix)
 
-    def timed(chunks: list[list[int]]):
+    def timed(chunks: list[list[int]]) -> Callable[[], tuple[None, float]]:
         def run() -> tuple[None, float]:
             seconds = timed_feeds(state, full_forward, pair.target, chunks)
             state.pending(prefix)  # crop back to prefix[:-1]
             return None, seconds
+
         return run
 
     parallel, sequential = timed([fed]), timed([[token] for token in fed])
     parallel(), sequential()  # warm-up
     times = timed_in_alternating_pairs(parallel, sequential, min(repeats, TIMING_REPEATS_MAX))
-    return dict(gamma=len(block), tokens=len(fed), parallel_ms=times.first_median * 1e3,
-                sequential_ms=times.second_median * 1e3, repeats=len(times.first_seconds))
+    return dict(
+        gamma=len(block),
+        tokens=len(fed),
+        parallel_ms=times.first_median * 1e3,
+        sequential_ms=times.second_median * 1e3,
+        repeats=len(times.first_seconds),
+    )
 
 
 def verification_mask(prefix_len: int, gamma: int) -> np.ndarray:

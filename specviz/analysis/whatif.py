@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from specviz.analysis.common import stats_of
 from specviz.analysis.metrics import realised_blocks
 from specviz.engine.trace import Trace
 from specviz.rules.theory import expected_tokens_per_round
@@ -31,8 +32,11 @@ class RunDifference:
 
 def changed_settings(first: Trace, second: Trace) -> dict[str, tuple]:
     """The changeable settings whose values differ between the two runs: name -> (first's, second's)."""
-    return {name: (getattr(first.config, name), getattr(second.config, name)) for name in CHANGEABLE
-            if getattr(first.config, name) != getattr(second.config, name)}
+    return {
+        name: (first.config.value(name), second.config.value(name))
+        for name in CHANGEABLE
+        if first.config.value(name) != second.config.value(name)
+    }
 
 
 def run_difference(first: Trace, second: Trace) -> RunDifference:
@@ -45,24 +49,30 @@ def run_difference(first: Trace, second: Trace) -> RunDifference:
     other = [t for r in second.rounds for t in r.emitted_texts]
     cut = len(a) if departure is None else departure
     count = max(len(first.rounds), len(second.rounds))
-    emitted = [[len(r.emitted_ids) for r in trace.rounds] + [0] * (count - len(trace.rounds))
-               for trace in (first, second)]
+    emitted = [
+        [len(r.emitted_ids) for r in trace.rounds] + [0] * (count - len(trace.rounds)) for trace in (first, second)
+    ]
     return RunDifference(
-        first_departure=departure, common_text="".join(texts[:cut]), first_rest="".join(texts[cut:]),
-        second_rest="".join(other[cut:]), rounds=(len(first.rounds), len(second.rounds)),
-        tokens_per_round=(first.stats.mean_tokens_per_round, second.stats.mean_tokens_per_round),
-        per_round=pd.DataFrame({"round": range(1, count + 1), "first run": emitted[0], "second run": emitted[1]}))
+        first_departure=departure,
+        common_text="".join(texts[:cut]),
+        first_rest="".join(texts[cut:]),
+        second_rest="".join(other[cut:]),
+        rounds=(len(first.rounds), len(second.rounds)),
+        tokens_per_round=(stats_of(first).mean_tokens_per_round, stats_of(second).mean_tokens_per_round),
+        per_round=pd.DataFrame({"round": range(1, count + 1), "first run": emitted[0], "second run": emitted[1]}),
+    )
 
 
 def theory_curve(trace: Trace, gammas: range = range(1, 17)) -> pd.DataFrame:
     """E[tokens per round] = (1 - α^(γ+1)) / (1 - α) against γ at the run's measured α (Leviathan et al. 2023,
     Eq. 1); the run's own point on it is :func:`measured_point`."""
-    alpha = trace.stats.alpha_estimate
-    return pd.DataFrame({"gamma": list(gammas), "expected_tokens_per_round":
-                         [expected_tokens_per_round(alpha, g) for g in gammas]})
+    alpha = stats_of(trace).alpha_estimate
+    return pd.DataFrame(
+        {"gamma": list(gammas), "expected_tokens_per_round": [expected_tokens_per_round(alpha, g) for g in gammas]}
+    )
 
 
 def measured_point(trace: Trace) -> tuple[float, float]:
     """(mean realised block size, measured tokens per round): where the run itself sits on its curve."""
     blocks = realised_blocks(trace)
-    return sum(blocks) / max(1, len(blocks)), trace.stats.mean_tokens_per_round
+    return sum(blocks) / max(1, len(blocks)), stats_of(trace).mean_tokens_per_round

@@ -2,26 +2,31 @@
 
 One interface with two verbs, so every drafter (chains and trees) plugs into the same round loop:
 ``propose(context, max_tokens, rule, generator)`` returns a proposal (a :class:`DraftBlock` chain, or a
-:class:`specviz.drafters.tree.DraftTree`) and ``update(drafted, accepted_path)`` tells the drafter how its
+:class:`DraftTree`) and ``update(drafted, accepted_path)`` tells the drafter how its
 proposal fared, so it can adapt its strategy or keep the accepted part of its caches. A proposal's
 drafted tokens are nodes 1..n; a chain is a tree with one child per node (node i is its i-th token),
 so its accepted path is always ``[1, ..., accepted]``.
 
 :class:`AutoregressiveDrafter` drafts one token per forward of a draft model (``model``), of the target
 minus layers (``layerskip``) or of the whole target (``oracle``). Drafters are cheap objects made per
-run; they hold per-run state (KV caches) and reference the shared, read-only models.
+run; they hold per-run state (KV caches) and reference the shared, read-only models. What a drafter's module
+provides to the registry is :class:`DrafterModule` (and :class:`AutoregressiveModule`, :class:`StatesModule`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 from specviz.models.forwards import ForwardFn, KVCachedSequence
 from specviz.models.loading import LoadedModel
 from specviz.rules.acceptance import Rule
+
+if TYPE_CHECKING:
+    from specviz.config import DecodeConfig
+    from specviz.models.pair import ModelPair
 
 
 @dataclass
@@ -38,12 +43,73 @@ class DraftBlock:
         return len(self.token_ids)  # drafted tokens
 
 
-class Drafter(Protocol):
-    kind: str
+@dataclass
+class TreeNode:
+    index: int  # 0 is the root: the last committed token, not a draft
+    parent: int  # -1 for the root
+    depth: int  # the root is depth 0; a node drafted in iteration k has depth k
+    token_id: int
+    draft_prob: float  # q(token) at its parent (the distribution it was drawn from)
+    sibling_rank: int  # draw order among its siblings (0 = drawn first)
+    children: list[int] = field(default_factory=list)
+    log_prob: float = 0.0  # log q of the path from the root (beam search's phi)
+    perturbed: float = 0.0  # Gumbel-perturbed path score (stochastic beam search's G)
 
-    def propose(self, context: list[int], max_tokens: int, rule: Rule, generator: torch.Generator): ...
+
+@dataclass
+class DraftTree:
+    nodes: list[TreeNode]
+    levels: list[list[int]]  # node indices drafted in each iteration (depth 1, 2, ...)
+    draft_probs: dict[int, torch.Tensor]  # node index -> q at that node (float32, CPU), for expanded nodes
+    forward_passes: int = 0
+    exit_threshold: float | None = None  # trees have no adaptive draft exit (a chain's DraftBlock may)
+
+    def path_to(self, index: int) -> list[int]:
+        """Node indices from depth 1 down to ``index``."""
+        path = []
+        while index > 0:
+            path.append(index)
+            index = self.nodes[index].parent
+        return path[::-1]
+
+    @property
+    def size(self) -> int:
+        return len(self.nodes) - 1  # drafted tokens (the root is not drafted)
+
+
+Proposal = DraftBlock | DraftTree
+
+
+class Drafter(Protocol):
+    def propose(self, context: list[int], max_tokens: int, rule: Rule, generator: torch.Generator) -> Proposal: ...
 
     def update(self, drafted: int, accepted_path: list[int]) -> None: ...
+
+
+class DrafterModule(Protocol):
+    """What every drafter's module provides: one run's drafter (``target_state``: the run's target cache, which
+    drafters on the target's states read)."""
+
+    def build(self, config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> Drafter: ...
+
+
+class AutoregressiveModule(DrafterModule, Protocol):
+    """An autoregressive draft's module also gives its model and forward (cost ratio c, teacher-forced q)."""
+
+    def draft_source(self, config: DecodeConfig, pair: ModelPair) -> tuple[LoadedModel, ForwardFn]: ...
+
+
+class StatesModule(DrafterModule, Protocol):
+    """A drafter on the target's hidden states scores a given draft and times its own pass (its states come from
+    verification), and describes its trained weights."""
+
+    def draft_logits_along(
+        self, config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]
+    ) -> torch.Tensor: ...
+
+    def ms_per_drafted_token(self, config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats: int) -> float: ...
+
+    def shipped_weights(self, name: str) -> dict[str, Any] | None: ...
 
 
 class DraftExit(Protocol):
@@ -60,7 +126,6 @@ class DraftExit(Protocol):
 class AutoregressiveDrafter:
     """Draft gamma tokens one at a time from a model (a draft model, or the target minus layers)."""
 
-    kind: str
     loaded: LoadedModel
     forward: ForwardFn
     vocab_size: int

@@ -19,23 +19,35 @@ Round 1 drafts nothing: the target's features exist only after its first pass.
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
-from specviz.config import ConfigError, DecodeConfig
-from specviz.drafters.base import DraftBlock
-from specviz.drafters.eagle_head import WEIGHTS_FILE, EagleHead, eagle_step, head_logits, load_head
+from specviz.config import DecodeConfig
+from specviz.drafters.base import DraftBlock, Proposal
+from specviz.drafters.eagle_head import (
+    MANIFEST_FILE,
+    WEIGHTS_FILE,
+    EagleHead,
+    eagle_step,
+    head_logits,
+    load_head,
+    output_rows,
+)
 from specviz.drafters.eagle_tree import dynamic_tree
-from specviz.drafters.registry import rule_for
+from specviz.drafters.settings import EagleSettings
 from specviz.models.forwards import KVCachedSequence, TreeLayout, common_prefix, states_forward
 from specviz.models.llama_step import LlamaWeights, causal_mask, llama_weights
 from specviz.models.loading import LoadedModel
 from specviz.models.memo import memoised_while_alive
 from specviz.models.pair import ModelPair
 from specviz.rules.acceptance import Rule
+from specviz.rules.registry import rule_for
+from specviz.settings import ConfigError
 
 
 @memoised_while_alive
@@ -43,7 +55,7 @@ def trimmed_rows(target: LoadedModel, path: str, k: int) -> tuple[torch.Tensor, 
     """The head's K token ids (K,) and the target's output rows for them (K, H) in float32, made once per target."""
     _, vocab_order = load_head(path, str(target.device))
     ids = vocab_order[:k] if k else torch.arange(len(vocab_order), device=target.device)
-    return ids, target.model.get_output_embeddings().weight.detach()[ids].float()
+    return ids, output_rows(target.model, ids)
 
 
 @dataclass
@@ -62,23 +74,27 @@ class EagleDrafter:
     head_ids: torch.Tensor
     head_rows: torch.Tensor
     vocab_size: int
-    tree: bool = False
-    top_k: int = 4
+    shape: EagleSettings = field(default_factory=EagleSettings)
     depth: int = 3
-    budget: int = 8
-    kind: str = "eagle"
     state: KVCachedSequence = field(default_factory=KVCachedSequence)
 
-    def step(self, features: torch.Tensor, tokens: list[int], positions: list[int],
-             layout: TreeLayout | None = None) -> torch.Tensor:
+    def step(
+        self, features: torch.Tensor, tokens: list[int], positions: list[int], layout: TreeLayout | None = None
+    ) -> torch.Tensor:
         """Predicted features (T, H) for T new rows (features (T, H), tokens, positions): causal after the cache, or
         placed by a tree layout."""
         device, cache = self.target.device, self.state.cache
         allowed = layout.allowed.to(device) if layout else causal_mask(len(tokens), cache.get_seq_length(), device)
         with self.target.lock, torch.inference_mode():
-            return eagle_step(self.head, self.weights, features[None].to(device),
-                              torch.tensor([tokens], device=device), torch.tensor(positions, device=device),
-                              allowed, cache)[0]
+            return eagle_step(
+                self.head,
+                self.weights,
+                features[None].to(device),
+                torch.tensor([tokens], device=device),
+                torch.tensor(positions, device=device),
+                allowed,
+                cache,
+            )[0]
 
     def q(self, predicted: torch.Tensor, rule: Rule) -> list[torch.Tensor]:
         """The draft's q (float32, CPU) for each predicted feature (T, H)."""
@@ -92,19 +108,19 @@ class EagleDrafter:
         states = self.target_state.states
         if n == 0 or states is None or len(states) < n or self.target_state.ids[:n] != context[:n]:
             return None
-        keep = common_prefix(self.state.ids, context[1: n + 1])
+        keep = common_prefix(self.state.ids, context[1 : n + 1])
         if keep == n:  # the same context asked again (a round always grows it): re-feed its last row for f^_n
             keep -= 1
         self.state.crop(keep)  # drops stale rows and every row fed a predicted feature
-        predicted = self.step(states[keep:n], context[keep + 1: n + 1], list(range(keep, n)))
-        self.state.ids = list(context[1: n + 1])
+        predicted = self.step(states[keep:n], context[keep + 1 : n + 1], list(range(keep, n)))
+        self.state.ids = list(context[1 : n + 1])
         return predicted[-1]
 
-    def propose(self, context: list[int], max_tokens: int, rule: Rule, generator: torch.Generator):
+    def propose(self, context: list[int], max_tokens: int, rule: Rule, generator: torch.Generator) -> Proposal:
         feature = self.catch_up(context) if max_tokens > 0 else None
         if feature is None:
             return DraftBlock(token_ids=[], draft_probs=[])
-        if self.tree:
+        if self.shape.eagle_tree:
             return dynamic_tree(self, context, feature, min(self.depth, max_tokens), rule, generator)
         block = DraftBlock(token_ids=[], draft_probs=[], forward_passes=1)
         position = len(context) - 1
@@ -132,18 +148,35 @@ def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence 
         raise ConfigError(f"No EAGLE head at {path}: train one with `python -m specviz train-eagle`") from exc
     weights = llama_weights(pair.target.model)
     if weights is None:
-        raise ConfigError(f"EAGLE runs its layer with the lean Llama step; {pair.target.name} is not a plain Llama "
-                          "or Qwen2 (use another drafter with this model)")
+        raise ConfigError(
+            f"EAGLE runs its layer with the lean Llama step; {pair.target.name} is not a plain Llama "
+            "or Qwen2 (use another drafter with this model)"
+        )
     shape = head.shape
-    if ((shape.hidden, shape.heads, shape.kv_heads, shape.head_dim, shape.vocab)
-            != (weights.embedding.shape[1], weights.heads, weights.kv_heads, weights.head_dim, pair.vocab_size)):
-        raise ConfigError(f"The EAGLE head at {path} was trained for {shape.target} (hidden {shape.hidden}, "
-                          f"vocabulary {shape.vocab}); {pair.target.name} is not that model")
+    if (shape.hidden, shape.heads, shape.kv_heads, shape.head_dim, shape.vocab) != (
+        weights.embedding.shape[1],
+        weights.heads,
+        weights.kv_heads,
+        weights.head_dim,
+        pair.vocab_size,
+    ):
+        raise ConfigError(
+            f"The EAGLE head at {path} was trained for {shape.target} (hidden {shape.hidden}, "
+            f"vocabulary {shape.vocab}); {pair.target.name} is not that model"
+        )
     k = head.shape.draft_vocab if config.draft_vocab is None else config.draft_vocab
     ids, rows = trimmed_rows(pair.target, path, min(k, len(vocab_order)) if k else 0)
-    return EagleDrafter(head, pair.target, weights, target_state if target_state is not None else KVCachedSequence(),
-                        ids, rows, pair.vocab_size, config.eagle_tree, config.eagle_top_k, config.tree_depth,
-                        config.eagle_budget)
+    return EagleDrafter(
+        head=head,
+        target=pair.target,
+        weights=weights,
+        target_state=target_state if target_state is not None else KVCachedSequence(),
+        head_ids=ids,
+        head_rows=rows,
+        vocab_size=pair.vocab_size,
+        shape=config.settings(EagleSettings),
+        depth=config.tree_depth,
+    )
 
 
 def caught_up(config: DecodeConfig, pair: ModelPair, prefix: list[int]) -> tuple[EagleDrafter, torch.Tensor]:
@@ -152,7 +185,9 @@ def caught_up(config: DecodeConfig, pair: ModelPair, prefix: list[int]) -> tuple
     state = KVCachedSequence()
     state.feed(states_forward, pair.target, list(prefix), 1)
     drafter = build(config.replace(eagle_tree=False), pair, state)
-    return drafter, drafter.catch_up(list(prefix))
+    feature = drafter.catch_up(list(prefix))
+    assert feature is not None, "the target's features of the prefix were just fed (a prefix of two tokens or more)"
+    return drafter, feature
 
 
 def draft_logits_along(config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]) -> torch.Tensor:
@@ -178,3 +213,19 @@ def ms_per_drafted_token(config: DecodeConfig, pair: ModelPair, prefix: list[int
 
     one_step()
     return statistics.median(one_step() for _ in range(repeats))
+
+
+def shipped_weights(name: str) -> dict[str, Any] | None:
+    """The shipped EAGLE head, described from its manifest (None where none is shipped)."""
+    if not MANIFEST_FILE.is_file():
+        return None
+    manifest = json.loads(MANIFEST_FILE.read_text(encoding="utf-8"))
+    return dict(
+        drafter=name,
+        file=f"specviz/weights/{WEIGHTS_FILE.name}",
+        size_mb=round(WEIGHTS_FILE.stat().st_size / 1e6, 2),
+        steps=manifest["steps"],
+        seed=manifest["settings"]["seed"],
+        command=manifest["command"],
+        heldout_acceptance=round(manifest["heldout"]["acceptance"], 3),
+    )

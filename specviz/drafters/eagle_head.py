@@ -29,11 +29,12 @@ import torch.nn.functional as F
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
-from transformers import DynamicCache
+from transformers import DynamicCache, PreTrainedModel
 
 from specviz import WEIGHTS_DIR
 from specviz.models.kernels import Projection
 from specviz.models.llama_step import LlamaLayer, LlamaWeights, llama_layer, rms_norm, rotary_tables
+from specviz.models.vocab_ranking import to_full_vocab
 
 WEIGHTS_FILE = WEIGHTS_DIR / "smollm2-135m-eagle.safetensors"
 MANIFEST_FILE = WEIGHTS_FILE.with_suffix(".json")
@@ -62,22 +63,39 @@ class EagleHead(nn.Module):
         self.shape = shape
         d, inner = shape.hidden, shape.intermediate
         self.fc = nn.Linear(2 * d, d)
-        sizes = dict(q=(shape.heads * shape.head_dim, d), k=(shape.kv_heads * shape.head_dim, d),
-                     v=(shape.kv_heads * shape.head_dim, d), o=(d, shape.heads * shape.head_dim), gate=(inner, d),
-                     up=(inner, d), down=(d, inner))
-        self.layer_weights = nn.ParameterDict({name: nn.Parameter(torch.randn(size) / math.sqrt(size[1]))
-                                               for name, size in sizes.items()})
+        sizes = dict(
+            q=(shape.heads * shape.head_dim, d),
+            k=(shape.kv_heads * shape.head_dim, d),
+            v=(shape.kv_heads * shape.head_dim, d),
+            o=(d, shape.heads * shape.head_dim),
+            gate=(inner, d),
+            up=(inner, d),
+            down=(d, inner),
+        )
+        self.layer_weights = nn.ParameterDict(
+            {name: nn.Parameter(torch.randn(size) / math.sqrt(size[1])) for name, size in sizes.items()}
+        )
         self.layer_weights["attention_norm"] = nn.Parameter(torch.ones(d))
         self.layer_weights["mlp_norm"] = nn.Parameter(torch.ones(d))
 
     def layer(self) -> LlamaLayer:
         weights = self.layer_weights
-        return LlamaLayer(**{name: Projection(weights[name]) for name in PROJECTIONS},
-                          attention_norm=weights["attention_norm"], mlp_norm=weights["mlp_norm"])
+        return LlamaLayer(
+            **{name: Projection(weights[name]) for name in PROJECTIONS},
+            attention_norm=weights["attention_norm"],
+            mlp_norm=weights["mlp_norm"],
+        )
 
 
-def eagle_step(head: EagleHead, target: LlamaWeights, features: torch.Tensor, tokens: torch.Tensor,
-               positions: torch.Tensor, allowed: torch.Tensor | None, cache: DynamicCache | None) -> torch.Tensor:
+def eagle_step(
+    head: EagleHead,
+    target: LlamaWeights,
+    features: torch.Tensor,
+    tokens: torch.Tensor,
+    positions: torch.Tensor,
+    allowed: torch.Tensor | None,
+    cache: DynamicCache | None,
+) -> torch.Tensor:
     """Predicted features f^ (B, T, H) from features (B, T, H) and the next tokens (B, T) at ``positions`` (T,).
 
     Each row attends to the cache and to the new rows where ``allowed`` (T, cached + T) is True (None: one new row,
@@ -90,13 +108,16 @@ def eagle_step(head: EagleHead, target: LlamaWeights, features: torch.Tensor, to
     return rms_norm(x, target.final_norm.float(), target.eps)
 
 
+def output_rows(target: PreTrainedModel, ids: torch.Tensor) -> torch.Tensor:
+    """The target's output-head rows (K, H) for the head's token ids (K,), in float32, as :func:`head_logits` reads
+    them."""
+    return target.get_output_embeddings().weight.detach()[ids].float()
+
+
 def head_logits(predicted: torch.Tensor, head_ids: torch.Tensor, head_rows: torch.Tensor, vocab: int) -> torch.Tensor:
     """Logits (..., V) of predicted features (..., H) through the head's K rows (K, H); -inf off the head, so q is
     exactly 0 there and every rule still sees exactly the q a token was drawn from."""
-    short = predicted.float() @ head_rows.T  # (..., K)
-    logits = torch.full((*short.shape[:-1], vocab), -math.inf, dtype=short.dtype, device=short.device)
-    logits[..., head_ids] = short
-    return logits
+    return to_full_vocab(predicted.float() @ head_rows.T, head_ids, vocab)
 
 
 def save_head(head: EagleHead, vocab_order: torch.Tensor, manifest: dict, path: Path = WEIGHTS_FILE) -> None:

@@ -2,7 +2,7 @@
 of its layers skipped drafts for itself, optionally with the paper's adaptive draft exit.
 
 The shared model object and its config are never modified: the skip happens in specviz's own loop over
-the decoder layers (:func:`specviz.models.forwards.layer_skip_forward`).
+the decoder layers (:func:`specviz.models.layer_skip.layer_skip_forward`).
 """
 
 from __future__ import annotations
@@ -11,16 +11,14 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.config import ConfigError, DecodeConfig
+from specviz.config import DecodeConfig
 from specviz.drafters.base import AutoregressiveDrafter
-from specviz.models.forwards import (
-    ForwardFn,
-    KVCachedSequence,
-    has_mixed_attention,
-    layer_skip_forward,
-)
+from specviz.drafters.settings import LayerSkipSettings
+from specviz.models.forwards import ForwardFn, KVCachedSequence
+from specviz.models.layer_skip import has_mixed_attention, layer_skip_forward
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
+from specviz.settings import ConfigError
 
 
 @dataclass
@@ -70,17 +68,21 @@ def check_skip_layers(skip: tuple[int, ...], num_layers: int) -> frozenset[int]:
 def layer_skip_forward_for(config: DecodeConfig, pair: ModelPair) -> ForwardFn:
     """The layer-skip self-draft's forward for this config (default: the target's middle layers)."""
     num_layers = pair.target.num_layers
-    skip = config.skip_layers if config.skip_layers is not None else default_skip_layers(num_layers)
+    chosen = config.settings(LayerSkipSettings).skip_layers
+    skip = chosen if chosen is not None else default_skip_layers(num_layers)
     try:
         skip_set = check_skip_layers(skip, num_layers)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     if has_mixed_attention(pair.target.model.config):
-        raise ConfigError(f"layer-skip drafting runs one attention mask for all layers; {pair.target.name} mixes "
-                          "sliding and full attention layers. Use a draft model or n-gram drafting with it.")
+        raise ConfigError(
+            f"layer-skip drafting runs one attention mask for all layers; {pair.target.name} mixes "
+            "sliding and full attention layers. Use a draft model or n-gram drafting with it."
+        )
     if not hasattr(pair.target.model, "model") or not hasattr(pair.target.model.model, "layers"):
-        raise ConfigError(f"layer-skip drafting needs a decoder-only model with model.layers; {pair.target.name} "
-                          "has none")
+        raise ConfigError(
+            f"layer-skip drafting needs a decoder-only model with model.layers; {pair.target.name} has none"
+        )
     return layer_skip_forward(skip_set)
 
 
@@ -89,5 +91,6 @@ def draft_source(config: DecodeConfig, pair: ModelPair) -> tuple[LoadedModel, Fo
 
 
 def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> AutoregressiveDrafter:
-    exit_rule = AdaptiveExit(config.exit_threshold) if config.exit_threshold > 0 else None
-    return AutoregressiveDrafter("layerskip", *draft_source(config, pair), pair.vocab_size, exit_rule)
+    threshold = config.settings(LayerSkipSettings).exit_threshold
+    exit_rule = AdaptiveExit(threshold) if threshold > 0 else None
+    return AutoregressiveDrafter(*draft_source(config, pair), pair.vocab_size, exit_rule)

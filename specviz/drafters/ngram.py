@@ -12,6 +12,7 @@ import torch
 
 from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock
+from specviz.drafters.settings import NgramSettings
 from specviz.models.forwards import KVCachedSequence
 from specviz.models.pair import ModelPair
 from specviz.rules.acceptance import Rule
@@ -28,7 +29,6 @@ class NgramDrafter:
 
     vocab_size: int
     ngram_max: int = 3
-    kind: str = "ngram"
 
     def propose(self, context: list[int], max_tokens: int, rule: Rule, generator: torch.Generator) -> DraftBlock:
         tokens = lookup_continuation(context, self.ngram_max, max_tokens)
@@ -54,4 +54,4 @@ def lookup_continuation(context: list[int], ngram_max: int, max_tokens: int) -> 
 
 
 def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> NgramDrafter:
-    return NgramDrafter(pair.vocab_size, config.ngram_max)
+    return NgramDrafter(pair.vocab_size, config.settings(NgramSettings).ngram_max)

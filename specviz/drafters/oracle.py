@@ -22,4 +22,4 @@ def draft_source(config: DecodeConfig, pair: ModelPair) -> tuple[LoadedModel, Fo
 
 
 def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> AutoregressiveDrafter:
-    return AutoregressiveDrafter("oracle", *draft_source(config, pair), pair.vocab_size)
+    return AutoregressiveDrafter(*draft_source(config, pair), pair.vocab_size)

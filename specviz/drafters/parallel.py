@@ -17,133 +17,21 @@ Weights are small safetensors files trained by ``python -m specviz train-drafter
 
 from __future__ import annotations
 
-import functools
-import json
 import statistics
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
-from torch import nn
 
-from specviz import WEIGHTS_DIR
-from specviz.config import ConfigError, DecodeConfig
+from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock
-from specviz.drafters.registry import parallel_kinds
+from specviz.drafters.parallel_heads import DrafterMeta, ParallelModule, default_weights, load_drafter
 from specviz.models.forwards import KVCachedSequence
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
 from specviz.rules.acceptance import Rule
-
-
-class BlockwiseHeads(nn.Module):
-    """k residual heads on one hidden state: head_i(h) = h + SiLU(W_i h + b_i), zero-initialised so an
-    untrained head starts as the target's own next-token predictor."""
-
-    def __init__(self, hidden: int, k: int) -> None:
-        super().__init__()
-        self.k = k
-        self.proj = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(k))
-        for layer in self.proj:
-            nn.init.zeros_(layer.weight)
-            nn.init.zeros_(layer.bias)
-
-    def forward(self, memory: torch.Tensor, pending: torch.Tensor) -> torch.Tensor:
-        """memory (B, W, H) target states ending at t; pending (B, H) unused -> (B, k, H)."""
-        h = memory[:, -1]  # (B, H): the one state every head shares
-        return torch.stack([h + nn.functional.silu(proj(h)) for proj in self.proj], dim=1)
-
-    def attention(self, memory: torch.Tensor, pending: torch.Tensor) -> torch.Tensor:
-        """Which inputs each head reads: all weight on h_t, for every head (B, k, W + 1 + k)."""
-        batch, window, _ = memory.shape
-        pattern = torch.zeros(batch, self.k, window + 1 + self.k)
-        pattern[:, :, window - 1] = 1.0
-        return pattern
-
-
-class MaskQueryDrafter(nn.Module):
-    """k [MASK] queries + the pending token, one pre-norm transformer block over the target's last states."""
-
-    def __init__(self, hidden: int, k: int, window: int = 32, heads: int = 4) -> None:
-        super().__init__()
-        self.k, self.window = k, window
-        self.masks = nn.Parameter(torch.randn(k, hidden) * 0.02)  # the learned [MASK] query embeddings
-        self.positions = nn.Parameter(torch.zeros(window + 1 + k, hidden))  # memory slots, pending, masks
-        self.norm_in = nn.LayerNorm(hidden)
-        self.attn = nn.MultiheadAttention(hidden, heads, batch_first=True)
-        self.norm_mlp = nn.LayerNorm(hidden)
-        self.mlp = nn.Sequential(nn.Linear(hidden, 2 * hidden), nn.SiLU(), nn.Linear(2 * hidden, hidden))
-
-    def _sequence(self, memory: torch.Tensor, pending: torch.Tensor) -> torch.Tensor:
-        batch, window, _ = memory.shape
-        masks = self.masks.expand(batch, -1, -1)
-        seq = torch.cat([memory, pending[:, None], masks], dim=1)  # (B, W + 1 + k, H)
-        return seq + self.positions[-seq.shape[1]:]
-
-    def forward(self, memory: torch.Tensor, pending: torch.Tensor) -> torch.Tensor:
-        """memory (B, W, H), pending (B, H) -> (B, k, H): one vector per [MASK] query."""
-        seq = self.norm_in(self._sequence(memory, pending))
-        queries = seq[:, -self.k:]  # each [MASK] has its own query: distinct attention
-        out, _ = self.attn(queries, seq, seq, need_weights=False)
-        x = self._sequence(memory, pending)[:, -self.k:] + out
-        return x + self.mlp(self.norm_mlp(x))
-
-    def attention(self, memory: torch.Tensor, pending: torch.Tensor) -> torch.Tensor:
-        """The block's real attention weights, averaged over heads: (B, k, W + 1 + k)."""
-        seq = self.norm_in(self._sequence(memory, pending))
-        _, weights = self.attn(seq[:, -self.k:], seq, seq, need_weights=True, average_attn_weights=True)
-        return weights
-
-
-def build_module(kind: str, hidden: int, k: int, window: int) -> nn.Module:
-    if kind == "blockwise":
-        return BlockwiseHeads(hidden, k)
-    if kind == "maskquery":
-        return MaskQueryDrafter(hidden, k, window)
-    raise ValueError(f"unknown parallel drafter {kind!r}; choose from {', '.join(parallel_kinds())}")
-
-
-@dataclass
-class DrafterMeta:
-    """What a weights file was trained for; stored in the safetensors metadata."""
-
-    kind: str
-    k: int
-    hidden: int
-    window: int
-    vocab: int  # the target's output vocabulary size
-    target: str  # the target's model spec
-    steps: int = 0
-    seed: int = 0
-    final_loss: float = 0.0
-    command: str = ""
-
-
-def save_drafter(module: nn.Module, meta: DrafterMeta, path: Path) -> None:
-    tensors = {name: t.detach().to(torch.float16).contiguous() for name, t in module.state_dict().items()}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(path), metadata={"specviz": json.dumps(meta.__dict__)})
-
-
-@functools.lru_cache(maxsize=8)
-def load_drafter(path: str, device: str = "cpu") -> tuple[nn.Module, DrafterMeta]:
-    """A trained drafter from a safetensors file (no pickle), float32, eval mode, on ``device``;
-    loaded once per process and shared read-only, like the models."""
-    from safetensors import safe_open
-
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"no drafter weights at {path}")
-    with safe_open(path, framework="pt") as f:
-        meta = DrafterMeta(**json.loads(f.metadata()["specviz"]))
-    module = build_module(meta.kind, meta.hidden, meta.k, meta.window)
-    module.load_state_dict({name: t.float() for name, t in load_file(path).items()})
-    return module.to(device).eval().requires_grad_(False), meta
-
-
-def default_weights(kind: str) -> Path:
-    return WEIGHTS_DIR / f"smollm2-135m-{kind}.safetensors"
+from specviz.settings import ConfigError
 
 
 def target_states(target: LoadedModel, ids: list[int]) -> torch.Tensor:
@@ -157,13 +45,13 @@ def target_states(target: LoadedModel, ids: list[int]) -> torch.Tensor:
 def window_memory(states: torch.Tensor, end: int, window: int) -> torch.Tensor:
     """The ``window`` states ending at position ``end - 1`` (W, H), left-padded with the first state
     when the sequence is shorter: the same view in training and in drafting."""
-    memory = states[max(0, end - window):end]
+    memory = states[max(0, end - window) : end]
     if len(memory) < window:
         memory = torch.cat([memory[:1].expand(window - len(memory), -1), memory])
     return memory
 
 
-def draft_logits(module: nn.Module, target: LoadedModel, memory: torch.Tensor, pending_token: int) -> torch.Tensor:
+def draft_logits(module: ParallelModule, target: LoadedModel, memory: torch.Tensor, pending_token: int) -> torch.Tensor:
     """Run the drafter once: logits (k, V) for tokens t+2 .. t+1+k through the frozen lm_head."""
     device = target.device
     with target.lock, torch.inference_mode():
@@ -181,15 +69,11 @@ class ParallelDrafter:
     every cached position. Before the first verification there are none, so round 1 drafts nothing.
     """
 
-    module: nn.Module
+    module: ParallelModule
     meta: DrafterMeta
     target: LoadedModel
     target_state: KVCachedSequence
     vocab_size: int
-
-    @property
-    def kind(self) -> str:
-        return self.meta.kind
 
     def propose(self, context: list[int], max_tokens: int, rule: Rule, generator: torch.Generator) -> DraftBlock:
         t = len(context) - 1  # number of positions whose states are needed (all but the pending token)
@@ -209,7 +93,7 @@ class ParallelDrafter:
         """A trained drafter has no strategy to adapt."""
 
 
-def drafter_inputs(config: DecodeConfig, pair: ModelPair, prefix: list[int]):
+def drafter_inputs(config: DecodeConfig, pair: ModelPair, prefix: list[int]) -> tuple[ParallelDrafter, torch.Tensor]:
     """(drafter, memory): the drafter and the target-state window it reads after ``prefix`` (the states of
     prefix[:-1], as a run's cache would hold them; prefix[-1] is the pending token)."""
     drafter = build(config, pair, KVCachedSequence())
@@ -234,17 +118,40 @@ def ms_per_drafted_token(config: DecodeConfig, pair: ModelPair, prefix: list[int
     return statistics.median(times)
 
 
+def shipped_weights(name: str) -> dict[str, Any] | None:
+    """The shipped weights file of drafter ``name``, described (None where none is shipped)."""
+    path = default_weights(name)
+    if not path.is_file():
+        return None
+    meta = load_drafter(str(path))[1]
+    return dict(
+        drafter=name,
+        file=f"specviz/weights/{path.name}",
+        size_mb=round(path.stat().st_size / 1e6, 2),
+        k=meta.k,
+        steps=meta.steps,
+        seed=meta.seed,
+        final_loss=round(meta.final_loss, 3),
+        command=meta.command,
+    )
+
+
 def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> ParallelDrafter:
     """Blockwise heads or the mask-query drafter, from trained weights that fit this target."""
     path = config.parallel_weights or str(default_weights(config.drafter))
     try:
         module, meta = load_drafter(path, str(pair.target.device))
     except FileNotFoundError as exc:
-        raise ConfigError(f"No trained {config.drafter} weights at {path}: train them with `python -m specviz "
-                          f"train-drafter --kind {config.drafter} --target {config.target}`") from exc
+        raise ConfigError(
+            f"No trained {config.drafter} weights at {path}: train them with `python -m specviz "
+            f"train-drafter --kind {config.drafter} --target {config.target}`"
+        ) from exc
     hidden = int(pair.target.model.config.hidden_size)
     if meta.kind != config.drafter or meta.hidden != hidden or meta.vocab != pair.vocab_size:
-        raise ConfigError(f"The weights at {path} are a {meta.kind} drafter for {meta.target} (hidden {meta.hidden}, "
-                          f"vocabulary {meta.vocab}); {pair.target.name} has hidden {hidden} and vocabulary "
-                          f"{pair.vocab_size}")
-    return ParallelDrafter(module, meta, pair.target, target_state, pair.vocab_size)
+        raise ConfigError(
+            f"The weights at {path} are a {meta.kind} drafter for {meta.target} (hidden {meta.hidden}, "
+            f"vocabulary {meta.vocab}); {pair.target.name} has hidden {hidden} and vocabulary "
+            f"{pair.vocab_size}"
+        )
+    state = target_state if target_state is not None else KVCachedSequence()  # without a run's cache: drafts nothing
+    return ParallelDrafter(module, meta, pair.target, state, pair.vocab_size)

@@ -20,51 +20,22 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specviz.config import ConfigError, DecodeConfig
+from specviz.config import DecodeConfig
 from specviz.drafters import layerskip, model
-from specviz.models.forwards import ForwardFn, KVCachedSequence, TreeLayout, has_mixed_attention, sliding_window
+from specviz.drafters.base import DraftTree, TreeNode
+from specviz.drafters.settings import TreeSettings
+from specviz.models.forwards import ForwardFn, KVCachedSequence, TreeLayout
+from specviz.models.layer_skip import has_mixed_attention, sliding_window
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
 from specviz.rules.acceptance import Rule
 from specviz.rules.distributions import gumbel_top_k
+from specviz.settings import ConfigError
 
 
-@dataclass
-class TreeNode:
-    index: int  # 0 is the root: the last committed token, not a draft
-    parent: int  # -1 for the root
-    depth: int  # the root is depth 0; a node drafted in iteration k has depth k
-    token_id: int
-    draft_prob: float  # q(token) at its parent (the distribution it was drawn from)
-    sibling_rank: int  # draw order among its siblings (0 = drawn first)
-    children: list[int] = field(default_factory=list)
-    log_prob: float = 0.0  # log q of the path from the root (beam search's phi)
-    perturbed: float = 0.0  # Gumbel-perturbed path score (stochastic beam search's G)
-
-
-@dataclass
-class DraftTree:
-    nodes: list[TreeNode]
-    levels: list[list[int]]  # node indices drafted in each iteration (depth 1, 2, ...)
-    draft_probs: dict[int, torch.Tensor]  # node index -> q at that node (float32, CPU), for expanded nodes
-    forward_passes: int = 0
-    exit_threshold: float | None = None  # trees have no adaptive draft exit (a chain's DraftBlock may)
-
-    def path_to(self, index: int) -> list[int]:
-        """Node indices from depth 1 down to ``index``."""
-        path = []
-        while index > 0:
-            path.append(index)
-            index = self.nodes[index].parent
-        return path[::-1]
-
-    @property
-    def size(self) -> int:
-        return len(self.nodes) - 1  # drafted tokens (the root is not drafted)
-
-
-def tree_attention(context_len: int, tail_len: int, tree: DraftTree, nodes: list[int], cache_index: dict[int, int],
-                   cached: int) -> TreeLayout:
+def tree_attention(
+    context_len: int, tail_len: int, tree: DraftTree, nodes: list[int], cache_index: dict[int, int], cached: int
+) -> TreeLayout:
     """The layout for feeding ``tail_len`` chain tokens (the uncached end of the context, root last) and
     then ``nodes``: each node attends to the whole context and to its ancestors, at position
     context_len - 1 + depth. ``cache_index`` maps already-cached nodes to their cache column."""
@@ -99,8 +70,14 @@ def _conditioned_gumbel(parent_score: float, child_keys: torch.Tensor) -> torch.
     return parent_score - torch.clamp(v, min=0) - torch.log1p(torch.exp(-v.abs()))
 
 
-def beam_children(tree: DraftTree, frontier: list[int], probs: dict[int, torch.Tensor], width: int, stochastic: bool,
-                   generator: torch.Generator) -> list[tuple[int, int, float, float]]:
+def beam_children(
+    tree: DraftTree,
+    frontier: list[int],
+    probs: dict[int, torch.Tensor],
+    width: int,
+    stochastic: bool,
+    generator: torch.Generator,
+) -> list[tuple[int, int, float, float]]:
     """(parent, token, log_prob, perturbed) of the ``width`` best children over the whole frontier."""
     candidates = []
     for parent in frontier:
@@ -124,11 +101,8 @@ class TreeDrafter:
     loaded: LoadedModel
     forward: ForwardFn
     vocab_size: int
-    mode: str = "constant"
-    branching: int = 2
+    shape: TreeSettings = field(default_factory=TreeSettings)
     depth: int = 3
-    beam_width: int = 4
-    kind: str = "tree"
     state: KVCachedSequence = field(init=False)
 
     def __post_init__(self) -> None:
@@ -156,27 +130,37 @@ class TreeDrafter:
         else:
             cached = len(self.state.ids)
             layout = tree_attention(len(context), 0, tree, frontier, self.cache_index, cached)
-            logits = self.state.feed(self.forward, self.loaded, [tree.nodes[i].token_id for i in frontier],
-                                     len(frontier), layout)
+            logits = self.state.feed(
+                self.forward, self.loaded, [tree.nodes[i].token_id for i in frontier], len(frontier), layout
+            )
             self.cache_index.update({node: cached + j for j, node in enumerate(frontier)})
         tree.forward_passes += 1
         for node, row in zip(frontier, logits):
             tree.draft_probs[node] = rule.draft_distribution(row[: self.vocab_size]).cpu()
 
     def _expand(self, tree: DraftTree, frontier: list[int], rule: Rule, generator: torch.Generator) -> list[int]:
-        if self.mode == "constant":
+        if self.shape.tree_mode == "constant":
             chosen = []
             for parent in frontier:
                 q = tree.draft_probs[parent]
-                chosen += [(parent, t, tree.nodes[parent].log_prob + math.log(float(q[t])), 0.0)
-                           for t in _children_constant(q, self.branching, rule.stochastic, generator)]
+                chosen += [
+                    (parent, t, tree.nodes[parent].log_prob + math.log(float(q[t])), 0.0)
+                    for t in _children_constant(q, self.shape.branching, rule.stochastic, generator)
+                ]
         else:
-            chosen = beam_children(tree, frontier, tree.draft_probs, self.beam_width, rule.stochastic, generator)
+            chosen = beam_children(tree, frontier, tree.draft_probs, self.shape.beam_width, rule.stochastic, generator)
         added = []
         for parent, token, log_prob, perturbed in chosen:
-            node = TreeNode(index=len(tree.nodes), parent=parent, depth=tree.nodes[parent].depth + 1, token_id=token,
-                            draft_prob=float(tree.draft_probs[parent][token]),
-                            sibling_rank=len(tree.nodes[parent].children), log_prob=log_prob, perturbed=perturbed)
+            node = TreeNode(
+                index=len(tree.nodes),
+                parent=parent,
+                depth=tree.nodes[parent].depth + 1,
+                token_id=token,
+                draft_prob=float(tree.draft_probs[parent][token]),
+                sibling_rank=len(tree.nodes[parent].children),
+                log_prob=log_prob,
+                perturbed=perturbed,
+            )
             tree.nodes[parent].children.append(node.index)
             tree.nodes.append(node)
             added.append(node.index)
@@ -195,8 +179,9 @@ class TreeDrafter:
 def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> TreeDrafter:
     """RSD's tree, drafted by the draft model when the pair has one, else the layer-skip self-draft."""
     if sliding_window(pair.target.model.config) or has_mixed_attention(pair.target.model.config):
-        raise ConfigError(f"The tree drafter needs full attention: {pair.target.name} attends through a sliding "
-                          "window, which a tree's attention mask does not model. Use a chain drafter with this model.")
+        raise ConfigError(
+            f"The tree drafter needs full attention: {pair.target.name} attends through a sliding "
+            "window, which a tree's attention mask does not model. Use a chain drafter with this model."
+        )
     source, forward = (model if pair.draft else layerskip).draft_source(config, pair)
-    return TreeDrafter(source, forward, pair.vocab_size, config.tree_mode, config.branching, config.tree_depth,
-                       config.beam_width)
+    return TreeDrafter(source, forward, pair.vocab_size, config.settings(TreeSettings), config.tree_depth)

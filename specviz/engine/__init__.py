@@ -5,10 +5,15 @@ rule make of a proposal; ``records``: what each round records; ``trace``: the ty
 The model pair a run uses (:mod:`specviz.models.pair`) is re-exported here for the engine's callers.
 """
 
-from specviz.engine.loop import DecodeRun, RoundResult, Verified, autoregressive_decode, play_round, speculative_decode
+from specviz.engine.loop import autoregressive_decode, speculative_decode
 from specviz.models.pair import ModelPair, eos_ids, load_pair, prompt_ids_for, uses_draft_model
 
 __all__ = [
-    "DecodeRun", "ModelPair", "RoundResult", "Verified", "autoregressive_decode", "eos_ids", "load_pair", "play_round",
-    "prompt_ids_for", "speculative_decode", "uses_draft_model",
+    "ModelPair",
+    "autoregressive_decode",
+    "eos_ids",
+    "load_pair",
+    "prompt_ids_for",
+    "speculative_decode",
+    "uses_draft_model",
 ]

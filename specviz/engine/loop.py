@@ -22,38 +22,18 @@ from typing import Callable, TypeVar
 import torch
 
 from specviz.config import DecodeConfig
-from specviz.drafters.base import DraftBlock, Drafter
-from specviz.drafters.registry import drafter_entry, make_drafter, rule_for
-from specviz.drafters.tree import DraftTree
+from specviz.drafters.base import DraftBlock, Drafter, DraftTree, Proposal
+from specviz.drafters.registry import drafter_entry, make_drafter
 from specviz.engine.records import models_info, summarize
 from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import Round, Trace
 from specviz.engine.verification import Outcome, score_tree, truncate_at_eos, walk_chain, walk_tree
-from specviz.models.forwards import KVCachedSequence, full_forward, states_forward
+from specviz.models.forwards import ForwardFn, KVCachedSequence, StatesForwardFn, full_forward, states_forward
 from specviz.models.pair import ModelPair, eos_ids, load_pair, prompt_ids_for
 from specviz.rules.acceptance import Rule
+from specviz.rules.registry import rule_for
 
 T = TypeVar("T")
-
-
-@dataclass
-class Verified:
-    """Steps 2-4 of a round: the ONE target pass over ``target_positions`` positions and the rule's walk."""
-
-    outcome: Outcome
-    target_positions: int
-    target_pass_ms: float  # the one target forward and its p's (float32, on the CPU); the rest is the rule and records
-
-
-@dataclass
-class RoundResult:
-    """What one round produced, before EOS truncation and recording."""
-
-    verified: Verified
-    draft_ms: float
-    verify_ms: float
-    draft_forward_passes: int
-    exit_threshold: float | None = None
 
 
 @dataclass
@@ -67,9 +47,10 @@ class DecodeRun:
     generator: torch.Generator
     texts: TokenTexts
     target_state: KVCachedSequence
+    eos: set[int]
 
     @property
-    def target_forward(self):
+    def target_forward(self) -> ForwardFn | StatesForwardFn:
         """Drafters that read the target's hidden states (parallel drafters, EAGLE) need runs that keep them."""
         return states_forward if drafter_entry(self.config.drafter).requires_model_outputs else full_forward
 
@@ -84,44 +65,74 @@ def timed_ms(compute: Callable[[], T]) -> tuple[T, float]:
     return result, (time.perf_counter() - started) * 1e3
 
 
-def verify_chain(run: DecodeRun, committed: list[int], block: DraftBlock) -> Verified:
+def verify_chain(run: DecodeRun, committed: list[int], block: DraftBlock) -> tuple[Outcome, float]:
     """A block of k tokens: ONE causal target forward over the uncached tail + the block gives p at the
     k+1 positions after the prefix; the rule checks left to right and stops at the first rejection.
     The target's cache is cropped lazily to the new context at the next round."""
     k = block.size
     feed = run.target_state.pending(committed) + block.token_ids
     # k+1 x (V,)
-    target_probs, pass_ms = timed_ms(lambda: run.target_probs(
-        run.target_state.feed(run.target_forward, run.pair.target, feed, k + 1)[:, : run.pair.vocab_size]))
+    target_probs, pass_ms = timed_ms(
+        lambda: run.target_probs(
+            run.target_state.feed(run.target_forward, run.pair.target, feed, k + 1)[:, : run.pair.vocab_size]
+        )
+    )
     outcome = walk_chain(block, target_probs, run.rule, run.generator, run.texts.after(committed), run.config.top_n)
-    return Verified(outcome, k + 1, pass_ms)
+    return outcome, pass_ms
 
 
-def verify_tree(run: DecodeRun, committed: list[int], tree: DraftTree) -> Verified:
+def verify_tree(run: DecodeRun, committed: list[int], tree: DraftTree) -> tuple[Outcome, float]:
     """A Recursive Speculative Decoding tree: ONE target pass over every node (tree attention), walked
     with recursive rejection sampling; the target's cache keeps only the accepted path's entries."""
-    target_probs, pass_ms = timed_ms(lambda: run.target_probs(
-        score_tree(run.target_state, run.target_forward, run.pair.target, committed, tree, run.pair.vocab_size)))
+    target_probs, pass_ms = timed_ms(
+        lambda: run.target_probs(
+            score_tree(run.target_state, run.target_forward, run.pair.target, committed, tree, run.pair.vocab_size)
+        )
+    )
     outcome = walk_tree(tree, target_probs, run.rule, run.generator, run.texts.after(committed), run.config)
     run.target_state.keep(list(range(len(committed))) + [len(committed) + node - 1 for node in outcome.accepted_path])
-    return Verified(outcome, len(tree.nodes), pass_ms)
+    return outcome, pass_ms
 
 
-def verify(run: DecodeRun, committed: list[int], proposal: DraftBlock | DraftTree) -> Verified:
-    """A proposal verified by its shape: a tree with tree attention, a chain causally."""
-    return (verify_tree(run, committed, proposal) if isinstance(proposal, DraftTree)
-            else verify_chain(run, committed, proposal))
+def verify(run: DecodeRun, committed: list[int], proposal: Proposal) -> tuple[Outcome, float]:
+    """Steps 2-4: a proposal verified by its shape (a tree with tree attention, a chain causally) in ONE target
+    pass over its ``proposal.size + 1`` positions; (the rule's outcome, the pass's milliseconds: the forward and
+    its p's in float32 on the CPU, the rest of the step being the rule and the records)."""
+    return (
+        verify_tree(run, committed, proposal)
+        if isinstance(proposal, DraftTree)
+        else verify_chain(run, committed, proposal)
+    )
 
 
-def play_round(run: DecodeRun, committed: list[int], max_block: int) -> RoundResult:
-    """One round with any drafter, chain or tree, through the drafters' two verbs."""
+def play_round(run: DecodeRun, committed: list[int], max_block: int, index: int) -> Round:
+    """Round ``index`` with any drafter, chain or tree, through the drafters' two verbs, as the trace records it
+    (cut after an emitted EOS)."""
     # 1. draft: up to max_block tokens (a chain) or levels (a tree)
     proposal, draft_ms = timed_ms(lambda: run.drafter.propose(committed, max_block, run.rule, run.generator))
     # 2.-4. verify in ONE target pass, accept a path, then the correction or the bonus
-    verified, verify_ms = timed_ms(lambda: verify(run, committed, proposal))
+    (outcome, pass_ms), verify_ms = timed_ms(lambda: verify(run, committed, proposal))
     # 5. tell the drafter how its proposal fared (adaptive exit; a tree keeps its accepted path's caches)
-    run.drafter.update(proposal.size, verified.outcome.accepted_path)
-    return RoundResult(verified, draft_ms, verify_ms, proposal.forward_passes, proposal.exit_threshold)
+    run.drafter.update(proposal.size, outcome.accepted_path)
+    outcome = truncate_at_eos(outcome, run.eos)
+    emitted = outcome.emitted_ids
+    return Round(
+        index=index,
+        prefix_len=len(committed),
+        draft=outcome.positions,
+        correction=outcome.correction,
+        bonus=outcome.bonus,
+        emitted_ids=emitted,
+        emitted_texts=run.texts.after(committed).sequence(emitted),
+        draft_ms=draft_ms,
+        verify_ms=verify_ms,
+        draft_forward_passes=proposal.forward_passes,
+        target_forward_passes=1,
+        target_positions=proposal.size + 1,
+        target_pass_ms=pass_ms,
+        exit_threshold=proposal.exit_threshold,
+        tree=outcome.tree,
+    )
 
 
 def speculative_decode(
@@ -141,10 +152,17 @@ def speculative_decode(
     pair = pair or load_pair(config)
     ids = prompt_ids_for(pair, config, prompt, prompt_ids)
     target_state = KVCachedSequence()
-    run = DecodeRun(config, pair, rule or rule_for(config), make_drafter(config, pair, target_state),
-                    torch.Generator().manual_seed(config.seed), TokenTexts(pair.target.tokenizer), target_state)
+    run = DecodeRun(
+        config,
+        pair,
+        rule or rule_for(config),
+        make_drafter(config, pair, target_state),
+        torch.Generator().manual_seed(config.seed),
+        TokenTexts(pair.target.tokenizer),
+        target_state,
+        eos_ids(pair.target),
+    )
     block_size = config.tree_depth if drafter_entry(config.drafter).drafts_tree(config) else config.gamma
-    eos = eos_ids(pair.target)
     committed = list(ids)
     rounds: list[Round] = []
     stop_reason = "max_new_tokens"
@@ -155,27 +173,18 @@ def speculative_decode(
             stop_reason = "context"
             break
         # leave room for the correction/bonus token within max_new_tokens and the context
-        result = play_round(run, committed, max(0, min(block_size, config.max_new_tokens - new - 1, room - 1)))
-        verified = result.verified
-        outcome = truncate_at_eos(verified.outcome, eos)
-        emitted = outcome.emitted_ids
-        record = Round(
-            index=len(rounds), prefix_len=len(committed), draft=outcome.positions, correction=outcome.correction,
-            bonus=outcome.bonus, emitted_ids=emitted, emitted_texts=run.texts.after(committed).sequence(emitted),
-            draft_ms=result.draft_ms, verify_ms=result.verify_ms, draft_forward_passes=result.draft_forward_passes,
-            target_forward_passes=1, target_positions=verified.target_positions,
-            target_pass_ms=verified.target_pass_ms,
-            exit_threshold=result.exit_threshold, tree=outcome.tree,
+        record = play_round(
+            run, committed, max(0, min(block_size, config.max_new_tokens - new - 1, room - 1)), len(rounds)
         )
         rounds.append(record)
-        committed.extend(emitted)
+        committed.extend(record.emitted_ids)
         if on_round:
             on_round(record, len(committed) - len(ids))
-        if outcome.ends_at_eos:
+        if run.eos & set(record.emitted_ids):
             stop_reason = "eos"
             break
     wall_ms = (time.perf_counter() - started) * 1e3
-    output_ids = committed[len(ids):]
+    output_ids = committed[len(ids) :]
     return Trace(
         config=config,
         models=models_info(pair, config),
@@ -183,7 +192,8 @@ def speculative_decode(
         prompt_ids=ids,
         prompt_tokens=run.texts.sequence(ids),
         output_ids=output_ids,
-        output_text=pair.target.tokenizer.decode(output_ids, skip_special_tokens=False),
+        # transformers types decode() as str | list[str]; one flat id list decodes to one str
+        output_text=pair.target.tokenizer.decode(output_ids, skip_special_tokens=False),  # type: ignore[arg-type]
         rounds=rounds,
         stats=summarize(rounds, len(output_ids), stop_reason, wall_ms),
     )
@@ -208,4 +218,4 @@ def autoregressive_decode(config: DecodeConfig, pair: ModelPair, prompt_ids: lis
         committed.append(token)
         if token in eos:
             break
-    return committed[len(prompt_ids):], time.perf_counter() - started
+    return committed[len(prompt_ids) :], time.perf_counter() - started

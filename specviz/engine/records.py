@@ -1,20 +1,25 @@
-"""What a round records: drafted positions with their verdicts, the tree, the run's stats."""
+"""What a round records (verification decides, :mod:`specviz.engine.verification`; these describe): drafted positions
+with their verdicts, the tokens the target emitted, the tree, the run's stats."""
 
 from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
 
 import torch
 
 from specviz.config import DecodeConfig
-from specviz.drafters.model import draft_vocab_for
-from specviz.drafters.tree import DraftTree
+from specviz.drafters.base import DraftTree
 from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import (
     ACCEPTED,
     NOT_VERIFIED,
     REJECTED,
     DraftPosition,
+    EmittedToken,
     Round,
     Stats,
+    TopTokens,
     TreeNodeRecord,
     TreeRecord,
 )
@@ -22,49 +27,99 @@ from specviz.models.pair import ModelPair, uses_draft_model
 from specviz.rules.acceptance import Rule, Verdict
 from specviz.rules.distributions import overlap, residual_distribution
 
+if TYPE_CHECKING:
+    from specviz.engine.verification import SiblingCheck
+
 
 def status_of(verdict: Verdict | None) -> str:
     """A drafted token's recorded status: accepted, rejected, or not verified (after a rejection)."""
     return NOT_VERIFIED if verdict is None else ACCEPTED if verdict.accepted else REJECTED
 
 
-def draft_position(index: int, token: int, p_dist: torch.Tensor, q_dist: torch.Tensor, verdict: Verdict | None,
-                   rule: Rule, texts: "TokenTexts", top_n: int) -> DraftPosition:
+def draft_position(
+    index: int,
+    token: int,
+    p_dist: torch.Tensor,
+    q_dist: torch.Tensor,
+    verdict: Verdict | None,
+    rule: Rule,
+    texts: "TokenTexts",
+    top_n: int,
+) -> DraftPosition:
     """The record of one drafted token checked with ``verdict`` (None: never checked)."""
     status = status_of(verdict)
     return DraftPosition(
-        index=index, token_id=token, text=texts(token), p=float(p_dist[token]), q=float(q_dist[token]),
-        accept_prob=verdict.accept_prob if verdict else 0.0, uniform=verdict.uniform if verdict else None,
-        accepted=status == ACCEPTED, status=status, overlap=overlap(p_dist, q_dist),
+        index=index,
+        token_id=token,
+        text=texts(token),
+        p=float(p_dist[token]),
+        q=float(q_dist[token]),
+        accept_prob=verdict.accept_prob if verdict else 0.0,
+        uniform=verdict.uniform if verdict else None,
+        accepted=status == ACCEPTED,
+        status=status,
+        overlap=overlap(p_dist, q_dist),
         alpha=rule.acceptance_alpha(p_dist, q_dist),
-        target_top=texts.top(p_dist, top_n), draft_top=texts.top(q_dist, top_n),
+        target_top=texts.top(p_dist, top_n),
+        draft_top=texts.top(q_dist, top_n),
         candidates=None if (ids := rule.candidates(p_dist)) is None else texts.of(ids, p_dist),
         tau_gap=verdict.tau_gap if verdict else None,
     )
 
 
-def tree_record(tree: DraftTree, checks, path: list[int], target_probs, rule: Rule, texts: TokenTexts,
-                config: DecodeConfig) -> TreeRecord:
+def tree_record(
+    tree: DraftTree,
+    checks: list[SiblingCheck],
+    path: list[int],
+    target_probs: list[torch.Tensor],
+    rule: Rule,
+    texts: TokenTexts,
+    config: DecodeConfig,
+) -> TreeRecord:
     status = {c.node: ACCEPTED if c.verdict.accepted else REJECTED for c in checks}
-    nodes = [TreeNodeRecord(
-        index=n.index, parent=n.parent, depth=n.depth, token_id=n.token_id, text=texts(n.token_id), q=n.draft_prob,
-        sibling_rank=n.sibling_rank, status=ACCEPTED if n.index == 0 else status.get(n.index, NOT_VERIFIED),
-        draft_top=texts.top(tree.draft_probs[n.index], config.top_n) if n.index in tree.draft_probs else None,
-        target_top=texts.top(target_probs[n.index], config.top_n),
-    ) for n in tree.nodes]
-    residuals = [None if c.verdict.accepted or not rule.stochastic
-                 else texts.top(residual_distribution(c.target_probs, c.draft_probs), config.top_n) for c in checks]
-    return TreeRecord(mode=config.tree_mode, nodes=nodes, levels=tree.levels, path=path,
-                      check_nodes=[c.node for c in checks], residual_tops=residuals)
+    nodes = [
+        TreeNodeRecord(
+            index=n.index,
+            parent=n.parent,
+            depth=n.depth,
+            token_id=n.token_id,
+            text=texts(n.token_id),
+            q=n.draft_prob,
+            sibling_rank=n.sibling_rank,
+            status=ACCEPTED if n.index == 0 else status.get(n.index, NOT_VERIFIED),
+            draft_top=texts.top(tree.draft_probs[n.index], config.top_n) if n.index in tree.draft_probs else None,
+            target_top=texts.top(target_probs[n.index], config.top_n),
+        )
+        for n in tree.nodes
+    ]
+    residuals = [
+        None
+        if c.verdict.accepted or not rule.stochastic
+        else texts.top(residual_distribution(c.target_probs, c.draft_probs), config.top_n)
+        for c in checks
+    ]
+    return TreeRecord(
+        nodes=nodes,
+        levels=tree.levels,
+        path=path,
+        check_nodes=[c.node for c in checks],
+        residual_tops=residuals,
+    )
 
 
-def models_info(pair: ModelPair, config: DecodeConfig) -> dict:
+def models_info(pair: ModelPair, config: DecodeConfig) -> dict[str, str | int]:
     target = pair.target
     draft_name = pair.draft.name if pair.draft else f"the {config.drafter} drafter, built from the target itself"
-    info = {"target": target.name, "draft": draft_name, "device": str(target.device),
-            "dtype": str(target.model.dtype).replace("torch.", "")}
+    info: dict[str, str | int] = {
+        "target": target.name,
+        "draft": draft_name,
+        "device": str(target.device),
+        "dtype": str(target.model.dtype).replace("torch.", ""),
+    }
     if pair.draft and uses_draft_model(config):
-        info["draft_vocab"] = draft_vocab_for(config, pair.draft) or pair.vocab_size  # tokens the draft's head scores
+        info["draft_vocab"] = (
+            pair.draft.draft_head_size(config.draft_vocab) or pair.vocab_size
+        )  # tokens the draft's head scores
     return info
 
 
@@ -83,9 +138,56 @@ def summarize(rounds: list[Round], new_tokens: int, stop_reason: str, wall_ms: f
         draft_forward_passes=sum(r.draft_forward_passes for r in rounds),
         autoregressive_forward_passes=new_tokens,
         alpha_estimate=sum(p.alpha for p in verified) / len(verified) if verified else 0.0,
-        mean_acceptance_length=(1 + accepted / drafting if (drafting := sum(r.drafted_count > 0 for r in rounds))
-                                else 1.0),
+        mean_acceptance_length=(
+            1 + accepted / drafting if (drafting := sum(r.drafted_count > 0 for r in rounds)) else 1.0
+        ),
         stop_reason=stop_reason,
         wall_ms=wall_ms,
         tokens_per_s=new_tokens / (wall_ms / 1e3) if wall_ms > 0 else 0.0,
+    )
+
+
+def emitted_token(
+    token: int,
+    drawn_from: torch.Tensor,
+    target_p: torch.Tensor,
+    source: str,
+    texts: TokenTexts,
+    top_n: int,
+    rejected: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> EmittedToken:
+    """The record of a token the target emitted, ``drawn_from`` a distribution (V,) (``source``: "target" for
+    p itself, "residual" for norm(max(0, p - q))); ``rejected``: the (p, q) of the check a correction replaces,
+    whose residual is recorded with each of its top tokens' p and q (what the round view draws)."""
+    top: TopTokens | None = None
+    residual_p: list[float] | None = None
+    residual_q: list[float] | None = None
+    if rejected is not None:
+        p, q = rejected
+        top = texts.top(residual_distribution(p, q), top_n)
+        residual_p, residual_q = [float(p[i]) for i in top.ids], [float(q[i]) for i in top.ids]
+    return EmittedToken(
+        token_id=token,
+        text=texts(token),
+        prob=float(drawn_from[token]),
+        target_prob=float(target_p[token]),
+        source=source,
+        distribution_top=texts.top(drawn_from, top_n),
+        target_top=texts.top(target_p, top_n),
+        residual_top=top,
+        residual_p=residual_p,
+        residual_q=residual_q,
+    )
+
+
+def tree_after_checks(tree: TreeRecord, positions: list[DraftPosition]) -> TreeRecord:
+    """The tree's record with node statuses, accepted path and residual bars following the checks' statuses."""
+    nodes = list(tree.nodes)
+    for node, pos in zip(tree.check_nodes, positions):
+        nodes[node] = dataclasses.replace(nodes[node], status=pos.status)
+    return dataclasses.replace(
+        tree,
+        nodes=nodes,
+        path=[node for node, pos in zip(tree.check_nodes, positions) if pos.accepted],
+        residual_tops=[top if pos.status == REJECTED else None for top, pos in zip(tree.residual_tops, positions)],
     )

@@ -10,10 +10,15 @@ depends on the bytes still pending before it: :meth:`TokenTexts.after` gives the
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
 from specviz.engine.trace import TopTokens
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # SentencePiece's byte tokens
 PENDING_TOKENS = 4  # a UTF-8 character has at most 4 bytes, and every token at least one
@@ -47,7 +52,7 @@ def readable(data: bytes, start: int) -> str:
     while i < len(data):
         for n in range(1, 5):
             try:
-                char = data[i:i + n].decode("utf-8")
+                char = data[i : i + n].decode("utf-8")
             except UnicodeDecodeError:
                 continue
             if i + n > start:
@@ -65,20 +70,27 @@ class TokenTexts:
     """id -> display text after the bytes ``pending`` (the start of a character earlier tokens left incomplete);
     decoded once per run (the caches are shared with every :meth:`after`)."""
 
-    def __init__(self, tokenizer, pending: bytes = b"", caches: tuple[dict, dict] | None = None) -> None:
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        pending: bytes = b"",
+        caches: tuple[dict[int, str], dict[int, bytes]] | None = None,
+    ) -> None:
         self.tokenizer = tokenizer
         self.pending = pending
         self.alone, self.bytes = caches or ({}, {})
 
     def text_alone(self, token_id: int) -> str:
         if token_id not in self.alone:
-            self.alone[token_id] = self.tokenizer.decode([token_id])
+            # transformers types decode() as str | list[str]; one id list decodes to one str
+            self.alone[token_id] = self.tokenizer.decode([token_id])  # type: ignore[assignment]
         return self.alone[token_id]
 
     def token_bytes(self, token_id: int) -> bytes:
         """The UTF-8 bytes a token stands for (its piece read through the byte-level alphabet or byte fallback)."""
         if token_id not in self.bytes:
-            piece = self.tokenizer.convert_ids_to_tokens(token_id)
+            # typed str | list[str]: one id gives its one piece (None for an id the tokenizer lacks)
+            piece: str | None = self.tokenizer.convert_ids_to_tokens(token_id)  # type: ignore[assignment]
             fallback = BYTE_FALLBACK.fullmatch(piece or "")
             if fallback:
                 self.bytes[token_id] = bytes([int(fallback.group(1), 16)])
@@ -113,6 +125,6 @@ class TokenTexts:
     def top(self, probs: torch.Tensor, n: int) -> TopTokens:
         return self.of(torch.topk(probs, min(n, probs.shape[-1])).indices.tolist(), probs)
 
-    def of(self, ids: list[int], probs: torch.Tensor) -> TopTokens:
+    def of(self, ids: Sequence[int], probs: torch.Tensor) -> TopTokens:
         """These tokens with their texts and probabilities under ``probs``."""
         return TopTokens(ids=list(ids), texts=[self(i) for i in ids], probs=[float(probs[i]) for i in ids])

@@ -12,6 +12,7 @@ import json
 import types
 import typing
 from dataclasses import dataclass, field
+from typing import Any
 
 from specviz.config import DecodeConfig
 
@@ -84,7 +85,6 @@ class TreeNodeRecord:
 class TreeRecord:
     """A Recursive Speculative Decoding round (Jeon et al. 2024): the tree, its iterations, the walk."""
 
-    mode: str  # constant (RSD-C) | beam (RSD-S)
     nodes: list[TreeNodeRecord]
     levels: list[list[int]]  # node indices drafted per draft iteration
     path: list[int]  # accepted nodes, root's child first
@@ -149,8 +149,9 @@ class Trace:
     rounds: list[Round] = field(default_factory=list)
     stats: Stats | None = None
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+    def to_dict(self) -> dict[str, Any]:
+        """The trace as JSON-ready data (its config by flat setting names, :meth:`DecodeConfig.to_dict`)."""
+        return {**dataclasses.asdict(self), "config": self.config.to_dict()}
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
@@ -170,15 +171,18 @@ class Trace:
         return dataclasses.replace(self, rounds=rounds, stats=stats)
 
 
-def _build(tp, data):
+def _build(tp: object, data: Any) -> Any:
     """Rebuild a value of annotated type ``tp`` from its JSON form (dataclasses, lists, optionals)."""
     if data is None:
         return None
-    if dataclasses.is_dataclass(tp):
+    if tp is DecodeConfig:
+        return DecodeConfig.from_dict(data)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         hints = typing.get_type_hints(tp)
         # fields a trace written by an older version lacks take their defaults
-        return tp(**{f.name: _build(hints[f.name], data[f.name])
-                     for f in dataclasses.fields(tp) if f.init and f.name in data})
+        return tp(
+            **{f.name: _build(hints[f.name], data[f.name]) for f in dataclasses.fields(tp) if f.init and f.name in data}
+        )
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in typing.get_args(tp) if a is not type(None)]

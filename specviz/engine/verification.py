@@ -28,12 +28,12 @@ from dataclasses import dataclass
 import torch
 
 from specviz.config import DecodeConfig
-from specviz.drafters.base import DraftBlock
-from specviz.drafters.tree import DraftTree, tree_attention
-from specviz.engine.records import draft_position, tree_record
+from specviz.drafters.base import DraftBlock, DraftTree
+from specviz.drafters.tree import tree_attention
+from specviz.engine.records import draft_position, emitted_token, tree_after_checks, tree_record
 from specviz.engine.token_texts import TokenTexts
-from specviz.engine.trace import NOT_VERIFIED, REJECTED, DraftPosition, EmittedToken, TreeRecord
-from specviz.models.forwards import ForwardFn, KVCachedSequence
+from specviz.engine.trace import NOT_VERIFIED, DraftPosition, EmittedToken, TreeRecord
+from specviz.models.forwards import ForwardFn, KVCachedSequence, StatesForwardFn
 from specviz.models.loading import LoadedModel
 from specviz.rules.acceptance import Rule, Verdict, check_block
 from specviz.rules.distributions import residual_distribution
@@ -44,8 +44,7 @@ class Outcome:
     """A proposal's verification: every check in walk order, the correction or the bonus, the accepted path.
 
     ``accepted_path``: the proposal's accepted nodes from the top (a chain's are ``[1, ..., accepted]``);
-    ``tree``: the tree's record (trees only); ``ends_at_eos``: an emitted token is an EOS (the last one
-    emitted, after :func:`truncate_at_eos`).
+    ``tree``: the tree's record (trees only).
     """
 
     positions: list[DraftPosition]
@@ -53,7 +52,6 @@ class Outcome:
     bonus: EmittedToken | None
     accepted_path: list[int]
     tree: TreeRecord | None = None
-    ends_at_eos: bool = False
 
     @property
     def emitted_ids(self) -> list[int]:
@@ -62,47 +60,46 @@ class Outcome:
         return [p.token_id for p in self.positions if p.accepted] + extra
 
 
-def emitted_token(token: int, drawn_from: torch.Tensor, target_p: torch.Tensor, source: str, texts: TokenTexts,
-                  top_n: int, rejected: tuple[torch.Tensor, torch.Tensor] | None = None) -> EmittedToken:
-    """The record of a token the target emitted, ``drawn_from`` a distribution (V,) (``source``: "target" for
-    p itself, "residual" for norm(max(0, p - q))); ``rejected``: the (p, q) of the check a correction replaces,
-    whose residual is recorded with each of its top tokens' p and q (what the round view draws)."""
-    residual = None if rejected is None else residual_distribution(*rejected)
-    top = None if residual is None else texts.top(residual, top_n)
-    return EmittedToken(token_id=token, text=texts(token), prob=float(drawn_from[token]),
-                        target_prob=float(target_p[token]), source=source,
-                        distribution_top=texts.top(drawn_from, top_n),
-                        target_top=texts.top(target_p, top_n),
-                        residual_top=top, residual_p=None if top is None else [float(rejected[0][i]) for i in top.ids],
-                        residual_q=None if top is None else [float(rejected[1][i]) for i in top.ids])
-
-
-def walk_chain(block: DraftBlock, target_probs: list[torch.Tensor], rule: Rule, generator: torch.Generator,
-               texts: TokenTexts, top_n: int) -> Outcome:
+def walk_chain(
+    block: DraftBlock,
+    target_probs: list[torch.Tensor],
+    rule: Rule,
+    generator: torch.Generator,
+    texts: TokenTexts,
+    top_n: int,
+) -> Outcome:
     """Check the k drafted tokens left to right up to the first rejection, then take the correction (from
     the rejected position's p and q) or the bonus (from p after the last drafted token)."""
     verdicts = check_block(rule, block.token_ids, target_probs, block.draft_probs, generator)
-    positions = [draft_position(i, token, target_probs[i], q_dist, verdict, rule, texts.after(block.token_ids[:i]),
-                                top_n)
-                 for i, (token, q_dist, verdict) in enumerate(zip(block.token_ids, block.draft_probs, verdicts))]
+    positions = [
+        draft_position(i, token, target_probs[i], q_dist, verdict, rule, texts.after(block.token_ids[:i]), top_n)
+        for i, (token, q_dist, verdict) in enumerate(zip(block.token_ids, block.draft_probs, verdicts))
+    ]
     accepted = sum(p.accepted for p in positions)
     path = list(range(1, accepted + 1))
     rejected_at = next((i for i, v in enumerate(verdicts) if v is not None and not v.accepted), None)
     if rejected_at is None:
         p_dist = target_probs[len(block.token_ids)]
-        bonus = emitted_token(rule.bonus(p_dist, generator), p_dist, p_dist, "target", texts.after(block.token_ids),
-                              top_n)
-        return Outcome(positions, None, bonus, path)
+        bonus = emitted_token(
+            rule.bonus(p_dist, generator), p_dist, p_dist, "target", texts.after(block.token_ids), top_n
+        )
+        return Outcome(positions, correction=None, bonus=bonus, accepted_path=path)
     p_dist, q_dist = target_probs[rejected_at], block.draft_probs[rejected_at]
     token = rule.correction(p_dist, q_dist, generator)
     drawn_from, source = (residual_distribution(p_dist, q_dist), "residual") if rule.stochastic else (p_dist, "target")
     at_rejection = texts.after(block.token_ids[:rejected_at])
-    return Outcome(positions, emitted_token(token, drawn_from, p_dist, source, at_rejection, top_n, (p_dist, q_dist)),
-                   None, path)
+    correction = emitted_token(token, drawn_from, p_dist, source, at_rejection, top_n, (p_dist, q_dist))
+    return Outcome(positions, correction=correction, bonus=None, accepted_path=path)
 
 
-def score_tree(state: KVCachedSequence, forward: ForwardFn, loaded: LoadedModel, context: list[int],
-               tree: DraftTree, vocab_size: int) -> torch.Tensor:
+def score_tree(
+    state: KVCachedSequence,
+    forward: ForwardFn | StatesForwardFn,
+    loaded: LoadedModel,
+    context: list[int],
+    tree: DraftTree,
+    vocab_size: int,
+) -> torch.Tensor:
     """ONE target forward over the uncached context tail and every tree node: logits (1 + nodes, V),
     row 0 at the root, row j at node j."""
     tail = state.pending(context)
@@ -133,7 +130,9 @@ class SiblingCheck:
     verdict: Verdict
 
 
-def recursive_rejection(tree: DraftTree, target_probs: list[torch.Tensor], rule: Rule, generator: torch.Generator):
+def recursive_rejection(
+    tree: DraftTree, target_probs: list[torch.Tensor], rule: Rule, generator: torch.Generator
+) -> tuple[list[SiblingCheck], list[int], torch.Tensor, bool]:
     """Walk the tree from the root with the rule; return (checks, accepted path, final p, leaf).
 
     For the sampling rule the per-sibling distributions follow RSD's recursion (p_{i+1} residual,
@@ -146,10 +145,11 @@ def recursive_rejection(tree: DraftTree, target_probs: list[torch.Tensor], rule:
     path: list[int] = []
     node = 0
     while True:
-        p_i, q_i = target_probs[node], tree.draft_probs.get(node)
+        p_i = target_probs[node]
         children = tree.nodes[node].children
         if not children:
             return checks, path, p_i, True
+        q_i = tree.draft_probs[node]  # an expanded node's q: its children were drawn from it
         accepted = None
         for child in children:
             token = tree.nodes[child].token_id
@@ -170,19 +170,44 @@ def _residual_step(p_i: torch.Tensor, q_i: torch.Tensor, token: int) -> tuple[to
     return residual_distribution(p_i, q_i), remove_and_renormalise(q_i, token)
 
 
-def walk_tree(tree: DraftTree, target_probs: list[torch.Tensor], rule: Rule, generator: torch.Generator,
-              texts: TokenTexts, config: DecodeConfig) -> Outcome:
+def walk_tree(
+    tree: DraftTree,
+    target_probs: list[torch.Tensor],
+    rule: Rule,
+    generator: torch.Generator,
+    texts: TokenTexts,
+    config: DecodeConfig,
+) -> Outcome:
     """Recursive rejection sampling from the root; the token after the accepted path is drawn from the
     walk's final p (the last residual after a rejection under sampling; p at an accepted leaf: the bonus)."""
     checks, path, final_p, leaf = recursive_rejection(tree, target_probs, rule, generator)
-    positions = [draft_position(tree.nodes[c.node].depth - 1, c.token_id, c.target_probs, c.draft_probs, c.verdict,
-                                rule, texts, config.top_n) for c in checks]
+    positions = [
+        draft_position(
+            tree.nodes[c.node].depth - 1,
+            c.token_id,
+            c.target_probs,
+            c.draft_probs,
+            c.verdict,
+            rule,
+            texts,
+            config.top_n,
+        )
+        for c in checks
+    ]
     from_residual = rule.stochastic and not leaf
-    emitted = emitted_token(rule.bonus(final_p, generator), final_p, target_probs[path[-1] if path else 0],
-                            "residual" if from_residual else "target", texts, config.top_n,
-                            (checks[-1].target_probs, checks[-1].draft_probs) if from_residual else None)
+    emitted = emitted_token(
+        rule.bonus(final_p, generator),
+        final_p,
+        target_probs[path[-1] if path else 0],
+        "residual" if from_residual else "target",
+        texts,
+        config.top_n,
+        (checks[-1].target_probs, checks[-1].draft_probs) if from_residual else None,
+    )
     record = tree_record(tree, checks, path, target_probs, rule, texts, config)
-    return Outcome(positions, None if leaf else emitted, emitted if leaf else None, path, record)
+    if leaf:
+        return Outcome(positions, correction=None, bonus=emitted, accepted_path=path, tree=record)
+    return Outcome(positions, correction=emitted, bonus=None, accepted_path=path, tree=record)
 
 
 def truncate_at_eos(outcome: Outcome, eos: set[int]) -> Outcome:
@@ -190,22 +215,11 @@ def truncate_at_eos(outcome: Outcome, eos: set[int]) -> Outcome:
     tokens; in a tree, deeper siblings too) becomes not verified, and no token is emitted after it."""
     emitted = outcome.emitted_ids
     stop = next((i for i, t in enumerate(emitted) if t in eos), None)
-    if stop is None:
+    if stop is None or stop == len(emitted) - 1:
         return outcome
-    if stop == len(emitted) - 1:
-        return dataclasses.replace(outcome, ends_at_eos=True)
     eos_check = [i for i, p in enumerate(outcome.positions) if p.accepted][stop]
-    positions = outcome.positions[: eos_check + 1] + [dataclasses.replace(p, accepted=False, status=NOT_VERIFIED)
-                                                      for p in outcome.positions[eos_check + 1:]]
+    positions = outcome.positions[: eos_check + 1] + [
+        dataclasses.replace(p, accepted=False, status=NOT_VERIFIED) for p in outcome.positions[eos_check + 1 :]
+    ]
     tree = tree_after_checks(outcome.tree, positions) if outcome.tree else None
-    return Outcome(positions, None, None, outcome.accepted_path[: stop + 1], tree, ends_at_eos=True)
-
-
-def tree_after_checks(tree: TreeRecord, positions: list[DraftPosition]) -> TreeRecord:
-    """The tree's record with node statuses, accepted path and residual bars following the checks' statuses."""
-    nodes = list(tree.nodes)
-    for node, pos in zip(tree.check_nodes, positions):
-        nodes[node] = dataclasses.replace(nodes[node], status=pos.status)
-    return dataclasses.replace(
-        tree, nodes=nodes, path=[node for node, pos in zip(tree.check_nodes, positions) if pos.accepted],
-        residual_tops=[top if pos.status == REJECTED else None for top, pos in zip(tree.residual_tops, positions)])
+    return Outcome(positions, correction=None, bonus=None, accepted_path=outcome.accepted_path[: stop + 1], tree=tree)

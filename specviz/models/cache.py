@@ -11,7 +11,9 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -21,7 +23,7 @@ def cache_root() -> Path:
     return Path(os.environ.get("SPECVIZ_CACHE") or Path.home() / ".cache" / "specviz")
 
 
-def write_json_atomically(path: Path, data) -> None:
+def write_json_atomically(path: Path, data: Any) -> None:
     """``data`` as JSON at ``path``, written beside it and renamed into place: a concurrent reader (another process
     of the same machine) reads all of it or finds no file."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -30,7 +32,7 @@ def write_json_atomically(path: Path, data) -> None:
     os.replace(staging, path)
 
 
-def materialise(target: Path, write) -> Path:
+def materialise(target: Path, write: Callable[[Path], None]) -> Path:
     """``target`` as a finished directory: made once by ``write(staging_dir)``, then renamed into place
     atomically, so a concurrent loader sees all of it or none of it."""
     if (target / "model.safetensors").is_file():

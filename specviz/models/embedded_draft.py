@@ -23,7 +23,15 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
-from transformers import AutoConfig, AutoTokenizer, GenerationConfig, LlamaForCausalLM, PreTrainedModel
+from transformers import (
+    AutoConfig,
+    AutoTokenizer,
+    GenerationConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedConfig,
+    PreTrainedModel,
+)
 
 from specviz import WEIGHTS_DIR
 from specviz.models.cache import cache_root, materialise
@@ -37,7 +45,7 @@ MANIFEST_FILE = WEIGHTS_FILE.with_suffix(".json")
 SHARED_WEIGHTS = ("model.embed_tokens.weight", "lm_head.weight")  # the target's, never shipped
 
 
-def draft_config(config, layers: int):
+def draft_config(config: PreTrainedConfig, layers: int) -> PreTrainedConfig:
     """The target's config with ``layers`` decoder layers; the GGUF origin of its weights does not apply."""
     config.num_hidden_layers = layers
     if hasattr(config, "quantization_config"):
@@ -50,20 +58,28 @@ def layer_state(target_weights: dict[str, torch.Tensor], layer_ids: list[int]) -
     state = {}
     for new, old in enumerate(layer_ids):
         prefix = f"model.layers.{old}."
-        state.update({f"model.layers.{new}.{name[len(prefix):]}": value
-                      for name, value in target_weights.items() if name.startswith(prefix)})
+        state.update(
+            {
+                f"model.layers.{new}.{name[len(prefix) :]}": value
+                for name, value in target_weights.items()
+                if name.startswith(prefix)
+            }
+        )
     return state
 
 
 def cut_model(target: PreTrainedModel, layer_ids: list[int]) -> LlamaForCausalLM:
     """A new Llama made of the target's embedding, the decoder layers ``layer_ids`` (in order) and its
     final norm: the draft's starting point before distillation (a layer subset of the target)."""
-    draft = LlamaForCausalLM(draft_config(copy.deepcopy(target.config), len(layer_ids)))
+    config = draft_config(copy.deepcopy(target.config), len(layer_ids))
+    assert isinstance(config, LlamaConfig), "a draft is cut from a Llama target (the embedded SmolLM2)"
+    draft = LlamaForCausalLM(config)
     target_weights = target.state_dict()
     state = {name: value for name, value in target_weights.items() if not name.startswith("model.layers.")}
     draft.load_state_dict({**state, **layer_state(target_weights, layer_ids)}, strict=False)
     draft.tie_weights()
-    return draft.to(device=target.device, dtype=target.dtype).eval()
+    # transformers wraps PreTrainedModel.to in functools.wraps(nn.Module.to), whose stub loses the bound self
+    return draft.to(device=target.device, dtype=target.dtype).eval()  # type: ignore[call-arg]
 
 
 ROW_SCALE = ".row_scale"  # beside an int8 matrix in the shipped file: one float32 scale per output row
@@ -98,6 +114,7 @@ def stored_tensors(draft: PreTrainedModel, start: dict[str, torch.Tensor]) -> di
 def restored_state(tensors: dict[str, torch.Tensor], start: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The float32 state dict that ``stored_tensors`` encodes: start + int8 rows x their scales for a
     matrix, the value itself for anything stored without a scale."""
+
     def restored(name: str, value: torch.Tensor) -> torch.Tensor:
         if name + ROW_SCALE not in tensors:
             return value.float()
@@ -106,13 +123,21 @@ def restored_state(tensors: dict[str, torch.Tensor], start: dict[str, torch.Tens
     return {name: restored(name, value) for name, value in tensors.items() if not name.endswith(ROW_SCALE)}
 
 
-def save_shipped(tensors: dict[str, torch.Tensor], layers_from_target: list[int], vocab_order: torch.Tensor,
-                 manifest: dict, path: Path = WEIGHTS_FILE) -> None:
+def save_shipped(
+    tensors: dict[str, torch.Tensor],
+    layers_from_target: list[int],
+    vocab_order: torch.Tensor,
+    manifest: dict,
+    path: Path = WEIGHTS_FILE,
+) -> None:
     """Write the draft's ``stored_tensors``, its token ranking and the manifest; the manifest's
     ``draft_vocab`` is the head size K the engine uses by default."""
-    metadata = {"num_hidden_layers": str(len(layers_from_target)),
-                "layers_from_target": ",".join(map(str, layers_from_target)),
-                "draft_vocab": str(manifest.get("draft_vocab", 0)), "format": "pt"}
+    metadata = {
+        "num_hidden_layers": str(len(layers_from_target)),
+        "layers_from_target": ",".join(map(str, layers_from_target)),
+        "draft_vocab": str(manifest.get("draft_vocab", 0)),
+        "format": "pt",
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file({**tensors, "vocab_order": vocab_order.to(torch.int32).contiguous()}, str(path), metadata=metadata)
     path.with_suffix(".json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
@@ -129,17 +154,20 @@ def embedded_draft_dir() -> Path:
     stale copy.
     """
     if not WEIGHTS_FILE.is_file():
-        raise ModelLoadError(f"The embedded draft's weights {WEIGHTS_FILE} are missing: train them with "
-                             "`python -m specviz train-draft`")
+        raise ModelLoadError(
+            f"The embedded draft's weights {WEIGHTS_FILE} are missing: train them with `python -m specviz train-draft`"
+        )
     base = embedded_model_dir()
     with safe_open(str(WEIGHTS_FILE), framework="pt") as f:
         metadata = f.metadata()
     layers, draft_vocab = int(metadata["num_hidden_layers"]), metadata.get("draft_vocab", "0")
     layers_from_target = [int(i) for i in metadata.get("layers_from_target", "").split(",") if i]
     if len(layers_from_target) != layers:
-        raise ModelLoadError(f"The embedded draft's weights {WEIGHTS_FILE} do not say which {layers} target layers "
-                             "their matrices start from (metadata 'layers_from_target'): retrain them with "
-                             "`python -m specviz train-draft`")
+        raise ModelLoadError(
+            f"The embedded draft's weights {WEIGHTS_FILE} do not say which {layers} target layers "
+            "their matrices start from (metadata 'layers_from_target'): retrain them with "
+            "`python -m specviz train-draft`"
+        )
 
     def write(staging: Path) -> None:
         stored = load_file(str(WEIGHTS_FILE))
@@ -152,8 +180,11 @@ def embedded_draft_dir() -> Path:
         shipped = restored_state(stored, layer_state(target_layers, layers_from_target))
         shipped["model.embed_tokens.weight"] = embedding
         config = draft_config(AutoConfig.from_pretrained(base), layers)
-        save_file({name: value.contiguous() for name, value in shipped.items()}, str(staging / "model.safetensors"),
-                  metadata={"format": "pt"})
+        save_file(
+            {name: value.contiguous() for name, value in shipped.items()},
+            str(staging / "model.safetensors"),
+            metadata={"format": "pt"},
+        )
         write_vocab_ranking(staging, vocab_order, int(draft_vocab))
         config.save_pretrained(staging)
         GenerationConfig.from_pretrained(base).save_pretrained(staging)

@@ -1,30 +1,27 @@
 """Forward passes with a KV cache: the full model, a draft model (lean Llama body, FR-Spec trimmed head),
-the target's hidden states (for parallel drafters), the layer-skip self-draft, and tree-shaped inputs.
+the target's hidden states (for parallel drafters), and tree-shaped inputs; the layer-skip self-draft's is
+:mod:`specviz.models.layer_skip`'s.
 
 Every forward has one signature, ``forward(model, new_ids, cache, cached, n_last, layout=None) ->
 logits (n_last, V)``, so drafters, the verification pass and trees run any of them through
 :class:`KVCachedSequence`, which keeps one sequence's cache in step with its committed tokens.
-The shared models are only read: layer skipping is our own loop over the decoder layers.
+The shared models are only read.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
-from typing import Callable
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
-from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
+from transformers.cache_utils import CacheLayerMixin
 
 from specviz.models.kernels import Projection
 from specviz.models.llama_step import LlamaWeights, causal_mask, llama_hidden, llama_weights
 from specviz.models.loaded import LoadedModel
 from specviz.models.memo import memoised_while_alive
-
-# A forward function: (model, new token ids, cache, tokens already cached, logits wanted, tree layout or None)
-# -> logits (n_last, V). Without a layout the new tokens are a causal continuation of the cache.
-ForwardFn = Callable[..., torch.Tensor]
+from specviz.models.vocab_ranking import to_full_vocab
 
 
 @dataclass(frozen=True)
@@ -42,21 +39,39 @@ class TreeLayout:
         return mask[None, None]
 
 
-def _inputs(loaded: LoadedModel, new_ids: list[int], layout: TreeLayout | None) -> dict:
+# A forward function: (model, new token ids, cache, tokens already cached, logits wanted, tree layout or None)
+# -> logits (n_last, V). Without a layout the new tokens are a causal continuation of the cache.
+ForwardFn = Callable[[LoadedModel, list[int], DynamicCache, int, int, TreeLayout | None], torch.Tensor]
+# A forward that also returns the final hidden states of the new tokens: (logits, (T, H)) (:func:`states_forward`)
+StatesForwardFn = Callable[
+    [LoadedModel, list[int], DynamicCache, int, int, TreeLayout | None], tuple[torch.Tensor, torch.Tensor]
+]
+
+
+def _inputs(loaded: LoadedModel, new_ids: list[int], layout: TreeLayout | None) -> dict[str, torch.Tensor]:
     """Model inputs for new tokens: a causal continuation of the cache, or placed by a tree layout."""
     inputs = dict(input_ids=torch.tensor([new_ids], device=loaded.device))  # (1, T)
     if layout is not None:
-        inputs.update(attention_mask=layout.additive_mask(loaded.model.dtype, loaded.device),
-                      position_ids=torch.tensor([layout.positions], device=loaded.device))
+        inputs.update(
+            attention_mask=layout.additive_mask(loaded.model.dtype, loaded.device),
+            position_ids=torch.tensor([layout.positions], device=loaded.device),
+        )
     return inputs
 
 
-def full_forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int,
-                 layout: TreeLayout | None = None) -> torch.Tensor:
+def full_forward(
+    loaded: LoadedModel,
+    new_ids: list[int],
+    cache: DynamicCache,
+    cached: int,
+    n_last: int,
+    layout: TreeLayout | None = None,
+) -> torch.Tensor:
     """Logits (n_last, V) of the last ``n_last`` positions after feeding ``new_ids`` to the cached model."""
     with loaded.lock, torch.inference_mode():
-        out = loaded.model(**_inputs(loaded, new_ids, layout), past_key_values=cache, use_cache=True,
-                           logits_to_keep=n_last)
+        out = loaded.model(
+            **_inputs(loaded, new_ids, layout), past_key_values=cache, use_cache=True, logits_to_keep=n_last
+        )
     return out.logits[0]  # (n_last, V)
 
 
@@ -64,7 +79,9 @@ def full_forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, c
 def trimmed_head(loaded: LoadedModel, k: int) -> tuple[torch.Tensor, Projection]:
     """The draft's K most frequent token ids (K,) and the projection onto their rows of its output head (K, H), on
     the draft's kernel path, made once per live draft."""
-    ids = loaded.vocab_ranking.order[:k].to(loaded.device)
+    ranking = loaded.vocab_ranking
+    assert ranking is not None, "a trimmed head (k > 0) is asked of a draft with a ranking (draft_head_size)"
+    ids = ranking.order[:k].to(loaded.device)
     return ids, Projection.of(loaded.model.get_output_embeddings()).rows(ids)
 
 
@@ -75,14 +92,22 @@ def new_positions(layout: TreeLayout | None, cached: int, count: int, device: to
     return torch.arange(cached, cached + count, device=device)
 
 
-def model_body(loaded: LoadedModel, weights: LlamaWeights | None, new_ids: list[int], cache: DynamicCache, cached: int,
-               n_last: int, layout: TreeLayout | None = None) -> torch.Tensor:
+def model_body(
+    loaded: LoadedModel,
+    weights: LlamaWeights | None,
+    new_ids: list[int],
+    cache: DynamicCache,
+    cached: int,
+    n_last: int,
+    layout: TreeLayout | None = None,
+) -> torch.Tensor:
     """Final normed hidden states (n_last, H) of the last ``n_last`` new tokens: a plain Llama (its
     :func:`~specviz.models.llama_step.llama_weights`) through :mod:`specviz.models.llama_step`, the same numbers without
     transformers' per-layer Python; any other model (``weights`` None) through transformers' own body."""
     if weights is None:
-        return loaded.model.model(**_inputs(loaded, new_ids, layout), past_key_values=cache,
-                                  use_cache=True).last_hidden_state[0, -n_last:]
+        return loaded.model.model(
+            **_inputs(loaded, new_ids, layout), past_key_values=cache, use_cache=True
+        ).last_hidden_state[0, -n_last:]
     ids = torch.tensor(new_ids, device=loaded.device)  # (T,)
     positions = new_positions(layout, cached, len(new_ids), loaded.device)  # (T,)
     allowed = layout.allowed.to(loaded.device) if layout else causal_mask(len(new_ids), cached, loaded.device)
@@ -102,8 +127,14 @@ def draft_forward(k: int) -> ForwardFn:
     whose logits may be more than the head's product (Gemma 2's soft-capping, Cohere's logit scale).
     """
 
-    def forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int,
-                layout: TreeLayout | None = None) -> torch.Tensor:
+    def forward(
+        loaded: LoadedModel,
+        new_ids: list[int],
+        cache: DynamicCache,
+        cached: int,
+        n_last: int,
+        layout: TreeLayout | None = None,
+    ) -> torch.Tensor:
         weights = llama_weights(loaded.model)
         if weights is None and not k:
             return full_forward(loaded, new_ids, cache, cached, n_last, layout)
@@ -113,15 +144,19 @@ def draft_forward(k: int) -> ForwardFn:
                 return loaded.model.get_output_embeddings()(hidden)  # (n_last, V)
             ids, head = trimmed_head(loaded, k)
             short = head(hidden)  # (n_last, K)
-        logits = torch.full((n_last, loaded.model.config.vocab_size), -math.inf, dtype=short.dtype, device=short.device)
-        logits[:, ids] = short
-        return logits  # (n_last, V)
+        return to_full_vocab(short, ids, loaded.model.config.vocab_size)  # (n_last, V)
 
     return forward
 
 
-def states_forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int,
-                   layout: TreeLayout | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def states_forward(
+    loaded: LoadedModel,
+    new_ids: list[int],
+    cache: DynamicCache,
+    cached: int,
+    n_last: int,
+    layout: TreeLayout | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """As :func:`full_forward`, plus the final (normed) hidden state of every new token: (logits, (T, H)), a tree's
     nodes included. Parallel drafters and EAGLE read these states; the target's body runs once either way."""
     with loaded.lock, torch.inference_mode():
@@ -129,63 +164,6 @@ def states_forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache,
         hidden = model_body(loaded, None, new_ids, cache, cached, len(new_ids), layout)
         logits = loaded.model.get_output_embeddings()(hidden[-n_last:])  # (n_last, V)
     return logits, hidden
-
-
-def layer_skip_forward(skip: frozenset[int]) -> ForwardFn:
-    """A forward function that runs the model with the decoder layers in ``skip`` left out.
-
-    Draft & Verify (Zhang et al. 2023, Sec. 3.1): the draft is the target minus a subset of its
-    layers, so no extra weights and the same vocabulary. Skipped layers get no KV entries; the other
-    layers keep theirs in the drafter's own cache (layer 0 and the last layer are never skipped).
-    A plain Llama's kept layers run through :func:`model_body`'s lean step (bit-identical to
-    transformers' layers, with less Python around the matmuls), any other model's through its own decoder
-    layers; then the model's output head. The two number the cache's layers differently (the kept layers
-    compacted, or the model's own numbers), and a model always takes the same one.
-    """
-
-    def forward(loaded: LoadedModel, new_ids: list[int], cache: DynamicCache, cached: int, n_last: int,
-                layout: TreeLayout | None = None) -> torch.Tensor:
-        weights = llama_weights(loaded.model)
-        with loaded.lock, torch.inference_mode():
-            if weights is None:
-                hidden = skipping_body(loaded, skip, new_ids, cache, cached, n_last, layout)
-            else:
-                kept = tuple(layer for index, layer in enumerate(weights.layers) if index not in skip)
-                hidden = model_body(loaded, replace(weights, layers=kept), new_ids, cache, cached, n_last, layout)
-            return loaded.model.lm_head(hidden)  # (n_last, V)
-
-    return forward
-
-
-def skipping_body(loaded: LoadedModel, skip: frozenset[int], new_ids: list[int], cache: DynamicCache, cached: int,
-                  n_last: int, layout: TreeLayout | None = None) -> torch.Tensor:
-    """Final normed hidden states (n_last, H) through transformers' own decoder layers, those in ``skip`` left out."""
-    inner = loaded.model.model
-    ids = torch.tensor([new_ids], device=loaded.device)  # (1, T)
-    position_ids = new_positions(layout, cached, len(new_ids), loaded.device)[None]  # (1, T)
-    hidden = inner.embed_tokens(ids)  # (1, T, H)
-    if layout is not None:
-        mask = layout.additive_mask(hidden.dtype, loaded.device)
-    else:
-        make_mask = create_sliding_window_causal_mask if sliding_window(inner.config) else create_causal_mask
-        mask = make_mask(config=inner.config, inputs_embeds=hidden, attention_mask=None, past_key_values=cache,
-                         position_ids=position_ids)
-    position_embeddings = inner.rotary_emb(hidden, position_ids=position_ids)
-    for index, layer in enumerate(inner.layers):
-        if index not in skip:
-            hidden = layer(hidden, attention_mask=mask, position_embeddings=position_embeddings,
-                           position_ids=position_ids, past_key_values=cache, use_cache=True)
-    return inner.norm(hidden[0, -n_last:])  # (n_last, H)
-
-
-def sliding_window(config) -> int | None:
-    """The attention window of a model whose layers only see their last W positions (Mistral-style), else None."""
-    return getattr(config, "sliding_window", None) or None
-
-
-def has_mixed_attention(config) -> bool:
-    """Layers of different attention kinds (Gemma 2/3: sliding and full layers alternate)."""
-    return len(set(getattr(config, "layer_types", None) or ())) > 1
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -225,8 +203,14 @@ class KVCachedSequence:
         self.ids = self.ids[:keep]
         self.states = self.states[:keep] if self.states is not None else None
 
-    def feed(self, forward: ForwardFn, loaded: LoadedModel, new_ids: list[int], n_last: int,
-             layout: TreeLayout | None = None) -> torch.Tensor:
+    def feed(
+        self,
+        forward: ForwardFn | StatesForwardFn,
+        loaded: LoadedModel,
+        new_ids: list[int],
+        n_last: int,
+        layout: TreeLayout | None = None,
+    ) -> torch.Tensor:
         logits = forward(loaded, new_ids, self.cache, len(self.ids), n_last, layout)
         if isinstance(logits, tuple):  # a forward that also returns the final hidden states
             logits, states = logits
@@ -239,9 +223,11 @@ class KVCachedSequence:
         prefix and the accepted path, so accepted tokens are not recomputed next round."""
         index = torch.tensor(indices, dtype=torch.long)
         for layer in self.cache.layers:
-            if getattr(layer, "is_initialized", False) and layer.keys.numel():
-                layer.keys = layer.keys.index_select(-2, index.to(layer.keys.device))
-                layer.values = layer.values.index_select(-2, index.to(layer.values.device))
+            assert isinstance(layer, CacheLayerMixin), "a cache made without a model config holds key-value layers"
+            keys, values = layer.keys, layer.values
+            if layer.is_initialized and keys is not None and values is not None and keys.numel():
+                layer.keys = keys.index_select(-2, index.to(keys.device))
+                layer.values = values.index_select(-2, index.to(values.device))
         self.ids = [self.ids[i] for i in indices]
         if self.states is not None:
             self.states = self.states[index.to(self.states.device)]

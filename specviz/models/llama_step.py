@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from transformers import DynamicCache, PreTrainedModel
+from transformers import DynamicCache, PreTrainedConfig, PreTrainedModel
 
 from specviz.models.kernels import Projection
 from specviz.models.memo import memoised_while_alive
@@ -65,15 +65,19 @@ class LlamaWeights:
 LEAN_MODEL_TYPES = ("llama", "qwen2")  # Qwen2: a Llama with biases on q, k and v (its config names no such flag)
 
 
-def is_plain_llama(config) -> bool:
+def is_plain_llama(config: PreTrainedConfig) -> bool:
     """A config the step computes exactly: a Llama (or Qwen2) with unscaled rotary embeddings, SiLU, no other
     biases, no sliding window and one tensor-parallel slice. Anything else runs through transformers' own body."""
     rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
-    return (getattr(config, "model_type", None) in LEAN_MODEL_TYPES
-            and rope.get("rope_type", rope.get("type", "default")) == "default"
-            and getattr(config, "hidden_act", None) == "silu" and not getattr(config, "attention_bias", False)
-            and not getattr(config, "mlp_bias", False) and getattr(config, "pretraining_tp", 1) == 1
-            and not getattr(config, "sliding_window", None))
+    return (
+        getattr(config, "model_type", None) in LEAN_MODEL_TYPES
+        and rope.get("rope_type", rope.get("type", "default")) == "default"
+        and getattr(config, "hidden_act", None) == "silu"
+        and not getattr(config, "attention_bias", False)
+        and not getattr(config, "mlp_bias", False)
+        and getattr(config, "pretraining_tp", 1) == 1
+        and not getattr(config, "sliding_window", None)
+    )
 
 
 @memoised_while_alive
@@ -84,19 +88,31 @@ def llama_weights(model: PreTrainedModel) -> LlamaWeights | None:
     if not is_plain_llama(config) or getattr(inner.rotary_emb, "attention_scaling", 1.0) != 1.0:
         return None
     layers = tuple(
-        LlamaLayer(q=Projection.of(layer.self_attn.q_proj), k=Projection.of(layer.self_attn.k_proj),
-                   v=Projection.of(layer.self_attn.v_proj), o=Projection.of(layer.self_attn.o_proj),
-                   gate=Projection.of(layer.mlp.gate_proj), up=Projection.of(layer.mlp.up_proj),
-                   down=Projection.of(layer.mlp.down_proj), attention_norm=layer.input_layernorm.weight.detach(),
-                   mlp_norm=layer.post_attention_layernorm.weight.detach())
+        LlamaLayer(
+            q=Projection.of(layer.self_attn.q_proj),
+            k=Projection.of(layer.self_attn.k_proj),
+            v=Projection.of(layer.self_attn.v_proj),
+            o=Projection.of(layer.self_attn.o_proj),
+            gate=Projection.of(layer.mlp.gate_proj),
+            up=Projection.of(layer.mlp.up_proj),
+            down=Projection.of(layer.mlp.down_proj),
+            attention_norm=layer.input_layernorm.weight.detach(),
+            mlp_norm=layer.post_attention_layernorm.weight.detach(),
+        )
         for layer in inner.layers
     )
     heads = int(config.num_attention_heads)
     head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // heads)
-    return LlamaWeights(embedding=inner.embed_tokens.weight.detach(), layers=layers,
-                        final_norm=inner.norm.weight.detach(),
-                        inverse_frequencies=inner.rotary_emb.inv_freq.detach().float(), eps=float(config.rms_norm_eps),
-                        heads=heads, kv_heads=int(config.num_key_value_heads), head_dim=head_dim)
+    return LlamaWeights(
+        embedding=inner.embed_tokens.weight.detach(),
+        layers=layers,
+        final_norm=inner.norm.weight.detach(),
+        inverse_frequencies=inner.rotary_emb.inv_freq.detach().float(),
+        eps=float(config.rms_norm_eps),
+        heads=heads,
+        kv_heads=int(config.num_key_value_heads),
+        head_dim=head_dim,
+    )
 
 
 def rms_norm(x: torch.Tensor, gain: torch.Tensor, eps: float) -> torch.Tensor:
@@ -105,7 +121,9 @@ def rms_norm(x: torch.Tensor, gain: torch.Tensor, eps: float) -> torch.Tensor:
     return gain * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
-def rotary_tables(inverse_frequencies: torch.Tensor, positions: torch.Tensor, dtype: torch.dtype):
+def rotary_tables(
+    inverse_frequencies: torch.Tensor, positions: torch.Tensor, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of pos * theta^(-2i/d), each (T, d), the d/2 angles written twice (float32, then ``dtype``)."""
     angles = positions.float()[:, None] * inverse_frequencies[None]  # (T, d/2)
     angles = torch.cat((angles, angles), dim=-1)  # (T, d)
@@ -126,8 +144,9 @@ def causal_mask(new: int, cached: int, device: torch.device) -> torch.Tensor | N
     return torch.ones(new, cached + new, dtype=torch.bool, device=device).tril(cached)
 
 
-def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                      allowed: torch.Tensor | None) -> torch.Tensor:
+def grouped_attention(
+    q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, allowed: torch.Tensor | None
+) -> torch.Tensor:
     """softmax(q k^T / sqrt(d)) v over the allowed keys, each key/value head shared by a group of query heads
     (GQA): q (1, heads, T, d), keys and values (1, kv heads, S, d) -> (1, heads, T, d). A CPU reads the
     shared heads in place; on a GPU a masked call with shared heads leaves the fused kernels, so there the
@@ -140,8 +159,16 @@ def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     return F.scaled_dot_product_attention(q, keys, values, attn_mask=allowed, scale=scale, enable_gqa=True)
 
 
-def llama_layer(weights: LlamaWeights, layer: LlamaLayer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                allowed: torch.Tensor | None, cache: DynamicCache | None, index: int) -> torch.Tensor:
+def llama_layer(
+    weights: LlamaWeights,
+    layer: LlamaLayer,
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    allowed: torch.Tensor | None,
+    cache: DynamicCache | None,
+    index: int,
+) -> torch.Tensor:
     """One decoder layer (the math above) on x (B, T, H) -> (B, T, H); the new keys and values go to ``cache`` at
     layer ``index`` (None: no cache, the T tokens attend among themselves where ``allowed``)."""
     batch, new = x.shape[:2]
@@ -158,8 +185,14 @@ def llama_layer(weights: LlamaWeights, layer: LlamaLayer, x: torch.Tensor, cos: 
     return x + layer.down(F.silu(layer.gate(h)) * layer.up(h))
 
 
-def llama_hidden(weights: LlamaWeights, ids: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor | None,
-                 cache: DynamicCache, n_last: int) -> torch.Tensor:
+def llama_hidden(
+    weights: LlamaWeights,
+    ids: torch.Tensor,
+    positions: torch.Tensor,
+    allowed: torch.Tensor | None,
+    cache: DynamicCache,
+    n_last: int,
+) -> torch.Tensor:
     """Final normed hidden states (n_last, H) of the last ``n_last`` of the new tokens ``ids`` (T,) at
     ``positions`` (T,), each attending where ``allowed`` (T, cached + T) is True (None: everything cached);
     every layer's keys and values are appended to ``cache``."""

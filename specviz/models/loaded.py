@@ -10,6 +10,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from specviz.models.vocab_ranking import VocabRanking
+from specviz.settings import ConfigError
 
 
 @dataclass(eq=False)
@@ -25,6 +26,20 @@ class LoadedModel:
     lock: threading.Lock = field(default_factory=threading.Lock)
     # the machine profile (specviz.models.profile.PassProfile) of each kernel path measured at load, by path name
     profiles: dict[str, Any] = field(default_factory=dict)
+
+    def draft_head_size(self, requested: int | None) -> int:
+        """The draft head's size K for a run asking for ``requested`` (FR-Spec, Zhao et al. 2025: the K most
+        frequent tokens; 0: the whole vocabulary; None: the size the draft was shipped with, the full vocabulary
+        without a frequency ranking)."""
+        ranking = self.vocab_ranking
+        if requested is None:
+            return ranking.recommended if ranking else 0
+        if requested and ranking is None:
+            raise ConfigError(
+                f"A trimmed draft vocabulary (draft_vocab={requested}) needs a draft that ships a token frequency "
+                f"ranking, as the embedded draft does; {self.name} has none (use 0: all tokens)"
+            )
+        return 0 if ranking is None or requested >= len(ranking.order) else requested
 
     @property
     def num_layers(self) -> int:

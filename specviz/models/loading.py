@@ -53,13 +53,20 @@ def load_location(spec: str) -> tuple[str, str]:
 
 
 HUB_PROBE_SECONDS = 3.0
+
+
 def offline_next_step() -> str:
     """What to do instead of a model the hub would have given: the published pair's fetch is named only where it
     is not fetched yet."""
-    fetch = ("" if all(fetched(model) for model in PUBLISHED.values()) else
-             f"fetch the published pair once with `{FETCH_COMMAND}`, ")
-    return (f"Next step: pick a pair marked ✓ in the sidebar (the embedded pair runs anywhere), {fetch}or give a "
-            "directory made by `save_pretrained`.")
+    fetch = (
+        ""
+        if all(fetched(model) for model in PUBLISHED.values())
+        else f"fetch the published pair once with `{FETCH_COMMAND}`, "
+    )
+    return (
+        f"Next step: pick a pair marked ✓ in the sidebar (the embedded pair runs anywhere), {fetch}or give a "
+        "directory made by `save_pretrained`."
+    )
 
 
 def hub_reachable() -> bool:
@@ -97,25 +104,26 @@ def _load_pretrained(source: str, dtype: torch.dtype) -> tuple[PreTrainedModel, 
         if offline:
             raise ModelLoadError(
                 f"{source!r} is not a model directory here, and loading it by name needs a model hub, which this "
-                f"machine cannot reach. {offline_next_step()}") from exc
+                f"machine cannot reach. {offline_next_step()}"
+            ) from exc
         raise ModelLoadError(
             f"Unknown model {source!r}: it is neither a local model directory nor a model on the model hub "
             f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
         ) from exc
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **common)
-        model = AutoModelForCausalLM.from_pretrained(
-            source, dtype=dtype, use_safetensors=True, **common
-        )
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, use_safetensors=True, **common)
     except Exception as exc:  # noqa: BLE001
         if offline and isinstance(exc, OSError):  # a partial hub cache: the config is here, the weights are not
-            raise ModelLoadError(f"{source!r} is only partly in this machine's model-hub cache and the hub cannot "
-                                 f"be reached to fetch the rest. {offline_next_step()}") from exc
+            raise ModelLoadError(
+                f"{source!r} is only partly in this machine's model-hub cache and the hub cannot "
+                f"be reached to fetch the rest. {offline_next_step()}"
+            ) from exc
         raise ModelLoadError(f"Could not load model {source!r}: {type(exc).__name__}: {str(exc)[:300]}") from exc
     return model, tokenizer
 
 
-def load_model(spec: str, device: str = "auto", dtype: str = "float32") -> LoadedModel:
+def load_model(spec: str | None, device: str = "auto", dtype: str = "float32") -> LoadedModel:
     """Load a model spec once per process, device and precision; later calls return the same object
     (however the arguments are spelled). Rules compute every probability in float32 whatever ``dtype``
     the weights have."""
@@ -140,7 +148,7 @@ def _load_model_once(spec: str, device: str, dtype: str) -> LoadedModel:
     source, name = load_location(spec)
     check_memory(source, torch_dtype(dtype), resolved)
     model, tokenizer = _load_pretrained(source, torch_dtype(dtype))
-    model.to(resolved).eval()
+    model.to(resolved).eval()  # type: ignore[arg-type]  # functools.wraps on PreTrainedModel.to: its stub loses self
     model.requires_grad_(False)
     ranking = read_vocab_ranking(Path(source)) if Path(source).is_dir() else None
     loaded = LoadedModel(spec=spec, name=name, model=model, tokenizer=tokenizer, device=resolved, vocab_ranking=ranking)

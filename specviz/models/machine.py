@@ -10,6 +10,7 @@ import math
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,10 +133,12 @@ def check_memory(source: str, dtype: torch.dtype, device: torch.device) -> None:
         return
     needed = weights_bytes(Path(source), dtype)
     if needed > free:
-        raise ModelLoadError(f"{source} needs about {needed / 1e9:.1f} GB of memory in "
-                             f"{str(dtype).replace('torch.', '')}; "
-                             f"this machine has {free / 1e9:.1f} GB free now. "
-                             "Pick a lower precision or a smaller model.")
+        raise ModelLoadError(
+            f"{source} needs about {needed / 1e9:.1f} GB of memory in "
+            f"{str(dtype).replace('torch.', '')}; "
+            f"this machine has {free / 1e9:.1f} GB free now. "
+            "Pick a lower precision or a smaller model."
+        )
 
 
 @dataclass(frozen=True)
@@ -156,7 +159,7 @@ class MachineRates:
         return 2 * parameters * tokens / self.gflops[dtype] / 1e6
 
 
-def _median_seconds(run, repeats: int) -> float:
+def _median_seconds(run: Callable[[], object], repeats: int) -> float:
     run()
     times = []
     for _ in range(repeats):
@@ -179,12 +182,12 @@ def measure_rates(megabytes: int = 256, repeats: int = 5) -> MachineRates:
     side = int((megabytes * 2**20 // 4) ** 0.5)
     big, row = projection(torch.randn(side, side)), torch.randn(1, side)
     with torch.inference_mode():
-        seconds = min(_median_seconds(run, repeats) for run in (big.weight.sum, lambda: big(row)))
+        seconds = min(_median_seconds(big.weight.sum, repeats), _median_seconds(lambda: big(row), repeats))
         bandwidth = side * side * 4 / seconds / 1e9
         gflops = {}
         for dtype in (torch.float32, torch.bfloat16):
             x, product = torch.randn(256, 2048, dtype=dtype), projection(torch.randn(2048, 2048, dtype=dtype))
-            seconds = _median_seconds(lambda product=product, x=x: product(x), repeats)
+            seconds = _median_seconds(functools.partial(product, x), repeats)
             gflops[str(dtype).replace("torch.", "")] = 2 * 256 * 2048 * 2048 / seconds / 1e9
     return MachineRates(bandwidth, gflops)
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import functools
 import weakref
-from typing import Callable, TypeVar
+from collections.abc import Callable, Hashable
+from typing import TypeVar
 
 R = TypeVar("R")
 
@@ -17,10 +18,10 @@ def memoised_while_alive(function: Callable[..., R]) -> Callable[..., R]:
     not refer back to their owner (tensors that share its weights' storage are fine). Two threads may both
     compute a missing result; both get an equal one.
     """
-    results: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+    results: weakref.WeakKeyDictionary[object, dict[tuple[Hashable, ...], R]] = weakref.WeakKeyDictionary()
 
     @functools.wraps(function)
-    def memoised(owner, *args) -> R:
+    def memoised(owner: object, *args: Hashable) -> R:
         owned = results.setdefault(owner, {})
         if args not in owned:
             owned[args] = function(owner, *args)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specviz.config import PROMPT_TOKENS_MAX, ConfigError, DecodeConfig
+from specviz.config import PROMPT_TOKENS_MAX, DecodeConfig
 from specviz.drafters.registry import drafter_entry
 from specviz.models.loading import LoadedModel, check_same_vocabulary, encode_prompt, load_model
+from specviz.settings import ConfigError
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,9 @@ def load_pair(config: DecodeConfig) -> ModelPair:
     return ModelPair(target, draft)
 
 
-def prompt_ids_for(pair: ModelPair, config: DecodeConfig, prompt: str | None,
-                   prompt_ids: list[int] | None) -> list[int]:
+def prompt_ids_for(
+    pair: ModelPair, config: DecodeConfig, prompt: str | None, prompt_ids: list[int] | None
+) -> list[int]:
     """Token ids of the prompt: raw ``prompt_ids`` as given, else the text (chat template applied)."""
     if prompt_ids is None:
         if prompt is None or not prompt.strip():

@@ -7,8 +7,8 @@ spare, T is flat in k and v(k) ~ 1 (seed 004's claim); where the kernel is compu
 v grows with k and a large block loses. Which holds depends on the CPU (AMX tiles, AVX-512 with bfloat16 dot
 products, AVX2 only), the precision and the matrix kernel, so the app measures it instead of guessing: for each
 (model, precision, kernel path, device, CPU, torch version) the cached pass over 1..9 new tokens after a
-realistic cached context, the median of alternating rounds. Its file in ``$SPECVIZ_CACHE/machine`` makes every
-later load, in any process, free.
+realistic cached context, the median of alternating rounds (:mod:`specviz.models.pass_timing` times them). Its file in
+``$SPECVIZ_CACHE/machine`` makes every later load, in any process, free.
 
 Pure torch; no streamlit.
 """
@@ -19,8 +19,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import statistics
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -28,14 +26,12 @@ from typing import Callable
 import torch
 
 from specviz.models.cache import cache_root, write_json_atomically
-from specviz.models.forwards import ForwardFn, KVCachedSequence, full_forward
+from specviz.models.forwards import ForwardFn, full_forward
 from specviz.models.kernels import DEFAULT, KERNEL_PATHS, can_pack, kernels_of, use_kernels
 from specviz.models.loaded import LoadedModel
 from specviz.models.machine import available_memory_bytes, cpu_name, machine_key
+from specviz.models.pass_timing import CONTEXT_TOKENS, profile_context, time_passes
 
-PROFILE_TOKENS = 9  # passes over k + 1 = 1..9 new tokens: every block size up to gamma 8
-CONTEXT_TOKENS = 128  # cached context before every timed pass (a chat prompt and some answer)
-PROFILE_ROUNDS = 5  # rounds of the 9 passes; medians
 FORMAT = 2  # bumped when what a profile holds changes, so old files are measured again
 NOISY = 1.5  # a pass size whose slowest round took this much longer than its fastest: the machine was busy
 ATTEMPTS = 2  # measurements tried before a noisy profile is used (for this process only, never cached)
@@ -107,52 +103,26 @@ def weight_bytes(loaded: LoadedModel) -> int:
     """Bytes of the weights one step reads: every parameter but the input embedding (a step reads one row of it);
     a tied output head is read as the head."""
     embedding = loaded.model.get_input_embeddings().weight
+    assert isinstance(embedding, torch.Tensor), "an input embedding holds its matrix as its weight"
     tied = embedding is loaded.model.get_output_embeddings().weight
     total = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
     return total if tied else total - embedding.numel() * embedding.element_size()
 
 
-def time_passes(loaded: LoadedModel, forward: ForwardFn, context: list[int], rounds: int = PROFILE_ROUNDS,
-                on_progress: Callable[[int, int], None] | None = None) -> tuple[tuple[float, ...], float]:
-    """Median ms of a cached pass over n = 1..``PROFILE_TOKENS`` new tokens after ``context[:-PROFILE_TOKENS]``, and
-    the spread of the rounds (the largest slowest-over-fastest ratio of one size).
-
-    One untimed warm-up of every size, then ``rounds`` rounds that time every size once, in forward order in
-    odd rounds and backward in even ones, so a load that comes and goes falls on every size alike."""
-    state = KVCachedSequence()
-    base = len(context) - PROFILE_TOKENS
-    state.feed(forward, loaded, context[:base], 1)
-    sizes = list(range(1, PROFILE_TOKENS + 1))
-    times: dict[int, list[float]] = {n: [] for n in sizes}
-    for r in range(rounds + 1):
-        for n in sizes if r % 2 else sizes[::-1]:
-            state.crop(base)
-            started = time.perf_counter()
-            state.feed(forward, loaded, context[base: base + n], n)
-            if r:  # round 0 is the warm-up
-                times[n].append((time.perf_counter() - started) * 1e3)
-        if on_progress:
-            on_progress(r + 1, rounds + 1)
-    spread = max(max(t) / min(t) for t in times.values())
-    return tuple(statistics.median(times[n]) for n in sizes), spread
-
-
-def profile_context(loaded: LoadedModel) -> list[int]:
-    """A realistic context: the tokens of a chat prompt, repeated up to ``CONTEXT_TOKENS`` (what the tokens are does
-    not change a pass's cost), then the ``PROFILE_TOKENS`` the timed passes feed."""
-    text = "Explain, step by step, why the sky is blue and the sunset is red. " * 16
-    vocab = int(loaded.model.get_output_embeddings().weight.shape[0])
-    ids = [i % vocab for i in loaded.tokenizer(text)["input_ids"]] if loaded.tokenizer is not None else []
-    ids = ids or list(range(vocab))  # a tokenizer that makes nothing of the text: any ids cost the same
-    while len(ids) < CONTEXT_TOKENS + PROFILE_TOKENS:
-        ids += ids
-    return ids[: CONTEXT_TOKENS + PROFILE_TOKENS]
-
-
 def profile_file(loaded: LoadedModel, forward_name: str) -> str:
     """The cache file of a model's profile on this machine, in its precision and kernel path."""
-    key = "|".join((loaded.spec, loaded.name, forward_name, str(loaded.model.dtype), kernels_of(loaded.model),
-                    str(loaded.device), machine_key(), str(FORMAT)))
+    key = "|".join(
+        (
+            loaded.spec,
+            loaded.name,
+            forward_name,
+            str(loaded.model.dtype),
+            kernels_of(loaded.model),
+            str(loaded.device),
+            machine_key(),
+            str(FORMAT),
+        )
+    )
     digest = hashlib.sha256(key.encode()).hexdigest()[:20]
     return str(cache_root() / "machine" / f"{loaded.name.replace('/', '_')}-{digest}.json")
 
@@ -160,8 +130,12 @@ def profile_file(loaded: LoadedModel, forward_name: str) -> str:
 _MEASURED: dict[str, PassProfile] = {}  # this process's profiles by file, the noisy ones (never written) included
 
 
-def pass_profile(loaded: LoadedModel, forward: ForwardFn, forward_name: str = "full",
-                 on_progress: Callable[[int, int], None] | None = None) -> PassProfile:
+def pass_profile(
+    loaded: LoadedModel,
+    forward: ForwardFn,
+    forward_name: str = "full",
+    on_progress: Callable[[int, int], None] | None = None,
+) -> PassProfile:
     """The model's :class:`PassProfile` through ``forward``: this process's, else its cache file's, else measured
     (seconds; up to ``ATTEMPTS`` times while the rounds disagree, the quietest kept) and written there if quiet."""
     path = profile_file(loaded, forward_name)
@@ -172,14 +146,24 @@ def pass_profile(loaded: LoadedModel, forward: ForwardFn, forward_name: str = "f
             return _MEASURED.setdefault(path, PassProfile.from_dict(json.load(f)))
     except (OSError, ValueError, TypeError, KeyError):
         pass
-    context, measured = profile_context(loaded), []
+    context = profile_context(loaded)
+    measured: list[tuple[tuple[float, ...], float]] = []  # (pass_ms, spread) of each attempt
     while len(measured) < ATTEMPTS and (not measured or measured[-1][1] >= NOISY):
         measured.append(time_passes(loaded, forward, context, on_progress=on_progress))
     pass_ms, spread = min(measured, key=lambda m: m[1])
     profile = PassProfile(
-        model=loaded.name, forward=forward_name, dtype=str(loaded.model.dtype).replace("torch.", ""),
-        kernels=kernels_of(loaded.model), device=str(loaded.device), cpu=cpu_name(), torch=torch.__version__,
-        context=CONTEXT_TOKENS, pass_ms=pass_ms, weight_bytes=weight_bytes(loaded), spread=spread)
+        model=loaded.name,
+        forward=forward_name,
+        dtype=str(loaded.model.dtype).replace("torch.", ""),
+        kernels=kernels_of(loaded.model),
+        device=str(loaded.device),
+        cpu=cpu_name(),
+        torch=torch.__version__,
+        context=CONTEXT_TOKENS,
+        pass_ms=pass_ms,
+        weight_bytes=weight_bytes(loaded),
+        spread=spread,
+    )
     keep_if_quiet(path, profile)
     return _MEASURED.setdefault(path, profile)
 

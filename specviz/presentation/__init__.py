@@ -1,3 +1,3 @@
 """What a trace looks like: the round's HTML (``render``), the lesson player that steps rounds in the
-browser (``player``), token tables (``tables``) and the teaching pages' plotly charts (``figures``).
-Pure functions of trace records and page tables; no streamlit."""
+browser (``player``), token tables (``tables``) and the teaching pages' plotly charts (``figures``,
+``verification_figures``, ``drafter_figures``). Pure functions of trace records and page tables; no streamlit."""

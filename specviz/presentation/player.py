@@ -20,9 +20,9 @@ import json
 import re
 from pathlib import Path
 
-from specviz.drafters.registry import rule_entry, rule_for
 from specviz.engine.trace import Round, Trace
 from specviz.presentation import render, tree_drawing
+from specviz.rules.registry import rule_entry, rule_for
 
 TEMPLATE = Path(__file__).with_name("player_template.html")
 
@@ -51,24 +51,26 @@ def round_drawing(trace: Trace, rnd: Round) -> dict[str, str]:
     if rnd.tree is None:
         return {"rows": origin + render.round_rows_html(trace, rnd)}
     svg = tree_drawing.tree_svg(rnd)
-    rows = (origin + "<h4>Draft iterations (one draft forward pass each)</h4>" + tree_drawing.tree_bands_html(rnd) +
-            f"<h4>The draft tree (accepted path in green); ONE target pass scored all {len(rnd.tree.nodes) - 1} "
-            f"drafted nodes</h4>{svg}<h4>{walk_heading(trace)}</h4>" + tree_drawing.rrs_flow_html(rnd) +
-            tree_drawing.output_chain_html(rnd))
+    rows = (
+        origin
+        + "<h4>Draft iterations (one draft forward pass each)</h4>"
+        + tree_drawing.tree_bands_html(rnd)
+        + f"<h4>The draft tree (accepted path in green); ONE target pass scored all {len(rnd.tree.nodes) - 1} "
+        f"drafted nodes</h4>{svg}<h4>{walk_heading(trace)}</h4>"
+        + tree_drawing.rrs_flow_html(rnd)
+        + tree_drawing.output_chain_html(rnd)
+    )
     return {"rows": rows, "svg": svg}
 
 
 def lesson_title(trace: Trace) -> str:
-    return (f"specviz lesson · {trace.models['target']} ← {trace.models['draft']} · {trace.config.rule} "
-            f"· γ = {trace.config.gamma}")
+    return (
+        f"specviz lesson · {trace.models['target']} ← {trace.models['draft']} · {trace.config.rule} "
+        f"· γ = {trace.config.gamma}"
+    )
 
 
 VIEWS = ("step", "present", "quiz")
-BAR_LEGEND = {  # what a card's chart draws besides p and q, under the rules that draw it
-    "sample": ' <span style="color:#ef6c00">■ residual max(0, p − q)</span> <span>| u: the uniform draw on the q-bar '
-              '(accepted where p covers it: u &lt; p/q)</span>',
-    "greedy": " <span>← argmax p: the target's choice</span>",
-}
 
 
 def lesson_html(trace: Trace, title: str | None = None, view: str = "step", round_index: int = 1) -> str:
@@ -94,9 +96,23 @@ def lesson_page(trace: Trace, title: str | None = None) -> str:
     """The lesson player for this trace with its start still to fill in (:func:`opened_at`)."""
     drawings = [round_drawing(trace, rnd) for rnd in trace.rounds]
     rule = rule_entry(trace.config.rule)
-    fills = {"__TITLE__": html.escape(title or lesson_title(trace)), "__TRACE_JSON__": embedded_json(trace),
-             "__DRAWINGS_JSON__": script_safe(json.dumps(drawings)), "__SEED_CSS__": render.CSS,
-             "__LEGEND__": render.legend_html(rule), "__BAR_LEGEND__": BAR_LEGEND.get(rule.name, ""),
-             "__LABELS__": json.dumps({"correction": rule.correction, "bonus": rule.bonus})}
+    fills = {
+        "__TITLE__": html.escape(title or lesson_title(trace)),
+        "__TRACE_JSON__": embedded_json(trace),
+        "__DRAWINGS_JSON__": script_safe(json.dumps(drawings)),
+        "__SEED_CSS__": render.CSS,
+        "__LEGEND__": render.legend_html(rule),
+        "__BAR_LEGEND__": rule.chart_legend,
+        "__LABELS__": script_safe(
+            json.dumps(
+                {
+                    "correction": rule.correction,
+                    "bonus": rule.bonus,
+                    "formula": rule.formula.format(**trace.config.flat()),
+                    "test": rule.test,
+                }
+            )
+        ),
+    }
     # one pass, so text inside a filled value is never taken for a placeholder; the start tag is left as it is
     return re.sub("|".join(fills), lambda match: fills[match.group(0)], TEMPLATE.read_text(encoding="utf-8"))

@@ -13,9 +13,10 @@ from __future__ import annotations
 import html
 import re
 
-from specviz.drafters.registry import RuleEntry, drafter_entry
+from specviz.drafters.registry import drafter_entry
 from specviz.engine.trace import ACCEPTED, REJECTED, DraftPosition, Round, Trace
 from specviz.presentation.tables import KIND_ACCEPTED, KIND_BONUS, KIND_CORRECTION, emitted_tokens
+from specviz.rules.registry import RuleEntry, rule_entry
 
 # One colour language everywhere (legend, boxes, output text, bar charts).
 COLORS = {
@@ -68,22 +69,27 @@ def display_text(text: str) -> str:
     return shown.strip()
 
 
-def token_box(text: str, style: str, *, struck: bool = False, mask: bool = False, title: str = "",
-              far: bool = False) -> str:
+def token_box(
+    text: str, style: str, *, struck: bool = False, mask: bool = False, title: str = "", far: bool = False
+) -> str:
     """One token's box; ``far``: an older context token, left out of the projector view."""
     fg, bg = COLORS[style]
     classes = "sv-tok" + (" sv-struck" if struck else "") + (" sv-mask" if mask else "") + (" sv-far" if far else "")
-    return (f'<span class="{classes}" style="color:{fg};border-color:{fg};background:{bg}" '
-            f'title="{html.escape(title or text)}">{html.escape(display_text(text) if not mask else text)}</span>')
+    return (
+        f'<span class="{classes}" style="color:{fg};border-color:{fg};background:{bg}" '
+        f'title="{html.escape(title or text)}">{html.escape(display_text(text) if not mask else text)}</span>'
+    )
 
 
 def row_html(label: str, cells: list[str], extra_class: str = "") -> str:
     return f'<div class="sv-row {extra_class}"><div class="sv-label">{html.escape(label)}</div>{"".join(cells)}</div>'
 
 
-NO_SLOTS = ('<span class="sv-note">no [MASK] slots: this drafter needs no placeholders to draft into (SpecDec\'s '
-            'drafter appends k [MASK] tokens and fills them in one pass: pick the "[MASK] queries" drafter to see '
-            'it)</span>')
+NO_SLOTS = (
+    '<span class="sv-note">no [MASK] slots: this drafter needs no placeholders to draft into (SpecDec\'s '
+    'drafter appends k [MASK] tokens and fills them in one pass: pick the "[MASK] queries" drafter to see '
+    "it)</span>"
+)
 ENDED = '<span class="sv-note">end of sequence: nothing follows</span>'
 
 
@@ -100,31 +106,34 @@ def _prefix_tail(trace: Trace, rnd: Round) -> list[str]:
     return cells + [token_box(t, "prefix", far=i < len(tail) - PROJECTOR_TAIL) for i, t in enumerate(tail)]
 
 
-def _candidates(pos: DraftPosition, beta: int) -> str:
+def _candidates(pos: DraftPosition, shown: int) -> str:
     top = pos.candidates or pos.target_top
     lines = []
-    for token_id, text, prob in list(zip(top.ids, top.texts, top.probs))[:beta]:
-        shown = html.escape(display_text(text))
-        lines.append(f"<b>{shown}</b> {prob:.2f}" if token_id == pos.token_id else f"{shown} {prob:.2f}")
+    for token_id, text, prob in list(zip(top.ids, top.texts, top.probs))[:shown]:
+        label = html.escape(display_text(text))
+        lines.append(f"<b>{label}</b> {prob:.2f}" if token_id == pos.token_id else f"{label} {prob:.2f}")
     return f'<div class="sv-cand">{"<br>".join(lines)}</div>'
 
 
 def _verify_column(above: str, mark: str, box: str, below: str = "") -> str:
     """One Verify-row column: correction slot, check/cross, the token, the target's candidates."""
-    return (f'<div class="sv-col"><div class="sv-above">{above}</div>'
-            f'<span class="sv-mark">{mark or "&nbsp;"}</span>{box}{below}</div>')
+    return (
+        f'<div class="sv-col"><div class="sv-above">{above}</div>'
+        f'<span class="sv-mark">{mark or "&nbsp;"}</span>{box}{below}</div>'
+    )
 
 
-def _verify_cell(pos: DraftPosition, rnd: Round, beta: int) -> str:
+def _verify_cell(pos: DraftPosition, rnd: Round, shown: int) -> str:
     above = ""
     if pos.status == REJECTED and rnd.correction:
         above = token_box(rnd.correction.text, "correction", title=f"correction: {rnd.correction.text!r}")
     style = {ACCEPTED: "accepted", REJECTED: "rejected"}.get(pos.status, "not_verified")
     mark = {ACCEPTED: ("✓", "#2e7d32"), REJECTED: ("✗", "#c62828")}.get(pos.status, ("✗", "#9e9e9e"))
-    title = (f"p={pos.p:.3f} q={pos.q:.3f} accept={pos.accept_prob:.3f}" +
-             (f" u={pos.uniform:.3f}" if pos.uniform is not None else ""))
+    title = f"p={pos.p:.3f} q={pos.q:.3f} accept={pos.accept_prob:.3f}" + (
+        f" u={pos.uniform:.3f}" if pos.uniform is not None else ""
+    )
     box = token_box(pos.text, style, struck=pos.status != ACCEPTED, title=title)
-    return _verify_column(above, f'<span style="color:{mark[1]}">{mark[0]}</span>', box, _candidates(pos, beta))
+    return _verify_column(above, f'<span style="color:{mark[1]}">{mark[0]}</span>', box, _candidates(pos, shown))
 
 
 def _emitted_cells(rnd: Round) -> list[str]:
@@ -139,15 +148,20 @@ def _emitted_cells(rnd: Round) -> list[str]:
 def round_rows_html(trace: Trace, rnd: Round) -> str:
     """The six rows of one round (seed 000's layout) as an HTML block."""
     gamma = trace.config.gamma
-    beta = trace.config.beta if trace.config.rule == "topbeta" else 3
+    rule = rule_entry(trace.config.rule)
+    shown = rule.candidates_shown(trace.config)
     tail = _prefix_tail(trace, rnd)
     prompt = trace.prompt_text if trace.prompt_text is not None else "".join(trace.prompt_tokens)
-    verify_label = f"Verify (β = {beta})" if trace.config.rule == "topbeta" else "Verify"
-    verify = [_verify_column("", "", cell) for cell in tail] + [_verify_cell(p, rnd, beta) for p in rnd.draft]
+    verify_label = rule.verify_label.format(**trace.config.flat())
+    verify = [_verify_column("", "", cell) for cell in tail] + [_verify_cell(p, rnd, shown) for p in rnd.draft]
     if rnd.bonus:
-        verify.append(_verify_column("", '<span style="color:#0d47a1">+</span>',
-                                     token_box(rnd.bonus.text, "bonus", title="bonus token")))
+        verify.append(
+            _verify_column(
+                "", '<span style="color:#0d47a1">+</span>', token_box(rnd.bonus.text, "bonus", title="bonus token")
+            )
+        )
     slots = drafter_entry(trace.config.drafter).mask_slots
+    assert trace.stats is not None, "a decoded trace carries its stats"
     ended = rnd.index == len(trace.rounds) - 1 and trace.stats.stop_reason == "eos"
     rows = [
         row_html("Prompt", [f'<div class="sv-prompt">{html.escape(prompt[-600:])}</div>']),
@@ -167,8 +181,10 @@ def drafted_from_html(trace: Trace, rnd: Round) -> str:
     if not note:
         return ""
     if not rnd.drafted_count:
-        text = ("Nothing drafted this round: the drafter reads the target's states, which exist only after the "
-                "target's first pass (this one, over the prompt).")
+        text = (
+            "Nothing drafted this round: the drafter reads the target's states, which exist only after the "
+            "target's first pass (this one, over the prompt)."
+        )
     else:
         texts = trace.prompt_tokens + [t for earlier in trace.rounds[: rnd.index] for t in earlier.emitted_texts]
         position = rnd.prefix_len - 2
@@ -178,8 +194,15 @@ def drafted_from_html(trace: Trace, rnd: Round) -> str:
 
 def legend_html(rule: RuleEntry) -> str:
     """The boxes' colours, naming the correction and the bonus as ``rule`` makes them."""
-    items = [("accepted draft ✓", "accepted"), ("rejected draft ✗", "rejected"), (rule.correction, "correction"),
-             (rule.bonus, "bonus"), ("drafted", "draft"), ("not verified", "not_verified"), ("[MASK] slot", "mask")]
+    items = [
+        ("accepted draft ✓", "accepted"),
+        ("rejected draft ✗", "rejected"),
+        (rule.correction, "correction"),
+        (rule.bonus, "bonus"),
+        ("drafted", "draft"),
+        ("not verified", "not_verified"),
+        ("[MASK] slot", "mask"),
+    ]
     boxes = [token_box(label, style, mask=style == "mask") for label, style in items]
     return f'<div class="sv-legend">{"".join(boxes)}</div>'
 
@@ -189,12 +212,8 @@ def output_html(trace: Trace) -> str:
     spans = []
     for round_number, text, kind in emitted_tokens(trace):
         fg, bg = COLORS[KIND_STYLE[kind]]
-        spans.append(f'<span class="sv-r{round_number % 2}" style="background:{bg};color:{fg}" '
-                     f'title="round {round_number}: {kind}">{html.escape(text)}</span>')
+        spans.append(
+            f'<span class="sv-r{round_number % 2}" style="background:{bg};color:{fg}" '
+            f'title="round {round_number}: {kind}">{html.escape(text)}</span>'
+        )
     return f'<div class="sv-out">{"".join(spans)}</div>'
-
-
-# ---------------------------------------------------------------------------------------------
-# Tree rounds (seed 002: Recursive Speculative Decoding)
-
-

@@ -16,16 +16,54 @@ def token_table(trace: Trace) -> pd.DataFrame:
     for r in trace.rounds:
         for pos in r.draft:
             kind = {"accepted": KIND_ACCEPTED, "rejected": KIND_REJECTED}.get(pos.status, KIND_DISCARDED)
-            rows.append(dict(round=r.index + 1, position=pos.index + 1, kind=kind, token_id=pos.token_id, text=pos.text,
-                             p=pos.p, q=pos.q, accept_prob=pos.accept_prob, uniform=pos.uniform,
-                             tau_gap=pos.tau_gap, emitted=pos.accepted))
+            rows.append(
+                dict(
+                    round=r.index + 1,
+                    position=pos.index + 1,
+                    kind=kind,
+                    token_id=pos.token_id,
+                    text=pos.text,
+                    p=pos.p,
+                    q=pos.q,
+                    accept_prob=pos.accept_prob,
+                    uniform=pos.uniform,
+                    tau_gap=pos.tau_gap,
+                    emitted=pos.accepted,
+                )
+            )
         for token, kind in ((r.correction, KIND_CORRECTION), (r.bonus, KIND_BONUS)):
             if token is not None:
-                rows.append(dict(round=r.index + 1, position=len(r.draft) + 1 if kind == KIND_BONUS else None,
-                                 kind=kind, token_id=token.token_id, text=token.text, p=token.target_prob,
-                                 q=None, accept_prob=None, uniform=None, tau_gap=None, emitted=True))
-    return pd.DataFrame(rows, columns=["round", "position", "kind", "token_id", "text", "p", "q", "accept_prob",
-                                       "uniform", "tau_gap", "emitted"])
+                rows.append(
+                    dict(
+                        round=r.index + 1,
+                        position=len(r.draft) + 1 if kind == KIND_BONUS else None,
+                        kind=kind,
+                        token_id=token.token_id,
+                        text=token.text,
+                        p=token.target_prob,
+                        q=None,
+                        accept_prob=None,
+                        uniform=None,
+                        tau_gap=None,
+                        emitted=True,
+                    )
+                )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "round",
+            "position",
+            "kind",
+            "token_id",
+            "text",
+            "p",
+            "q",
+            "accept_prob",
+            "uniform",
+            "tau_gap",
+            "emitted",
+        ],
+    )
 
 
 def emitted_tokens(trace: Trace) -> list[tuple[int, str, str]]:

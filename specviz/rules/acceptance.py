@@ -10,7 +10,9 @@ whether a drafted token is accepted, and what token the target emits at the firs
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
@@ -23,8 +25,8 @@ from specviz.rules.distributions import (
     uniform,
 )
 
-# ---------------------------------------------------------------------------------------------
-# Rules
+if TYPE_CHECKING:
+    from specviz.config import DecodeConfig
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,36 @@ class Verdict:
     uniform: float | None = None  # the draw u compared with accept_prob (speculative sampling)
     tau_gap: float | None = None  # log p(top1) - log p(token) (top-beta rule)
     candidates: tuple[int, ...] = ()  # the target's beta best token ids (top-beta rule)
+
+
+class Rule(Protocol):
+    """A verification rule (one round's three questions): how the draft picks a token, whether a drafted token is
+    accepted, and what the target emits at the first rejection (correction) or after a fully accepted block
+    (bonus). Probabilities are float32 and over the same vocabulary."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def stochastic(self) -> bool: ...
+
+    def draft_distribution(self, logits: torch.Tensor) -> torch.Tensor: ...
+
+    def target_distribution(self, logits: torch.Tensor) -> torch.Tensor: ...
+
+    def draft_token(self, draft_probs: torch.Tensor, generator: torch.Generator) -> int: ...
+
+    def check(
+        self, token: int, target_probs: torch.Tensor, draft_probs: torch.Tensor, generator: torch.Generator | None
+    ) -> Verdict: ...
+
+    def acceptance_alpha(self, target_probs: torch.Tensor, draft_probs: torch.Tensor) -> float: ...
+
+    def candidates(self, target_probs: torch.Tensor) -> tuple[int, ...] | None: ...
+
+    def correction(self, target_probs: torch.Tensor, draft_probs: torch.Tensor, generator: torch.Generator) -> int: ...
+
+    def bonus(self, target_probs: torch.Tensor, generator: torch.Generator) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -58,7 +90,9 @@ class GreedyRule:
     def draft_token(self, draft_probs: torch.Tensor, generator: torch.Generator) -> int:
         return int(torch.argmax(draft_probs))
 
-    def check(self, token: int, target_probs, draft_probs, generator) -> Verdict:
+    def check(
+        self, token: int, target_probs: torch.Tensor, draft_probs: torch.Tensor, generator: torch.Generator | None
+    ) -> Verdict:
         accepted = token == int(torch.argmax(target_probs))
         return Verdict(accepted=accepted, accept_prob=1.0 if accepted else 0.0)
 
@@ -74,10 +108,10 @@ class GreedyRule:
         """The target's tokens a draft may be at this position, when the rule has such a list."""
         return None
 
-    def correction(self, target_probs, draft_probs, generator) -> int:
+    def correction(self, target_probs: torch.Tensor, draft_probs: torch.Tensor, generator: torch.Generator) -> int:
         return int(torch.argmax(target_probs))
 
-    def bonus(self, target_probs, generator) -> int:
+    def bonus(self, target_probs: torch.Tensor, generator: torch.Generator) -> int:
         return int(torch.argmax(target_probs))
 
 
@@ -117,7 +151,10 @@ class SpeculativeSamplingRule:
     def candidates(self, target_probs: torch.Tensor) -> tuple[int, ...] | None:
         return None
 
-    def check(self, token: int, target_probs, draft_probs, generator) -> Verdict:
+    def check(
+        self, token: int, target_probs: torch.Tensor, draft_probs: torch.Tensor, generator: torch.Generator | None
+    ) -> Verdict:
+        assert generator is not None, "speculative sampling draws its u from the run's generator"
         p, q = float(target_probs[token]), float(draft_probs[token])
         accept_prob = 1.0 if q <= 0 else min(1.0, p / q)
         u = uniform(generator)
@@ -127,10 +164,10 @@ class SpeculativeSamplingRule:
         """What a rejection resamples from: the residual norm(max(0, p - q))."""
         return residual_distribution(target_probs, draft_probs)
 
-    def correction(self, target_probs, draft_probs, generator) -> int:
+    def correction(self, target_probs: torch.Tensor, draft_probs: torch.Tensor, generator: torch.Generator) -> int:
         return sample(self.correction_distribution(target_probs, draft_probs), generator)
 
-    def bonus(self, target_probs, generator) -> int:
+    def bonus(self, target_probs: torch.Tensor, generator: torch.Generator) -> int:
         return sample(target_probs, generator)
 
 
@@ -153,13 +190,13 @@ class TopBetaRule(GreedyRule):
         """The target's beta most likely tokens, most likely first."""
         return tuple(int(i) for i in torch.topk(target_probs, self.beta).indices)
 
-    def check(self, token: int, target_probs, draft_probs, generator) -> Verdict:
+    def check(
+        self, token: int, target_probs: torch.Tensor, draft_probs: torch.Tensor, generator: torch.Generator | None
+    ) -> Verdict:
         candidates = self.candidates(target_probs)
         tau_gap = math.log(float(target_probs[candidates[0]])) - math.log(max(float(target_probs[token]), 1e-45))
         accepted = token in candidates and tau_gap <= self.tau
-        return Verdict(
-            accepted=accepted, accept_prob=1.0 if accepted else 0.0, tau_gap=tau_gap, candidates=candidates
-        )
+        return Verdict(accepted=accepted, accept_prob=1.0 if accepted else 0.0, tau_gap=tau_gap, candidates=candidates)
 
 
 @dataclass(frozen=True)
@@ -177,18 +214,13 @@ class BrokenResidualRule(SpeculativeSamplingRule):
         return target_probs
 
 
-Rule = GreedyRule | SpeculativeSamplingRule | TopBetaRule
-
-ALPHA_DEFINITIONS = {  # what alpha means under each rule (Rule.acceptance_alpha), stated beside every figure of it
-    "greedy": "α = share of verified positions where argmax q = argmax p (greedy accepts exactly those)",
-    "sample": ("α = mean over verified positions of Σₓ min(p(x), q(x)) on the warped p and q "
-               "(P(accept) of a fresh x ~ q)"),
-    "topbeta": "α = share of verified positions where argmax q is in the target's top β within τ of its top-1",
-}
-
-
-def check_block(rule: Rule, token_ids: list[int], target_probs, draft_probs,
-                generator: torch.Generator | None) -> list[Verdict | None]:
+def check_block(
+    rule: Rule,
+    token_ids: list[int],
+    target_probs: Iterable[torch.Tensor],
+    draft_probs: Iterable[torch.Tensor],
+    generator: torch.Generator | None,
+) -> list[Verdict | None]:
     """Check drafted tokens left to right and stop at the first rejection (Leviathan et al. 2023, Alg. 1):
     one verdict per token, None for the tokens after a rejection (never checked). The one walk the
     engine and the compare-rules page share."""
@@ -196,18 +228,18 @@ def check_block(rule: Rule, token_ids: list[int], target_probs, draft_probs,
     rejected = False
     for token, p, q in zip(token_ids, target_probs, draft_probs):
         verdict = None if rejected else rule.check(token, p, q, generator)
-        rejected = rejected or not verdict.accepted
+        rejected = verdict is None or not verdict.accepted
         verdicts.append(verdict)
     return verdicts
 
 
-def greedy_rule(config) -> GreedyRule:
+def greedy_rule(config: DecodeConfig) -> GreedyRule:
     return GreedyRule()
 
 
-def sampling_rule(config) -> SpeculativeSamplingRule:
+def sampling_rule(config: DecodeConfig) -> SpeculativeSamplingRule:
     return SpeculativeSamplingRule(temperature=config.temperature, top_k=config.top_k, top_p=config.top_p)
 
 
-def top_beta_rule(config) -> TopBetaRule:
+def top_beta_rule(config: DecodeConfig) -> TopBetaRule:
     return TopBetaRule(beta=config.beta, tau=config.tau)

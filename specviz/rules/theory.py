@@ -45,8 +45,9 @@ def expected_tokens_for_blocks(alpha: float, blocks: list[int]) -> float:
     return sum(expected_tokens_per_round(alpha, k) for k in blocks) / len(blocks)
 
 
-def expected_speedup_for_blocks(alpha: float, blocks: list[int], cost_ratio: float,
-                                verify_cost: Mapping[int, float] | None = None) -> float:
+def expected_speedup_for_blocks(
+    alpha: float, blocks: list[int], cost_ratio: float, verify_cost: Mapping[int, float] | None = None
+) -> float:
     """Expected tokens over expected cost, in target-forward units, for the realised blocks:
     sum_r E[tokens | k_r] / sum_r (k_r c + v(k_r)).
 
@@ -60,5 +61,6 @@ def expected_speedup_for_blocks(alpha: float, blocks: list[int], cost_ratio: flo
     if not blocks:
         return 0.0
     v = verify_cost or {}
-    return (sum(expected_tokens_per_round(alpha, k) for k in blocks)
-            / sum(k * cost_ratio + v.get(k, 1.0) for k in blocks))
+    return sum(expected_tokens_per_round(alpha, k) for k in blocks) / sum(
+        k * cost_ratio + v.get(k, 1.0) for k in blocks
+    )

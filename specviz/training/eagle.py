@@ -3,7 +3,7 @@
 Reproducible from ``--seed`` and resumable (a checkpoint in the cache every ``CHECKPOINT_EVERY`` steps):
   1. text: the target's greedy answers to the first ``--answers`` committed prompts (:mod:`eagle_text`, cached);
   2. features: the target's final normed hidden states f over every sequence, once (cached);
-  3. train (EAGLE, Li et al. 2024, arXiv 2401.15077, Sec. 3.2): at every position i the head reads
+  3. train (:mod:`eagle_loss`; EAGLE, Li et al. 2024, arXiv 2401.15077, Sec. 3.2): at every position i the head reads
      (f_i + noise, e(x_{i+1})) causally and predicts f^_{i+1}; the loss is the feature regression
      SmoothL1(f^_{i+1}, f_{i+1}) plus ``kl_weight`` x the forward KL from the target's p (its stored top-k) to the
      head's q over its K-token head, at the answer positions (where the target's p was kept), averaged over
@@ -22,44 +22,25 @@ import json
 import math
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
-from transformers import DynamicCache
 
 from specviz.config import DecodeConfig
-from specviz.drafters.eagle_head import WEIGHTS_FILE, EagleHead, EagleShape, eagle_step, load_head, save_head
+from specviz.drafters.eagle_head import WEIGHTS_FILE, EagleHead, EagleShape, load_head, output_rows, save_head
+from specviz.drafters.registry import EAGLE
 from specviz.models.cache import cache_root
 from specviz.models.llama_step import llama_weights
 from specviz.models.loading import LoadedModel
-from specviz.training.draft_model import HELDOUT_FILE, divergence_loss, vocab_ranking
-from specviz.training.eagle_text import Sequence, TextSettings, sequence_features, teacher_sequences
+from specviz.training.draft_model import HELDOUT_FILE, vocab_ranking
+from specviz.training.eagle_loss import EagleSettings, step_loss
+from specviz.training.eagle_text import Sequence, sequence_features, teacher_sequences
 from specviz.training.teacher_text import read_prompt_file
 
 CHECKPOINT_EVERY = 250
-OFF_HEAD_LOGP = -30.0  # log q of a token outside the head in the loss (q is 0 there; a constant, no gradient)
-
-
-@dataclass(frozen=True)
-class EagleSettings:
-    """The shipped head's settings (short runs on the same text chose them: two answers a step and a KL weight of 1
-    beat eight answers a step and EAGLE's 0.1 at equal compute; unrolling two steps lifted drafted position 2)."""
-
-    text: TextSettings = field(default_factory=TextSettings)
-    steps: int = 7000
-    rows_per_step: int = 2  # sequences per optimiser step
-    lr: float = 1e-3
-    warmup: int = 50
-    kl_weight: float = 1.0  # EAGLE's w_cls (0.1 in the paper)
-    kl_positions: int = 256  # answer positions per step that pay for the head's K-row output (the costly part)
-    noise: float = 0.1  # U(-noise, noise) added to the input features (EAGLE)
-    unroll: int = 2  # drafting steps unrolled in training (1: teacher-forced features only, as EAGLE-1)
-    draft_vocab: int = 8192
-    seed: int = 0
 
 
 def lr_at(step: int, settings: EagleSettings) -> float:
@@ -70,71 +51,22 @@ def lr_at(step: int, settings: EagleSettings) -> float:
     return settings.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def padded(rows: list[torch.Tensor], value: float = 0) -> torch.Tensor:
-    """Right-pad tensors (L_i, ...) to (B, L, ...)."""
-    out = rows[0].new_full((len(rows), max(len(r) for r in rows), *rows[0].shape[1:]), value)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = row
-    return out
-
-
-def unrolled_mask(length: int, step: int) -> torch.Tensor:
-    """Attention of unrolled step m over the rows of steps 1..m (length x m * length, bool): row j sees the exact rows
-    0 .. j - m + 1 of step 1 and, in step k's block (2 <= k <= m), its own earlier draft row j - m + k: exactly what
-    the head's cache holds when it drafts its m-th token of a round at position j."""
-    rows, cols = torch.arange(length)[:, None], torch.arange(length)[None, :]
-    return torch.cat([cols <= rows - step + 1] + [cols == rows - step + k for k in range(2, step + 1)], dim=1)
-
-
-def step_loss(eagle: EagleHead, target: LoadedModel, sequences: list[Sequence], features: list[torch.Tensor],
-              head: tuple[torch.Tensor, torch.Tensor], settings: EagleSettings,
-              generator: torch.Generator) -> tuple[torch.Tensor, dict]:
-    """The training loss of a batch of sequences (step 3 of the module docstring) and its two parts; ``head``: the
-    K token ids of the head (K,) and the target's output rows for them (K, H).
-
-    Unrolled over ``settings.unroll`` steps (EAGLE-3's training-time test, Li et al. 2025, arXiv 2503.01840): step 1
-    reads the exact features; step m reads at row j the feature step m - 1 predicted at row j - 1, as the m-th
-    drafted token of a round does, so the head also learns to draft on its own features."""
-    head_ids, head_rows = head
-    weights = llama_weights(target.model)
-    f = padded([x.float() for x in features])  # (B, L, H) exact features
-    ids = padded([s.ids for s in sequences])  # (B, L)
-    valid = padded([torch.ones(len(s.ids) - 1, dtype=torch.bool) for s in sequences], False)  # rows i with x_{i+1}
-    inputs = f[:, :-1] + (torch.rand(f[:, :-1].shape, generator=generator) * 2 - 1) * settings.noise
-    length = inputs.shape[1]
-    # answer positions: f^_{i+1} scores x_{i+2}, where the target's top-k at position i+1 is stored
-    answers = [(b, s.prompt_len - 2 + j) for b, s in enumerate(sequences) for j in range(len(s.top_ids))
-               if 0 <= s.prompt_len - 2 + j < len(s.ids) - 1]
-    sampler = random.Random(int(torch.randint(0, 2**31, (1,), generator=generator)))
-    cache, regression, kl = DynamicCache(), torch.zeros(()), torch.zeros(())
-    for step in range(1, settings.unroll + 1):
-        predicted = eagle_step(eagle, weights, inputs, ids[:, 1:], torch.arange(length), unrolled_mask(length, step),
-                               cache)  # (B, L - 1, H): f^_{i+1} at row i
-        rows = valid.clone()
-        rows[:, : step - 1] = False  # the m-th drafted token needs m - 1 rows before it
-        regression = regression + F.smooth_l1_loss(predicted[rows], f[:, 1:][rows])
-        eligible = [(b, i) for b, i in answers if i >= step - 1]
-        chosen = sampler.sample(eligible, min(settings.kl_positions, len(eligible)))
-        at = torch.tensor(chosen)
-        logp = torch.full((len(chosen), int(weights.embedding.shape[0])), OFF_HEAD_LOGP)
-        logp[:, head_ids] = torch.log_softmax(predicted[at[:, 0], at[:, 1]] @ head_rows.T, dim=-1)
-        top_ids = torch.stack([sequences[b].top_ids[i - sequences[b].prompt_len + 2] for b, i in chosen])
-        top_logp = torch.stack([sequences[b].top_logp[i - sequences[b].prompt_len + 2] for b, i in chosen])
-        kl = kl + divergence_loss(logp, top_ids, top_logp, "fkl")
-        inputs = torch.cat([predicted[:, :1] * 0, predicted[:, :-1]], dim=1)  # row j reads f^_j from row j - 1
-    regression, kl = regression / settings.unroll, kl / settings.unroll
-    return regression + settings.kl_weight * kl, {"regression": regression.item(), "kl": kl.item()}
-
-
 def checkpoint_path(settings: EagleSettings, target: LoadedModel) -> Path:
     key = hashlib.sha256(json.dumps([target.spec, asdict(settings)]).encode()).hexdigest()[:16]
     return cache_root() / "eagle-checkpoints" / f"{key}.safetensors"
 
 
-def train_head(target: LoadedModel, sequences: list[Sequence], features: list[torch.Tensor], shape: EagleShape,
-               head_ids: torch.Tensor, settings: EagleSettings, progress: bool = True) -> tuple[EagleHead, list]:
+def train_head(
+    target: LoadedModel,
+    sequences: list[Sequence],
+    features: list[torch.Tensor],
+    shape: EagleShape,
+    head_ids: torch.Tensor,
+    settings: EagleSettings,
+    progress: bool = True,
+) -> tuple[EagleHead, list]:
     """Step 3: the head trained from random weights (seeded), resuming from the latest checkpoint."""
-    rows = (head_ids, target.model.get_output_embeddings().weight.detach()[head_ids].float())
+    rows = (head_ids, output_rows(target.model, head_ids))
     torch.manual_seed(settings.seed)
     head = EagleHead(shape)
     optimizer = torch.optim.AdamW(head.parameters(), lr=settings.lr, weight_decay=0.0)
@@ -143,18 +75,33 @@ def train_head(target: LoadedModel, sequences: list[Sequence], features: list[to
         stored = load_file(str(path))
         head.load_state_dict({k[5:]: v for k, v in stored.items() if k.startswith("head.")})
         for i, p in enumerate(head.parameters()):
-            optimizer.state[p] = {"step": stored["step"].clone().float(), "exp_avg": stored[f"m.{i}"],
-                                  "exp_avg_sq": stored[f"v.{i}"]}
+            optimizer.state[p] = {
+                "step": stored["step"].clone().float(),
+                "exp_avg": stored[f"m.{i}"],
+                "exp_avg_sq": stored[f"v.{i}"],
+            }
         start = int(stored["step"])
-    bar = tqdm(range(start, settings.steps), desc="training the EAGLE head", disable=not progress,
-               initial=start, total=settings.steps)
+    bar = tqdm(
+        range(start, settings.steps),
+        desc="training the EAGLE head",
+        disable=not progress,
+        initial=start,
+        total=settings.steps,
+    )
     for step in bar:
         rng = random.Random(settings.seed * 1_000_003 + step)
         chosen = rng.sample(range(len(sequences)), min(settings.rows_per_step, len(sequences)))
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, settings)
-        loss, parts = step_loss(head, target, [sequences[i] for i in chosen], [features[i] for i in chosen],
-                                rows, settings, torch.Generator().manual_seed(settings.seed + step))
+        loss, parts = step_loss(
+            head,
+            target,
+            [sequences[i] for i in chosen],
+            [features[i] for i in chosen],
+            rows,
+            settings,
+            torch.Generator().manual_seed(settings.seed + step),
+        )
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -171,26 +118,31 @@ def train_head(target: LoadedModel, sequences: list[Sequence], features: list[to
     return head.eval(), losses
 
 
-def heldout_acceptance(target: LoadedModel, weights_path: Path, prompts: list[str], max_new_tokens: int = 48,
-                       gamma: int = 4) -> dict:
+def heldout_acceptance(
+    target: LoadedModel, weights_path: Path, prompts: list[str], max_new_tokens: int = 48, gamma: int = 4
+) -> dict:
     """Greedy chain acceptance (accepted / verified drafted tokens) of a head file on prompts it never saw, overall
     and by drafted position."""
     from specviz.analysis.metrics import pooled_acceptance_by_position
     from specviz.engine import ModelPair, speculative_decode
 
-    config = DecodeConfig(drafter="eagle", gamma=gamma, max_new_tokens=max_new_tokens, top_n=1,
-                          parallel_weights=str(weights_path))
+    config = DecodeConfig(
+        drafter=EAGLE, gamma=gamma, max_new_tokens=max_new_tokens, top_n=1, parallel_weights=str(weights_path)
+    )
     traces = [speculative_decode(config, prompt=p, pair=ModelPair(target)) for p in prompts]
     pooled = pooled_acceptance_by_position(traces).set_index("position")
     rates = pooled.acceptance_rate.to_dict()
-    return {"acceptance": float(pooled.accepted.sum() / max(1, pooled.verified.sum())),
-            "by_position": {i: float(rates.get(i, 0.0)) for i in range(1, gamma + 1)},
-            "tokens_per_round": sum(len(r.emitted_ids) for t in traces for r in t.rounds[1:])
-            / max(1, sum(len(t.rounds) - 1 for t in traces))}
+    return {
+        "acceptance": float(pooled.accepted.sum() / max(1, pooled.verified.sum())),
+        "by_position": {i: float(rates.get(i, 0.0)) for i in range(1, gamma + 1)},
+        "tokens_per_round": sum(len(r.emitted_ids) for t in traces for r in t.rounds[1:])
+        / max(1, sum(len(t.rounds) - 1 for t in traces)),
+    }
 
 
-def train_eagle(target: LoadedModel, settings: EagleSettings, *, out: Path = WEIGHTS_FILE, command: str = "",
-                progress: bool = True) -> dict:
+def train_eagle(
+    target: LoadedModel, settings: EagleSettings, *, out: Path = WEIGHTS_FILE, command: str = "", progress: bool = True
+) -> dict:
     """Steps 1-4; returns the manifest written beside the weights."""
     timings, started = {}, time.perf_counter()
     sequences = teacher_sequences(target, settings.text, progress)
@@ -198,24 +150,43 @@ def train_eagle(target: LoadedModel, settings: EagleSettings, *, out: Path = WEI
     features = sequence_features(target, sequences, progress=progress)
     timings["features_s"] = round(time.perf_counter() - started - timings["text_s"], 1)
     config = target.model.config
+    weights = llama_weights(target.model)
+    assert weights is not None, "EAGLE trains on a plain Llama target (the embedded SmolLM2)"
     vocab = int(target.model.get_output_embeddings().weight.shape[0])
-    order = vocab_ranking([s.ids[s.prompt_len:].tolist() for s in sequences], vocab)
-    shape = EagleShape(hidden=config.hidden_size, intermediate=config.intermediate_size,
-                       heads=config.num_attention_heads, kv_heads=config.num_key_value_heads,
-                       head_dim=llama_weights(target.model).head_dim, vocab=vocab, draft_vocab=settings.draft_vocab,
-                       target=target.spec)
-    head, losses = train_head(target, sequences, features, shape, order[: settings.draft_vocab or vocab], settings,
-                              progress)
+    order = vocab_ranking([s.ids[s.prompt_len :].tolist() for s in sequences], vocab)
+    shape = EagleShape(
+        hidden=config.hidden_size,
+        intermediate=config.intermediate_size,
+        heads=config.num_attention_heads,
+        kv_heads=config.num_key_value_heads,
+        head_dim=weights.head_dim,
+        vocab=vocab,
+        draft_vocab=settings.draft_vocab,
+        target=target.spec,
+    )
+    head, losses = train_head(
+        target, sequences, features, shape, order[: settings.draft_vocab or vocab], settings, progress
+    )
     timings["train_s"] = round(time.perf_counter() - started - timings["text_s"] - timings["features_s"], 1)
     tail = losses[-100:] or [{"regression": float("nan"), "kl": float("nan")}]
-    manifest = {"command": command, "settings": asdict(settings), "target": target.spec,
-                "answers": len(sequences), "answer_tokens": sum(len(s.ids) - s.prompt_len for s in sequences),
-                "steps": settings.steps, "final_loss": {k: sum(p[k] for p in tail) / len(tail) for k in tail[0]},
-                "timings": timings}
+    manifest = {
+        "command": command,
+        "settings": asdict(settings),
+        "target": target.spec,
+        "answers": len(sequences),
+        "answer_tokens": sum(len(s.ids) - s.prompt_len for s in sequences),
+        "steps": settings.steps,
+        "final_loss": {k: sum(p[k] for p in tail) / len(tail) for k in tail[0]},
+        "timings": timings,
+    }
     save_head(head, order, manifest, out)
     load_head.cache_clear()  # the file just written is measured, not an earlier one of the same name
     heldout = read_prompt_file(HELDOUT_FILE)
-    manifest["heldout"] = {"prompts": len(heldout), "max_new_tokens": 48, "gamma": 4,
-                           **heldout_acceptance(target, out, heldout)}
+    manifest["heldout"] = {
+        "prompts": len(heldout),
+        "max_new_tokens": 48,
+        "gamma": 4,
+        **heldout_acceptance(target, out, heldout),
+    }
     out.with_suffix(".json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return manifest

@@ -59,7 +59,7 @@ class Sequence:
 def prompt_chunks(answers: int) -> list[list[str]]:
     """The first ``answers`` prompts of the committed files, in chunks of ``CHUNK``."""
     prompts = [p for path in prompt_files() for p in read_prompt_file(path)][:answers]
-    return [prompts[i: i + CHUNK] for i in range(0, len(prompts), CHUNK)]
+    return [prompts[i : i + CHUNK] for i in range(0, len(prompts), CHUNK)]
 
 
 def batch_sequences(batch: TeacherBatch) -> list[Sequence]:
@@ -69,23 +69,41 @@ def batch_sequences(batch: TeacherBatch) -> list[Sequence]:
     for row, (prompt_len, total) in enumerate(zip(batch.prompt_lens.tolist(), lengths.tolist())):
         answer = total - prompt_len
         features = None if batch.features is None else batch.features[row, :total].clone()
-        rows.append(Sequence(batch.ids[row, :total].clone(), prompt_len, batch.top_ids[row, :answer],
-                             batch.top_logp[row, :answer], features))
+        rows.append(
+            Sequence(
+                batch.ids[row, :total].clone(),
+                prompt_len,
+                batch.top_ids[row, :answer],
+                batch.top_logp[row, :answer],
+                features,
+            )
+        )
     return rows
 
 
 def teacher_sequences(target: LoadedModel, settings: TextSettings, progress: bool = True) -> list[Sequence]:
     """The target's greedy answers to the first ``settings.answers`` prompts (generated, or read from the cache)."""
-    return [row for chunk in prompt_chunks(settings.answers)
-            for batch in generate_teacher_text(target, chunk, new_tokens=settings.new_tokens, temperatures=[0.0],
-                                               seed=settings.seed, top_k=settings.top_k,
-                                               batch_size=settings.generation_batch, progress=progress,
-                                               keep_features=True)
-            for row in batch_sequences(batch)]
+    return [
+        row
+        for chunk in prompt_chunks(settings.answers)
+        for batch in generate_teacher_text(
+            target,
+            chunk,
+            new_tokens=settings.new_tokens,
+            temperatures=[0.0],
+            seed=settings.seed,
+            top_k=settings.top_k,
+            batch_size=settings.generation_batch,
+            progress=progress,
+            keep_features=True,
+        )
+        for row in batch_sequences(batch)
+    ]
 
 
-def sequence_features(target: LoadedModel, sequences: list[Sequence], batch_size: int = 16,
-                      progress: bool = True) -> list[torch.Tensor]:
+def sequence_features(
+    target: LoadedModel, sequences: list[Sequence], batch_size: int = 16, progress: bool = True
+) -> list[torch.Tensor]:
     """The target's final normed hidden states (L, H) of every sequence, float16 on the CPU: those generation kept,
     the others from :func:`forward_features`."""
     missing = [s for s in sequences if s.features is None]
@@ -93,8 +111,9 @@ def sequence_features(target: LoadedModel, sequences: list[Sequence], batch_size
     return [s.features if s.features is not None else next(computed) for s in sequences]
 
 
-def forward_features(target: LoadedModel, sequences: list[Sequence], batch_size: int = 16,
-                     progress: bool = True) -> list[torch.Tensor]:
+def forward_features(
+    target: LoadedModel, sequences: list[Sequence], batch_size: int = 16, progress: bool = True
+) -> list[torch.Tensor]:
     """The final normed hidden states (L, H) of sequences, by batched target forwards, cached per set of sequences."""
     digest = hashlib.sha256(json.dumps([target.spec, [s.ids.tolist() for s in sequences]]).encode()).hexdigest()[:16]
     path = cache_root() / "eagle-features" / f"{digest}.safetensors"
@@ -104,7 +123,7 @@ def forward_features(target: LoadedModel, sequences: list[Sequence], batch_size:
     order = sorted(range(len(sequences)), key=lambda i: len(sequences[i].ids))
     features: dict[str, torch.Tensor] = {}
     for start in tqdm(range(0, len(order), batch_size), desc="target features", disable=not progress):
-        members = order[start: start + batch_size]
+        members = order[start : start + batch_size]
         width = max(len(sequences[i].ids) for i in members)
         ids = torch.zeros(len(members), width, dtype=torch.long)
         mask = torch.zeros_like(ids)
@@ -112,8 +131,9 @@ def forward_features(target: LoadedModel, sequences: list[Sequence], batch_size:
             ids[row, : len(sequences[i].ids)] = sequences[i].ids
             mask[row, : len(sequences[i].ids)] = 1
         with target.lock, torch.inference_mode():
-            hidden = target.model.model(input_ids=ids.to(target.device),
-                                        attention_mask=mask.to(target.device)).last_hidden_state
+            hidden = target.model.model(
+                input_ids=ids.to(target.device), attention_mask=mask.to(target.device)
+            ).last_hidden_state
         for row, i in enumerate(members):
             features[str(i)] = hidden[row, : len(sequences[i].ids)].to(torch.float16).cpu().contiguous()
     path.parent.mkdir(parents=True, exist_ok=True)

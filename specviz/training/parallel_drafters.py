@@ -20,17 +20,20 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
-from torch import nn
 from tqdm import tqdm
 
 from specviz import DATA_DIR
 from specviz.config import DecodeConfig
-from specviz.drafters.parallel import DrafterMeta, build_module, save_drafter, target_states, window_memory
+from specviz.drafters.parallel import target_states, window_memory
+from specviz.drafters.parallel_heads import DrafterMeta, ParallelModule, build_module, save_drafter
+from specviz.drafters.registry import NGRAM
 from specviz.engine import ModelPair, autoregressive_decode
 from specviz.models.cache import cache_root
 from specviz.models.loading import LoadedModel, encode_prompt
+from specviz.rules.registry import GREEDY
 
 PROMPTS_FILE = DATA_DIR / "train_prompts.txt"
 
@@ -51,7 +54,7 @@ def generate_corpus(target: LoadedModel, prompts: list[str], new_tokens: int, pr
     cache = cache_root() / "corpora" / f"{key}.json"
     if cache.is_file():
         return Corpus(**json.loads(cache.read_text()))
-    config = DecodeConfig(target=target.spec, drafter="ngram", rule="greedy", max_new_tokens=new_tokens)
+    config = DecodeConfig(target=target.spec, drafter=NGRAM, rule=GREEDY, max_new_tokens=new_tokens)
     pair = ModelPair(target)
     corpus = Corpus([], [])
     for prompt in tqdm(prompts, desc="generating with the target", disable=not progress):
@@ -66,24 +69,39 @@ def generate_corpus(target: LoadedModel, prompts: list[str], new_tokens: int, pr
 def training_examples(corpus: Corpus, k: int) -> list[tuple[int, int]]:
     """(sequence, j) pairs where drafting really happens (pending token j+1 generated, or the prompt's
     last) with states up to j and targets j+2 .. j+1+k all present."""
-    return [(s, j) for s, (ids, n) in enumerate(zip(corpus.sequences, corpus.prompt_lens))
-            for j in range(max(0, n - 2), len(ids) - 1 - k)]
+    return [
+        (s, j)
+        for s, (ids, n) in enumerate(zip(corpus.sequences, corpus.prompt_lens))
+        for j in range(max(0, n - 2), len(ids) - 1 - k)
+    ]
 
 
-def make_batch(batch: list[tuple[int, int]], corpus: Corpus, states, k: int, window: int):
+def make_batch(
+    batch: list[tuple[int, int]], corpus: Corpus, states: list[torch.Tensor], k: int, window: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """memory (B, W, H) (see window_memory), pending ids (B,), and the target's states (B, k, H) at
     positions j+1 .. j+k, whose logits are its distributions over tokens j+2 .. j+1+k."""
     memories, pending, teacher = [], [], []
     for s, j in batch:
         memories.append(window_memory(states[s], j + 1, window))
         pending.append(corpus.sequences[s][j + 1])
-        teacher.append(states[s][j + 1: j + 1 + k])
+        teacher.append(states[s][j + 1 : j + 1 + k])
     return torch.stack(memories), torch.tensor(pending), torch.stack(teacher)
 
 
-def train_drafter(kind: str, target: LoadedModel, corpus: Corpus, *, k: int = 4, window: int = 32,
-                  steps: int = 600, batch_size: int = 32, lr: float = 1e-3, seed: int = 0,
-                  progress: bool = True) -> tuple[nn.Module, DrafterMeta, list[float]]:
+def train_drafter(
+    kind: str,
+    target: LoadedModel,
+    corpus: Corpus,
+    *,
+    k: int = 4,
+    window: int = 32,
+    steps: int = 600,
+    batch_size: int = 32,
+    lr: float = 1e-3,
+    seed: int = 0,
+    progress: bool = True,
+) -> tuple[ParallelModule, DrafterMeta, list[float]]:
     """Train a drafter against the frozen target; return it with its metadata and the loss curve."""
     torch.manual_seed(seed)
     rng = random.Random(seed)
@@ -92,7 +110,9 @@ def train_drafter(kind: str, target: LoadedModel, corpus: Corpus, *, k: int = 4,
     examples = training_examples(corpus, k)
     hidden = states[0].shape[-1]
     module = build_module(kind, hidden, k, window).to(device)
-    embed = target.model.get_input_embeddings().weight.detach().float()  # frozen, float32 copies
+    embedding = target.model.get_input_embeddings().weight
+    assert isinstance(embedding, torch.Tensor), "an input embedding holds its matrix as its weight"
+    embed = embedding.detach().float()  # frozen, float32 copies
     lm_head = target.model.get_output_embeddings().weight.detach().float()
     optimizer = torch.optim.AdamW(module.parameters(), lr=lr, weight_decay=0.0)
     losses = []
@@ -109,18 +129,37 @@ def train_drafter(kind: str, target: LoadedModel, corpus: Corpus, *, k: int = 4,
         optimizer.step()
         losses.append(loss.item())
         bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
-    meta = DrafterMeta(kind=kind, k=k, hidden=hidden, window=window, vocab=lm_head.shape[0], target=target.spec,
-                       steps=steps, seed=seed, final_loss=sum(losses[-50:]) / len(losses[-50:]))
+    meta = DrafterMeta(
+        kind=kind,
+        k=k,
+        hidden=hidden,
+        window=window,
+        vocab=lm_head.shape[0],
+        target=target.spec,
+        steps=steps,
+        seed=seed,
+        final_loss=sum(losses[-50:]) / len(losses[-50:]),
+    )
     return module.cpu().eval(), meta, losses
 
 
-def train_and_save(kind: str, target: LoadedModel, out: Path, *, new_tokens: int, prompts: list[str], command: str,
-                   **train_args) -> DrafterMeta:
+def train_and_save(
+    kind: str,
+    target: LoadedModel,
+    out: Path,
+    *,
+    new_tokens: int,
+    prompts: list[str],
+    command: str,
+    **train_args: Any,  # train_drafter's settings
+) -> DrafterMeta:
     started = time.perf_counter()
     corpus = generate_corpus(target, prompts, new_tokens)
     module, meta, _ = train_drafter(kind, target, corpus, **train_args)
     meta.command = command
     save_drafter(module, meta, out)
-    print(f"saved {out} ({out.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - started:.0f} s; "
-          f"final loss {meta.final_loss:.3f}")
+    print(
+        f"saved {out} ({out.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - started:.0f} s; "
+        f"final loss {meta.final_loss:.3f}"
+    )
     return meta

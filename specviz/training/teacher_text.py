@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,37 +55,65 @@ class TeacherBatch:
     feature_lens: torch.Tensor | None = None
 
     def tensors(self) -> dict[str, torch.Tensor]:
-        kept = {} if self.features is None else {"features": self.features, "feature_lens": self.feature_lens}
-        return {"ids": self.ids, "prompt_lens": self.prompt_lens, "total_lens": self.total_lens,
-                "top_ids": self.top_ids.to(torch.int32), "top_logp": self.top_logp.to(torch.float16), **kept}
+        optional = {"features": self.features, "feature_lens": self.feature_lens}  # kept together, or neither
+        kept = {name: t for name, t in optional.items() if t is not None}
+        return {
+            "ids": self.ids,
+            "prompt_lens": self.prompt_lens,
+            "total_lens": self.total_lens,
+            "top_ids": self.top_ids.to(torch.int32),
+            "top_logp": self.top_logp.to(torch.float16),
+            **kept,
+        }
 
     @classmethod
     def from_tensors(cls, t: dict[str, torch.Tensor]) -> "TeacherBatch":
-        return cls(t["ids"], t["prompt_lens"], t["total_lens"], t["top_ids"].long(), t["top_logp"].float(),
-                   t.get("features"), t.get("feature_lens"))
+        return cls(
+            t["ids"],
+            t["prompt_lens"],
+            t["total_lens"],
+            t["top_ids"].long(),
+            t["top_logp"].float(),
+            t.get("features"),
+            t.get("feature_lens"),
+        )
 
 
-def generate_batch(target: LoadedModel, prompt_ids: list[list[int]], new_tokens: int, temperature: float,
-                   seed: int, top_k: int, keep_features: bool = False) -> TeacherBatch:
+def generate_batch(
+    target: LoadedModel,
+    prompt_ids: list[list[int]],
+    new_tokens: int,
+    temperature: float,
+    seed: int,
+    top_k: int,
+    keep_features: bool = False,
+) -> TeacherBatch:
     """One batched ``generate`` call: greedy when ``temperature == 0``, else sampling at that temperature; with
     ``keep_features``, also the final normed hidden states it computed anyway (read off the final norm's output
     while ``generate`` runs, under the model's lock: no second forward)."""
-    pad_id = int(target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None
-                 else target.tokenizer.eos_token_id)
+    pad_id = int(
+        target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else target.tokenizer.eos_token_id
+    )
     width = max(len(p) for p in prompt_ids)
     input_ids = torch.full((len(prompt_ids), width), pad_id, dtype=torch.long)
     attention = torch.zeros_like(input_ids)
     for row, ids in enumerate(prompt_ids):  # left padding, as batched decoder-only generation needs
-        input_ids[row, width - len(ids):] = torch.tensor(ids)
-        attention[row, width - len(ids):] = 1
-    sampling = (dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0
-                else dict(do_sample=False))
+        input_ids[row, width - len(ids) :] = torch.tensor(ids)
+        attention[row, width - len(ids) :] = 1
+    sampling = (
+        dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else dict(do_sample=False)
+    )
     torch.manual_seed(seed)
     steps_out: list[torch.Tensor] = []  # (B, width, H) for the prompts, then (B, 1, H) per generated token
     with target.lock, torch.inference_mode(), final_states(target, steps_out, keep_features):
-        out = target.model.generate(
-            input_ids=input_ids.to(target.device), attention_mask=attention.to(target.device),
-            max_new_tokens=new_tokens, pad_token_id=pad_id, return_dict_in_generate=True, output_logits=True,
+        # PreTrainedModel has no generate in transformers' types (GenerationMixin gives it to causal LMs)
+        out = target.model.generate(  # type: ignore[operator]
+            input_ids=input_ids.to(target.device),
+            attention_mask=attention.to(target.device),
+            max_new_tokens=new_tokens,
+            pad_token_id=pad_id,
+            return_dict_in_generate=True,
+            output_logits=True,
             **sampling,
         )
     responses = out.sequences[:, width:].cpu()  # (B, R)
@@ -100,18 +129,23 @@ def generate_batch(target: LoadedModel, prompt_ids: list[list[int]], new_tokens:
         rows.append(prompt + response[:stop])
         lengths.append(len(prompt))
     length = max(len(r) for r in rows)
-    ids = torch.full((len(rows), length), PAD, dtype=torch.long)
+    padded = torch.full((len(rows), length), PAD, dtype=torch.long)
     for i, r in enumerate(rows):
-        ids[i, : len(r)] = torch.tensor(r)
-    batch = TeacherBatch(ids, torch.tensor(lengths), torch.tensor([len(r) for r in rows]), top_ids, top_logp)
+        padded[i, : len(r)] = torch.tensor(r)
+    batch = TeacherBatch(padded, torch.tensor(lengths), torch.tensor([len(r) for r in rows]), top_ids, top_logp)
     return with_features(batch, steps_out, width) if keep_features else batch
 
 
 @contextlib.contextmanager
-def final_states(target: LoadedModel, steps_out: list[torch.Tensor], keep: bool):
+def final_states(target: LoadedModel, steps_out: list[torch.Tensor], keep: bool) -> Iterator[None]:
     """While open, append the output of the target's final norm (its final hidden states) of every forward."""
-    hook = target.model.model.norm.register_forward_hook(
-        lambda module, args, output: steps_out.append(output.detach().to(torch.float16).cpu())) if keep else None
+    hook = (
+        target.model.model.norm.register_forward_hook(
+            lambda module, args, output: steps_out.append(output.detach().to(torch.float16).cpu())
+        )
+        if keep
+        else None
+    )
     try:
         yield
     finally:
@@ -126,7 +160,7 @@ def with_features(batch: TeacherBatch, steps_out: list[torch.Tensor], width: int
     features = torch.zeros(*batch.ids.shape, steps_out[0].shape[-1], dtype=torch.float16)
     lens = []
     for row, (prompt_len, total) in enumerate(zip(batch.prompt_lens.tolist(), batch.total_lens.tolist())):
-        row_features = torch.cat([steps_out[0][row, width - prompt_len:], generated[row]])[:total]
+        row_features = torch.cat([steps_out[0][row, width - prompt_len :], generated[row]])[:total]
         features[row, : len(row_features)] = row_features
         lens.append(len(row_features))
     return dataclasses.replace(batch, features=features, feature_lens=torch.tensor(lens))
@@ -139,9 +173,18 @@ def corpus_key(spec: str, prompts: list[str], new_tokens: int, seed: int, top_k:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def generate_teacher_text(target: LoadedModel, prompts: list[str], *, new_tokens: int, temperatures: list[float],
-                          seed: int, top_k: int = 32, batch_size: int = 16, progress: bool = True,
-                          keep_features: bool = False) -> list[TeacherBatch]:
+def generate_teacher_text(
+    target: LoadedModel,
+    prompts: list[str],
+    *,
+    new_tokens: int,
+    temperatures: list[float],
+    seed: int,
+    top_k: int = 32,
+    batch_size: int = 16,
+    progress: bool = True,
+    keep_features: bool = False,
+) -> list[TeacherBatch]:
     """Every prompt answered once per temperature (0 = greedy), in batches of similar prompt length,
     each batch cached as it finishes. Returns all batches (loaded from the cache where present; a batch cached
     without features stays without them)."""
@@ -149,16 +192,20 @@ def generate_teacher_text(target: LoadedModel, prompts: list[str], *, new_tokens
     folder.mkdir(parents=True, exist_ok=True)
     encoded = [encode_prompt(target.tokenizer, p, True) for p in prompts]
     order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i]), i))  # similar lengths share a batch
-    jobs = [(t, number, order[i: i + batch_size]) for t in temperatures
-            for number, i in enumerate(range(0, len(order), batch_size))]
+    jobs = [
+        (t, number, order[i : i + batch_size])
+        for t in temperatures
+        for number, i in enumerate(range(0, len(order), batch_size))
+    ]
     batches = []
     for temperature, number, members in tqdm(jobs, desc="target answers (batches)", disable=not progress):
         path = folder / f"t{temperature:.2f}-batch-{number:05d}.safetensors"
         if path.is_file():
             batches.append(TeacherBatch.from_tensors(load_file(str(path))))
             continue
-        batch = generate_batch(target, [encoded[i] for i in members], new_tokens, temperature, seed + number, top_k,
-                               keep_features)
+        batch = generate_batch(
+            target, [encoded[i] for i in members], new_tokens, temperature, seed + number, top_k, keep_features
+        )
         save_file(batch.tensors(), str(path.with_suffix(".tmp")))
         path.with_suffix(".tmp").replace(path)  # atomic: a stopped run never leaves half a batch
         batches.append(batch)

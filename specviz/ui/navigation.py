@@ -1,6 +1,7 @@
-"""The app's pages, listed once: ``app.py`` builds its navigation from this list and the tests walk it.
+"""The app's pages, listed once: the main script builds its navigation from this list and the tests walk it.
 
-A page is one script in the top-level ``pages/`` folder plus one :class:`PageEntry` line below.
+A page is one script in ``pages/`` beside the main script (``specviz/ui/app.py``) plus one :class:`PageEntry` line
+below.
 Icons are streamlit's Material Symbols (a font streamlit ships), so they render without an emoji font.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import streamlit as st
+from streamlit.navigation.page import Page
 
 
 @dataclass(frozen=True)
@@ -19,7 +21,7 @@ class PageEntry:
 
     @property
     def path(self) -> str:
-        """The script's path relative to app.py (streamlit resolves page paths against the main script)."""
+        """The script's path relative to the main script (streamlit resolves page paths against the main script)."""
         return f"pages/{self.script}.py"
 
 
@@ -38,6 +40,6 @@ PAGES = (
 )
 
 
-def navigation():
+def navigation() -> Page:
     """streamlit's navigation over :data:`PAGES`, the first page the default."""
     return st.navigation([st.Page(p.path, title=p.title, icon=p.icon, default=i == 0) for i, p in enumerate(PAGES)])

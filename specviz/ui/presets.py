@@ -8,7 +8,8 @@ from specviz.models.published import PUBLISHED, fetched
 EMBEDDED_PAIR = "SmolLM2-135M + its draft"  # short: the sidebar's menu cuts long names
 QWEN_CODER_PAIR = "Qwen2.5-Coder 0.5B → 1.5B"
 CUSTOM_PAIR = "Custom ids or directories"
-PAIR_PRESETS = {  # label -> (target, draft); the hub pairs share a tokenizer within each family
+# label -> (target, draft; None: the custom pair's text boxes); the hub pairs share a tokenizer within each family
+PAIR_PRESETS: dict[str, tuple[str, str | None] | None] = {
     EMBEDDED_PAIR: (EMBEDDED, None),
     QWEN_CODER_PAIR: ("qwen-coder-1.5b", "qwen-coder-0.5b"),
     "SmolLM2 135M → 360M": ("HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
@@ -29,7 +30,8 @@ PROMPT_PRESETS = {
     "Explain: a hash map": "Explain what a hash map is in two sentences.",
     "Open prose: a haiku (low acceptance)": "Write a haiku about the sea.",
     "Translation (seed 000's sentence; too hard for the 135M model)": (
-        "Translate to English: Machen sich Hunderte Millionen von Autofahrern Sorgen über ihre Privatsphäre?"),
+        "Translate to English: Machen sich Hunderte Millionen von Autofahrern Sorgen über ihre Privatsphäre?"
+    ),
 }
 # The opening example: sensible code, both verdicts in its rounds, and γ visibly changes them (greedy, 32 tokens,
 # embedded pair: 14 rounds and 18/27 drafted tokens accepted at γ = 2, 13 and 19/36 at γ = 3, 10 and 22/35 at γ = 4,

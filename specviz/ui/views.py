@@ -13,30 +13,45 @@ from specviz.analysis.roofline import (
     speed_story,
 )
 from specviz.config import DecodeConfig
-from specviz.drafters.registry import rule_entry
 from specviz.engine.trace import Trace
 from specviz.models.machine import machine_rates
+from specviz.models.pair import ModelPair
 from specviz.models.profile import model_profile
-from specviz.presentation import figures
 from specviz.presentation.player import lesson_page, opened_at
+from specviz.presentation.verification_figures import roofline_figure
+from specviz.rules.registry import rule_entry
+from specviz.serving.models import app_defaults, pair_defaults
+from specviz.serving.pool import shared_work
 from specviz.ui.controls import write_url
-from specviz.ui.waiting import shared_work
-from specviz.ui.work import app_defaults, page_pair, pair_defaults
+from specviz.ui.waiting import page_pair
 
-ROOFLINE_COLUMNS = {"tokens": "tokens in the pass", "k": "k drafted", "target_ms": "target, ms",
-                    "memory_bound_ms": "memory bound, ms", "compute_bound_ms": "compute bound, ms",
-                    "roofline_ms": "roofline, ms", "verify_cost": "v(k), steps", "draft_ms": "draft, ms"}
+ROOFLINE_COLUMNS = {
+    "tokens": "tokens in the pass",
+    "k": "k drafted",
+    "target_ms": "target, ms",
+    "memory_bound_ms": "memory bound, ms",
+    "compute_bound_ms": "compute bound, ms",
+    "roofline_ms": "roofline, ms",
+    "verify_cost": "v(k), steps",
+    "draft_ms": "draft, ms",
+}
 
 
 def summary_line(trace: Trace) -> str:
     s = trace.stats
-    return (f"**{s.rounds}** rounds · **{s.new_tokens}** tokens · "
-            f"**{s.accepted_tokens}/{s.drafted_tokens}** drafted tokens accepted · "
-            f"**{s.mean_tokens_per_round:.2f}** tokens per round · **{s.target_forward_passes}** target passes "
-            f"vs **{s.autoregressive_forward_passes}** autoregressive · stopped by {s.stop_reason.replace('_', ' ')} · "
-            f"{trace.models['device']} {trace.models['dtype']}"
-            + ("" if rule_entry(trace.config.rule).lossless else
-               " · **lossy rule**: the output may differ from the target's own"))
+    assert s is not None, "a decoded trace has its stats"
+    return (
+        f"**{s.rounds}** rounds · **{s.new_tokens}** tokens · "
+        f"**{s.accepted_tokens}/{s.drafted_tokens}** drafted tokens accepted · "
+        f"**{s.mean_tokens_per_round:.2f}** tokens per round · **{s.target_forward_passes}** target passes "
+        f"vs **{s.autoregressive_forward_passes}** autoregressive · stopped by {s.stop_reason.replace('_', ' ')} · "
+        f"{trace.models['device']} {trace.models['dtype']}"
+        + (
+            ""
+            if rule_entry(trace.config.rule).lossless
+            else " · **lossy rule**: the output may differ from the target's own"
+        )
+    )
 
 
 def precision_caption(config: DecodeConfig) -> None:
@@ -44,21 +59,24 @@ def precision_caption(config: DecodeConfig) -> None:
     k + 1 tokens, from its measured profile (no guess from the CPU's name)."""
     pair = page_pair(config)
     measured = f" {speed_sentence(model_profile(pair.target))}" if pair else ""
-    st.caption(f"Timed in **{config.dtype}** (the sidebar's precision; probabilities are float32 either way)."
-               f"{measured}")
+    st.caption(
+        f"Timed in **{config.dtype}** (the sidebar's precision; probabilities are float32 either way).{measured}"
+    )
 
 
 def pair_defaults_text(config: DecodeConfig) -> str:
     """The sidebar pair's default precision on this machine and why, or how to measure it where it was not."""
     measured = pair_defaults(config.target, config.draft, config.device)
     if measured is None:
-        return ("**This pair's default precision has not been measured on this machine yet**, so it opens in the "
-                f"app's ({app_defaults().dtype}). `python -m specviz machine --target {config.target} "
-                f"--draft {config.draft}` measures it once (about a minute for a 1.5B pair).")
+        return (
+            "**This pair's default precision has not been measured on this machine yet**, so it opens in the "
+            f"app's ({app_defaults().dtype}). `python -m specviz machine --target {config.target} "
+            f"--draft {config.draft}` measures it once (about a minute for a 1.5B pair)."
+        )
     return f"**This pair's default precision here: {measured.dtype}, γ = {measured.gamma}.** {measured.reason}"
 
 
-def speed_story_text(config: DecodeConfig, pair, priced: float, alpha: float, c: float) -> str:
+def speed_story_text(config: DecodeConfig, pair: ModelPair, priced: float, alpha: float, c: float) -> str:
     """The run's one speed figure in words (:func:`~specviz.analysis.roofline.speed_story`)."""
     return speed_story(priced, alpha, config.gamma, c, model_profile(pair.target))
 
@@ -67,15 +85,18 @@ def roofline_panel(config: DecodeConfig, alpha: float | None = None) -> None:
     """This machine's roofline for the sidebar's pair, in each precision offered: the target's and the drafter's
     measured pass over k + 1 tokens beside the target's memory and compute bounds, and what that means for
     speculation here (at the trace's alpha, when given)."""
-    st.markdown("A pass over k + 1 tokens reads every weight once and does 2N(k + 1) FLOPs. While reading the "
-                "weights takes longer than the arithmetic (the dashed line above the dotted one), a pass over a few "
-                "tokens costs about one token's step, so verifying k drafted tokens is nearly free: the measured "
-                "curve shows how far that holds on this machine, with these kernels.")
+    st.markdown(
+        "A pass over k + 1 tokens reads every weight once and does 2N(k + 1) FLOPs. While reading the "
+        "weights takes longer than the arithmetic (the dashed line above the dotted one), a pass over a few "
+        "tokens costs about one token's step, so verifying k drafted tokens is nearly free: the measured "
+        "curve shows how far that holds on this machine, with these kernels."
+    )
     tabs = st.tabs([f"{dtype}{' (sidebar)' if dtype == config.dtype else ''}" for dtype in PRECISIONS])
     for tab, dtype in zip(tabs, PRECISIONS):
         with tab:
-            if dtype != config.dtype and not st.toggle(f"Load the pair in {dtype} and show its roofline",
-                                                      key=f"sv_roofline_{dtype}"):
+            if dtype != config.dtype and not st.toggle(
+                f"Load the pair in {dtype} and show its roofline", key=f"sv_roofline_{dtype}"
+            ):
                 continue
             shown = config.replace(dtype=dtype)
             pair = page_pair(shown)
@@ -84,8 +105,11 @@ def roofline_panel(config: DecodeConfig, alpha: float | None = None) -> None:
             with st.spinner("Measuring the drafter's passes on this machine (once; seconds) …"):
                 target, draft = pair_profiles(shown, pair)
             table = roofline_table(target, draft, machine_rates())
-            st.plotly_chart(figures.roofline_figure(table, pair.target.name, pair.draft.name if pair.draft else
-                                                    None), width="stretch", key=f"sv_roofline_chart_{dtype}")
+            st.plotly_chart(
+                roofline_figure(table, pair.target.name, pair.draft.name if pair.draft else None),
+                width="stretch",
+                key=f"sv_roofline_chart_{dtype}",
+            )
             st.markdown(speed_sentence(target))
             if draft is not None and alpha is not None:
                 st.markdown(speculation_summary(alpha, draft.step_ms / target.step_ms, target))
@@ -117,8 +141,9 @@ def shared_lesson_page(trace: Trace) -> str:
     return page
 
 
-def show_player(trace: Trace, config: DecodeConfig, prompt: str, defaults: DecodeConfig, linked: int,
-                view: str = "step") -> str:
+def show_player(
+    trace: Trace, config: DecodeConfig, prompt: str, defaults: DecodeConfig, linked: int, view: str = "step"
+) -> str:
     """The lesson player for a computed trace, opened on the linked round (clipped to the trace) with the
     page's link (``config``: the sidebar's, which may differ from the trace's own) on it; every round is in
     the page, so stepping needs no server. Returns the player's HTML, which is also the lesson download."""

@@ -1,4 +1,4 @@
-"""What the shared work pool (:mod:`specviz.sharedwork`) hands around: a job, a waiting session's place in the
+"""What the shared work pool (:mod:`specviz.serving.sharedwork`) hands around: a job, a waiting session's place in the
 queue, and the signal that stops a computation nobody waits for. No streamlit."""
 
 from __future__ import annotations

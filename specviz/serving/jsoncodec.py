@@ -1,10 +1,10 @@
 """Results as JSON, for a store shared between processes: tagged values, never pickle.
 
 A shared result crosses process (and machine) boundaries, so it is written as data and read back as data:
-primitives as they are; lists, tuples and string-keyed dicts tagged with their kind; a :class:`Trace`
-as its own dict form (``Trace.to_dict``); a pandas DataFrame in pandas' "table" JSON (index and dtypes kept); any other
-dataclass defined in specviz by its fields. Decoding builds only those kinds (a dataclass only when its
-class lives in the specviz package), so a value read from the store can construct nothing else.
+primitives as they are; lists, tuples and string-keyed dicts tagged with their kind; a :class:`Trace` and a
+:class:`DecodeConfig` as their own dict forms (``to_dict``); a pandas DataFrame in pandas' "table" JSON (index and
+dtypes kept); any other dataclass defined in specviz by its fields. Decoding builds only those kinds (a dataclass
+only when its class lives in the specviz package), so a value read from the store can construct nothing else.
 Anything else raises :class:`TypeError`: such a result stays in its own process.
 """
 
@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from specviz.config import DecodeConfig
 from specviz.engine.trace import Trace
 
 PACKAGE = "specviz."
@@ -36,12 +37,17 @@ def encode(value: Any) -> Any:
         return {"kind": "dict", "items": {k: encode(v) for k, v in value.items()}}
     if isinstance(value, Trace):
         return {"kind": "trace", "data": value.to_dict()}
+    if isinstance(value, DecodeConfig):
+        return {"kind": "config", "data": value.to_dict()}
     if isinstance(value, pd.DataFrame):
         return {"kind": "frame", "json": value.to_json(orient="table")}
     if dataclasses.is_dataclass(value) and type(value).__module__.startswith(PACKAGE):
         cls = type(value)
-        return {"kind": "dataclass", "class": f"{cls.__module__}:{cls.__qualname__}",
-                "fields": {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}}
+        return {
+            "kind": "dataclass",
+            "class": f"{cls.__module__}:{cls.__qualname__}",
+            "fields": {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init},
+        }
     raise TypeError(f"{type(value).__name__} has no JSON form here")
 
 
@@ -57,6 +63,8 @@ def decode(data: Any) -> Any:
         return {k: decode(v) for k, v in data["items"].items()}
     if kind == "trace":
         return Trace.from_dict(data["data"])
+    if kind == "config":
+        return DecodeConfig.from_dict(data["data"])
     if kind == "frame":
         return pd.read_json(io.StringIO(data["json"]), orient="table")
     if kind == "dataclass":
@@ -64,7 +72,7 @@ def decode(data: Any) -> Any:
         if not module.startswith(PACKAGE):
             raise ValueError(f"refusing to build {data['class']}: not a specviz class")
         cls = getattr(importlib.import_module(module), name)
-        if not dataclasses.is_dataclass(cls):
+        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
             raise ValueError(f"refusing to build {data['class']}: not a dataclass")
         return cls(**{k: decode(v) for k, v in data["fields"].items()})
     raise ValueError(f"unknown kind {kind!r}")
@@ -74,5 +82,5 @@ def dumps(value: Any) -> str:
     return json.dumps(encode(value), ensure_ascii=False)
 
 
-def loads(text: str) -> Any:
+def loads(text: str | bytes) -> Any:
     return decode(json.loads(text))

@@ -9,24 +9,30 @@ from specviz.presentation import render, tables
 linked_round = ui.linked_round()  # read before the sidebar rewrites the URL
 config, prompt, defaults = ui.shared_controls()
 st.title("Speculative decoding, round by round")
-st.caption("Convention (Leviathan et al. 2023): **target p** is the large model whose output is preserved, "
-           "**draft q** the cheap proposer. Each round drafts γ tokens, the target scores all of them in ONE "
-           "forward pass, a prefix is accepted, and the target adds a correction (after a rejection) or a bonus token. "
-           "Step with the buttons, the slider, ← / → / Home / End, or space for autoplay: every round is already in "
-           "the page.")
+st.caption(
+    "Convention (Leviathan et al. 2023): **target p** is the large model whose output is preserved, "
+    "**draft q** the cheap proposer. Each round drafts γ tokens, the target scores all of them in ONE "
+    "forward pass, a prefix is accepted, and the target adds a correction (after a rejection) or a bonus token. "
+    "Step with the buttons, the slider, ← / → / Home / End, or space for autoplay: every round is already in "
+    "the page."
+)
 trace = ui.get_trace(config, prompt) if config else None
 if trace is not None and not trace.rounds:
     st.info("Nothing was generated (the model ended at once).")
-elif trace is not None:
+elif config is not None and trace is not None:
     st.markdown(ui.summary_line(trace))
     player = ui.show_player(trace, config, prompt, defaults, linked_round)
     st.markdown("##### Output (colour: how each token was produced; underline alternates per round)")
     st.markdown(render.CSS + render.output_html(trace), unsafe_allow_html=True)
     left, middle, right = st.columns(3)
     # built when clicked, not for every session that opens the link
-    left.download_button("Download trace (JSON)", lambda: trace.to_json(indent=1), "specviz-trace.json",
-                         "application/json")
-    middle.download_button("Download tokens (CSV)", lambda: tables.token_table(trace).to_csv(index=False),
-                           "specviz-tokens.csv", "text/csv")
-    right.download_button("Download the lesson (HTML, no server needed)", lambda: player, "specviz-lesson.html",
-                          "text/html")
+    shown = trace  # bound here: the callbacks do not see the global's narrowing to a Trace
+    left.download_button(
+        "Download trace (JSON)", lambda: shown.to_json(indent=1), "specviz-trace.json", "application/json"
+    )
+    middle.download_button(
+        "Download tokens (CSV)", lambda: tables.token_table(shown).to_csv(index=False), "specviz-tokens.csv", "text/csv"
+    )
+    right.download_button(
+        "Download the lesson (HTML, no server needed)", lambda: player, "specviz-lesson.html", "text/html"
+    )

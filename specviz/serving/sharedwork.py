@@ -31,19 +31,26 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
-from specviz.jobs import Abandoned, Compute, Job, Place
-from specviz.store import ByteBoundedStore
+from specviz.serving.jobs import Abandoned, Compute, Job, Place
+from specviz.serving.store import ByteBoundedStore
 
 if TYPE_CHECKING:
-    from specviz.redisshare import RedisShare
+    from specviz.serving.redisshare import RedisShare
 
 log = logging.getLogger(__name__)
 ABANDON_AFTER_S = 1.0  # a running job nobody has waited for this long stops at its next progress report
+
+
 class SharedWork:
     """Single-flight computations on a bounded pool of threads, results kept in a byte-bounded store."""
 
-    def __init__(self, max_bytes: int, workers: int = 1, describe_error: Callable[[BaseException], str] = repr,
-                 shared: RedisShare | None = None) -> None:
+    def __init__(
+        self,
+        max_bytes: int,
+        workers: int = 1,
+        describe_error: Callable[[BaseException], str] = repr,
+        shared: RedisShare | None = None,
+    ) -> None:
         self.store = ByteBoundedStore(max_bytes)
         self.shared = shared  # other replicas' results and locks (Redis); None: this process alone
         self.workers, self.describe_error = workers, describe_error
@@ -55,8 +62,9 @@ class SharedWork:
         self.durations: dict[str, list[float]] = {}  # label -> recent run times, for estimates
         self.computed: dict[str, int] = {}  # key_digest(key) -> times computed (small, whatever the keys hold)
         self.numbers = itertools.count()
-        self.threads = [threading.Thread(target=self._work, name=f"specviz-work-{i}", daemon=True)
-                        for i in range(workers)]
+        self.threads = [
+            threading.Thread(target=self._work, name=f"specviz-work-{i}", daemon=True) for i in range(workers)
+        ]
         for thread in self.threads:
             thread.start()
 
@@ -89,9 +97,9 @@ class SharedWork:
                 self._leave(previous, session)
             stored = self.store.get(key)
             if stored is not None:  # finished since the caller last looked: never compute it twice
-                job = Job(key, label, compute, next(self.numbers), state="done", result=stored)
-                job.finished.set()
-                return job
+                done = Job(key, label, compute, next(self.numbers), state="done", result=stored)
+                done.finished.set()
+                return done
             job = self.jobs.get(key)
             if job is None:
                 job = Job(key, label, compute, next(self.numbers))
@@ -116,8 +124,8 @@ class SharedWork:
                 return Place(job.state, 0, 0.0, len(job.waiters), job.progress)
             ahead = [j for j in self.queue if j.number < job.number]
             estimates = [self._remaining(j) for j in self.running] + [self._expected(j.label) for j in ahead]
-            own = self._expected(job.label)
-            wait = None if None in estimates or own is None else _queue_wait(estimates, self.workers) + own
+            known, own = [e for e in estimates if e is not None], self._expected(job.label)
+            wait = None if len(known) < len(estimates) or own is None else _queue_wait(known, self.workers) + own
             return Place("queued", len(self.running) + len(ahead), wait, len(job.waiters), job.progress)
 
     # -- internals ---------------------------------------------------------------------------------
@@ -162,6 +170,7 @@ class SharedWork:
 
     def _run(self, job: Job) -> None:
         """Run one job; whatever happens, it ends (done or failed) and every waiter is woken."""
+
         def on_progress(done: int, total: int, text: str | None = None) -> None:
             with self.lock:  # decided under the lock: a session that joins now starts a new job instead
                 left = job.unwanted_since
@@ -179,9 +188,9 @@ class SharedWork:
         def waiting_elsewhere() -> None:
             on_progress(0, 1, f"{job.label}: another server computes it; waiting for its result")
 
-        result, error, abandoned = None, "Computation failed", False
+        result, abandoned, shared = None, False, self.shared
+        error: str | None = "Computation failed"
         try:
-            shared = self.shared
             result = compute() if shared is None else shared.compute_once(job.key, compute, waiting_elsewhere)
             error = None
             self.store.put(job.key, result)
@@ -193,10 +202,18 @@ class SharedWork:
             self._finish(job, result, error, abandoned)
 
     def _finish(self, job: Job, result: Any, error: str | None, abandoned: bool = False) -> None:
+        assert job.started is not None, "a job ends after the worker started it"
         seconds = time.monotonic() - job.started
         how = "abandoned" if abandoned else "computed" if job.computed_here else "received from another replica"
-        log.info("%s %s %s in %.2f s for %d session(s)%s", how, job.label, key_digest(job.key), seconds,
-                 len(job.waiters), "" if error is None or abandoned else f": {error}")
+        log.info(
+            "%s %s %s in %.2f s for %d session(s)%s",
+            how,
+            job.label,
+            key_digest(job.key),
+            seconds,
+            len(job.waiters),
+            "" if error is None or abandoned else f": {error}",
+        )
         with self.lock:
             self.running.remove(job)
             if self.jobs.get(job.key) is job:  # an abandoned job left the table when it stopped

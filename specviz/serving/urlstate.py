@@ -11,10 +11,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from specviz.config import ConfigError, DecodeConfig, field_params, field_type
+from specviz.config import DecodeConfig, field_params, field_type
+from specviz.settings import ConfigError
+
+FieldValue = str | int | float | bool | tuple[int, ...] | None  # a setting's value, as its text form reads back
 
 
-def parse_value(name: str, raw: str):
+def parse_value(name: str, raw: str) -> FieldValue:
     """A field's value from text (a URL parameter, a CLI option, a text box); ValueError if malformed.
 
     Empty text means None for optional fields; skip_layers is comma-separated; booleans are 1/0/true/false."""
@@ -34,7 +37,7 @@ def parse_value(name: str, raw: str):
     return raw
 
 
-def format_value(value) -> str:
+def format_value(value: FieldValue) -> str:
     """The text :func:`parse_value` reads back as ``value``."""
     if value is None:
         return ""
@@ -49,8 +52,13 @@ def format_value(value) -> str:
 # weights path: those are the server's business). Applied in this order, each checked with those
 # before it: the draft and the drafter come before the target, so a link naming a new target and its
 # draft is valid at every step.
-URL_FIELDS = ("draft", "drafter") + tuple(name for name, p in field_params().items()
-                                          if p.url and name not in ("draft", "drafter"))
+def url_fields() -> tuple[str, ...]:
+    """The settings whose Param allows it, in the order a link applies them."""
+    return ("draft", "drafter") + tuple(
+        name for name, p in field_params().items() if p.url and name not in ("draft", "drafter")
+    )
+
+
 PROMPT_CHARS_MAX = 4000
 
 
@@ -66,8 +74,9 @@ def _whole_link(params: Mapping[str, str], defaults: DecodeConfig) -> DecodeConf
     """Every URL field applied at once, if they parse and validate together (values that are only valid
     together, such as a wide tree with a shallow depth, need this); None otherwise."""
     try:
-        config = defaults.replace(**{name: parse_value(name, str(params[name]))
-                                     for name in URL_FIELDS if name in params})
+        config = defaults.replace(
+            **{name: parse_value(name, str(params[name])) for name in url_fields() if name in params}
+        )
         return config.validated()
     except (ValueError, ConfigError):
         return None
@@ -76,7 +85,7 @@ def _whole_link(params: Mapping[str, str], defaults: DecodeConfig) -> DecodeConf
 def _field_by_field(params: Mapping[str, str], defaults: DecodeConfig) -> tuple[DecodeConfig, list[str]]:
     """Apply the URL fields in order, each checked with those before it; explain each one ignored."""
     config, messages = defaults, []
-    for name in URL_FIELDS:
+    for name in url_fields():
         if name not in params:
             continue
         raw = str(params[name])
@@ -85,7 +94,7 @@ def _field_by_field(params: Mapping[str, str], defaults: DecodeConfig) -> tuple[
             candidate.validated()
         except (ValueError, ConfigError) as exc:
             reason = str(exc) if isinstance(exc, ConfigError) else "malformed"
-            messages.append(f"URL parameter {name}={raw[:40]!r} ignored ({reason}); using {getattr(defaults, name)!r}")
+            messages.append(f"URL parameter {name}={raw[:40]!r} ignored ({reason}); using {defaults.value(name)!r}")
             continue
         config = candidate
     return config, messages
@@ -93,7 +102,8 @@ def _field_by_field(params: Mapping[str, str], defaults: DecodeConfig) -> tuple[
 
 def parse_query(params: Mapping[str, str], defaults: DecodeConfig) -> UrlState:
     """Read a URL's query parameters into a validated config; bad values fall back with a message."""
-    config, messages = _whole_link(params, defaults), []
+    config = _whole_link(params, defaults)
+    messages: list[str] = []
     if config is None:  # the link does not hold as a whole: keep what holds, field by field
         config, messages = _field_by_field(params, defaults)
     prompt = params.get("prompt")
@@ -115,9 +125,9 @@ def parse_query(params: Mapping[str, str], defaults: DecodeConfig) -> UrlState:
 def to_query(config: DecodeConfig, prompt: str, round_index: int, defaults: DecodeConfig) -> dict[str, str]:
     """The query parameters that reproduce ``config``, ``prompt`` and the shown round."""
     query: dict[str, str] = {}
-    for name in URL_FIELDS:
-        value = getattr(config, name)
-        if value == getattr(defaults, name):
+    for name in url_fields():
+        value = config.value(name)
+        if value == defaults.value(name):
             continue
         query[name] = format_value(value)
     query["prompt"] = prompt

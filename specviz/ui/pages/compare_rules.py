@@ -1,42 +1,51 @@
 """Compare rules on the same draft: greedy, speculative sampling and top-beta/tau for beta = 1..5."""
 
+import pandas as pd
 import streamlit as st
 
 from specviz import ui
 from specviz.analysis import rules
 from specviz.presentation import comparison
+from specviz.serving.jobs import ProgressFn
+from specviz.serving.models import pair_for, trace_key
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Compare verification rules on the same draft")
-st.markdown("One block of drafted tokens (taken from a round of the sidebar's trace) is checked by every rule. "
-            "**Greedy** accepts a token only if it is the target's argmax; **speculative sampling** accepts x with "
-            "probability min(1, p(x)/q(x)); **top-β + τ** (SpecDec) accepts x if it is among the target's β best and "
-            "log p(top1) − log p(x) ≤ τ. Each rule stops at its first rejection (· = never checked).")
+st.markdown(
+    "One block of drafted tokens (taken from a round of the sidebar's trace) is checked by every rule. "
+    "**Greedy** accepts a token only if it is the target's argmax; **speculative sampling** accepts x with "
+    "probability min(1, p(x)/q(x)); **top-β + τ** (SpecDec) accepts x if it is among the target's β best and "
+    "log p(top1) − log p(x) ≤ τ. Each rule stops at its first rejection (· = never checked)."
+)
 trace = ui.get_trace(config, prompt) if config else None
 rounds = [r for r in trace.rounds if r.draft] if trace else []
 if trace is not None and not rounds:
     st.info("No round of this trace drafted any token (the n-gram drafter found no match); pick another drafter.")
-elif rounds:
+elif config is not None and trace is not None and rounds:
+    run_config, shown = config, trace  # bound here: the computations below do not see the globals' narrowing
     choice = st.select_slider("Round whose draft is compared", [r.index + 1 for r in rounds])
     rnd = trace.rounds[choice - 1]
     prefix = trace.prompt_ids + trace.output_ids[: rnd.prefix_len - len(trace.prompt_ids)]
     draft_ids = [p.token_id for p in rnd.draft]
 
-    def compute(on_progress):
-        return rules.compare_rules_on_draft(config, ui.pair_for(config), prefix, draft_ids)
+    def compute(on_progress: ProgressFn) -> pd.DataFrame:
+        return rules.compare_rules_on_draft(run_config, pair_for(run_config), prefix, draft_ids)
 
-    table = ui.shared_result(ui.trace_key(config, prompt, "rules", choice), compute, "Verifying")
+    table = ui.shared_result(trace_key(config, prompt, "rules", choice), compute, "Verifying")
     if table is not None:
         st.plotly_chart(comparison.rules_grid_figure(table, [p.text for p in rnd.draft]), width="stretch")
         st.download_button("Download verdicts (CSV)", table.to_csv(index=False), "specviz-rules.csv", "text/csv")
 
     st.subheader("Where the lossy settings depart from the target's own greedy text")
-    st.markdown("β = 1 is exactly greedy decoding. β > 1 trades fidelity for longer accepted runs: the whole output is "
-                "decoded again for each β and compared token by token with the target's greedy output.")
-    key = ui.trace_key(config, prompt, "departures")
-    def departures(on_progress):
-        pair = ui.pair_for(config)
-        return rules.lossy_departures(config, pair, trace.prompt_ids, on_progress)
+    st.markdown(
+        "β = 1 is exactly greedy decoding. β > 1 trades fidelity for longer accepted runs: the whole output is "
+        "decoded again for each β and compared token by token with the target's greedy output."
+    )
+    key = trace_key(config, prompt, "departures")
+
+    def departures(on_progress: ProgressFn) -> pd.DataFrame:
+        pair = pair_for(run_config)
+        return rules.lossy_departures(run_config, pair, shown.prompt_ids, on_progress)
 
     table = ui.shared_result(key, departures, "Decoding β", button="Decode with β = 1..5")
     if table is not None:

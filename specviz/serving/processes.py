@@ -1,5 +1,6 @@
-"""The processes a load benchmark drives: ``streamlit run app.py`` replicas and a ``redis-server``, on loopback
-ports, each stopped after; their CPU seconds read from /proc and the computations they logged."""
+"""The processes that serve a class: the app (``specviz app``: streamlit on the packaged main script with the
+options in ``ui/streamlit.toml``), and, for the tests and load benchmarks, app replicas and a ``redis-server`` on
+loopback ports, each stopped after, with their CPU seconds read from /proc and the computations they logged."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+UI = Path(__file__).resolve().parent.parent / "ui"
+APP_SCRIPT = UI / "app.py"  # streamlit's main script; the pages are in pages/ beside it
+STREAMLIT_OPTIONS = UI / "streamlit.toml"
 COMPUTED = re.compile(r"computed (Decoding) (\w+) in ([\d.]+) s for (\d+) session")
 
 
@@ -29,19 +33,50 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class Server:
-    """``streamlit run app.py`` with its log read in the background (``env`` adds variables, e.g. a Redis URL)."""
+def streamlit_flags(options: Path = STREAMLIT_OPTIONS) -> list[str]:
+    """The server options of a streamlit config file as ``streamlit run`` flags (``--section.key=value``), so the
+    app runs with them from any directory (streamlit itself reads only ``./.streamlit/config.toml``)."""
+    sections = tomllib.loads(options.read_text(encoding="utf-8"))
+    return [
+        f"--{section}.{key}={str(value).lower() if isinstance(value, bool) else value}"
+        for section, values in sections.items()
+        for key, value in values.items()
+    ]
 
-    def __init__(self, port: int, app: Path = ROOT / "app.py", env: dict[str, str] | None = None) -> None:
+
+def app_command(*streamlit_args: str, app: Path = APP_SCRIPT) -> list[str]:
+    """The command line that serves ``app`` (the specviz app by default) with the app's streamlit options."""
+    return [sys.executable, "-m", "streamlit", "run", str(app), *streamlit_flags(), *streamlit_args]
+
+
+class Server:
+    """The app served on a loopback port, its log read in the background (``env`` adds variables, e.g. a Redis
+    URL); ``app`` another main script (a benchmark's bare page); ``serve`` another command that takes streamlit's
+    options (an installed ``specviz app``), run in ``cwd``."""
+
+    def __init__(
+        self,
+        port: int,
+        app: Path = APP_SCRIPT,
+        env: dict[str, str] | None = None,
+        serve: list[str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         env = {**os.environ, "SPECVIZ_DEVICE": "cpu", "SPECVIZ_LOG_LEVEL": "INFO", **(env or {})}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port),
-             "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.port, self.url, self.lines = port, f"http://127.0.0.1:{port}", []
+            [*(serve or app_command(app=app)), "--server.port", str(port), "--server.address", "127.0.0.1"],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.port, self.url = port, f"http://127.0.0.1:{port}"
+        self.lines: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
+        assert self.process.stdout is not None, "the server's output is a pipe"
         for line in self.process.stdout:
             self.lines.append(line.rstrip())
 
@@ -78,8 +113,21 @@ class RedisServer:
     def __init__(self, maxmemory: str | None = None) -> None:
         self.port = free_port()
         limit = ["--maxmemory", maxmemory, "--maxmemory-policy", "allkeys-lru"] if maxmemory else []
-        self.process = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                         "--appendonly", "no", *limit], stdout=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                *limit,
+            ],
+            stdout=subprocess.DEVNULL,
+        )
         self.url = f"redis://127.0.0.1:{self.port}/0"
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

@@ -3,7 +3,7 @@
 Two app processes (on one machine or several, behind a load balancer with websocket session affinity)
 asked for the same key compute it once between them: the first takes the key's lock (``SET NX PX``, the
 pattern of Redis' own single-instance lock recipe), computes, stores the result as JSON
-(:mod:`specviz.jsoncodec`; never pickle) and releases the lock; the others wait for the result. The lock
+(:mod:`specviz.serving.jsoncodec`; never pickle) and releases the lock; the others wait for the result. The lock
 has an expiry, renewed by the owner while it computes, so a replica that dies mid-run frees it within
 ``lock_ttl_s`` and a waiting replica computes instead. Results carry no expiry: Redis bounds them itself
 (``maxmemory`` with ``allkeys-lru`` evicts the least recently used; a lock evicted that way costs at
@@ -24,7 +24,7 @@ from typing import Any
 
 import redis
 
-from specviz import jsoncodec
+from specviz.serving import jsoncodec
 
 log = logging.getLogger(__name__)
 LOCK_TTL_S = 10.0  # a dead owner's lock is free again after this; the living owner renews it every third
@@ -40,7 +40,7 @@ def redis_key(kind: str, key: Hashable) -> str:
 
 
 class RedisShare:
-    """The cross-process half of :class:`specviz.sharedwork.SharedWork`: stored results and single-flight."""
+    """The cross-process half of :class:`specviz.serving.sharedwork.SharedWork`: stored results and single-flight."""
 
     def __init__(self, url: str, lock_ttl_s: float = LOCK_TTL_S, poll_s: float = POLL_S) -> None:
         self.client = redis.Redis.from_url(url)
@@ -56,7 +56,9 @@ class RedisShare:
         """Whether some process holds ``key``'s lock (computes it now)."""
         return bool(self.client.exists(redis_key("lock", key)))
 
-    def compute_once(self, key: Hashable, compute: Callable[[], Any], on_wait: Callable[[], None] = lambda: None):
+    def compute_once(
+        self, key: Hashable, compute: Callable[[], Any], on_wait: Callable[[], None] = lambda: None
+    ) -> Any:
         """``key``'s result, computed by ``compute`` here only if no process has it or is computing it; while
         another process computes, wait for its result (``on_wait`` is called once) or for its lock to go."""
         result_key, lock_key = redis_key("result", key), redis_key("lock", key)

@@ -1,0 +1,154 @@
+"""Each drafter's own settings group: a frozen dataclass of :class:`~specviz.settings.Param` fields that its registry
+entry names (``DrafterEntry.settings``) and :class:`~specviz.config.DecodeConfig` holds one of, read with
+``config.settings(Group)``. A group's field names are its settings' names everywhere else (CLI flags, URL
+parameters, sidebar keys, trace JSON), so they are unique across groups and the shared fields. No model code here:
+the config, the CLI and the URL parser read these without loading torch.
+
+A tree drafter's group also says how many tokens a round drafts (:class:`TreeShape`), which the config bounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from specviz.settings import check, param
+
+TREE_MODES = ("constant", "beam")  # RSD-C (constant branching) | RSD-S (stochastic beam search)
+
+
+@runtime_checkable
+class TreeShape(Protocol):
+    @property
+    def tree_label(self) -> str:
+        """How a comparison names the tree it drafts."""
+        ...
+
+    def tree_nodes(self, depth: int) -> int:
+        """Drafted tokens per round of a tree ``depth`` levels deep."""
+        ...
+
+
+@dataclass(frozen=True)
+class LayerSkipSettings:
+    """Draft & Verify's self-draft (Zhang et al. 2024): the target minus some layers, with an adaptive exit."""
+
+    skip_layers: tuple[int, ...] | None = param(
+        None,
+        label="Layers to skip",
+        widget="text",
+        section="Models",
+        help="layer-skip drafter: comma-separated layer numbers, e.g. 10,11,12 (default: the two middle layers)",
+    )
+    exit_threshold: float = param(
+        0.0,
+        label="Adaptive draft exit threshold",
+        section="Models",
+        low=0.0,
+        high=1.0,
+        step=0.05,
+        help="layer-skip: stop drafting when the draft's top-1 probability falls below this (0 = off)",
+    )
+
+    def validate(self) -> None:
+        skip = self.skip_layers
+        check(
+            skip is None or all(isinstance(i, int) and i >= 0 for i in skip), "skip_layers must be layer indices >= 0"
+        )
+
+
+@dataclass(frozen=True)
+class NgramSettings:
+    """Prompt lookup: the longest suffix of the text so far looked up in earlier text."""
+
+    ngram_max: int = param(
+        3,
+        label="n-gram length",
+        section="Models",
+        low=1,
+        high=8,
+        help="n-gram drafter: the longest suffix looked up in earlier text",
+    )
+
+
+@dataclass(frozen=True)
+class TreeSettings:
+    """Recursive Speculative Decoding's trees (Jeon et al. 2024): constant branching (RSD-C, sampling without
+    replacement by Gumbel-top-k) or a stochastic beam (RSD-S)."""
+
+    tree_mode: str = param(
+        "constant",
+        label="Tree",
+        widget="radio",
+        section="Models",
+        choices=TREE_MODES,
+        choice_labels=("RSD-C: constant branching", "RSD-S: stochastic beam"),
+        help="tree drafter: constant branching (RSD-C, Gumbel-top-k) or beam (RSD-S, stochastic beam search)",
+    )
+    branching: int = param(
+        2,
+        label="Branching factor (RSD-C)",
+        section="Models",
+        low=1,
+        high=8,
+        when=("tree_mode", "constant"),
+        help="tree drafter, constant mode: children per node",
+    )
+    beam_width: int = param(
+        4,
+        label="Beam width (RSD-S)",
+        section="Models",
+        low=1,
+        high=32,
+        when=("tree_mode", "beam"),
+        help="tree drafter, beam mode: nodes kept per level",
+    )
+
+    @property
+    def tree_label(self) -> str:
+        return "tree " + ("RSD-C" if self.tree_mode == "constant" else "RSD-S")
+
+    def tree_nodes(self, depth: int) -> int:
+        """sum_{k=1..depth} b^k (RSD-C) or width x depth (RSD-S)."""
+        if self.tree_mode == "beam":
+            return self.beam_width * depth
+        return sum(self.branching**k for k in range(1, depth + 1))
+
+
+@dataclass(frozen=True)
+class EagleSettings:
+    """EAGLE (Li et al. 2024) in a chain, or EAGLE-2's dynamic tree: expand the most confident nodes, keep the
+    budget best by the product of the draft's confidences."""
+
+    eagle_tree: bool = param(
+        False,
+        label="EAGLE-2 dynamic tree",
+        widget="checkbox",
+        section="Models",
+        help="EAGLE: draft a dynamic tree (EAGLE-2: expand the most confident nodes, keep the "
+        "budget best by the product of the draft's confidences) instead of a chain",
+    )
+    eagle_top_k: int = param(
+        4,
+        label="EAGLE-2 top-k (nodes expanded per level, children each)",
+        section="Models",
+        low=1,
+        high=8,
+        when=("eagle_tree", True),
+        help="EAGLE-2: the nodes expanded at each level, and the children each gets",
+    )
+    eagle_budget: int = param(
+        8,
+        label="EAGLE-2 budget (tokens verified per round)",
+        section="Models",
+        low=1,
+        high=64,
+        when=("eagle_tree", True),
+        help="EAGLE-2: nodes kept after the rerank, verified at once",
+    )
+
+    tree_label = "EAGLE-2 dynamic tree"
+
+    def tree_nodes(self, depth: int) -> int:
+        """EAGLE-2 verifies its budget whatever the depth."""
+        return self.eagle_budget

@@ -1,0 +1,146 @@
+"""The app's models and defaults, once per process for every session: each pair loaded once and shared (the newest
+``PAIRS_KEPT`` kept), this machine's measured defaults, and the message every failure becomes in a page (never a
+traceback)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+import torch
+
+from specviz.analysis.defaults import defaults_once, stored_defaults
+from specviz.analysis.roofline import MeasuredDefaults
+from specviz.config import EMBEDDED, DecodeConfig
+from specviz.engine import ModelPair, load_pair, uses_draft_model
+from specviz.models.errors import ModelLoadError, VocabularyMismatchError
+from specviz.settings import ConfigError
+
+log = logging.getLogger(__name__)
+USER_ERRORS = (ConfigError, ModelLoadError, VocabularyMismatchError)
+LESSON_TEMPERATURE = 0.7  # the app's sampling default: a small model's sampled text reads well (at 1.0 it wanders)
+PAIRS_KEPT = 6  # model pairs held in memory at once, least recently used dropped first
+LOADING_NOTE = (
+    "Loading the models (once per server; the first load on a machine also measures its matrix kernels and "
+    "each pass over 1 to 9 tokens: seconds for the embedded pair, about a minute for a 1.5B model) …"
+)
+V = TypeVar("V")
+
+
+class BuiltOnce(Generic[V]):
+    """Values built once per key however many threads ask at once (one builds, the others wait for it; a key
+    another thread builds never blocks a key already built), the newest ``kept`` held, least recently used dropped
+    first. A build that raises is not kept: the next ask tries again."""
+
+    def __init__(self, build: Callable[..., V], kept: int) -> None:
+        self._build, self._kept = build, kept
+        self._values: OrderedDict[tuple[Hashable, ...], V] = OrderedDict()
+        self._building: dict[tuple[Hashable, ...], threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def has(self, *key: Hashable) -> bool:
+        with self._lock:
+            return key in self._values
+
+    def get(self, *key: Hashable) -> V:
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
+            building = self._building.setdefault(key, threading.Lock())
+        with building:
+            with self._lock:
+                if key in self._values:  # another thread built it while this one waited
+                    self._values.move_to_end(key)
+                    return self._values[key]
+            try:
+                value = self._build(*key)
+            finally:
+                with self._lock:
+                    self._building.pop(key, None)
+            with self._lock:
+                self._values[key] = value
+                while len(self._values) > self._kept:
+                    self._values.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+
+
+def _measure_machine_defaults(device: str) -> MeasuredDefaults | None:
+    try:
+        return defaults_once(DecodeConfig(device=device))
+    except USER_ERRORS + (OSError, ValueError) as exc:
+        log.warning("this machine's defaults not measured: %s", exc)
+        return None
+
+
+MACHINE_DEFAULTS = BuiltOnce(_measure_machine_defaults, kept=4)
+"""The embedded pair's precision and block size per device (:mod:`~specviz.analysis.defaults`): stored, else
+measured, once per process; None (the config's own defaults) where the pair cannot be had."""
+
+
+def app_device() -> str:
+    """The app's device: $SPECVIZ_DEVICE (auto: the GPU when there is one)."""
+    return os.environ.get("SPECVIZ_DEVICE", "auto")
+
+
+def app_defaults() -> DecodeConfig:
+    """The app's defaults: on :func:`app_device`, the embedded pair's precision and block size
+    (:func:`pair_defaults`); sampling at ``LESSON_TEMPERATURE``."""
+    config = DecodeConfig(device=app_device())
+    own = pair_defaults(config.target, config.draft, config.device)
+    return config.replace(temperature=LESSON_TEMPERATURE, **({"dtype": own.dtype, "gamma": own.gamma} if own else {}))
+
+
+def pair_defaults(target: str, draft: str | None, device: str) -> MeasuredDefaults | None:
+    """A pair's own precision and block size on this machine: the embedded pair's measured here, another's as
+    ``specviz fetch`` or ``python -m specviz machine`` stored them (None: not measured on this machine yet). A
+    precision $SPECVIZ_DTYPE names wins for every pair (with the config's γ unless measured in that precision)."""
+    embedded = (target, draft) == (EMBEDDED, None)
+    measured = MACHINE_DEFAULTS.get(device) if embedded else stored_defaults(target, draft, device)
+    wanted = os.environ.get("SPECVIZ_DTYPE")
+    if not wanted or (measured is not None and measured.dtype == wanted):
+        return measured
+    return MeasuredDefaults(wanted, DecodeConfig().gamma, f"$SPECVIZ_DTYPE sets {wanted} on this server.")
+
+
+def _load(target: str, draft: str | None, drafter: str, device: str, dtype: str) -> ModelPair:
+    return load_pair(DecodeConfig(target=target, draft=draft, drafter=drafter, device=device, dtype=dtype))
+
+
+LOADED_PAIRS = BuiltOnce(_load, kept=PAIRS_KEPT)
+
+
+def draft_spec(config: DecodeConfig) -> str | None:
+    """The draft model ``config`` loads (None for a drafter without one)."""
+    return config.draft_spec if uses_draft_model(config) else None
+
+
+def pair_for(config: DecodeConfig) -> ModelPair:
+    """The process's shared model pair for ``config`` (loaded on first use; what every session decodes with)."""
+    return LOADED_PAIRS.get(config.target, draft_spec(config), config.drafter, config.device, config.dtype)
+
+
+def describe_failure(exc: BaseException) -> str:
+    """The message a page shows for a failed computation (user errors verbatim, the rest summarised)."""
+    if isinstance(exc, USER_ERRORS):
+        return str(exc)
+    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
+        return (
+            "Out of memory: this model pair, prompt or max new tokens is too large for this machine. "
+            "Pick smaller models or fewer tokens."
+        )
+    log.error("computation failed", exc_info=exc)
+    return f"Computation failed: {type(exc).__name__}: {str(exc)[:300]}"
+
+
+def trace_key(config: DecodeConfig, prompt: str, *extra: Hashable) -> tuple[Hashable, ...]:
+    """The key a computation on ``config`` and ``prompt`` is shared under (``extra``: what else it depends on)."""
+    return tuple(sorted((k, str(v)) for k, v in config.to_dict().items())) + (("prompt", prompt),) + extra

@@ -1,0 +1,30 @@
+"""The Streamlit main script: page config, the sidebar shared by every page, navigation over ``pages/`` beside it.
+
+Started by ``specviz app`` (``python -m specviz app``; ``bash scripts/app`` from a checkout), which also passes the
+server options in ``streamlit.toml`` beside this file.
+"""
+
+import logging
+import os
+
+import streamlit as st
+
+from specviz import ui
+
+
+def main() -> None:
+    if os.environ.get("SPECVIZ_LOG_LEVEL") and not logging.getLogger("specviz").handlers:
+        # e.g. SPECVIZ_LOG_LEVEL=INFO logs every shared computation (benchmarks/bench_class.py counts them)
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        logging.getLogger("specviz").addHandler(handler)
+        logging.getLogger("specviz").setLevel(os.environ["SPECVIZ_LOG_LEVEL"].upper())
+    ui.let_the_hall_run_first()  # a class waiting for one trace: it is computed before this page run takes the CPU
+    st.set_page_config(**ui.PAGE_CONFIG)
+    navigation = ui.navigation()
+    ui.draw_shared_sidebar()
+    navigation.run()
+
+
+if __name__ == "__main__":  # streamlit runs its main script as __main__
+    main()

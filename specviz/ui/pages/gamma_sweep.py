@@ -1,0 +1,128 @@
+"""Gamma sweep: measured tokens per round and speedup against the theoretical curves."""
+
+import pandas as pd
+import streamlit as st
+
+from specviz import ui
+from specviz.analysis import common, sweep
+from specviz.drafters.registry import drafter_entry
+from specviz.engine import prompt_ids_for
+from specviz.presentation import figures
+from specviz.rules.registry import rule_entry
+from specviz.serving.jobs import ProgressFn
+from specviz.serving.models import pair_for, trace_key
+from specviz.settings import ConfigError
+
+config, prompt, defaults = ui.shared_controls()
+st.title("Gamma sweep: which block size pays?")
+if config is not None:
+    ui.precision_caption(config)
+st.markdown(
+    f"Each block size γ runs the sidebar's configuration {common.SWEEP_PAIRS} times, each run paired with "
+    "one of the target alone in alternating order (medians, so both sides of a speedup meet the same load on "
+    "this machine; at most "
+    f"{common.SWEEP_GAMMAS_MAX} values of γ and {common.SWEEP_TOKENS_MAX} new tokens per run). The theory "
+    "curves use each run's measured α, each round's realised block size k (the last rounds are clipped by the "
+    "token budget) and the draft/target cost ratio **c** measured on this device: "
+    "E[tokens/round] = (1 − α^(k+1)) / (1 − α) and speedup = Σ (1 − α^(k+1)) / (1 − α) over Σ (kc + 1). "
+    "That speedup prices the target's one pass over k + 1 tokens as one step (true on hardware with "
+    "parallelism to spare); the dotted curve prices it at its cost v(k) measured here: "
+    "Σ (1 − α^(k+1)) / (1 − α) over Σ (kc + v(k))."
+)
+gammas = st.multiselect(
+    "Block sizes γ", list(range(1, 17)), default=[1, 2, 3, 4, 6, 8], max_selections=common.SWEEP_GAMMAS_MAX
+)
+if config is not None and gammas:
+    key = trace_key(config, prompt, "sweep", tuple(sorted(gammas)))
+    swept = config  # bound here: the computation below does not see the global's narrowing
+
+    def compute(on_progress: ProgressFn) -> tuple[pd.DataFrame, float]:
+        pair = pair_for(swept)
+        return sweep.gamma_sweep(swept, pair, prompt_ids_for(pair, swept, prompt, None), gammas, on_progress)
+
+    result = ui.shared_result(
+        key,
+        compute,
+        "Sweeping γ",
+        button="Run the sweep",
+        hint=f"Press the button to run the sweep (per γ, {common.SWEEP_PAIRS} speculative runs, "
+        "each paired with a run of the target alone as that γ's baseline).",
+    )
+    if result is not None:
+        table, c = result
+        best_measured = sweep.best_gamma_by(table, "speedup")
+        alpha = float(table.alpha.mean())
+        best_priced = sweep.best_gamma_by(table, "expected_speedup_verify_measured")
+        cols = st.columns(5)
+        cols[0].metric(
+            "cost ratio c", f"{c:.3f}", help="the draft's step over the target's, from this machine's profile"
+        )
+        cols[1].metric(
+            f"mean α ({config.rule})", f"{alpha:.3f}", help=f"over the runs: {rule_entry(config.rule).alpha}"
+        )
+        cols[2].metric(
+            "best γ measured",
+            best_measured,
+            help="the highest speedup: the target alone's median time over the speculative median time",
+        )
+        cols[3].metric(
+            "best γ, Thm. 3.8",
+            sweep.best_gamma_by(table, "expected_speedup"),
+            help="the highest of Thm. 3.8's curve (v = 1) over the swept γ, at each run's α and c",
+        )
+        cols[4].metric(
+            "best γ on this machine",
+            best_priced,
+            help="the highest of the dotted curve over the swept γ: "
+            "the target's pass over k + 1 tokens at its measured cost (the machine profile)",
+        )
+        loaded = sweep.loaded_gammas(table)
+        if loaded:
+            st.warning(
+                f"The live timings of γ = {', '.join(map(str, loaded))} measure this server's load, not "
+                "speculation: their pairs disagree by more than 30%, or they beat what Thm. 3.8 allows at "
+                "their α and c. Read the dotted curve, this machine's figure from its quiet profile; other "
+                "sessions share the server's cores."
+            )
+        st.plotly_chart(figures.gamma_sweep_figure(table, best_measured, best_priced), width="stretch")
+        tied = sweep.gammas_tied_with(table, best_measured)
+        if tied:
+            st.caption(
+                f"A tie on this machine: the fastest pair of γ = {', '.join(map(str, tied))} reaches the "
+                f"slowest pair of γ = {best_measured} (the bars run from each γ's slowest to its fastest pair), "
+                "so the measurement cannot rank them."
+            )
+        st.markdown(
+            "Larger γ buys more tokens per target pass but pays γ draft passes each round, and the chance that "
+            "a long guess survives decays like α^γ. The optimum balances the two; with c near 1 (a draft as "
+            "slow as the target) the best γ is the smallest, and no γ beats autoregressive decoding."
+        )
+        st.dataframe(sweep.readable(table), width="stretch", hide_index=True)
+        st.download_button("Download sweep (CSV)", table.to_csv(index=False), "specviz-gamma-sweep.csv", "text/csv")
+
+st.subheader("Draft vocabulary: what the head size K does (FR-Spec)")
+st.markdown(
+    "On a CPU most of a small draft's time is its output head over the whole vocabulary. FR-Spec "
+    "(Zhao et al. 2025) lets the draft score only its K most frequent tokens: q is zero elsewhere, so every "
+    "rule stays exact, and a token outside the K can only be rejected. "
+    "Smaller K: cheaper drafts (lower c), slightly lower α."
+)
+if config is not None and drafter_entry(config.drafter).draft_model == "always":
+    vocab_key = trace_key(config, prompt, "vocab-sweep")
+    trimmed = config  # bound here: the computation below does not see the global's narrowing
+
+    def compute_vocab(on_progress: ProgressFn) -> pd.DataFrame:
+        pair = pair_for(trimmed)
+        assert pair.draft is not None, "the draft-model drafter's config names a draft (it is validated)"
+        if pair.draft.vocab_ranking is None:
+            raise ConfigError(f"{pair.draft.name} ships no token frequency ranking, so its head cannot be trimmed")
+        return sweep.vocab_sweep(trimmed, pair, prompt_ids_for(pair, trimmed, prompt, None), on_progress=on_progress)
+
+    vocab_table = ui.shared_result(
+        vocab_key, compute_vocab, "Comparing head sizes", button="Compare head sizes", button_key="vocab_sweep"
+    )
+    if vocab_table is not None:
+        st.plotly_chart(figures.vocab_sweep_figure(vocab_table), width="stretch")
+        st.dataframe(vocab_table, width="stretch", hide_index=True)
+else:
+    st.info("Pick the draft-model drafter to compare draft head sizes.")

@@ -1,0 +1,40 @@
+"""The lesson player: the whole trace stepped in the browser, with a presenter view and a quiz."""
+
+import streamlit as st
+
+from specviz import ui
+from specviz.presentation.player import VIEWS
+
+requested_view = st.query_params.get("view", "step")  # read before the sidebar rewrites the URL
+linked_round = ui.linked_round()
+config, prompt, defaults = ui.shared_controls()
+header = st.empty()  # cleared below in the presenter's view, which gives the screen to the round
+with header.container():
+    st.title("Lesson player")
+    st.caption(
+        "Every round of the trace is sent to the page once and drawn there: First/Prev/Next/Last, the slider, "
+        "the arrow keys, Home/End and space (autoplay) need no server round trip. **Present** shows one round "
+        "in large type with the rule's formula and each acceptance test spelled out; **Quiz** asks for each "
+        "drafted token whether the target will accept it before revealing the verdict, and keeps a score. A "
+        "teacher's link with `view=quiz` or `view=present` opens straight into that view."
+    )
+if requested_view not in VIEWS:
+    st.warning(
+        f"URL parameter view={str(requested_view)[:20]!r} ignored (must be one of {', '.join(VIEWS)}); showing step"
+    )
+    requested_view = "step"
+view = st.segmented_control("View", VIEWS, default=requested_view, key="player_view") or "step"
+if view == "present":  # a projector shows the round, not the settings: the sidebar and the page's header hide
+    st.html(
+        "<style>[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'] {display: none;} "
+        "[data-testid='stMainBlockContainer'] {padding-top: 2.5rem;}</style>"
+    )
+    header.empty()
+trace = ui.get_trace(config, prompt) if config else None
+if trace is not None and not trace.rounds:
+    st.info("Nothing was generated (the model ended at once).")
+elif config is not None and trace is not None:
+    page = ui.show_player(trace, config, prompt, defaults, linked_round, view)
+    st.download_button(
+        "Download this lesson (one HTML file, opens with no server)", lambda: page, "specviz-lesson.html", "text/html"
+    )

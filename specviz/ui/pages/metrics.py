@@ -1,0 +1,164 @@
+"""Metrics and theory: what one trace says about acceptance, tokens per round and speed."""
+
+import pandas as pd
+import streamlit as st
+
+from specviz import ui
+from specviz.analysis import metrics
+from specviz.presentation import figures
+from specviz.rules.registry import rule_entry
+from specviz.serving.models import trace_key
+
+config, prompt, defaults = ui.shared_controls()
+st.title("Metrics and theory")
+if config is not None:
+    ui.precision_caption(config)
+st.caption(
+    "Convention: **target p**, **draft q** (Leviathan et al. 2023). The numbers below come from the trace of "
+    "the sidebar's configuration, the same one the round view shows."
+)
+trace = ui.get_trace(config, prompt) if config else None
+if config is not None and trace is not None and trace.rounds:
+    check = metrics.theory_check(trace)
+    cols = st.columns(5)
+    cols[0].metric(f"α ({config.rule})", f"{check.alpha:.3f}", help=rule_entry(config.rule).alpha)
+    cols[1].metric(
+        "tokens per round",
+        f"{check.measured_tokens_per_round:.2f}",
+        help="measured: new tokens over rounds in this trace",
+    )
+    cols[2].metric(
+        "tokens per round, Eq. 1",
+        f"{check.expected_tokens_per_round:.2f}",
+        help=f"(1 − α^(k+1)) / (1 − α) at each round's realised block size k "
+        f"(mean k = {check.mean_block:.2f}, configured γ = {config.gamma})",
+    )
+    cols[3].metric(
+        "acceptance length",
+        f"{check.mean_acceptance_length:.2f}",
+        help="vLLM's mean acceptance length: 1 + accepted drafted tokens per drafting round",
+    )
+    cols[4].metric(
+        "target passes",
+        check.target_passes,
+        delta=f"{check.target_passes - check.autoregressive_passes} vs autoregressive",
+        delta_color="inverse",
+    )
+    st.caption(
+        f"{rule_entry(config.rule).alpha}. The theory uses it with each round's realised block size: rounds "
+        "near max new tokens are clipped, trees draft their depth, drafters on the target's states nothing in "
+        "round 1."
+    )
+
+    by_position = metrics.acceptance_by_position(trace)
+    left, right = st.columns(2)
+    left.plotly_chart(figures.acceptance_by_position_figure(by_position), width="stretch")
+    left.markdown(
+        "The i-th drafted token is only checked when tokens 1..i−1 were accepted, so each bar is a rate "
+        "among the rounds that reached it. Under the i.i.d. model every bar equals α; a falling profile "
+        "means the draft drifts away from the target the further it guesses ahead."
+    )
+    per_round = metrics.tokens_per_round(trace)
+    right.plotly_chart(
+        figures.tokens_per_round_figure(per_round, check.measured_tokens_per_round, check.expected_tokens_per_round),
+        width="stretch",
+    )
+    right.markdown(
+        "A round emits its accepted prefix plus one token from the target, so 1 to k+1 tokens for a block "
+        "of k. With acceptance rate α the expectation is **(1 − α^(k+1)) / (1 − α)** "
+        "(Leviathan et al. 2023, Eq. 1), averaged here over the rounds' realised k. "
+        f"{rule_entry(config.rule).alpha}."
+    )
+    lengths = metrics.accepted_lengths(trace)
+    left, right = st.columns(2)
+    left.plotly_chart(figures.accepted_lengths_figure(lengths), width="stretch")
+    left.markdown(
+        "This request's accepted drafted tokens per drafting round (0: the first guess was already wrong). "
+        "vLLM reports the same as the mean acceptance length, 1 + the mean of this histogram."
+    )
+    right.dataframe(
+        by_position.rename(
+            columns={
+                "acceptance_rate": "conditional acceptance (given 1..i−1 accepted)",
+                "accepted_per_draft": "accepted per drafting round (vLLM)",
+            }
+        ),
+        hide_index=True,
+        width="stretch",
+    )
+
+    st.subheader("Wall-clock speedup, measured in this process")
+    st.page_link(
+        "pages/parallel.py",
+        icon=":material/speed:",
+        label="Why it pays on this machine: the measured roofline (Parallel verification)",
+    )
+    pair = ui.page_pair(config)
+    timing = None
+    if pair is not None:
+        measured_trace, measured_pair = trace, pair  # bound here: the lambda does not see the globals' narrowing
+        timing = ui.shared_result(
+            trace_key(config, prompt, "speedup"),
+            lambda on_progress: metrics.measured_speedup(measured_trace, measured_pair),
+            "Autoregressive baseline",
+        )
+    if pair is not None and timing:
+        assert trace.stats is not None, "a decoded trace has its stats"
+        st.info(
+            ui.speed_story_text(
+                config, pair, timing.expected_verify_measured, trace.stats.alpha_estimate, timing.cost_ratio
+            )
+        )
+        speed_cols = st.columns(6)
+        speed_cols[0].metric("speculative, live", f"{timing.speculative_s:.2f} s")
+        speed_cols[1].metric("target alone, live", f"{timing.autoregressive_s:.2f} s")
+        speed_cols[2].metric(
+            "speedup, live",
+            f"{timing.measured:.2f}×",
+            help="the target alone's median time over the speculative median time, timed now",
+        )
+        speed_cols[3].metric(
+            "cost ratio c",
+            f"{timing.cost_ratio:.3f}",
+            help="draft / target cost of a token, from this machine's profile: the drafter's quiet "
+            "one-token step over the target's",
+        )
+        speed_cols[4].metric(
+            "Thm. 3.8 (v = 1)",
+            f"{timing.expected:.2f}×",
+            help="Σ_r (1 − α^(k_r+1)) / (1 − α) over Σ_r (k_r c + 1): Leviathan et al. Thm. 3.8 at the realised blocks",
+        )
+        speed_cols[5].metric(
+            "on this machine",
+            f"{timing.expected_verify_measured:.2f}×",
+            help="Σ_r (1 − α^(k_r+1)) / (1 − α) over Σ_r (k_r c + v(k_r)), v(k) = the target's pass over "
+            "k + 1 tokens in one-token steps, from this machine's profile",
+        )
+        st.markdown(
+            f"Both live runs decode {len(trace.output_ids)} tokens of the same prompt with the same target on "
+            f"{trace.models['device']}, timed now in three back-to-back pairs (medians): "
+            f"{', '.join(f'{r:.2f}×' for r in timing.pair_speedups)}. In theory the speedup is "
+            "(1 − α^(k+1)) / ((1 − α)(kc + 1)) for blocks of k, where c is the draft/target cost ratio: a "
+            "draft that costs nearly as much as the target (a layer-skip draft that skips few layers) cannot "
+            "pay, however often it is accepted. The theorem prices the target's pass over k + 1 tokens as one "
+            "step; the last figure prices it at this machine's measured v(k)."
+        )
+        signs = metrics.load_signs(timing)
+        if signs:
+            st.warning(
+                "The live timings measure the server's load, not speculation: " + "; ".join(signs) + ". "
+                f"This machine's figure for this run stays **{timing.expected_verify_measured:.2f}×**; other "
+                "sessions share this server's cores, and the live figures are what they left."
+            )
+    st.download_button(
+        "Download metrics (CSV)",
+        pd.concat(
+            [
+                by_position.assign(table="acceptance_by_position"),
+                per_round.assign(table="tokens_per_round"),
+                lengths.assign(table="accepted_lengths"),
+            ]
+        ).to_csv(index=False),
+        "specviz-metrics.csv",
+        "text/csv",
+    )

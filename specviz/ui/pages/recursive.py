@@ -1,0 +1,57 @@
+"""Recursive Speculative Decoding (seed 002): draft trees, one-pass tree verification, recursive rejection."""
+
+import pandas as pd
+import streamlit as st
+
+from specviz import ui
+from specviz.analysis import tree_vs_chain
+from specviz.drafters.registry import drafter_entry
+from specviz.engine import prompt_ids_for
+from specviz.serving.jobs import ProgressFn
+from specviz.serving.models import pair_for, trace_key
+
+linked_round = ui.linked_round()  # read before the sidebar rewrites the URL
+config, prompt, defaults = ui.shared_controls()
+st.title("Recursive Speculative Decoding: a tree of drafts")
+st.markdown(
+    "Jeon et al. 2024 (seed 002). Each **draft iteration** expands the tree one level with one draft forward "
+    "pass: RSD-C gives every node the same number of children, drawn **without replacement** from q "
+    "(Gumbel-top-k); RSD-S keeps the best paths of a **stochastic beam search** under a node budget. The "
+    "target then scores **every node in one forward pass** (a tree attention mask: each node sees the prefix "
+    "and its ancestors, at position prefix + depth). **Recursive rejection sampling** walks down: sibling xᵢ "
+    "is accepted with min(1, pᵢ(xᵢ)/qᵢ(xᵢ)); after a rejection pᵢ₊₁ = norm(max(0, pᵢ − qᵢ)) and qᵢ₊₁ is q "
+    "without the rejected siblings; if every sibling fails the correction is drawn from the last residual. The "
+    "output is distributed exactly as the target's. The sidebar's tree settings apply (drafter forced to "
+    "*tree*); the drafts come from the pair's draft model, or from the layer-skip self-draft for the embedded "
+    "model. With **EAGLE** chosen in the sidebar the tree is **EAGLE-2's dynamic tree** instead: the nodes "
+    "where the product of the draft's confidences is highest are expanded and kept. Every round is in the "
+    "page: step with the buttons, the slider or the arrow keys."
+)
+if config is not None:
+    tree_config = drafter_entry(config.drafter).tree_config(config)
+    trace = ui.get_trace(tree_config, prompt)
+    if trace is not None and trace.rounds:
+        st.markdown(ui.summary_line(trace))
+        ui.show_player(trace, config, prompt, defaults, linked_round)  # the link keeps the sidebar's config
+
+        st.subheader("Against standard speculative decoding on the same prompt")
+        st.markdown(
+            "Same draft source and prompt: a chain with as many draft passes per round as the tree has levels, "
+            "and a chain drafting as many tokens per round as the tree has nodes. A tree buys more accepted "
+            "tokens per target pass by hedging over alternatives; "
+            "a chain of equal budget spends it on one guess."
+        )
+        key = trace_key(tree_config, prompt, "tree_vs_chain")
+
+        def compare(on_progress: ProgressFn) -> pd.DataFrame:
+            pair = pair_for(tree_config)
+            return tree_vs_chain.tree_vs_chain(
+                tree_config, pair, prompt_ids_for(pair, tree_config, prompt, None), on_progress
+            )
+
+        table = ui.shared_result(key, compare, "Decoding", button="Run the comparison")
+        if table is not None:
+            st.dataframe(table, hide_index=True, width="stretch")
+            st.download_button(
+                "Download comparison (CSV)", table.to_csv(index=False), "specviz-tree-vs-chain.csv", "text/csv"
+            )

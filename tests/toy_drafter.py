@@ -1,0 +1,47 @@
+"""A toy drafter added through the registry alone (tests/test_toy_drafter.py): it proposes the context's last
+token again, ``echo_times`` times, with q one-hot (so every rule stays exact). Its module is this file; its
+settings group is :class:`EchoSettings`; its registry line is :data:`ENTRY`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from specviz.config import DecodeConfig
+from specviz.drafters.base import DraftBlock
+from specviz.drafters.registry import DrafterEntry
+from specviz.models.forwards import KVCachedSequence
+from specviz.models.pair import ModelPair
+from specviz.rules.acceptance import Rule
+from specviz.rules.distributions import one_hot
+from specviz.settings import param
+
+
+@dataclass(frozen=True)
+class EchoSettings:
+    echo_times: int = param(
+        2, label="Echoes per round", section="Models", low=1, high=8, help="echo drafter: copies of the last token"
+    )
+
+
+@dataclass
+class EchoDrafter:
+    vocab_size: int
+    times: int
+
+    def propose(self, context: list[int], max_tokens: int, rule: Rule, generator: torch.Generator) -> DraftBlock:
+        tokens = [context[-1]] * min(self.times, max_tokens)
+        return DraftBlock(token_ids=tokens, draft_probs=[one_hot(t, self.vocab_size) for t in tokens])
+
+    def update(self, drafted: int, accepted_path: list[int]) -> None:
+        """Nothing to adapt."""
+
+
+def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> EchoDrafter:
+    return EchoDrafter(pair.vocab_size, config.settings(EchoSettings).echo_times)
+
+
+ENTRY = DrafterEntry(
+    "echo", "echo (toy)", "repeat the last token: a test's toy drafter", ("gamma",), "tests.toy_drafter", EchoSettings
+)
