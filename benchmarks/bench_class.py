@@ -27,18 +27,10 @@ from pathlib import Path
 
 from playwright.async_api import async_playwright
 
+from specviz.serving import processes
 from specviz.serving.processes import Server, free_port
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
+CHROMIUM_ARGS = [*processes.CHROMIUM_ARGS, "--disable-dev-shm-usage"]  # as the class benchmark always ran it
 FAILED = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 # The student sees the round: the round view's player (an iframe of the same origin) has drawn its rows,
 # or an error shows.

@@ -170,6 +170,8 @@ class DecodeConfig(RuleSettings):
 
     def value(self, name: str) -> Any:
         """A setting by its flat name (a shared field or a group's)."""
+        if name in described_fields(DecodeConfig):  # a shared setting: no group to look up
+            return getattr(self, name)
         owner = next((g for g in settings_groups() if name in described_fields(g)), None)
         return getattr(self.settings(owner) if owner else self, name)
 

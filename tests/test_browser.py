@@ -9,19 +9,10 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import sync_playwright
 
-from specviz.serving.processes import Server, free_port
+from specviz.serving.processes import CHROMIUM_ARGS, Server, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 @contextlib.contextmanager

@@ -14,9 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import sync_playwright
 
-from specviz.serving.processes import Server, free_port
-
-from .test_browser import CHROMIUM_ARGS
+from specviz.serving.processes import CHROMIUM_ARGS, Server, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGED = [

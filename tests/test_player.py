@@ -15,8 +15,9 @@ from specviz.engine import speculative_decode
 from specviz.presentation.player import embedded_json, lesson_html
 from specviz.presentation.render import display_text
 from specviz.rules.registry import rule_entry
+from specviz.serving.processes import CHROMIUM_ARGS
 
-from .test_browser import ARTIFACTS, CHROMIUM_ARGS
+from .test_browser import ARTIFACTS
 from .test_engine import PROMPT, tiny_config
 
 

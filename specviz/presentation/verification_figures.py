@@ -81,51 +81,36 @@ def mask_figure(mask: NDArray[np.int_], prefix_len: int, shown_prefix: int = 8) 
     return fig
 
 
+def _segment(
+    fig: go.Figure, row: str, start: float, ms: float, name: str, colour: str, legend: bool, text: str | None = None
+) -> None:
+    """One call on a timeline row: ``ms`` long from ``start`` (``text`` written inside it)."""
+    fig.add_trace(
+        go.Bar(
+            x=[ms],
+            base=[start],
+            y=[row],
+            orientation="h",
+            showlegend=legend,
+            name=name,
+            text=[text] if text else None,
+            textposition="inside" if text else None,
+            marker=dict(color=colour, line=dict(color="white", width=1)),
+        )
+    )
+
+
 def timeline_figure(
     draft_ms: list[float], verify_ms: list[float], emitted: list[int], ar_ms_per_token: float
 ) -> go.Figure:
     """Autoregressive (one target call per token) vs draft-then-verify (rounds), on measured times."""
     fig = go.Figure()
-    t = 0.0
     for i in range(sum(emitted)):
-        fig.add_trace(
-            go.Bar(
-                x=[ar_ms_per_token],
-                base=[t],
-                y=["autoregressive"],
-                orientation="h",
-                showlegend=i == 0,
-                name="target call",
-                marker=dict(color=TARGET_COLOR, line=dict(color="white", width=1)),
-            )
-        )
-        t += ar_ms_per_token
+        _segment(fig, "autoregressive", i * ar_ms_per_token, ar_ms_per_token, "target call", TARGET_COLOR, i == 0)
     t = 0.0
     for i, (d, v, k) in enumerate(zip(draft_ms, verify_ms, emitted)):
-        fig.add_trace(
-            go.Bar(
-                x=[d],
-                base=[t],
-                y=["draft + verify"],
-                orientation="h",
-                showlegend=i == 0,
-                name="drafting",
-                marker=dict(color=DRAFT_COLOR, line=dict(color="white", width=1)),
-            )
-        )
-        fig.add_trace(
-            go.Bar(
-                x=[v],
-                base=[t + d],
-                y=["draft + verify"],
-                orientation="h",
-                showlegend=i == 0,
-                name="target call (verify)",
-                text=[f"+{k}"],
-                textposition="inside",
-                marker=dict(color=TARGET_COLOR, line=dict(color="white", width=1)),
-            )
-        )
+        _segment(fig, "draft + verify", t, d, "drafting", DRAFT_COLOR, i == 0)
+        _segment(fig, "draft + verify", t + d, v, "target call (verify)", TARGET_COLOR, i == 0, f"+{k}")
         t += d + v
     fig.update_layout(
         barmode="overlay",

@@ -18,6 +18,16 @@ from pathlib import Path
 UI = Path(__file__).resolve().parent.parent / "ui"
 APP_SCRIPT = UI / "app.py"  # streamlit's main script; the pages are in pages/ beside it
 STREAMLIT_OPTIONS = UI / "streamlit.toml"
+# the flags the tests and benchmarks launch Debian's chromium with (headless on a loopback server, nothing fetched)
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 COMPUTED = re.compile(r"computed (Decoding) (\w+) in ([\d.]+) s for (\d+) session")
 
 
