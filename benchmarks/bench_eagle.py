@@ -23,8 +23,9 @@ import statistics
 from benchmarks.bench_draft import target_generate
 from specviz.analysis.cost import cost_ratio
 from specviz.analysis.metrics import pooled_acceptance_by_position
-from specviz.config import DTYPES, DecodeConfig
+from specviz.config import DecodeConfig
 from specviz.engine import load_pair, prompt_ids_for, speculative_decode
+from specviz.limits import DTYPES
 from specviz.training.draft_model import HELDOUT_FILE
 from specviz.training.teacher_text import read_prompt_file
 

@@ -11,6 +11,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from specviz import limits
 from specviz.drafters.registry import DRAFT_MODEL, DRAFTERS, drafter_entry, settings_groups
 from specviz.drafters.settings import TreeShape
 from specviz.rules.registry import RULES
@@ -18,20 +19,6 @@ from specviz.rules.settings import RuleSettings
 from specviz.settings import Param, SelfChecking, check, check_described, choosing, described_fields, param
 
 G = TypeVar("G")  # a drafter's settings group
-
-EMBEDDED, EMBEDDED_DRAFT = "embedded", "embedded-draft"  # the shipped pair's model specs
-TREE_NODES_MAX = 256  # drafted tokens per tree: one target pass scores them all, so keep it bounded
-
-GAMMA_MAX = 16  # more drafted tokens per round than this never pays and crowds the round view
-MAX_NEW_TOKENS_MAX = 512  # bounds one request's work so a single user cannot hold the machine
-PROMPT_TOKENS_MAX = 2048  # a longer prompt is refused with a message, not truncated silently
-TOP_N_MAX = 50
-DTYPES = ("float32", "bfloat16", "float16")
-DRAFT_VOCAB_CHOICES = (None, 1024, 2048, 4096, 8192, 16384, 32768, 0)  # None: as the draft ships; 0: every token
-
-
-def vocab_label(k: int | None) -> str:
-    return "as shipped" if k is None else "all tokens" if k == 0 else f"top {k:,} tokens"
 
 
 @dataclass(frozen=True, init=False)
@@ -42,7 +29,7 @@ class DecodeConfig(RuleSettings):
     options, the URL parser and the sidebar's widgets are made from them."""
 
     target: str = param(
-        EMBEDDED,
+        limits.EMBEDDED,
         label="Target model",
         widget="none",
         section="Models",
@@ -70,8 +57,8 @@ class DecodeConfig(RuleSettings):
         section="Models",
         low=0,
         high=10**7,
-        choices=DRAFT_VOCAB_CHOICES,
-        choice_labels=tuple(map(vocab_label, DRAFT_VOCAB_CHOICES)),
+        choices=limits.DRAFT_VOCAB_CHOICES,
+        choice_labels=tuple(map(limits.vocab_label, limits.DRAFT_VOCAB_CHOICES)),
         help="the draft model scores only its K most frequent tokens (Zhao et al. 2025): "
         "cheaper drafting, q = 0 elsewhere, every rule stays exact; 0 = all tokens; "
         "default: the size the draft ships with (8,192 for the embedded draft)",
@@ -81,7 +68,7 @@ class DecodeConfig(RuleSettings):
         label="Tree depth (draft iterations)",
         section="Models",
         low=1,
-        high=GAMMA_MAX,
+        high=limits.GAMMA_MAX,
         help="tree drafters (RSD, EAGLE-2): draft iterations, the tree's depth",
     )
     # 2: the CLI's default; the app's is the best gamma of this machine's measured profile (serving.models.app_defaults)
@@ -89,7 +76,7 @@ class DecodeConfig(RuleSettings):
         2,
         label="Block size γ (drafted tokens per round)",
         low=1,
-        high=GAMMA_MAX,
+        high=limits.GAMMA_MAX,
         help="tokens drafted per round (block size)",
     )
     seed: int = param(
@@ -104,7 +91,7 @@ class DecodeConfig(RuleSettings):
         32,
         label="Max new tokens",
         low=1,
-        high=MAX_NEW_TOKENS_MAX,
+        high=limits.MAX_NEW_TOKENS_MAX,
         shown=(1, 256),
         help="stop after this many new tokens",
     )
@@ -128,7 +115,7 @@ class DecodeConfig(RuleSettings):
         widget="none",
         url=False,
         low=1,
-        high=TOP_N_MAX,
+        high=limits.TOP_N_MAX,
         help="how many top tokens of each distribution a trace records",
     )
     device: str = param(
@@ -139,12 +126,21 @@ class DecodeConfig(RuleSettings):
         label="Precision",
         widget="radio",
         section="Models",
-        choices=DTYPES,
+        choices=limits.DTYPES,
         choice_labels=("float32 (exact)", "bfloat16", "float16"),
-        help="the models' weights and activations; every probability a rule uses is float32 either way. "
-        "float32: greedy output token-identical to the target's own generate. bfloat16 / float16: "
-        "half the memory traffic, but a pass over k + 1 tokens rounds differently from k + 1 "
-        "one-token steps, so the output is lossless only up to floating-point rounding",
+        help="the models' weights and activations (every probability a rule uses is float32 either way). float32: "
+        "greedy output token-identical to the target's own generate. bfloat16 / float16: half the memory traffic, "
+        "but a pass over k + 1 tokens rounds unlike k + 1 one-token steps: lossless only up to rounding",
+    )
+    draft_dtype: str | None = param(
+        None,
+        label="Draft precision",
+        widget="radio",
+        section="Models",
+        choices=limits.DRAFT_DTYPES,
+        choice_labels=("as the target", "float32", "bfloat16", "int8 weights"),
+        help="the draft model's precision (int8: int8 matrices, activations quantised on the fly; CPU): the target "
+        "decides every token, so it changes how often drafts are accepted and what they cost, never the output",
     )
 
     groups: tuple[Any, ...] = dataclasses.field(default=())  # each registered drafter's settings
@@ -188,7 +184,8 @@ class DecodeConfig(RuleSettings):
             if isinstance(group, SelfChecking):
                 group.validate()
             nodes = group.tree_nodes(self.tree_depth) if isinstance(group, TreeShape) else 0
-            check(nodes <= TREE_NODES_MAX, f"a draft tree would have {nodes} nodes; the limit is {TREE_NODES_MAX}")
+            limit = limits.TREE_NODES_MAX
+            check(nodes <= limit, f"a draft tree would have {nodes} nodes; the limit is {limit}")
         return self
 
     @property
@@ -198,7 +195,12 @@ class DecodeConfig(RuleSettings):
         if self.draft and str(self.draft).strip():
             return str(self.draft).strip()
         always = self.drafter in DRAFTERS and drafter_entry(self.drafter).draft_model == "always"
-        return EMBEDDED_DRAFT if always and self.target == EMBEDDED else None
+        return limits.EMBEDDED_DRAFT if always and self.target == limits.EMBEDDED else None
+
+    @property
+    def draft_precision(self) -> str:
+        """The precision the draft model runs in: its own where set, else the target's."""
+        return self.draft_dtype or self.dtype
 
     def replace(self, **changes: Any) -> DecodeConfig:
         return DecodeConfig(**{**self.flat(), **changes})

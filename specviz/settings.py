@@ -111,7 +111,8 @@ def check_described(name: str, value: Any, described: Param) -> None:
     if value is None and "None" in described.kind:
         return
     if described.choices and isinstance(value, str):
-        check(value in described.choices, f"{name} must be one of {', '.join(described.choices)}; got {value!r}")
+        named = ", ".join(str(c) for c in described.choices if c is not None)
+        check(value in described.choices, f"{name} must be one of {named}; got {value!r}")
     elif described.low is None or described.high is None:
         return
     elif isinstance(described.low, int) and isinstance(described.high, int):

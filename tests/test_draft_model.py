@@ -16,9 +16,10 @@ from transformers import AutoModelForCausalLM, DynamicCache
 from specviz.analysis import sweep
 from specviz.analysis.lab import chi_square_power, goodness_of_fit
 from specviz.cli import main
-from specviz.config import EMBEDDED, DecodeConfig
+from specviz.config import DecodeConfig
 from specviz.drafters.model import draft_forward_for
 from specviz.engine import ModelPair, load_pair, prompt_ids_for, speculative_decode
+from specviz.limits import EMBEDDED
 from specviz.models.embedded_draft import MANIFEST_FILE, ROW_SCALE, WEIGHTS_FILE, embedded_draft_dir, layer_state
 from specviz.models.errors import VocabularyMismatchError
 from specviz.models.kernels import kernels_of, use_kernels

@@ -23,8 +23,9 @@ import torch
 
 from specviz import DATA_DIR
 from specviz.analysis.roofline import MeasuredDefaults, measured_defaults, pair_profiles, shipped_draft_acceptance
-from specviz.config import EMBEDDED, DecodeConfig
+from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair
+from specviz.limits import EMBEDDED
 from specviz.models.cache import cache_root, write_json_atomically
 from specviz.models.loading import forget_loaded_models
 from specviz.models.machine import machine_key

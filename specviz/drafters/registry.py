@@ -117,8 +117,8 @@ class DrafterEntry:
         fields = self.fields + self.own_fields
         if self.draft_model != "if named":
             return fields
-        unused = "skip_layers" if draft_named else "draft_vocab"
-        return tuple(f for f in fields if f != unused)
+        unused = ("skip_layers",) if draft_named else ("draft_vocab", "draft_dtype")
+        return tuple(f for f in fields if f not in unused)
 
 
 DRAFTER_ENTRIES = [
@@ -126,7 +126,7 @@ DRAFTER_ENTRIES = [
         DRAFT_MODEL,
         "draft model",
         "a separate small model drafts; the target verifies (Leviathan et al. 2023)",
-        ("draft_vocab", "gamma"),
+        ("draft_vocab", "draft_dtype", "gamma"),
         "model",
         autoregressive=True,
         draft_model="always",
@@ -153,7 +153,7 @@ DRAFTER_ENTRIES = [
         "tree (RSD)",
         "Recursive Speculative Decoding: a tree of drafts from the draft model when "
         "the pair has one, else the layer-skip self-draft (Jeon et al. 2024)",
-        ("draft_vocab", "skip_layers", "tree_depth"),
+        ("draft_vocab", "draft_dtype", "skip_layers", "tree_depth"),
         "tree",
         settings=TreeSettings,
         draft_model="if named",

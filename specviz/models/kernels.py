@@ -13,19 +13,24 @@ token-identical is that the target's own decoding and the speculative one run th
 belongs to a loaded model, chosen once at load (by the machine profile, :mod:`specviz.models.profile`), and every
 caller of that model (the engine, the drafts' lean step, transformers' ``generate``) multiplies through it.
 
-Paths: ``default`` (torch's own choice: MKL for float32, oneDNN for bfloat16) and ``onednn`` (packed weights).
+Paths: ``default`` (torch's own choice: MKL for float32, oneDNN for bfloat16) and ``onednn`` (packed weights), both
+exact in the model's precision; and ``int8``, weight-only int8 (:class:`Int8Linear`), a precision of its own that only
+a draft takes: the draft proposes and the target decides, so a coarser draft changes how often drafts are accepted,
+never the output.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-DEFAULT, ONEDNN = "default", "onednn"
-KERNEL_PATHS = (DEFAULT, ONEDNN)
+DEFAULT, ONEDNN, INT8 = "default", "onednn", "int8"
+KERNEL_PATHS = (DEFAULT, ONEDNN)  # the exact paths a model's profile chooses between (int8 is a precision)
 PACKABLE_DTYPES = (torch.float32, torch.bfloat16)  # oneDNN's packed inference kernels on x86 CPUs
 
 
@@ -44,25 +49,106 @@ def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | No
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
 
-class PackedLinear(nn.Linear):
-    """An ``nn.Linear`` whose product runs through oneDNN on its weight packed once; the weight and bias are the
-    original parameters (shared, so tied weights stay tied and the state dict is unchanged)."""
+def int8_runs_on(device: torch.device) -> bool:
+    """Whether :class:`Int8Linear` runs on ``device``: a CPU whose torch has a quantised engine (fbgemm or oneDNN on
+    x86, with VNNI where the CPU has it)."""
+    return device.type == "cpu" and torch.backends.quantized.engine in ("x86", "fbgemm", "onednn")
+
+
+def prepack_int8(weight: torch.Tensor, bias: torch.Tensor | None) -> Any:
+    """W (out, in) as int8 rows packed for the engine: symmetric per row, W ~ s[:, None] * Q with s = max_j |W_ij| /
+    127 and Q = round(W / s) in [-127, 127] (vector-wise quantisation, Dettmers et al. 2022, LLM.int8 without the
+    outliers); float ``bias`` (out,) added after the product."""
+    w = weight.detach().float()
+    scales = w.abs().amax(dim=1).clamp(min=1e-12) / 127  # (out,)
+    zeros = torch.zeros(w.shape[0], dtype=torch.long)
+    with warnings.catch_warnings():  # torch marks its quantised tensors for removal in a later release
+        warnings.simplefilter("ignore", UserWarning)
+        q = torch.quantize_per_channel(w, scales.double(), zeros, 0, torch.qint8)
+    return torch.ops.quantized.linear_prepack(q, None if bias is None else bias.detach().float())
+
+
+def int8_linear(x: torch.Tensor, packed: Any, out_features: int) -> torch.Tensor:
+    """x (..., in) @ W^T + b on :func:`prepack_int8`-ed W: each row of x quantised to 8 bits on the fly (dynamic
+    quantisation, Jacob et al. 2018), the products summed in int32 and rescaled to float32 (..., out)."""
+    rows = x.reshape(-1, x.shape[-1]).float()
+    return torch.ops.quantized.linear_dynamic(rows, packed, True).view(*x.shape[:-1], out_features)
+
+
+class Int8Linear(nn.Module):
+    """A Linear layer on int8 weights (:func:`prepack_int8`; one packed copy, no float one) and dynamically quantised
+    activations (:func:`int8_linear`): a quarter of float32's bytes per step. Lossy, so only drafts take it. Its
+    ``weight`` has the matrix's shape only (a tensor on the "meta" device: reading its values fails loudly)."""
 
     def __init__(self, linear: nn.Linear) -> None:
-        nn.Module.__init__(self)
+        super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.weight, self.bias = linear.weight, linear.bias
-        self.packed = pack(linear.weight)  # not a buffer: derived, never saved
+        self.packed = prepack_int8(linear.weight, linear.bias)
+        self.weight = torch.empty(self.out_features, self.in_features, device="meta")  # the shape; values in packed
+
+    @property
+    def matrix_bytes(self) -> int:
+        """Bytes of the weight held outside the model's parameters: a byte per weight."""
+        return self.in_features * self.out_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return int8_linear(x, self.packed, self.out_features)
+
+
+def quantize_int8(model: nn.Module) -> int:
+    """Put every Linear layer of a freshly loaded float32 ``model`` on int8 (in place, before the model is shared);
+    the embedding and norms stay float32. Returns how many layers changed."""
+    changed = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is nn.Linear:
+                setattr(parent, name, Int8Linear(child))
+                changed += 1
+    return changed
+
+
+class PackedLinear(nn.Module):
+    """A Linear layer whose product runs through oneDNN on its weight packed once. The packed copy is the only one
+    (``weight`` unpacks it on demand) unless another module shares the weight (a tied input embedding reads it), so
+    the path costs no memory beyond the model's own. The bias stays the original parameter; the state dict is the
+    replaced layer's."""
+
+    shared: torch.Tensor | None
+
+    def __init__(self, linear: nn.Linear, shared: bool) -> None:
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.bias = linear.bias
+        self.packed = pack(linear.weight)  # not a buffer: derived; saved as the weight it packs
+        # a tied weight, kept for the module that shares it (not registered here: it is that module's parameter)
+        self.__dict__["shared"] = linear.weight if shared else None
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """The weight (out, in): the shared one, else unpacked from oneDNN's layout (a new tensor each time)."""
+        return self.shared if self.shared is not None else self.packed.to_dense()
+
+    @property
+    def matrix_bytes(self) -> int:
+        """Bytes of the weight held outside the model's parameters (the packed copy, when it is the only one)."""
+        return 0 if self.shared is not None else self.in_features * self.out_features * self.packed.element_size()
+
+    def _save_to_state_dict(self, destination: dict[str, Any], prefix: str, keep_vars: bool) -> None:
+        """The state dict of the ``nn.Linear`` it replaced: ``weight`` (unpacked) and ``bias``."""
+        destination[prefix + "weight"] = self.weight if keep_vars else self.weight.detach()
+        super()._save_to_state_dict(destination, prefix, keep_vars)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return packed_linear(x, self.packed, self.bias)
 
     def plain(self) -> nn.Linear:
-        """The same layer as a plain ``nn.Linear`` (torch's default kernel), on the same parameters."""
+        """The same layer as a plain ``nn.Linear`` (torch's default kernel) on the same weight values and bias."""
         linear = nn.Linear.__new__(nn.Linear)
         nn.Module.__init__(linear)
         linear.in_features, linear.out_features = self.in_features, self.out_features
-        linear.weight, linear.bias = self.weight, self.bias
+        weight = self.weight
+        linear.weight = weight if isinstance(weight, nn.Parameter) else nn.Parameter(weight, requires_grad=False)
+        linear.bias = self.bias
         return linear
 
 
@@ -71,11 +157,13 @@ def use_kernels(model: nn.Module, path: str) -> int:
     is shared). Returns how many layers changed."""
     if path not in KERNEL_PATHS:
         raise ValueError(f"unknown kernel path {path!r}; one of {', '.join(KERNEL_PATHS)}")
+    # weights a module other than a Linear layer holds too (a tied input embedding)
+    owned = {id(p) for m in model.modules() if not isinstance(m, nn.Linear) for p in m.parameters(recurse=False)}
     changed = 0
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if path == ONEDNN and type(child) is nn.Linear:
-                setattr(parent, name, PackedLinear(child))
+                setattr(parent, name, PackedLinear(child, shared=id(child.weight) in owned))
             elif path == DEFAULT and isinstance(child, PackedLinear):
                 setattr(parent, name, child.plain())
             else:
@@ -84,9 +172,22 @@ def use_kernels(model: nn.Module, path: str) -> int:
     return changed
 
 
+def own_remaining_weights(model: nn.Module) -> None:
+    """Copy the parameters and buffers a packed or int8 model still holds (embedding, norms, biases) into the
+    process's own memory. transformers maps a safetensors file into memory and every tensor it loads is a view of
+    that mapping: while one view lives, the pages packing read stay resident beside their packed copies. With the
+    views gone the mapping closes, so a packed model costs one copy of each weight."""
+    with torch.no_grad():
+        for tensor in [*model.parameters(), *model.buffers()]:
+            tensor.data = tensor.data.clone()
+
+
 def kernels_of(model: nn.Module) -> str:
-    """The kernel path a model's Linear layers run on (``onednn`` if any of them is packed)."""
-    return ONEDNN if any(isinstance(m, PackedLinear) for m in model.modules()) else DEFAULT
+    """The kernel path a model's Linear layers run on (``int8`` or ``onednn`` if any of them is so)."""
+    modules = list(model.modules())
+    if any(isinstance(m, Int8Linear) for m in modules):
+        return INT8
+    return ONEDNN if any(isinstance(m, PackedLinear) for m in modules) else DEFAULT
 
 
 @dataclass(frozen=True)
@@ -95,22 +196,34 @@ class Projection:
     oneDNN, else torch's ``F.linear``. The drafts' lean step (:mod:`specviz.models.llama_step`) multiplies through
     these, so a draft runs the same kernels as its model's own forward."""
 
-    weight: torch.Tensor  # (out, in)
+    weight: torch.Tensor  # (out, in); its shape only (on "meta") where ``packed`` or ``int8`` holds the values
     bias: torch.Tensor | None = None  # (out,)
     packed: torch.Tensor | None = None  # the weight as :func:`pack` made it, or None
+    int8: Any = None  # the weight and bias as :func:`prepack_int8` made them (:class:`Int8Linear`), or None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.int8 is not None:
+            return int8_linear(x, self.int8, self.weight.shape[0])
         if self.packed is None:
             return F.linear(x, self.weight, self.bias)
         return packed_linear(x, self.packed, self.bias)
 
     @classmethod
-    def of(cls, linear: nn.Linear) -> Projection:
+    def of(cls, linear: nn.Module) -> Projection:
+        if isinstance(linear, Int8Linear):
+            return cls(linear.weight, int8=linear.packed)
+        assert isinstance(linear, nn.Linear | PackedLinear), "a projection is a Linear layer's"
         bias = linear.bias.detach() if linear.bias is not None else None
-        return cls(linear.weight.detach(), bias, getattr(linear, "packed", None))
+        if isinstance(linear, PackedLinear):  # the weight's shape only: its values are the packed copy's
+            return cls(torch.empty(linear.out_features, linear.in_features, device="meta"), bias, linear.packed)
+        return cls(linear.weight.detach(), bias)
 
     def rows(self, ids: torch.Tensor) -> Projection:
         """The projection onto the output rows ``ids`` only (FR-Spec's trimmed head), on the same kernel path."""
-        weight = self.weight[ids].clone()
+        if self.int8 is not None:
+            weight, bias = torch.ops.quantized.linear_unpack(self.int8)
+            rows = weight.dequantize()[ids]  # re-quantised: each row's scale is its own
+            return Projection(rows, int8=prepack_int8(rows, bias[ids] if bias is not None else None))
+        weight = (self.packed.to_dense() if self.packed is not None else self.weight)[ids].clone()
         bias = self.bias[ids].clone() if self.bias is not None else None
         return Projection(weight, bias, pack(weight) if self.packed is not None else None)

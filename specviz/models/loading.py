@@ -18,10 +18,11 @@ import huggingface_hub
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from specviz.config import EMBEDDED, EMBEDDED_DRAFT
+from specviz.limits import EMBEDDED, EMBEDDED_DRAFT
 from specviz.models.embedded import EMBEDDED_NAME, embedded_model_dir
 from specviz.models.embedded_draft import EMBEDDED_DRAFT_NAME, embedded_draft_dir
 from specviz.models.errors import ModelLoadError, VocabularyMismatchError
+from specviz.models.kernels import DEFAULT, INT8, int8_runs_on, own_remaining_weights, quantize_int8
 from specviz.models.loaded import LoadedModel
 from specviz.models.machine import check_memory, resolve_device, share_kv_heads_in_masked_attention
 from specviz.models.profile import choose_kernels
@@ -30,10 +31,11 @@ from specviz.models.vocab_ranking import read_vocab_ranking
 
 
 def torch_dtype(name: str) -> torch.dtype:
-    """A config's precision name ("float32", "bfloat16", "float16") as a torch dtype."""
-    dtype = getattr(torch, name, None)
+    """A config's precision name ("float32", "bfloat16", "float16") as a torch dtype; "int8" (a draft's precision:
+    int8 matrices, the rest float32) as float32."""
+    dtype = torch.float32 if name == INT8 else getattr(torch, name, None)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise ModelLoadError(f"Unknown precision {name!r}: use float32, bfloat16 or float16")
+        raise ModelLoadError(f"Unknown precision {name!r}: use float32, bfloat16, float16 or (a draft) int8")
     return dtype
 
 
@@ -146,13 +148,20 @@ def _load_model_once(spec: str, device: str, dtype: str) -> LoadedModel:
     resolved = resolve_device(device)
     share_kv_heads_in_masked_attention(resolved)
     source, name = load_location(spec)
+    if dtype == INT8 and not int8_runs_on(resolved):
+        raise ModelLoadError(f"int8 weights run on a CPU with a quantised engine; on {resolved} pick bfloat16")
     check_memory(source, torch_dtype(dtype), resolved)
     model, tokenizer = _load_pretrained(source, torch_dtype(dtype))
     model.to(resolved).eval()  # type: ignore[arg-type]  # functools.wraps on PreTrainedModel.to: its stub loses self
     model.requires_grad_(False)
+    if dtype == INT8:  # quantised from the float32 weights, each row's scale from the exact row
+        quantize_int8(model)
     ranking = read_vocab_ranking(Path(source)) if Path(source).is_dir() else None
-    loaded = LoadedModel(spec=spec, name=name, model=model, tokenizer=tokenizer, device=resolved, vocab_ranking=ranking)
-    choose_kernels(loaded)  # before the model is shared: measured once per machine, then read from the cache
+    loaded = LoadedModel(
+        spec=spec, name=name, model=model, tokenizer=tokenizer, device=resolved, vocab_ranking=ranking, precision=dtype
+    )
+    if choose_kernels(loaded) != DEFAULT:  # before the model is shared: measured once per machine, then cached
+        own_remaining_weights(model)
     return loaded
 
 

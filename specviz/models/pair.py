@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specviz.config import PROMPT_TOKENS_MAX, DecodeConfig
+from specviz.config import DecodeConfig
 from specviz.drafters.registry import drafter_entry
+from specviz.limits import PROMPT_TOKENS_MAX
 from specviz.models.loading import LoadedModel, check_same_vocabulary, encode_prompt, load_model
 from specviz.settings import ConfigError
 
@@ -20,7 +21,7 @@ class ModelPair:
     @property
     def vocab_size(self) -> int:
         """Ids both models can score (padded embedding rows beyond it are never emitted)."""
-        sizes = [m.model.get_output_embeddings().weight.shape[0] for m in (self.target, self.draft) if m]
+        sizes = [m.model.get_output_embeddings().out_features for m in (self.target, self.draft) if m]
         return min(sizes)
 
 
@@ -35,7 +36,7 @@ def load_pair(config: DecodeConfig) -> ModelPair:
     target = load_model(config.target, config.device, config.dtype)
     if not uses_draft_model(config):
         return ModelPair(target)
-    draft = load_model(config.draft_spec, config.device, config.dtype)
+    draft = load_model(config.draft_spec, config.device, config.draft_precision)
     check_same_vocabulary(target, draft)
     return ModelPair(target, draft)
 

@@ -27,9 +27,18 @@ import torch
 
 from specviz.models.cache import cache_root, write_json_atomically
 from specviz.models.forwards import ForwardFn, full_forward
-from specviz.models.kernels import DEFAULT, KERNEL_PATHS, can_pack, kernels_of, use_kernels
+from specviz.models.kernels import (
+    DEFAULT,
+    INT8,
+    KERNEL_PATHS,
+    Int8Linear,
+    PackedLinear,
+    can_pack,
+    kernels_of,
+    use_kernels,
+)
 from specviz.models.loaded import LoadedModel
-from specviz.models.machine import available_memory_bytes, cpu_name, machine_key
+from specviz.models.machine import cpu_name, machine_key
 from specviz.models.pass_timing import CONTEXT_TOKENS, profile_context, time_passes
 
 FORMAT = 2  # bumped when what a profile holds changes, so old files are measured again
@@ -100,12 +109,13 @@ class PassProfile:
 
 
 def weight_bytes(loaded: LoadedModel) -> int:
-    """Bytes of the weights one step reads: every parameter but the input embedding (a step reads one row of it);
-    a tied output head is read as the head."""
+    """Bytes of the weights one step reads: every parameter but the input embedding (a step reads one row of it),
+    and the matrices held outside the parameters (packed or int8); a tied output head is read as the head."""
     embedding = loaded.model.get_input_embeddings().weight
     assert isinstance(embedding, torch.Tensor), "an input embedding holds its matrix as its weight"
     tied = embedding is loaded.model.get_output_embeddings().weight
     total = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
+    total += sum(m.matrix_bytes for m in loaded.model.modules() if isinstance(m, Int8Linear | PackedLinear))
     return total if tied else total - embedding.numel() * embedding.element_size()
 
 
@@ -189,11 +199,12 @@ KERNELS_VAR = "SPECVIZ_KERNELS"  # auto (the profile's choice) | default | onedn
 def choose_kernels(loaded: LoadedModel, on_progress: Callable[[int, int], None] | None = None) -> str:
     """Put a freshly loaded model (not yet shared) on the kernel path whose profile costs least on this machine, and
     keep every measured profile on it (``loaded.profiles``). Only exact paths are compared: both multiply in the
-    model's own precision. Packing keeps a second copy of the weights, so a machine without the memory for it stays
-    on the default path. ``$SPECVIZ_KERNELS`` names a path to take instead (each still profiled)."""
-    free = available_memory_bytes()
-    room = free is None or free > 1.2 * weight_bytes(loaded)  # packing keeps a second copy of every matrix
-    paths = KERNEL_PATHS if room and can_pack(loaded.model.dtype, loaded.device) else (DEFAULT,)
+    model's own precision; packing keeps one copy of each weight (:class:`~specviz.models.kernels.PackedLinear`).
+    ``$SPECVIZ_KERNELS`` names a path to take instead (each still profiled)."""
+    if kernels_of(loaded.model) == INT8:  # quantised weights have one kernel: profile it
+        loaded.profiles[INT8] = pass_profile(loaded, full_forward, on_progress=on_progress)
+        return INT8
+    paths = KERNEL_PATHS if can_pack(loaded.model.dtype, loaded.device) else (DEFAULT,)
     for path in paths:
         use_kernels(loaded.model, path)
         loaded.profiles[path] = pass_profile(loaded, full_forward, on_progress=on_progress)

@@ -15,8 +15,9 @@ import torch
 
 from specviz.analysis.defaults import defaults_once, stored_defaults
 from specviz.analysis.roofline import MeasuredDefaults
-from specviz.config import EMBEDDED, DecodeConfig
+from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, uses_draft_model
+from specviz.limits import EMBEDDED
 from specviz.models.errors import ModelLoadError, VocabularyMismatchError
 from specviz.settings import ConfigError
 
@@ -111,8 +112,9 @@ def pair_defaults(target: str, draft: str | None, device: str) -> MeasuredDefaul
     return MeasuredDefaults(wanted, DecodeConfig().gamma, f"$SPECVIZ_DTYPE sets {wanted} on this server.")
 
 
-def _load(target: str, draft: str | None, drafter: str, device: str, dtype: str) -> ModelPair:
-    return load_pair(DecodeConfig(target=target, draft=draft, drafter=drafter, device=device, dtype=dtype))
+def _load(target: str, draft: str | None, drafter: str, device: str, dtype: str, draft_dtype: str | None) -> ModelPair:
+    config = DecodeConfig(target=target, draft=draft, drafter=drafter, device=device, dtype=dtype)
+    return load_pair(config.replace(draft_dtype=draft_dtype))
 
 
 LOADED_PAIRS = BuiltOnce(_load, kept=PAIRS_KEPT)
@@ -125,7 +127,9 @@ def draft_spec(config: DecodeConfig) -> str | None:
 
 def pair_for(config: DecodeConfig) -> ModelPair:
     """The process's shared model pair for ``config`` (loaded on first use; what every session decodes with)."""
-    return LOADED_PAIRS.get(config.target, draft_spec(config), config.drafter, config.device, config.dtype)
+    draft = draft_spec(config)
+    draft_dtype = config.draft_precision if draft else None
+    return LOADED_PAIRS.get(config.target, draft, config.drafter, config.device, config.dtype, draft_dtype)
 
 
 def describe_failure(exc: BaseException) -> str:

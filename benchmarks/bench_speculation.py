@@ -1,0 +1,115 @@
+"""Benchmark: speculation that pays on its own, with the draft in each precision (issue #43).
+
+One process. Per pair and target precision: the target's own ``generate`` (transformers, on the same loaded target,
+so the same kernels) against the engine (greedy, recording every round) with the draft model in each precision
+asked for, at each γ, on held-out prompts no shipped draft saw. Runs are paired per prompt in alternating order
+(medians), and every ratio compares totals of the same prompts. Prints, per configuration: tokens/s over
+``generate``'s, how many outputs are token-identical to ``generate``'s, the draft's cost ratio c (its lean step over
+the target's step, from their profiles) and the greedy acceptance of its drafts; then the process's peak memory.
+
+    .venv/bin/python -m benchmarks.bench_speculation [--pairs embedded,qwen-coder] [--dtypes float32]
+        [--draft-dtypes float32,bfloat16,int8] [--gammas 3,5] [--prompts 4] [--max-new-tokens 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+from benchmarks.bench_machine import PAIRS, hf_generate, paired
+from specviz import DATA_DIR
+from specviz.analysis.roofline import pair_profiles
+from specviz.config import DecodeConfig
+from specviz.engine import load_pair, speculative_decode
+from specviz.engine.trace import Trace
+from specviz.models.loading import encode_prompt
+from specviz.models.machine import cpu_name, matrix_units_in_words
+from specviz.training.teacher_text import read_prompt_file
+
+
+def peak_memory_gb() -> float:
+    """This process's peak resident memory so far (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
+
+
+def bench_pair(name: str, dtype: str, draft_dtypes: list[str], gammas: list[int], args: argparse.Namespace) -> None:
+    target_spec, draft_spec, prompt_file = PAIRS[name]
+    base = DecodeConfig(
+        target=target_spec,
+        draft=draft_spec,
+        drafter="model",
+        rule="greedy",
+        dtype=dtype,
+        device=args.device,
+        max_new_tokens=args.max_new_tokens,
+    )
+    configs, costs = {}, {}
+    for draft_dtype in draft_dtypes:
+        started = time.perf_counter()
+        config = base.replace(draft_dtype=draft_dtype)
+        pair = load_pair(config)
+        target_profile, draft_profile = pair_profiles(config, pair)
+        assert draft_profile is not None, "a draft model has a forward of its own"
+        costs[draft_dtype] = draft_profile.step_ms / target_profile.step_ms
+        print(
+            f"  loaded {name} target {dtype} + draft {draft_dtype} in {time.perf_counter() - started:.1f} s: "
+            f"target step {target_profile.step_ms:.1f} ms, draft step {draft_profile.step_ms:.2f} ms, "
+            f"c = {costs[draft_dtype]:.3f}; peak memory so far {peak_memory_gb():.1f} GB"
+        )
+        for gamma in gammas:
+            configs[f"draft {draft_dtype:8s} γ={gamma}"] = (config.replace(gamma=gamma), pair, draft_dtype)
+    texts = read_prompt_file(DATA_DIR / prompt_file)[: args.prompts]
+    target = load_pair(base).target
+    prompt_ids = [encode_prompt(target.tokenizer, text, True) for text in texts]
+
+    totals = {label: [0.0, 0, 0, 0, 0] for label in ["generate", *configs]}  # s, tokens, identical, drafted, accepted
+    for ids in prompt_ids:
+        functions = {"generate": lambda ids=ids: hf_generate(target, ids, args.max_new_tokens)}
+        for label, (config, pair, _) in configs.items():
+            functions[label] = lambda c=config, p=pair, ids=ids: speculative_decode(c, prompt_ids=ids, pair=p)
+        results = paired(functions, args.repeats)
+        reference = results["generate"][1]
+        for label, (seconds, result) in results.items():
+            output = result.output_ids if isinstance(result, Trace) else result
+            row = totals[label]
+            row[0] += seconds
+            row[1] += len(output)
+            row[2] += output == reference
+            if isinstance(result, Trace) and result.stats is not None:
+                row[3] += result.stats.drafted_tokens
+                row[4] += result.stats.accepted_tokens
+    base_rate = totals["generate"][1] / totals["generate"][0]
+    print(f"\n## {name}, target {dtype} ({len(prompt_ids)} held-out prompts x {args.max_new_tokens} tokens, greedy)")
+    print(f"  {'generate':24s} {base_rate:7.2f} tokens/s")
+    for label, (_, _, draft_dtype) in configs.items():
+        seconds, tokens, same, drafted, accepted = totals[label]
+        print(
+            f"  {label:24s} {tokens / seconds:7.2f} tokens/s  {tokens / seconds / base_rate:5.2f}x generate  "
+            f"identical {same}/{len(prompt_ids)}  c {costs[draft_dtype]:.3f}  "
+            f"acceptance {accepted / max(drafted, 1):.2f}"
+        )
+    best = max(configs, key=lambda label: totals[label][1] / totals[label][0])
+    print(f"  fastest: {best.strip()}: {totals[best][1] / totals[best][0] / base_rate:.2f}x generate")
+    print(f"  peak memory of this process so far: {peak_memory_gb():.1f} GB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", default="embedded,qwen-coder")
+    parser.add_argument("--dtypes", default="float32")
+    parser.add_argument("--draft-dtypes", default="float32,bfloat16,int8")
+    parser.add_argument("--gammas", default="3,5")
+    parser.add_argument("--prompts", type=int, default=4)
+    parser.add_argument("--max-new-tokens", type=int, default=40)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    print(f"CPU: {cpu_name()}; {matrix_units_in_words()}")
+    for name in args.pairs.split(","):
+        for dtype in args.dtypes.split(","):
+            bench_pair(name, dtype, args.draft_dtypes.split(","), [int(g) for g in args.gammas.split(",")], args)
+
+
+if __name__ == "__main__":
+    main()
