@@ -18,7 +18,8 @@ from torch import nn
 from specviz.analysis.lab import chi_square_power, goodness_of_fit, output_law
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
-from specviz.models.kernels import INT8, ONEDNN, Int8Linear, PackedLinear, kernels_of, use_kernels
+from specviz.models.int8 import Int8Linear
+from specviz.models.kernels import INT8, ONEDNN, PackedLinear, kernels_of, use_kernels
 from specviz.models.llama_step import llama_weights
 from specviz.models.loaded import LoadedModel
 from specviz.models.loading import _load_pretrained

@@ -111,10 +111,22 @@ def test_numerics_page_shows_four_outputs_and_the_preset_match_rate(params):
     assert list(outputs.precision) == ["float32", "bfloat16"]
     assert outputs["identical tokens"][0] == "16 / 16"  # float32: exact
     assert any("float32" in s.value and "token-identical" in s.value for s in at.success)
-    at.button[1].click().run()
+    press(at, "Decode with the draft in")  # the draft in each precision beside the target's own float32 greedy
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    drafts = next(d.value for d in at.dataframe if "draft precision" in d.value.columns)
+    assert list(drafts["draft precision"]) == ["float32", "bfloat16", "int8"]
+    assert all(c > 0 for c in drafts["c (draft step / target step)"]) and all(drafts["α on this prompt"] >= 0)
+    assert set(drafts["identical to the target's float32 greedy"]) == {"16 / 16"}  # the target decides
+    assert any("Every draft precision" in s.value for s in at.success)
+    press(at, "Measure the match rate")
     assert not at.exception and not at.error
     assert "of" in [m.value for m in at.metric if m.label.startswith("outputs identical")][0]
-    assert len(at.dataframe[1].value) == len(ui.PROMPT_PRESETS)
+    assert any(len(d.value) == len(ui.PROMPT_PRESETS) and "prompt" in d.value.columns for d in at.dataframe)
+
+
+def press(at, label: str) -> None:
+    """Click the button whose label starts with ``label`` and run the page again."""
+    next(b for b in at.button if b.label.startswith(label)).click().run()
 
 
 def test_parallel_page(params):

@@ -117,6 +117,7 @@ def models_info(pair: ModelPair, config: DecodeConfig) -> dict[str, str | int]:
         "dtype": str(target.model.dtype).replace("torch.", ""),
     }
     if pair.draft and uses_draft_model(config):
+        info["draft_dtype"] = pair.draft.precision  # the draft's own precision (the target's decides exactness)
         info["draft_vocab"] = (
             pair.draft.draft_head_size(config.draft_vocab) or pair.vocab_size
         )  # tokens the draft's head scores

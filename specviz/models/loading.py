@@ -22,7 +22,8 @@ from specviz.limits import EMBEDDED, EMBEDDED_DRAFT
 from specviz.models.embedded import EMBEDDED_NAME, embedded_model_dir
 from specviz.models.embedded_draft import EMBEDDED_DRAFT_NAME, embedded_draft_dir
 from specviz.models.errors import ModelLoadError, VocabularyMismatchError
-from specviz.models.kernels import DEFAULT, INT8, int8_runs_on, own_remaining_weights, quantize_int8
+from specviz.models.int8 import int8_runs_on, quantize_int8
+from specviz.models.kernels import DEFAULT, INT8, own_remaining_weights
 from specviz.models.loaded import LoadedModel
 from specviz.models.machine import check_memory, resolve_device, share_kv_heads_in_masked_attention
 from specviz.models.profile import choose_kernels

@@ -27,11 +27,11 @@ import torch
 
 from specviz.models.cache import cache_root, write_json_atomically
 from specviz.models.forwards import ForwardFn, full_forward
+from specviz.models.int8 import Int8Linear
 from specviz.models.kernels import (
     DEFAULT,
     INT8,
     KERNEL_PATHS,
-    Int8Linear,
     PackedLinear,
     can_pack,
     kernels_of,

@@ -9,8 +9,10 @@ from streamlit.delta_generator import DeltaGenerator
 from specviz import ui
 from specviz.analysis import numerics
 from specviz.analysis.defaults import PRECISIONS
+from specviz.analysis.draft_precision import DRAFT_PRECISIONS, DraftPrecisionRow, draft_precision_row
 from specviz.config import DecodeConfig
-from specviz.engine import prompt_ids_for
+from specviz.engine import prompt_ids_for, uses_draft_model
+from specviz.rules.registry import GREEDY
 from specviz.serving.jobs import ProgressFn
 from specviz.serving.models import pair_for, trace_key
 
@@ -159,6 +161,69 @@ def show_preset_match_rate(config: DecodeConfig) -> None:
     )
 
 
+def show_draft_precisions(config: DecodeConfig) -> None:
+    st.subheader("Why the draft may be cheap: the target decides")
+    st.markdown(
+        f"The draft only proposes; the target decides every token. So the draft's precision changes how often its "
+        f"tokens are accepted (α) and what a drafted token costs (c, in target steps), **never the output**: with the "
+        f"target in **{config.dtype}** the speculative text is the target's own greedy text whatever the draft runs "
+        "in, and speculative sampling stays exact for any q (the rule tests the q the token was drawn from). What "
+        "'exact' means is decided by the target's precision alone. int8: the draft's matrices in 8 bits, its "
+        "activations quantised on the fly (CPU)."
+    )
+    if not uses_draft_model(config):
+        st.info("The sidebar's drafter has no draft model of its own: pick the draft model (or a tree) to compare.")
+        return
+    key = trace_key(config, prompt, "draft-precisions", DRAFT_PRECISIONS)
+
+    def compute(on_progress: ProgressFn) -> list[DraftPrecisionRow]:
+        rows, reference = [], None
+        for done, draft_dtype in enumerate(DRAFT_PRECISIONS):
+            on_progress(done, len(DRAFT_PRECISIONS), f"The draft in {draft_dtype}")
+            run = config.replace(draft_dtype=draft_dtype, rule=GREEDY)
+            pair = pair_for(run)
+            ids = prompt_ids_for(pair, run, prompt, None)
+            if reference is None:  # the target alone, once: every draft precision shares this target
+                reference = numerics.generate_with_logits(pair, ids, run.max_new_tokens)[0]
+            rows.append(draft_precision_row(run, pair, ids, reference))
+        return rows
+
+    rows = ui.shared_result(
+        key,
+        compute,
+        "Comparing the draft's precisions",
+        button="Decode with the draft in float32, bfloat16 and int8",
+        hint="Press the button: the prompt is decoded greedily by the target alone once, then speculatively with "
+        "the sidebar's draft in each precision (each loaded once per server and kept).",
+    )
+    if not rows:
+        return
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "draft precision": r.draft_dtype,
+                    "c (draft step / target step)": round(r.cost_ratio, 3),
+                    "α on this prompt": round(r.alpha, 2),
+                    "tokens per round": round(r.tokens_per_round, 2),
+                    f"priced speedup at γ {config.gamma}": f"{r.priced_speedup:.2f}×",
+                    f"identical to the target's {config.dtype} greedy": f"{r.matching} / {r.total}",
+                }
+                for r in rows
+            ]
+        ),
+        hide_index=True,
+    )
+    if all(r.identical for r in rows):
+        st.success(f"Every draft precision gave the target's own {config.dtype} greedy text, token for token.")
+    else:
+        st.warning(
+            f"A run parted from the target's own {config.dtype} greedy text: in half precision the target's pass "
+            "over k + 1 tokens rounds unlike its one-token steps (above), whatever the draft runs in."
+        )
+
+
 if config is not None:
     show_four_outputs(config)
+    show_draft_precisions(config)
     show_preset_match_rate(config)
