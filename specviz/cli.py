@@ -60,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
         prompt = sub.add_mutually_exclusive_group(required=True)
         prompt.add_argument("--prompt", help="prompt text (the chat template is applied for chat models)")
         prompt.add_argument("--prompt-ids", type=int_list, help="raw prompt token ids, comma-separated (no template)")
+        sub.add_argument(
+            "--fastest",
+            action="store_true",
+            help="the pair's fastest exact configuration measured on this machine for the target's precision: the "
+            "draft model, its precision and γ (measured once, then stored)",
+        )
     add_training_commands(commands)
     fetch = commands.add_parser("fetch", help="download, check and de-quantise a published model pair into the cache")
     fetch.add_argument(
@@ -180,6 +186,11 @@ def run(args: argparse.Namespace) -> None:
     from specviz.engine import load_pair, speculative_decode  # torch import deferred until the args are valid
 
     config = config_from_args(args)
+    if args.fastest:
+        from specviz.analysis.defaults import fastest_config
+
+        config, chosen = fastest_config(config)
+        print(chosen, file=sys.stderr)
     pair = load_pair(config)
     if args.command in ("generate", "html"):
         trace = speculative_decode(config, prompt=args.prompt, prompt_ids=args.prompt_ids, pair=pair)

@@ -226,6 +226,34 @@ def test_the_default_precision_is_exact_where_float32_speculation_pays():
     assert slow.dtype == "bfloat16" and "lossless only up to rounding" in slow.reason
 
 
+def test_the_fastest_draft_is_the_one_priced_fastest_at_its_own_acceptance():
+    target = profile_of((20.0,) * 9)
+    exact, bf16, int8 = profile_of((6.0,) * 9), profile_of((3.0,) * 9), profile_of((1.5,) * 9)
+    profiles = {("float32", "float32"): (target, exact), ("float32", "bfloat16"): (target, bf16)}
+    profiles[("float32", "int8")] = (target, int8)
+    cheaper = roofline.fastest_drafts(profiles, {"float32": 0.8, "bfloat16": 0.8, "int8": 0.78})
+    assert cheaper["float32"][:2] == ("int8", roofline.best_priced_gamma(0.78, 1.5 / 20, target))
+    assert cheaper["float32"][2] == roofline.priced_draft(0.78, target, int8)[1]
+    # a draft that became cheap by losing most of its acceptance does not pay: the bfloat16 draft wins
+    worse = roofline.fastest_drafts(profiles, {"float32": 0.8, "bfloat16": 0.8, "int8": 0.3})
+    assert worse["float32"][0] == "bfloat16"
+
+
+def test_fastest_decodes_on_the_measured_choice_and_the_trace_records_it(onednn, tmp_path, monkeypatch, capsys):
+    from specviz.analysis import defaults
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    monkeypatch.setattr(defaults, "NOISY", float("inf"))  # a busy test machine's profiles count as quiet here
+    dirs, _ = onednn
+    out = tmp_path / "trace.json"
+    args = ["trace", "--target", dirs["target"], "--draft", dirs["draft"], "--drafter", "ngram", "--fastest"]
+    assert main([*args, "--prompt-ids", ",".join(map(str, PROMPT)), "--device", "cpu", "--out", str(out)]) == 0
+    chosen = defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu").fastest["float32"]
+    recorded = json.loads(out.read_text())["config"]
+    assert (recorded["drafter"], recorded["draft_dtype"], recorded["gamma"]) == ("model", *chosen[:2])
+    assert f"the draft model in {chosen[0]} at γ = {chosen[1]}" in capsys.readouterr().err
+
+
 def test_no_speed_page_guesses_from_the_cpus_dispatch_level():
     from pathlib import Path
 
@@ -246,6 +274,9 @@ def test_a_pairs_defaults_are_measured_once_and_kept_for_this_machine_only(onedn
     assert measured.dtype in defaults.PRECISIONS and 1 <= measured.gamma <= PROFILE_TOKENS - 1
     assert "greedy acceptance on held-out prompts, α = " in measured.reason  # measured: no manifest for this pair
     assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu") == measured
+    assert set(measured.fastest) == set(defaults.PRECISIONS)  # the fastest draft for each target precision
+    assert measured.draft_dtype == measured.fastest[measured.dtype][0] in ("float32", "bfloat16", "int8")
+    assert measured.gamma == measured.fastest[measured.dtype][1] and "Fastest draft here" in measured.reason
     assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cuda") is None  # another device, another record
     monkeypatch.setattr(torch, "__version__", "0.0.0")
     assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu") is None  # another torch, measured again

@@ -2,10 +2,11 @@
 
 A pair's default is the precision that keeps the lesson true (:func:`~specviz.analysis.roofline.measured_defaults`:
 float32 where its speculation, priced at this machine's v(k) and c, pays; else the faster precision, lossless only
-up to rounding) at the draft's greedy acceptance. The embedded pair's acceptance comes from its manifest; another
-pair's is measured here on held-out prompts. Measuring loads the pair in each precision in turn (never both at
-once: the published 1.5B target takes 6 GB in float32, twice that while its packed copy is measured), so it runs
-where a wait is expected (``specviz fetch``, ``python -m specviz machine``) and the app reads the stored result.
+up to rounding) at the draft's greedy acceptance, then the draft precision and γ fastest in that precision
+(:func:`~specviz.analysis.roofline.fastest_drafts`; ``--fastest`` reads the same for any target precision). Each
+draft precision's acceptance is measured here on held-out prompts. Measuring loads the pair in each precision in
+turn (never both at once: the published 1.5B target takes 7 GB in float32), so it runs where a wait is expected
+(``specviz fetch``, ``python -m specviz machine``) and the app reads the stored result.
 
 No streamlit.
 """
@@ -22,26 +23,29 @@ from pathlib import Path
 import torch
 
 from specviz import DATA_DIR
-from specviz.analysis.roofline import MeasuredDefaults, measured_defaults, pair_profiles, shipped_draft_acceptance
+from specviz.analysis.draft_precision import draft_precisions_on
+from specviz.analysis.roofline import MeasuredDefaults, fastest_drafts, measured_defaults, pair_profiles
 from specviz.config import DecodeConfig
+from specviz.drafters.registry import DRAFT_MODEL
 from specviz.engine import ModelPair, load_pair
-from specviz.limits import EMBEDDED
 from specviz.models.cache import cache_root, write_json_atomically
 from specviz.models.loading import forget_loaded_models
 from specviz.models.machine import machine_key
 from specviz.models.profile import FORMAT, NOISY, PassProfile
+from specviz.settings import check
 from specviz.training.draft_model import HELDOUT_FILE, heldout_acceptance
 from specviz.training.teacher_text import read_prompt_file
 
 PRECISIONS = ("float32", "bfloat16")  # the precisions the app offers, each with its profile and rounding lesson
 ACCEPTANCE_PROMPTS = 3  # held-out prompts of each file (prose and code) the acceptance is measured on
 ACCEPTANCE_GAMMA, ACCEPTANCE_TOKENS = 4, 32
-PAIR_DEFAULTS = ("dtype", "gamma")  # the settings a pair's measured defaults set
+CHOICES = 2  # bumped when what a pair's defaults choose changes (2: the draft's precision), so they are measured again
+PAIR_DEFAULTS = ("dtype", "gamma", "draft_dtype")  # the settings a pair's measured defaults set
 
 
 def defaults_file(target: str, draft: str | None, device: str) -> Path:
     """Where a pair's measured defaults on this machine are kept (keyed like the profiles they come from)."""
-    key = "|".join((target, str(draft), device, machine_key(), torch.__version__, str(FORMAT)))
+    key = "|".join((target, str(draft), device, machine_key(), torch.__version__, str(FORMAT), str(CHOICES)))
     return cache_root() / "machine" / f"defaults-{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
 
 
@@ -79,40 +83,70 @@ def greedy_acceptance(config: DecodeConfig, pair: ModelPair) -> float:
 
 
 def measure_pair_defaults(config: DecodeConfig, release: bool = False) -> MeasuredDefaults:
-    """Profile the config's pair in each precision, take its greedy acceptance (the embedded draft's from its
-    manifest, another's measured in float32), choose its defaults and store them when every profile was measured on
-    a quiet machine. ``release``: free each precision's models before loading the next (a command's process; the
-    app keeps what it loaded for its sessions)."""
-    alpha = shipped_draft_acceptance() if (config.target, config.draft) == (EMBEDDED, None) else None
-    profiles: dict[str, tuple[PassProfile, PassProfile]] = {}
+    """Profile the config's pair in each precision with its draft in each draft precision, take each draft
+    precision's greedy acceptance (measured with the float32 target), choose the target's precision (the draft at
+    the target's own precision decides it, as before), then the fastest draft precision and γ for each target
+    precision, and store them when every profile was measured on a quiet machine. ``release``: free each target
+    precision's models before loading the next (a command's process; the app keeps what it loaded)."""
+    profiles: dict[tuple[str, str], tuple[PassProfile, PassProfile]] = {}
+    alphas: dict[str, float] = {}
     for dtype in PRECISIONS:
-        precise = config.replace(dtype=dtype)
-        pair = load_pair(precise)
-        target, draft = pair_profiles(precise, pair)
-        assert draft is not None, "a pair's defaults are measured for its draft model, which has a forward of its own"
-        profiles[dtype] = (target, draft)
-        if alpha is None:
-            alpha = greedy_acceptance(precise, pair)
-        del pair
+        for draft_dtype in draft_precisions_on(config.device):
+            precise = config.replace(dtype=dtype, draft_dtype=draft_dtype)
+            pair = load_pair(precise)
+            target, draft = pair_profiles(precise, pair)
+            assert draft is not None, "a pair's defaults are measured for its draft model, which has a forward"
+            profiles[(dtype, draft_dtype)] = (target, draft)
+            if draft_dtype not in alphas:
+                alphas[draft_dtype] = greedy_acceptance(precise, pair)
+            del pair
         if release:
             forget_loaded_models()
             gc.collect()
-    assert alpha is not None, "the acceptance is measured in the first precision"
-    measured = measured_defaults(profiles, alpha)
+    own = {dtype: profiles[(dtype, dtype)] for dtype in PRECISIONS}  # the draft at the target's own precision
+    measured = measured_defaults(own, alphas[PRECISIONS[0]])
+    fastest = fastest_drafts(profiles, alphas)
+    draft_dtype, gamma, speedup = fastest[measured.dtype]
+    measured = dataclasses.replace(
+        measured,
+        gamma=gamma,
+        draft_dtype=draft_dtype,
+        fastest=fastest,
+        reason=f"{measured.reason} Fastest draft here: {draft_dtype} at γ = {gamma}, {speedup:.2f}× priced "
+        f"(greedy acceptance {', '.join(f'{d} {a:.2f}' for d, a in alphas.items())}; the target decides every "
+        "token, so the draft's precision never changes the output).",
+    )
     if all(profile.spread < NOISY for pair in profiles.values() for profile in pair):
         store_defaults(config.target, config.draft, config.device, measured)
     return measured
 
 
-def defaults_once(config: DecodeConfig) -> MeasuredDefaults:
+def defaults_once(config: DecodeConfig, release: bool = False) -> MeasuredDefaults:
     """The config's pair's stored defaults, else measured and stored, one process at a time: replicas of one app
     starting together on a machine wait for the first and read its choice, so they agree on the default precision
-    and γ, and a class's link means the same trace on each of them."""
+    and γ, and a class's link means the same trace on each of them. ``release``: as :func:`measure_pair_defaults`."""
     path = defaults_file(config.target, config.draft, config.device)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return stored_defaults(config.target, config.draft, config.device) or measure_pair_defaults(config)
+        return stored_defaults(config.target, config.draft, config.device) or measure_pair_defaults(config, release)
+
+
+def fastest_config(config: DecodeConfig) -> tuple[DecodeConfig, str]:
+    """``config`` on its pair's fastest exact configuration measured on this machine for its target precision (the
+    draft model, its precision and γ: :func:`~specviz.analysis.roofline.fastest_drafts`), and the choice in words."""
+    drafted = config.replace(drafter=DRAFT_MODEL)
+    check(
+        bool(drafted.draft_spec), "--fastest needs a draft model: name one with --draft (the embedded target has one)"
+    )
+    measured = defaults_once(drafted, release=True)
+    check(config.dtype in measured.fastest, f"--fastest knows targets in {', '.join(measured.fastest)}")
+    draft_dtype, gamma, speedup = measured.fastest[config.dtype]
+    chosen = drafted.replace(draft_dtype=draft_dtype, gamma=gamma).validated()
+    return chosen, (
+        f"--fastest: the draft model in {draft_dtype} at γ = {gamma} ({speedup:.2f}× priced on this machine for a "
+        f"{config.dtype} target)"
+    )
 
 
 def follow_pair(values: dict, applied: dict, own: MeasuredDefaults | None) -> tuple[dict, dict]:

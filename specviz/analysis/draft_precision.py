@@ -15,10 +15,19 @@ from specviz.analysis.numerics import first_difference
 from specviz.analysis.roofline import pair_profiles
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
+from specviz.models.int8 import int8_runs_on
+from specviz.models.kernels import INT8
+from specviz.models.machine import resolve_device
 from specviz.rules.registry import GREEDY
 from specviz.rules.theory import expected_speedup
 
-DRAFT_PRECISIONS = ("float32", "bfloat16", "int8")  # the draft model's precisions a page compares
+DRAFT_PRECISIONS = ("float32", "bfloat16", INT8)  # the draft model's precisions a page compares
+
+
+def draft_precisions_on(device: str) -> tuple[str, ...]:
+    """The draft precisions that run on ``device`` ("auto", "cpu", "cuda:0"...): int8 needs a CPU's quantised engine."""
+    runs_int8 = int8_runs_on(resolve_device(device))
+    return tuple(d for d in DRAFT_PRECISIONS if d != INT8 or runs_int8)
 
 
 @dataclass(frozen=True)

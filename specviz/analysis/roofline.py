@@ -11,15 +11,13 @@ Pure data in, plain data out; no streamlit.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
 from specviz.config import DecodeConfig
 from specviz.drafters.registry import drafter_entry
 from specviz.engine import ModelPair
-from specviz.models.embedded_draft import MANIFEST_FILE
 from specviz.models.kernels import ONEDNN
 from specviz.models.machine import MachineRates, matrix_units_in_words
 from specviz.models.profile import FLAT, PassProfile, model_profile, pass_profile
@@ -105,22 +103,45 @@ def pair_profiles(config: DecodeConfig, pair: ModelPair) -> tuple[PassProfile, P
     return model_profile(pair.target), draft_profile(config, pair)
 
 
-def shipped_draft_acceptance() -> float:
-    """The embedded draft's greedy acceptance on held-out prompts with its shipped head, from its manifest (measured
-    when it was trained)."""
-    return float(json.loads(MANIFEST_FILE.read_text(encoding="utf-8"))["heldout_greedy_acceptance_trimmed"])
-
-
 PAYS = 1.2  # a priced speedup from which speculation visibly pays in a class
 
 
 @dataclass(frozen=True)
 class MeasuredDefaults:
-    """A pair's default precision and block size on this machine, and why, from its profiles."""
+    """A pair's default precision, block size and draft precision on this machine, and why, from its profiles;
+    ``fastest``: for each target precision, the draft precision and γ whose priced speedup is highest there
+    (``--fastest``), with that speedup."""
 
     dtype: str
     gamma: int
     reason: str
+    draft_dtype: str | None = None  # None: the target's
+    fastest: dict[str, tuple[str, int, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:  # a stored file gives lists: read back as the tuples they were
+        object.__setattr__(self, "fastest", {k: (str(d), int(g), float(x)) for k, (d, g, x) in self.fastest.items()})
+
+
+def priced_draft(alpha: float, target: PassProfile, draft: PassProfile) -> tuple[int, float]:
+    """(best γ, the speedup priced there) of a draft at acceptance ``alpha``: Thm. 3.8 at c = the draft's step over
+    the target's and this machine's v(k)."""
+    c = draft.step_ms / target.step_ms
+    gamma = best_priced_gamma(alpha, c, target)
+    return gamma, expected_speedup(alpha, gamma, c, target.verify_cost(gamma))
+
+
+def fastest_drafts(
+    profiles: dict[tuple[str, str], tuple[PassProfile, PassProfile]], alphas: dict[str, float]
+) -> dict[str, tuple[str, int, float]]:
+    """For each target precision, the draft precision (its γ, its priced speedup) that is fastest at its measured
+    acceptance. ``profiles``: (target precision, draft precision) -> (target, draft); ``alphas``: by draft precision.
+    The output is the target's whatever the draft runs in, so every choice is as exact as the target's precision."""
+    fastest: dict[str, tuple[str, int, float]] = {}
+    for (dtype, draft_dtype), (target, draft) in profiles.items():
+        gamma, speedup = priced_draft(alphas[draft_dtype], target, draft)
+        if dtype not in fastest or speedup > fastest[dtype][2]:
+            fastest[dtype] = (draft_dtype, gamma, speedup)
+    return fastest
 
 
 def measured_defaults(profiles: dict[str, tuple[PassProfile, PassProfile]], alpha: float) -> MeasuredDefaults:
@@ -129,9 +150,8 @@ def measured_defaults(profiles: dict[str, tuple[PassProfile, PassProfile]], alph
     speedup is highest (bfloat16, lossless only up to rounding). ``profiles``: precision -> (target, draft)."""
     priced = {}
     for dtype, (target, draft) in profiles.items():
-        c = draft.step_ms / target.step_ms
-        gamma = best_priced_gamma(alpha, c, target)
-        priced[dtype] = (expected_speedup(alpha, gamma, c, target.verify_cost(gamma)), gamma)
+        gamma, speedup = priced_draft(alpha, target, draft)
+        priced[dtype] = (speedup, gamma)
     exact = priced.get("float32")
     dtype = "float32" if exact and exact[0] >= PAYS else max(priced, key=lambda d: priced[d][0])
     words = ", ".join(f"{d} {speedup:.2f}× at γ = {g}" for d, (speedup, g) in priced.items())

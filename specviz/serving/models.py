@@ -93,11 +93,12 @@ def app_device() -> str:
 
 
 def app_defaults() -> DecodeConfig:
-    """The app's defaults: on :func:`app_device`, the embedded pair's precision and block size
+    """The app's defaults: on :func:`app_device`, the embedded pair's precision, block size and draft precision
     (:func:`pair_defaults`); sampling at ``LESSON_TEMPERATURE``."""
     config = DecodeConfig(device=app_device())
     own = pair_defaults(config.target, config.draft, config.device)
-    return config.replace(temperature=LESSON_TEMPERATURE, **({"dtype": own.dtype, "gamma": own.gamma} if own else {}))
+    measured = {"dtype": own.dtype, "gamma": own.gamma, "draft_dtype": own.draft_dtype} if own else {}
+    return config.replace(temperature=LESSON_TEMPERATURE, **measured)
 
 
 def pair_defaults(target: str, draft: str | None, device: str) -> MeasuredDefaults | None:

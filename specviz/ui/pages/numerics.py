@@ -9,7 +9,7 @@ from streamlit.delta_generator import DeltaGenerator
 from specviz import ui
 from specviz.analysis import numerics
 from specviz.analysis.defaults import PRECISIONS
-from specviz.analysis.draft_precision import DRAFT_PRECISIONS, DraftPrecisionRow, draft_precision_row
+from specviz.analysis.draft_precision import DraftPrecisionRow, draft_precision_row, draft_precisions_on
 from specviz.config import DecodeConfig
 from specviz.engine import prompt_ids_for, uses_draft_model
 from specviz.rules.registry import GREEDY
@@ -174,12 +174,13 @@ def show_draft_precisions(config: DecodeConfig) -> None:
     if not uses_draft_model(config):
         st.info("The sidebar's drafter has no draft model of its own: pick the draft model (or a tree) to compare.")
         return
-    key = trace_key(config, prompt, "draft-precisions", DRAFT_PRECISIONS)
+    precisions = draft_precisions_on(config.device)
+    key = trace_key(config, prompt, "draft-precisions", precisions)
 
     def compute(on_progress: ProgressFn) -> list[DraftPrecisionRow]:
         rows, reference = [], None
-        for done, draft_dtype in enumerate(DRAFT_PRECISIONS):
-            on_progress(done, len(DRAFT_PRECISIONS), f"The draft in {draft_dtype}")
+        for done, draft_dtype in enumerate(precisions):
+            on_progress(done, len(precisions), f"The draft in {draft_dtype}")
             run = config.replace(draft_dtype=draft_dtype, rule=GREEDY)
             pair = pair_for(run)
             ids = prompt_ids_for(pair, run, prompt, None)
@@ -192,7 +193,7 @@ def show_draft_precisions(config: DecodeConfig) -> None:
         key,
         compute,
         "Comparing the draft's precisions",
-        button="Decode with the draft in float32, bfloat16 and int8",
+        button=f"Decode with the draft in {', '.join(precisions)}",
         hint="Press the button: the prompt is decoded greedily by the target alone once, then speculatively with "
         "the sidebar's draft in each precision (each loaded once per server and kept).",
     )
