@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import functools
 import socket
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -25,7 +29,7 @@ from specviz.models.errors import ModelLoadError, VocabularyMismatchError
 from specviz.models.int8 import int8_runs_on, quantize_int8
 from specviz.models.kernels import DEFAULT, INT8, own_remaining_weights
 from specviz.models.loaded import LoadedModel
-from specviz.models.machine import check_memory, resolve_device, share_kv_heads_in_masked_attention
+from specviz.models.machine import check_memory, resolve_device, share_kv_heads_in_masked_attention, weights_bytes
 from specviz.models.profile import choose_kernels
 from specviz.models.published import FETCH_COMMAND, PUBLISHED, fetched, not_fetched_message, published_source
 from specviz.models.vocab_ranking import read_vocab_ranking
@@ -136,14 +140,56 @@ def load_model(spec: str | None, device: str = "auto", dtype: str = "float32") -
     return _load_model_once(spec, device, dtype)
 
 
-def forget_loaded_models() -> None:
-    """Drop this process's loaded models (a command that loads one precision after another frees each in turn;
-    the app never calls it: its sessions share what it loaded)."""
-    _load_model_once.cache_clear()
+MODELS_KEPT = 8  # models held however long nobody uses them (a model in use stays loaded in any case)
+_kept: OrderedDict[tuple[str, str, str], LoadedModel] = OrderedDict()  # the newest, least recently used first
+_live: weakref.WeakValueDictionary[tuple[str, str, str], LoadedModel] = weakref.WeakValueDictionary()  # all alive
+_cache_lock = threading.Lock()
 
 
-@functools.lru_cache(maxsize=8)
+def forget_loaded_models(keep: Iterable[LoadedModel] = ()) -> None:
+    """Stop holding this process's loaded models other than ``keep`` (a command that loads one precision after
+    another frees each in turn; the server keeps the models of the pairs it keeps). A model something still uses
+    stays loaded, and a later :func:`load_model` finds it instead of loading a second copy."""
+    kept = {id(model) for model in keep}
+    with _cache_lock:
+        for key in [key for key, model in _kept.items() if id(model) not in kept]:
+            del _kept[key]
+
+
+def bytes_to_load(spec: str | None, device: str, dtype: str) -> int:
+    """About the memory a model spec takes once loaded: 0 when it is loaded already or its size is not known here
+    (a hub id); int8 counted at two bytes a weight (its matrices take one, its embedding stays float32)."""
+    key = ((spec or "").strip(), device, dtype)
+    with _cache_lock:
+        if key in _live:
+            return 0
+    try:
+        source = Path(load_location(key[0])[0])
+    except ModelLoadError:
+        return 0
+    if not source.is_dir():
+        return 0
+    return weights_bytes(source, torch.float16 if dtype == INT8 else torch_dtype(dtype))
+
+
 def _load_model_once(spec: str, device: str, dtype: str) -> LoadedModel:
+    key = (spec, device, dtype)
+    with _cache_lock:
+        loaded = _kept.get(key) or _live.get(key)
+        if loaded is not None:
+            _kept[key] = loaded
+            _kept.move_to_end(key)
+            return loaded
+    loaded = _build_model(spec, device, dtype)
+    with _cache_lock:
+        loaded = _live.setdefault(key, loaded)  # two threads may both build a model: both get the first one
+        _kept[key] = loaded
+        while len(_kept) > MODELS_KEPT:
+            _kept.popitem(last=False)
+    return loaded
+
+
+def _build_model(spec: str, device: str, dtype: str) -> LoadedModel:
     if not spec:
         raise ModelLoadError("No model given")
     resolved = resolve_device(device)

@@ -115,6 +115,28 @@ def available_memory_bytes() -> int | None:
     return None
 
 
+MEMORY_SHARE = 0.8  # of the machine's memory a server's models may take ($SPECVIZ_MEMORY_SHARE): the rest is the OS's
+
+
+def memory_budget_bytes() -> int | None:
+    """The memory this process's models may fill: ``$SPECVIZ_MEMORY_SHARE`` (default 0.8) of MemTotal; None where
+    the total is unknown (not Linux)."""
+    try:
+        share = float(os.environ.get("SPECVIZ_MEMORY_SHARE", MEMORY_SHARE))
+        total = next(line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal:"))
+    except (OSError, ValueError, StopIteration):
+        return None
+    return int(int(total.split()[1]) * 1024 * min(max(share, 0.0), 1.0))
+
+
+def resident_bytes() -> int:
+    """This process's resident memory now (0 where unknown)."""
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def weights_bytes(directory: Path, dtype: torch.dtype) -> int:
     """The bytes a checkpoint directory's weights take in memory at ``dtype``, read from its safetensors headers."""
     count = 0

@@ -4,9 +4,11 @@ traceback)."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
@@ -19,6 +21,8 @@ from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, uses_draft_model
 from specviz.limits import EMBEDDED
 from specviz.models.errors import ModelLoadError, VocabularyMismatchError
+from specviz.models.loading import bytes_to_load, forget_loaded_models
+from specviz.models.machine import memory_budget_bytes, resident_bytes, resolve_device
 from specviz.settings import ConfigError
 
 log = logging.getLogger(__name__)
@@ -73,6 +77,35 @@ class BuiltOnce(Generic[V]):
         with self._lock:
             self._values.clear()
 
+    def values(self) -> list[V]:
+        with self._lock:
+            return list(self._values.values())
+
+    def evict_until(self, fits: Callable[[], bool], release: Callable[[], None]) -> bool:
+        """Drop the least recently used values, one at a time, until ``fits()``; whether it fits then. ``release``
+        lets go of what a dropped value held elsewhere. A value something else still holds (a running computation's
+        pair) is never dropped: it would stay in memory anyway, and a second copy would be built for its key."""
+        for key in self._oldest_first():
+            if fits():
+                return True
+            with self._lock:
+                if key not in self._values:
+                    continue
+                probe = weakref.ref(self._values.pop(key))
+            release()
+            gc.collect()
+            value = probe()
+            if value is not None:  # in use elsewhere: it stays, where it was in the order
+                with self._lock:
+                    self._values[key] = value
+                    self._values.move_to_end(key, last=False)
+                del value
+        return fits()
+
+    def _oldest_first(self) -> list[tuple[Hashable, ...]]:
+        with self._lock:
+            return list(self._values)
+
 
 def _measure_machine_defaults(device: str) -> MeasuredDefaults | None:
     try:
@@ -115,10 +148,33 @@ def pair_defaults(target: str, draft: str | None, device: str) -> MeasuredDefaul
 
 def _load(target: str, draft: str | None, drafter: str, device: str, dtype: str, draft_dtype: str | None) -> ModelPair:
     config = DecodeConfig(target=target, draft=draft, drafter=drafter, device=device, dtype=dtype)
-    return load_pair(config.replace(draft_dtype=draft_dtype))
+    config = config.replace(draft_dtype=draft_dtype)
+    make_room(config)
+    return load_pair(config)
 
 
 LOADED_PAIRS = BuiltOnce(_load, kept=PAIRS_KEPT)
+
+
+def make_room(config: DecodeConfig) -> None:
+    """Before loading ``config``'s models: drop the least recently used pairs nobody is using until the server's
+    memory plus what the new models need fits its budget (:func:`memory_budget_bytes`); refuse with a message when
+    even that is not enough (the pairs in use hold the rest)."""
+    budget = memory_budget_bytes()
+    models = [(config.target, config.dtype), (draft_spec(config), config.draft_precision)]
+    needed = sum(bytes_to_load(spec, config.device, dtype) for spec, dtype in models if spec)
+    if budget is None or not needed or resolve_device(config.device).type != "cpu":  # the budget is the CPU's
+        return
+
+    def release() -> None:  # the models only a dropped pair held
+        forget_loaded_models(keep=[m for pair in LOADED_PAIRS.values() for m in (pair.target, pair.draft) if m])
+
+    if not LOADED_PAIRS.evict_until(lambda: resident_bytes() + needed <= budget, release):
+        raise ModelLoadError(
+            f"Not enough memory for this pair now: it needs about {needed / 1e9:.1f} GB, and this server already "
+            f"holds {resident_bytes() / 1e9:.1f} GB of its {budget / 1e9:.1f} GB budget in pairs that running "
+            "computations use. Try again when they finish, or pick a lower precision or a smaller pair."
+        )
 
 
 def draft_spec(config: DecodeConfig) -> str | None:

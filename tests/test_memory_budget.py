@@ -1,0 +1,46 @@
+"""The server's memory budget: the least recently used pairs nobody uses make room for a new one; a pair a running
+computation holds is never dropped; what cannot fit even then is refused with a message."""
+
+from __future__ import annotations
+
+import pytest
+
+from specviz.config import DecodeConfig
+from specviz.models.errors import ModelLoadError
+from specviz.models.loading import bytes_to_load, load_model
+from specviz.models.machine import memory_budget_bytes
+from specviz.serving.models import LOADED_PAIRS, BuiltOnce, pair_for
+from tests.tiny import make_tiny_model
+
+
+class Value:
+    """A built value (weak-referenceable, as a model pair is)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def test_the_oldest_values_nobody_holds_are_dropped_until_the_new_one_fits():
+    cache = BuiltOnce(Value, kept=10)
+    a, b, c = (cache.get(k) for k in "abc")
+    released = []
+    del a, c  # b is in use: a running computation holds it
+    assert cache.evict_until(lambda: len(cache.values()) <= 1, lambda: released.append(1))
+    assert [v.key for v in cache.values()] == ["b"] and len(released) == 3  # a, c dropped; b tried, kept
+    assert not cache.evict_until(lambda: not cache.values(), lambda: None)  # b cannot go while held
+    assert [v.key for v in cache.values()] == ["b"] and b.key == "b"
+
+
+def test_a_pair_that_cannot_fit_is_refused_and_a_pair_in_use_stays(tiny_dirs, tmp_path, monkeypatch):
+    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", device="cpu")
+    in_use = pair_for(config)  # a running computation's pair
+    new = make_tiny_model(tmp_path / "new", seed=5, layers=2, hidden=32)
+    assert bytes_to_load(new, "cpu", "float32") > 0 and bytes_to_load(tiny_dirs["target"], "cpu", "float32") == 0
+    monkeypatch.setenv("SPECVIZ_MEMORY_SHARE", "0")  # a budget nothing fits in
+    assert memory_budget_bytes() == 0
+    with pytest.raises(ModelLoadError, match="Not enough memory for this pair now"):
+        pair_for(config.replace(target=new, drafter="ngram"))
+    assert in_use in LOADED_PAIRS.values()  # held, so never dropped under its computation
+    assert load_model(tiny_dirs["target"], "cpu") is in_use.target  # and no second copy is loaded
+    monkeypatch.setenv("SPECVIZ_MEMORY_SHARE", "0.8")
+    assert pair_for(config.replace(target=new, drafter="ngram")).target.spec == new  # room again: it loads
