@@ -157,8 +157,9 @@ def forget_loaded_models(keep: Iterable[LoadedModel] = ()) -> None:
 
 
 def bytes_to_load(spec: str | None, device: str, dtype: str) -> int:
-    """About the memory a model spec takes once loaded: 0 when it is loaded already or its size is not known here
-    (a hub id); int8 counted at two bytes a weight (its matrices take one, its embedding stays float32)."""
+    """About the memory loading a model spec takes at its peak: its files' bytes (mapped as they are read), plus the
+    converted copy when ``dtype`` is not the stored one (int8 counted at two bytes a weight: its matrices take one,
+    its embedding stays float32); 0 when it is loaded already or its size is not known here (a hub id)."""
     key = ((spec or "").strip(), device, dtype)
     with _cache_lock:
         if key in _live:
@@ -169,7 +170,11 @@ def bytes_to_load(spec: str | None, device: str, dtype: str) -> int:
         return 0
     if not source.is_dir():
         return 0
-    return weights_bytes(source, torch.float16 if dtype == INT8 else torch_dtype(dtype))
+    stored, converted = (
+        weights_bytes(source),
+        weights_bytes(source, torch.float16 if dtype == INT8 else torch_dtype(dtype)),
+    )
+    return stored + (converted if converted != stored or dtype == INT8 else 0)
 
 
 def _load_model_once(spec: str, device: str, dtype: str) -> LoadedModel:

@@ -137,14 +137,20 @@ def resident_bytes() -> int:
         return 0
 
 
-def weights_bytes(directory: Path, dtype: torch.dtype) -> int:
-    """The bytes a checkpoint directory's weights take in memory at ``dtype``, read from its safetensors headers."""
-    count = 0
+STORED_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I8": 1, "U8": 1}  # per safetensors dtype
+
+
+def weights_bytes(directory: Path, dtype: torch.dtype | None = None) -> int:
+    """The bytes a checkpoint directory's weights take in memory at ``dtype`` (None: as stored in its files), read
+    from its safetensors headers."""
+    size = torch.empty((), dtype=dtype).element_size() if dtype is not None else None
+    total = 0
     for file in directory.glob("*.safetensors"):
         with safe_open(str(file), framework="pt") as f:
             for name in f.keys():
-                count += math.prod(f.get_slice(name).get_shape())
-    return count * torch.empty((), dtype=dtype).element_size()
+                tensor = f.get_slice(name)
+                total += math.prod(tensor.get_shape()) * (size or STORED_BYTES.get(tensor.get_dtype(), 4))
+    return total
 
 
 def check_memory(source: str, dtype: torch.dtype, device: torch.device) -> None:

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 USER_ERRORS = (ConfigError, ModelLoadError, VocabularyMismatchError)
 LESSON_TEMPERATURE = 0.7  # the app's sampling default: a small model's sampled text reads well (at 1.0 it wanders)
 PAIRS_KEPT = 6  # model pairs held in memory at once, least recently used dropped first
+LOAD_HEADROOM = 1.1  # a load's peak over its estimate (bytes_to_load): the interpreter's own allocations on top
 LOADING_NOTE = (
     "Loading the models (once per server; the first load on a machine also measures its matrix kernels and "
     "each pass over 1 to 9 tokens: seconds for the embedded pair, about a minute for a 1.5B model) …"
@@ -169,7 +170,7 @@ def make_room(config: DecodeConfig) -> None:
     def release() -> None:  # the models only a dropped pair held
         forget_loaded_models(keep=[m for pair in LOADED_PAIRS.values() for m in (pair.target, pair.draft) if m])
 
-    if not LOADED_PAIRS.evict_until(lambda: resident_bytes() + needed <= budget, release):
+    if not LOADED_PAIRS.evict_until(lambda: resident_bytes() + LOAD_HEADROOM * needed <= budget, release):
         raise ModelLoadError(
             f"Not enough memory for this pair now: it needs about {needed / 1e9:.1f} GB, and this server already "
             f"holds {resident_bytes() / 1e9:.1f} GB of its {budget / 1e9:.1f} GB budget in pairs that running "
