@@ -8,7 +8,7 @@ asked for, at each γ, on held-out prompts no shipped draft saw. Runs are paired
 the target's step, from their profiles) and the greedy acceptance of its drafts; then the process's peak memory.
 
     .venv/bin/python -m benchmarks.bench_speculation [--pairs embedded,qwen-coder] [--dtypes float32]
-        [--draft-dtypes float32,bfloat16,int8] [--gammas 3,5] [--prompts 4] [--max-new-tokens 40]
+        [--draft-dtypes float32,bfloat16,int8] [--gammas 3,5] [--trees 2x4] [--prompts 4] [--max-new-tokens 40]
 """
 
 from __future__ import annotations
@@ -59,11 +59,15 @@ def bench_pair(name: str, dtype: str, draft_dtypes: list[str], gammas: list[int]
         )
         for gamma in gammas:
             configs[f"draft {draft_dtype:8s} γ={gamma}"] = (config.replace(gamma=gamma), pair, draft_dtype)
+        for width, depth in args.trees:  # RSD-S beam trees drafted by the same draft, verified in one pass
+            tree = config.replace(drafter="tree", tree_mode="beam", beam_width=width, tree_depth=depth)
+            configs[f"draft {draft_dtype:8s} tree {width}x{depth}"] = (tree, pair, draft_dtype)
     texts = read_prompt_file(DATA_DIR / prompt_file)[: args.prompts]
     target = load_pair(base).target
     prompt_ids = [encode_prompt(target.tokenizer, text, True) for text in texts]
 
-    totals = {label: [0.0, 0, 0, 0, 0] for label in ["generate", *configs]}  # s, tokens, identical, drafted, accepted
+    # seconds, tokens, identical outputs, drafted, accepted, rounds
+    totals = {label: [0.0, 0, 0, 0, 0, 0] for label in ["generate", *configs]}
     for ids in prompt_ids:
         functions = {"generate": lambda ids=ids: hf_generate(target, ids, args.max_new_tokens)}
         for label, (config, pair, _) in configs.items():
@@ -79,15 +83,16 @@ def bench_pair(name: str, dtype: str, draft_dtypes: list[str], gammas: list[int]
             if isinstance(result, Trace) and result.stats is not None:
                 row[3] += result.stats.drafted_tokens
                 row[4] += result.stats.accepted_tokens
+                row[5] += result.stats.rounds
     base_rate = totals["generate"][1] / totals["generate"][0]
     print(f"\n## {name}, target {dtype} ({len(prompt_ids)} held-out prompts x {args.max_new_tokens} tokens, greedy)")
-    print(f"  {'generate':24s} {base_rate:7.2f} tokens/s")
+    print(f"  {'generate':26s} {base_rate:7.2f} tokens/s")
     for label, (_, _, draft_dtype) in configs.items():
-        seconds, tokens, same, drafted, accepted = totals[label]
+        seconds, tokens, same, drafted, accepted, rounds = totals[label]
         print(
-            f"  {label:24s} {tokens / seconds:7.2f} tokens/s  {tokens / seconds / base_rate:5.2f}x generate  "
+            f"  {label:26s} {tokens / seconds:7.2f} tokens/s  {tokens / seconds / base_rate:5.2f}x generate  "
             f"identical {same}/{len(prompt_ids)}  c {costs[draft_dtype]:.3f}  "
-            f"acceptance {accepted / max(drafted, 1):.2f}"
+            f"acceptance {accepted / max(drafted, 1):.2f}  {tokens / max(rounds, 1):.2f} tokens/round"
         )
     best = max(configs, key=lambda label: totals[label][1] / totals[label][0])
     print(f"  fastest: {best.strip()}: {totals[best][1] / totals[best][0] / base_rate:.2f}x generate")
@@ -104,6 +109,12 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument(
+        "--trees",
+        default="",
+        type=lambda text: [tuple(map(int, shape.split("x"))) for shape in text.split(",") if shape],
+        help="beam trees WIDTHxDEPTH to run beside the chains, e.g. 2x4,2x5",
+    )
     args = parser.parse_args()
     print(f"CPU: {cpu_name()}; {matrix_units_in_words()}")
     for name in args.pairs.split(","):
