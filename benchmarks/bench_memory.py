@@ -2,8 +2,8 @@
 
 Loads through the server's own shared cache (``serving.models.pair_for``, the memory budget included) the pairs a
 class's links would ask for in turn, and prints after each the process's resident memory, its peak so far, the
-budget, and which pairs the server still holds. A pair a link names is loaded as the app does: the target in the
-link's precision, the draft model in the pair's measured draft precision unless the link sets one.
+budget, and which pairs the server still holds. Each step names the pair, the target's precision and the draft's
+(int8, the draft precision measured fastest for both pairs here, unless the step names another).
 
     .venv/bin/python -m benchmarks.bench_memory [--steps qwen-coder:float32,qwen-coder:bfloat16,...]
 """
@@ -11,9 +11,9 @@ link's precision, the draft model in the pair's measured draft precision unless 
 from __future__ import annotations
 
 import argparse
-import resource
 
 from benchmarks.bench_machine import PAIRS
+from benchmarks.bench_speculation import peak_memory_gb
 from specviz.config import DecodeConfig
 from specviz.models.machine import memory_budget_bytes, resident_bytes
 from specviz.serving.models import LOADED_PAIRS, pair_for
@@ -33,7 +33,7 @@ def main() -> None:
         config = DecodeConfig(target=target, draft=draft, drafter="model", device="cpu", dtype=dtype)
         pair = pair_for(config.replace(draft_dtype=draft_dtype[0] if draft_dtype else "int8"))
         held = [f"{p.target.name} {p.target.precision} + {p.draft.precision}" for p in LOADED_PAIRS.values() if p.draft]
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        peak = peak_memory_gb() * 1e9
         print(
             f"{step:32s} resident {resident_bytes() / 1e9:5.1f} GB, peak {peak / 1e9:5.1f} GB "
             f"({peak / budget:.0%} of the budget); held: {'; '.join(held)}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specviz import limits
 from specviz.analysis.numerics import first_difference
 from specviz.analysis.roofline import pair_profiles
 from specviz.config import DecodeConfig
@@ -21,7 +22,7 @@ from specviz.models.machine import resolve_device
 from specviz.rules.registry import GREEDY
 from specviz.rules.theory import expected_speedup
 
-DRAFT_PRECISIONS = ("float32", "bfloat16", INT8)  # the draft model's precisions a page compares
+DRAFT_PRECISIONS = tuple(d for d in limits.DRAFT_DTYPES if d)  # the draft model's own precisions (None: the target's)
 
 
 def draft_precisions_on(device: str) -> tuple[str, ...]:

@@ -58,7 +58,7 @@ def draft_logits(module: ParallelModule, target: LoadedModel, memory: torch.Tens
         pending = target.model.get_input_embeddings()(torch.tensor([pending_token], device=device)).float()  # (1, H)
         hidden = module(memory[None].float(), pending)  # (1, k, H)
         lm_head = target.model.get_output_embeddings()
-        return lm_head(hidden.to(lm_head.weight.dtype))[0].float()  # (k, V)
+        return lm_head(hidden.to(target.model.dtype))[0].float()  # (k, V)
 
 
 @dataclass

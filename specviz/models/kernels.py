@@ -14,9 +14,9 @@ belongs to a loaded model, chosen once at load (by the machine profile, :mod:`sp
 caller of that model (the engine, the drafts' lean step, transformers' ``generate``) multiplies through it.
 
 Paths: ``default`` (torch's own choice: MKL for float32, oneDNN for bfloat16) and ``onednn`` (packed weights), both
-exact in the model's precision; and ``int8``, weight-only int8 (:class:`Int8Linear`), a precision of its own that only
-a draft takes: the draft proposes and the target decides, so a coarser draft changes how often drafts are accepted,
-never the output.
+exact in the model's precision; and ``int8`` (int8 matrices, activations quantised on the fly:
+:mod:`specviz.models.int8`), a precision of its own that only a draft takes: the draft proposes and the target
+decides, so a coarser draft changes how often drafts are accepted, never the output.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def can_pack(dtype: torch.dtype, device: torch.device) -> bool:
 
 
 def pack(weight: torch.Tensor) -> torch.Tensor:
-    """``weight`` (out, in) reordered once into oneDNN's blocked layout (an opaque tensor beside the original)."""
+    """``weight`` (out, in) reordered once into oneDNN's blocked layout (opaque; ``to_dense`` reads it back)."""
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
 
 
@@ -53,9 +53,8 @@ def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | No
 
 class PackedLinear(nn.Module):
     """A Linear layer whose product runs through oneDNN on its weight packed once. The packed copy is the only one
-    (``weight`` unpacks it on demand) unless another module shares the weight (a tied input embedding reads it), so
-    the path costs no memory beyond the model's own. The bias stays the original parameter; the state dict is the
-    replaced layer's."""
+    (``weight`` unpacks it on demand) unless another module shares the weight (a tied input embedding reads it, so a
+    tied head is held twice). The bias stays the original parameter; the state dict is the replaced layer's."""
 
     shared: torch.Tensor | None
 
@@ -116,16 +115,6 @@ def use_kernels(model: nn.Module, path: str) -> int:
                 continue
             changed += 1
     return changed
-
-
-def own_remaining_weights(model: nn.Module) -> None:
-    """Copy the parameters and buffers a packed or int8 model still holds (embedding, norms, biases) into the
-    process's own memory. transformers maps a safetensors file into memory and every tensor it loads is a view of
-    that mapping: while one view lives, the pages packing read stay resident beside their packed copies. With the
-    views gone the mapping closes, so a packed model costs one copy of each weight."""
-    with torch.no_grad():
-        for tensor in [*model.parameters(), *model.buffers()]:
-            tensor.data = tensor.data.clone()
 
 
 def kernels_of(model: nn.Module) -> str:

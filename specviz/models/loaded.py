@@ -23,7 +23,7 @@ class LoadedModel:
     tokenizer: PreTrainedTokenizerBase
     device: torch.device
     vocab_ranking: VocabRanking | None = None  # draft models: token ids by frequency (FR-Spec), if shipped
-    precision: str = "float32"  # as loaded: float32, bfloat16, float16, or int8 (weight-only, a draft's)
+    precision: str = "float32"  # as loaded: float32, bfloat16, float16, or int8 (a draft's: int8 matrices)
     lock: threading.Lock = field(default_factory=threading.Lock)
     # the machine profile (specviz.models.profile.PassProfile) of each kernel path measured at load, by path name
     profiles: dict[str, Any] = field(default_factory=dict)

@@ -27,9 +27,10 @@ from specviz.models.embedded import EMBEDDED_NAME, embedded_model_dir
 from specviz.models.embedded_draft import EMBEDDED_DRAFT_NAME, embedded_draft_dir
 from specviz.models.errors import ModelLoadError, VocabularyMismatchError
 from specviz.models.int8 import int8_runs_on, quantize_int8
-from specviz.models.kernels import DEFAULT, INT8, own_remaining_weights
+from specviz.models.kernels import DEFAULT, INT8
 from specviz.models.loaded import LoadedModel
 from specviz.models.machine import check_memory, resolve_device, share_kv_heads_in_masked_attention, weights_bytes
+from specviz.models.mapped_pages import own_remaining_weights
 from specviz.models.profile import choose_kernels
 from specviz.models.published import FETCH_COMMAND, PUBLISHED, fetched, not_fetched_message, published_source
 from specviz.models.vocab_ranking import read_vocab_ranking
@@ -137,7 +138,12 @@ def load_model(spec: str | None, device: str = "auto", dtype: str = "float32") -
     spec = (spec or "").strip()
     if spec in PUBLISHED and not fetched(PUBLISHED[spec]):
         load_location(spec)  # not fetched and no hub: the message names the command, whatever was loaded before
-    return _load_model_once(spec, device, dtype)
+    return _load_model_once(*model_key(spec, device, dtype))
+
+
+def model_key(spec: str | None, device: str, dtype: str) -> tuple[str, str, str]:
+    """A loaded model's key however its arguments are spelled: "auto" and "cpu" on a CPU machine are one device."""
+    return (spec or "").strip(), str(resolve_device(device)), dtype
 
 
 MODELS_KEPT = 8  # models held however long nobody uses them (a model in use stays loaded in any case)
@@ -160,7 +166,7 @@ def bytes_to_load(spec: str | None, device: str, dtype: str) -> int:
     """About the memory loading a model spec takes at its peak: its files' bytes (mapped as they are read), plus the
     converted copy when ``dtype`` is not the stored one (int8 counted at two bytes a weight: its matrices take one,
     its embedding stays float32); 0 when it is loaded already or its size is not known here (a hub id)."""
-    key = ((spec or "").strip(), device, dtype)
+    key = model_key(spec, device, dtype)
     with _cache_lock:
         if key in _live:
             return 0

@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import logging
 import math
 import os
 import statistics
@@ -19,6 +20,8 @@ from safetensors import safe_open
 
 from specviz.models.cache import cache_root, write_json_atomically
 from specviz.models.errors import ModelLoadError
+
+log = logging.getLogger(__name__)
 
 SHARED_KV_HEADS_FLAG = "TRANSFORMERS_SDPA_FORCE_GQA"  # transformers' switch, read at every attention call
 
@@ -104,15 +107,20 @@ def machine_key() -> str:
     return f"{cpu_name()}|{flags}|{torch.get_num_threads()}|{torch.__version__}"
 
 
-def available_memory_bytes() -> int | None:
-    """MemAvailable from /proc/meminfo (what the kernel can hand out without swapping), None where unknown."""
+def meminfo_bytes(field: str) -> int | None:
+    """A field of /proc/meminfo ("MemAvailable", "MemTotal") in bytes, None where unknown (not Linux)."""
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024
     except OSError:
         return None
     return None
+
+
+def available_memory_bytes() -> int | None:
+    """MemAvailable (what the kernel can hand out without swapping), None where unknown."""
+    return meminfo_bytes("MemAvailable")
 
 
 MEMORY_SHARE = 0.8  # of the machine's memory a server's models may take ($SPECVIZ_MEMORY_SHARE): the rest is the OS's
@@ -120,13 +128,16 @@ MEMORY_SHARE = 0.8  # of the machine's memory a server's models may take ($SPECV
 
 def memory_budget_bytes() -> int | None:
     """The memory this process's models may fill: ``$SPECVIZ_MEMORY_SHARE`` (default 0.8) of MemTotal; None where
-    the total is unknown (not Linux)."""
+    the total is unknown (not Linux). A malformed share is reported and the default used."""
+    total = meminfo_bytes("MemTotal")
     try:
         share = float(os.environ.get("SPECVIZ_MEMORY_SHARE", MEMORY_SHARE))
-        total = next(line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal:"))
-    except (OSError, ValueError, StopIteration):
-        return None
-    return int(int(total.split()[1]) * 1024 * min(max(share, 0.0), 1.0))
+    except ValueError:
+        log.warning(
+            "SPECVIZ_MEMORY_SHARE=%r is not a number; using %s", os.environ["SPECVIZ_MEMORY_SHARE"], MEMORY_SHARE
+        )
+        share = MEMORY_SHARE
+    return None if total is None else int(total * min(max(share, 0.0), 1.0))
 
 
 def resident_bytes() -> int:

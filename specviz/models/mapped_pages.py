@@ -45,7 +45,7 @@ def release_file_pages(tensor: torch.Tensor) -> int:
     """Drop the resident pages of a CPU ``tensor`` that views a file mapping and will not be read again here (its
     values live on elsewhere: packed, quantised); the bytes released (0 where it is not file-backed)."""
     libc = _libc()
-    if libc is None or tensor.device.type != "cpu" or not tensor.numel():
+    if libc is None or tensor.device.type != "cpu" or not tensor.numel() or not tensor.is_contiguous():
         return 0
     first = tensor.data_ptr()
     mapping = _file_mapping_of(first)
@@ -63,3 +63,13 @@ def held_outside_linear_layers(model: nn.Module) -> set[int]:
     """The ids of the parameters a module other than a Linear layer holds (a tied input embedding): weights that are
     read again after their Linear layer is packed or quantised."""
     return {id(p) for m in model.modules() if not isinstance(m, nn.Linear) for p in m.parameters(recurse=False)}
+
+
+def own_remaining_weights(model: nn.Module) -> None:
+    """Copy the parameters and buffers a packed or int8 model still holds (embedding, norms, biases) into the
+    process's own memory. transformers maps a safetensors file into memory and every tensor it loads is a view of
+    that mapping: while one view lives, the pages packing read stay resident beside their packed copies. With the
+    views gone the mapping closes, so a packed model costs one copy of each weight."""
+    with torch.no_grad():
+        for tensor in [*model.parameters(), *model.buffers()]:
+            tensor.data = tensor.data.clone()

@@ -52,7 +52,7 @@ def profile_context(loaded: LoadedModel) -> list[int]:
     """A realistic context: the tokens of a chat prompt, repeated up to ``CONTEXT_TOKENS`` (what the tokens are does
     not change a pass's cost), then the ``PROFILE_TOKENS`` the timed passes feed."""
     text = "Explain, step by step, why the sky is blue and the sunset is red. " * 16
-    vocab = int(loaded.model.get_output_embeddings().weight.shape[0])
+    vocab = int(loaded.model.get_output_embeddings().out_features)
     ids = [i % vocab for i in loaded.tokenizer(text)["input_ids"]] if loaded.tokenizer is not None else []
     ids = ids or list(range(vocab))  # a tokenizer that makes nothing of the text: any ids cost the same
     while len(ids) < CONTEXT_TOKENS + PROFILE_TOKENS:

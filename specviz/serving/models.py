@@ -84,8 +84,9 @@ class BuiltOnce(Generic[V]):
 
     def evict_until(self, fits: Callable[[], bool], release: Callable[[], None]) -> bool:
         """Drop the least recently used values, one at a time, until ``fits()``; whether it fits then. ``release``
-        lets go of what a dropped value held elsewhere. A value something else still holds (a running computation's
-        pair) is never dropped: it would stay in memory anyway, and a second copy would be built for its key."""
+        lets go of what a dropped value held elsewhere (and collects it). A value something else still holds (a
+        running computation's pair) is never dropped: it would stay in memory anyway, and a second copy would be
+        built for its key."""
         for key in self._oldest_first():
             if fits():
                 return True
@@ -94,7 +95,6 @@ class BuiltOnce(Generic[V]):
                     continue
                 probe = weakref.ref(self._values.pop(key))
             release()
-            gc.collect()
             value = probe()
             if value is not None:  # in use elsewhere: it stays, where it was in the order
                 with self._lock:
@@ -150,29 +150,36 @@ def pair_defaults(target: str, draft: str | None, device: str) -> MeasuredDefaul
 def _load(target: str, draft: str | None, drafter: str, device: str, dtype: str, draft_dtype: str | None) -> ModelPair:
     config = DecodeConfig(target=target, draft=draft, drafter=drafter, device=device, dtype=dtype)
     config = config.replace(draft_dtype=draft_dtype)
-    make_room(config)
-    return load_pair(config)
+    with _loading:  # one load at a time: two loads passing the budget's check together would overshoot it
+        make_room(config)
+        return load_pair(config)
 
 
+_loading = threading.Lock()
 LOADED_PAIRS = BuiltOnce(_load, kept=PAIRS_KEPT)
 
 
 def make_room(config: DecodeConfig) -> None:
-    """Before loading ``config``'s models: drop the least recently used pairs nobody is using until the server's
-    memory plus what the new models need fits its budget (:func:`memory_budget_bytes`); refuse with a message when
-    even that is not enough (the pairs in use hold the rest)."""
+    """Before loading ``config``'s models: let go of the models no kept pair uses, then drop the least recently used
+    pairs nobody is using until the server's memory plus what the new models need (:func:`bytes_to_load`, counted
+    anew as models go) fits its budget (:func:`memory_budget_bytes`); refuse with a message when even that is not
+    enough (the pairs in use hold the rest)."""
     budget = memory_budget_bytes()
-    models = [(config.target, config.dtype), (draft_spec(config), config.draft_precision)]
-    needed = sum(bytes_to_load(spec, config.device, dtype) for spec, dtype in models if spec)
-    if budget is None or not needed or resolve_device(config.device).type != "cpu":  # the budget is the CPU's
+    if budget is None or resolve_device(config.device).type != "cpu":  # the budget is the CPU's memory
         return
+    models = [(config.target, config.dtype), (draft_spec(config), config.draft_precision)]
 
-    def release() -> None:  # the models only a dropped pair held
+    def needed() -> int:
+        return sum(bytes_to_load(spec, config.device, dtype) for spec, dtype in models if spec)
+
+    def release() -> None:  # the models only dropped pairs held
         forget_loaded_models(keep=[m for pair in LOADED_PAIRS.values() for m in (pair.target, pair.draft) if m])
+        gc.collect()
 
-    if not LOADED_PAIRS.evict_until(lambda: resident_bytes() + LOAD_HEADROOM * needed <= budget, release):
+    release()
+    if not LOADED_PAIRS.evict_until(lambda: resident_bytes() + LOAD_HEADROOM * needed() <= budget, release):
         raise ModelLoadError(
-            f"Not enough memory for this pair now: it needs about {needed / 1e9:.1f} GB, and this server already "
+            f"Not enough memory for this pair now: it needs about {needed() / 1e9:.1f} GB, and this server already "
             f"holds {resident_bytes() / 1e9:.1f} GB of its {budget / 1e9:.1f} GB budget in pairs that running "
             "computations use. Try again when they finish, or pick a lower precision or a smaller pair."
         )

@@ -114,7 +114,7 @@ def train_draft(
     torch.cuda.empty_cache()
     model, losses = distil(target, batches, settings, progress)
     train_s = time.perf_counter() - started - text_s
-    ranking = vocab_ranking(answer_ids(batches), int(target.model.get_output_embeddings().weight.shape[0]))
+    ranking = vocab_ranking(answer_ids(batches), int(target.model.get_output_embeddings().out_features))
     start = layer_state(target.model.state_dict(), list(settings.layers))
     shipped = stored_tensors(model, start)
     missing, unexpected = model.load_state_dict(restored_state(shipped, start), strict=False)

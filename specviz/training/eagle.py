@@ -152,7 +152,7 @@ def train_eagle(
     config = target.model.config
     weights = llama_weights(target.model)
     assert weights is not None, "EAGLE trains on a plain Llama target (the embedded SmolLM2)"
-    vocab = int(target.model.get_output_embeddings().weight.shape[0])
+    vocab = int(target.model.get_output_embeddings().out_features)
     order = vocab_ranking([s.ids[s.prompt_len :].tolist() for s in sequences], vocab)
     shape = EagleShape(
         hidden=config.hidden_size,

@@ -175,7 +175,7 @@ def show_draft_precisions(config: DecodeConfig) -> None:
         st.info("The sidebar's drafter has no draft model of its own: pick the draft model (or a tree) to compare.")
         return
     precisions = draft_precisions_on(config.device)
-    key = trace_key(config, prompt, "draft-precisions", precisions)
+    key = trace_key(config.replace(draft_dtype=None), prompt, "draft-precisions", precisions)  # each is run
 
     def compute(on_progress: ProgressFn) -> list[DraftPrecisionRow]:
         rows, reference = [], None
