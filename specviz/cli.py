@@ -137,7 +137,7 @@ def fetch_command(args: argparse.Namespace) -> None:
     target, draft = (model.spec for model in models)
     if missing and stored_defaults(target, draft, args.device) is None:  # once, after the first fetch
         print(
-            "Measuring the pair on this machine once (about a minute; the app's default precision for it) ...",
+            "Measuring the pair on this machine once (a few minutes: each precision of target and draft) ...",
             file=sys.stderr,
         )
         print(measure_pair_defaults(DecodeConfig(target=target, draft=draft, device=args.device), release=True).reason)

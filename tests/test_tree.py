@@ -9,10 +9,12 @@ import torch
 
 from specviz.analysis.lab import chi_square_power, goodness_of_fit
 from specviz.config import DecodeConfig
+from specviz.drafters.settings import TreeSettings, flat_width
 from specviz.engine import ModelPair, speculative_decode
 from specviz.engine.trace import Trace
 from specviz.engine.verification import remove_and_renormalise
 from specviz.models.loading import load_model
+from specviz.models.profile import model_profile
 from specviz.rules.distributions import gumbel_top_k, softmax32
 from specviz.settings import ConfigError
 
@@ -47,6 +49,18 @@ def test_greedy_tree_matches_target_generate(tiny_dirs, tiny_pair, changes):
     trace = speculative_decode(tree_config(tiny_dirs, **changes), prompt_ids=PROMPT, pair=tiny_pair)
     assert trace.output_ids == target_greedy(tiny_pair.target, PROMPT, 24)
     assert any(r.tree.path for r in trace.rounds)  # some drafted nodes were accepted
+
+
+@pytest.mark.parametrize("depth", [2, 4])
+def test_a_tree_sized_to_the_flat_pass_follows_the_profile_and_is_the_targets_greedy(tiny_dirs, tiny_pair, depth):
+    config = tree_config(tiny_dirs, tree_mode="flat", tree_depth=depth)
+    trace = speculative_decode(config, prompt_ids=PROMPT, pair=tiny_pair)
+    assert trace.output_ids == target_greedy(tiny_pair.target, PROMPT, 24)
+    width = flat_width(model_profile(tiny_pair.target).flat_until(), depth)  # this machine's flat region
+    full = [r.tree for r in trace.rounds if r.tree and len(r.tree.levels) == depth]
+    assert full and all(max(len(level) for level in tree.levels) <= width for tree in full)
+    assert TreeSettings(tree_mode="flat").tree_nodes(depth) >= width * depth  # the bound the config checks
+    assert flat_width(8, 2) == 4 and flat_width(8, 3) == 2 and flat_width(0, 3) == 1
 
 
 def test_greedy_tree_with_a_layer_skip_draft(tiny_dirs, tiny_pair):

@@ -14,7 +14,9 @@ from typing import Protocol, runtime_checkable
 
 from specviz.settings import check, param
 
-TREE_MODES = ("constant", "beam")  # RSD-C (constant branching) | RSD-S (stochastic beam search)
+# RSD-C (constant branching) | RSD-S (stochastic beam search) | RSD-S sized to this machine's flat pass
+TREE_MODES = ("constant", "beam", "flat")
+PROFILED_PASSES = 9  # the machine profile times passes over 1..9 tokens: a flat tree has at most 8 drafted nodes
 
 
 @runtime_checkable
@@ -82,8 +84,9 @@ class TreeSettings:
         widget="radio",
         section="Models",
         choices=TREE_MODES,
-        choice_labels=("RSD-C: constant branching", "RSD-S: stochastic beam"),
-        help="tree drafter: constant branching (RSD-C, Gumbel-top-k) or beam (RSD-S, stochastic beam search)",
+        choice_labels=("RSD-C: constant branching", "RSD-S: stochastic beam", "RSD-S sized to the flat pass"),
+        help="tree drafter: constant branching (RSD-C, Gumbel-top-k), beam (RSD-S, stochastic beam search), or a "
+        "beam as wide as this machine's flat pass allows: depth x width nodes verified for about one target step",
     )
     branching: int = param(
         2,
@@ -106,13 +109,23 @@ class TreeSettings:
 
     @property
     def tree_label(self) -> str:
-        return "tree " + ("RSD-C" if self.tree_mode == "constant" else "RSD-S")
+        return "tree " + {"constant": "RSD-C", "beam": "RSD-S"}.get(self.tree_mode, "RSD-S, flat pass")
 
     def tree_nodes(self, depth: int) -> int:
-        """sum_{k=1..depth} b^k (RSD-C) or width x depth (RSD-S)."""
+        """sum_{k=1..depth} b^k (RSD-C) or width x depth (RSD-S); a flat tree's at most (its width is the machine
+        profile's, :func:`flat_width`)."""
         if self.tree_mode == "beam":
             return self.beam_width * depth
+        if self.tree_mode == "flat":
+            return flat_width(PROFILED_PASSES - 1, depth) * depth
         return sum(self.branching**k for k in range(1, depth + 1))
+
+
+def flat_width(flat_until: int, depth: int) -> int:
+    """The beam width of a flat tree ``depth`` levels deep: as many nodes per level as keep the tree inside the
+    target's flat region, the largest k whose pass over k + 1 tokens costs about one step (``flat_until``), so the
+    whole tree is verified for about the price of one token (Leviathan et al. 2023, Sec. 4; seed 004)."""
+    return max(1, flat_until // depth)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ Drafting (one draft forward per depth level, the seed's "draft iterations"):
     the draft's q at that node (Gumbel-top-k).
   * RSD-S, budgeted: Stochastic Beam Search (Kool et al. 2019) keeps the ``beam_width`` best
     Gumbel-perturbed paths per level, so the tree has at most beam_width nodes per level.
+  * RSD-S sized to the flat pass: the same beam, as wide as keeps depth x width inside the target's flat region
+    measured on this machine (its profile's v(k) <= 1.25), so the whole tree costs about one verification step.
   With a deterministic rule (greedy, top-beta) the same shapes are drawn deterministically (top-k /
   beam search), since those rules never need q's randomness.
 
@@ -23,11 +25,12 @@ import torch
 from specviz.config import DecodeConfig
 from specviz.drafters import layerskip, model
 from specviz.drafters.base import DraftTree, TreeNode
-from specviz.drafters.settings import TreeSettings
+from specviz.drafters.settings import TreeSettings, flat_width
 from specviz.models.forwards import ForwardFn, KVCachedSequence, TreeLayout
 from specviz.models.layer_skip import has_mixed_attention, sliding_window
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
+from specviz.models.profile import model_profile
 from specviz.rules.acceptance import Rule
 from specviz.rules.distributions import gumbel_top_k
 from specviz.settings import ConfigError
@@ -103,6 +106,7 @@ class TreeDrafter:
     vocab_size: int
     shape: TreeSettings = field(default_factory=TreeSettings)
     depth: int = 3
+    width: int = 1  # a beam tree's nodes per level (RSD-S: the setting; flat: from the machine profile)
     state: KVCachedSequence = field(init=False)
 
     def __post_init__(self) -> None:
@@ -148,7 +152,7 @@ class TreeDrafter:
                     for t in _children_constant(q, self.shape.branching, rule.stochastic, generator)
                 ]
         else:
-            chosen = beam_children(tree, frontier, tree.draft_probs, self.shape.beam_width, rule.stochastic, generator)
+            chosen = beam_children(tree, frontier, tree.draft_probs, self.width, rule.stochastic, generator)
         added = []
         for parent, token, log_prob, perturbed in chosen:
             node = TreeNode(
@@ -184,4 +188,8 @@ def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence 
             "window, which a tree's attention mask does not model. Use a chain drafter with this model."
         )
     source, forward = (model if pair.draft else layerskip).draft_source(config, pair)
-    return TreeDrafter(source, forward, pair.vocab_size, config.settings(TreeSettings), config.tree_depth)
+    shape = config.settings(TreeSettings)
+    width = shape.beam_width
+    if shape.tree_mode == "flat":  # as wide as the target's measured flat pass allows
+        width = flat_width(model_profile(pair.target).flat_until(), config.tree_depth)
+    return TreeDrafter(source, forward, pair.vocab_size, shape, config.tree_depth, width)

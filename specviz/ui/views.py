@@ -72,7 +72,7 @@ def pair_defaults_text(config: DecodeConfig) -> str:
         return (
             "**This pair's default precision has not been measured on this machine yet**, so it opens in the "
             f"app's ({app_defaults().dtype}). `python -m specviz machine --target {config.target} "
-            f"--draft {config.draft}` measures it once (about a minute for a 1.5B pair)."
+            f"--draft {config.draft}` measures it once (a few minutes for a 1.5B pair)."
         )
     return f"**This pair's default precision here: {measured.dtype}, γ = {measured.gamma}.** {measured.reason}"
 
