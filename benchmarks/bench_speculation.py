@@ -43,6 +43,7 @@ def bench_pair(name: str, dtype: str, draft_dtypes: list[str], gammas: list[int]
         dtype=dtype,
         device=args.device,
         max_new_tokens=args.max_new_tokens,
+        draft_vocab=args.draft_vocab,
     )
     configs, costs = {}, {}
     for draft_dtype in draft_dtypes:
@@ -109,6 +110,9 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument(
+        "--draft-vocab", type=int, default=None, help="the draft head's size K (FR-Spec; default: as the draft ships)"
+    )
     parser.add_argument(
         "--trees",
         default="",
