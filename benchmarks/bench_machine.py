@@ -64,19 +64,25 @@ def engine(config: DecodeConfig, pair, prompt_ids: list[int]) -> list[int]:
     return speculative_decode(config, prompt_ids=prompt_ids, pair=pair).output_ids
 
 
-def bench_pair(
-    name: str, dtype: str, gammas: list[int], max_new: int, prompts: int, repeats: int, bandwidth: float
-) -> None:
-    target_spec, draft_spec, prompt_file = PAIRS[name]
-    config = DecodeConfig(
+def pair_config(name: str, dtype: str, max_new: int, device: str = "cpu") -> DecodeConfig:
+    """A benchmarked pair's greedy config with its draft model, the target in ``dtype``."""
+    target_spec, draft_spec, _ = PAIRS[name]
+    return DecodeConfig(
         target=target_spec,
         draft=draft_spec,
         drafter="model",
         rule="greedy",
         dtype=dtype,
-        device="cpu",
+        device=device,
         max_new_tokens=max_new,
     )
+
+
+def bench_pair(
+    name: str, dtype: str, gammas: list[int], max_new: int, prompts: int, repeats: int, bandwidth: float
+) -> None:
+    prompt_file = PAIRS[name][2]
+    config = pair_config(name, dtype, max_new)
     started = time.perf_counter()
     pair = load_pair(config)
     print(

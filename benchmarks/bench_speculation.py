@@ -17,10 +17,9 @@ import argparse
 import resource
 import time
 
-from benchmarks.bench_machine import PAIRS, hf_generate, paired
+from benchmarks.bench_machine import PAIRS, hf_generate, pair_config, paired
 from specviz import DATA_DIR
 from specviz.analysis.roofline import pair_profiles
-from specviz.config import DecodeConfig
 from specviz.engine import load_pair, speculative_decode
 from specviz.engine.trace import Trace
 from specviz.models.loading import encode_prompt
@@ -34,17 +33,8 @@ def peak_memory_gb() -> float:
 
 
 def bench_pair(name: str, dtype: str, draft_dtypes: list[str], gammas: list[int], args: argparse.Namespace) -> None:
-    target_spec, draft_spec, prompt_file = PAIRS[name]
-    base = DecodeConfig(
-        target=target_spec,
-        draft=draft_spec,
-        drafter="model",
-        rule="greedy",
-        dtype=dtype,
-        device=args.device,
-        max_new_tokens=args.max_new_tokens,
-        draft_vocab=args.draft_vocab,
-    )
+    prompt_file = PAIRS[name][2]
+    base = pair_config(name, dtype, args.max_new_tokens, args.device).replace(draft_vocab=args.draft_vocab)
     configs, costs = {}, {}
     for draft_dtype in draft_dtypes:
         started = time.perf_counter()
