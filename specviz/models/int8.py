@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from specviz.models.mapped_pages import held_outside_linear_layers, release_file_pages
+from specviz.models.mapped_pages import replace_linear_layers
 
 
 def int8_runs_on(device: torch.device) -> bool:
@@ -66,12 +66,4 @@ class Int8Linear(nn.Module):
 def quantize_int8(model: nn.Module) -> int:
     """Put every Linear layer of a freshly loaded float32 ``model`` on int8 (in place, before the model is shared);
     the embedding and norms stay float32. Returns how many layers changed."""
-    changed, owned = 0, held_outside_linear_layers(model)
-    for parent in list(model.modules()):
-        for name, child in list(parent.named_children()):
-            if type(child) is nn.Linear:
-                setattr(parent, name, Int8Linear(child))
-                if id(child.weight) not in owned:  # the int8 copy is the one read from now on
-                    release_file_pages(child.weight)
-                changed += 1
-    return changed
+    return replace_linear_layers(model, lambda layer, _shared: Int8Linear(layer))

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from specviz.models.int8 import Int8Linear, int8_linear, prepack_int8
-from specviz.models.mapped_pages import held_outside_linear_layers, release_file_pages
+from specviz.models.mapped_pages import replace_linear_layers
 
 DEFAULT, ONEDNN, INT8 = "default", "onednn", "int8"
 KERNEL_PATHS = (DEFAULT, ONEDNN)  # the exact paths a model's profile chooses between (int8 is a precision)
@@ -100,20 +100,14 @@ def use_kernels(model: nn.Module, path: str) -> int:
     is shared). Returns how many layers changed."""
     if path not in KERNEL_PATHS:
         raise ValueError(f"unknown kernel path {path!r}; one of {', '.join(KERNEL_PATHS)}")
-    owned = held_outside_linear_layers(model)
+    if path == ONEDNN:
+        return replace_linear_layers(model, PackedLinear)
     changed = 0
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            if path == ONEDNN and type(child) is nn.Linear:
-                shared = id(child.weight) in owned
-                setattr(parent, name, PackedLinear(child, shared=shared))
-                if not shared:  # its packed copy is the only one read from now on
-                    release_file_pages(child.weight)
-            elif path == DEFAULT and isinstance(child, PackedLinear):
+            if isinstance(child, PackedLinear):
                 setattr(parent, name, child.plain())
-            else:
-                continue
-            changed += 1
+                changed += 1
     return changed
 
 

@@ -16,6 +16,7 @@ import ctypes.util
 import functools
 import mmap
 import sys
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -59,10 +60,21 @@ def release_file_pages(tensor: torch.Tensor) -> int:
     return end - start
 
 
-def held_outside_linear_layers(model: nn.Module) -> set[int]:
-    """The ids of the parameters a module other than a Linear layer holds (a tied input embedding): weights that are
-    read again after their Linear layer is packed or quantised."""
-    return {id(p) for m in model.modules() if not isinstance(m, nn.Linear) for p in m.parameters(recurse=False)}
+def replace_linear_layers(model: nn.Module, converted: Callable[[nn.Linear, bool], nn.Module]) -> int:
+    """Replace every plain Linear layer of ``model`` by ``converted(layer, shared)`` (packed, quantised), in place;
+    ``shared``: another module (a tied input embedding) still reads the layer's weight. The weight's file pages are
+    given back unless shared, for the converted copy is the one read from now on. Returns how many changed."""
+    held = {id(p) for m in model.modules() if not isinstance(m, nn.Linear) for p in m.parameters(recurse=False)}
+    changed = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is nn.Linear:
+                shared = id(child.weight) in held
+                setattr(parent, name, converted(child, shared))
+                if not shared:
+                    release_file_pages(child.weight)
+                changed += 1
+    return changed
 
 
 def own_remaining_weights(model: nn.Module) -> None:
