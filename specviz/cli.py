@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lesson.add_argument("--out", required=True, help="the HTML file to write")
     lesson.add_argument("--title", default=None, help="the lesson's title (default: models, rule and gamma)")
+    lesson.add_argument("--race", action="store_true", help="measure the race too and carry it as the Race view")
     machine = commands.add_parser(
         "machine",
         help="print this machine's profile for a model pair: CPU, kernel paths, "
@@ -197,12 +198,14 @@ def run(args: argparse.Namespace) -> None:
         if args.command == "generate":
             print(trace.output_text)
             return
+        from specviz.analysis.race import run_race
         from specviz.presentation.player import lesson_html
 
         if not trace.rounds:
             raise ConfigError("Nothing was generated (the model ended at once), so there is no lesson to write")
+        race = run_race([(config, pair)], args.prompt, args.prompt_ids) if args.race else None
         with open(args.out, "w", encoding="utf-8") as page:
-            page.write(lesson_html(trace, args.title))
+            page.write(lesson_html(trace, args.title, race=race))
         print(f"wrote {args.out}: {len(trace.rounds)} rounds, open it in any browser")
         return
     if not 1 <= args.samples <= 100_000:

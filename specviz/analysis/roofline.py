@@ -179,6 +179,6 @@ def speed_story(priced: float, alpha: float, gamma: int, c: float, target: PassP
     return (
         f"Speculative decoding of this run is {verdict} (α = {alpha:.2f}, γ = {gamma}, c = {c:.3f}): the theory "
         f"priced with this machine's profile, measured once when the models were loaded ({target.model} in "
-        f"{target.dtype} on {KERNEL_WORDS.get(target.kernels, target.kernels)}, {target.cpu}). Every speed page "
-        "shows this figure for this pair and precision; live timings are checked against it."
+        f"{target.dtype} on {KERNEL_WORDS.get(target.kernels, target.kernels)}, {target.cpu}). It is the "
+        "configuration's headline until a race measures one, and what live timings are checked against."
     )

@@ -15,6 +15,7 @@ Every random draw comes from one seeded CPU generator, so a config and seed repr
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Callable, TypeVar
@@ -176,6 +177,7 @@ def speculative_decode(
         record = play_round(
             run, committed, max(0, min(block_size, config.max_new_tokens - new - 1, room - 1)), len(rounds)
         )
+        record = dataclasses.replace(record, ended_ms=(time.perf_counter() - started) * 1e3)
         rounds.append(record)
         committed.extend(record.emitted_ids)
         if on_round:
@@ -199,11 +201,17 @@ def speculative_decode(
     )
 
 
-def autoregressive_decode(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> tuple[list[int], float]:
+def autoregressive_decode(
+    config: DecodeConfig,
+    pair: ModelPair,
+    prompt_ids: list[int],
+    on_token: Callable[[int, float], None] | None = None,
+) -> tuple[list[int], float]:
     """The baseline: the target alone, one forward per token with a KV cache, same rule warp and seed.
 
     Greedy rules take argmax p; the sampling rule samples from the warped p with the same seeded
-    generator. Returns (new token ids, seconds). Used for wall-clock speedups and as plain target
+    generator. Returns (new token ids, seconds). Used for wall-clock speedups, the race's target lane
+    (``on_token(token, ms since the loop began)`` as each token is committed) and as plain target
     sampling in the losslessness lab.
     """
     rule = rule_for(config)
@@ -216,6 +224,8 @@ def autoregressive_decode(config: DecodeConfig, pair: ModelPair, prompt_ids: lis
         logits = state.feed(full_forward, target, state.pending(committed), 1)[-1, :vocab_size]
         token = rule.bonus(rule.target_distribution(logits).cpu(), generator)
         committed.append(token)
+        if on_token:
+            on_token(token, (time.perf_counter() - started) * 1e3)
         if token in eos:
             break
     return committed[len(prompt_ids) :], time.perf_counter() - started

@@ -109,6 +109,7 @@ class Round:
     target_pass_ms: float = 0.0  # of verify_ms: the target's pass and its p's; the rest checks and records the round
     exit_threshold: float | None = None  # layer-skip adaptive exit threshold in force
     tree: TreeRecord | None = None  # tree drafter: the whole tree; ``draft`` then lists the sibling checks
+    ended_ms: float = 0.0  # when its tokens were committed, in ms since the decoding loop began (the race's clock)
 
     @property
     def drafted_count(self) -> int:
@@ -166,7 +167,9 @@ class Trace:
 
     def without_timings(self) -> "Trace":
         """A copy whose measured times are zero: equal configs and seeds give equal copies."""
-        rounds = [dataclasses.replace(r, draft_ms=0.0, verify_ms=0.0, target_pass_ms=0.0) for r in self.rounds]
+        rounds = [
+            dataclasses.replace(r, draft_ms=0.0, verify_ms=0.0, target_pass_ms=0.0, ended_ms=0.0) for r in self.rounds
+        ]
         stats = dataclasses.replace(self.stats, wall_ms=0.0, tokens_per_s=0.0) if self.stats else None
         return dataclasses.replace(self, rounds=rounds, stats=stats)
 

@@ -20,17 +20,14 @@ import json
 import re
 from pathlib import Path
 
+from specviz.analysis.race import Race
 from specviz.engine.trace import Round, Trace
 from specviz.presentation import render, tree_drawing
+from specviz.presentation.race import race_section
+from specviz.presentation.render import script_safe
 from specviz.rules.registry import rule_entry, rule_for
 
 TEMPLATE = Path(__file__).with_name("player_template.html")
-
-
-def script_safe(json_text: str) -> str:
-    """JSON with no ``<`` left in it (written ``\\u003c``, still the same JSON), so no text in it can end or
-    comment out the <script> element it is embedded in."""
-    return json_text.replace("<", "\\u003c")
 
 
 def embedded_json(trace: Trace) -> str:
@@ -70,13 +67,15 @@ def lesson_title(trace: Trace) -> str:
     )
 
 
-VIEWS = ("step", "present", "quiz")
+VIEWS = ("step", "present", "quiz", "race")
 
 
-def lesson_html(trace: Trace, title: str | None = None, view: str = "step", round_index: int = 1) -> str:
+def lesson_html(
+    trace: Trace, title: str | None = None, view: str = "step", round_index: int = 1, race: Race | None = None
+) -> str:
     """The standalone lesson: the player template with this trace, its title and the view and round it
     opens on (a hash in the file's URL, ``#round=3&view=quiz``, takes precedence)."""
-    return opened_at(lesson_page(trace, title), view, round_index)
+    return opened_at(lesson_page(trace, title, race), view, round_index)
 
 
 def opened_at(page: str, view: str, round_index: int) -> str:
@@ -92,8 +91,9 @@ START_PLACEHOLDER = "__START__"
 START_TAG = '<script id="start" type="application/json">{}</script>'  # no "<" in the trace's JSON: matched once
 
 
-def lesson_page(trace: Trace, title: str | None = None) -> str:
-    """The lesson player for this trace with its start still to fill in (:func:`opened_at`)."""
+def lesson_page(trace: Trace, title: str | None = None, race: Race | None = None) -> str:
+    """The lesson player for this trace with its start still to fill in (:func:`opened_at`), carrying ``race`` (the
+    race of its settings, :mod:`specviz.presentation.race`) as its Race view when one was measured."""
     drawings = [round_drawing(trace, rnd) for rnd in trace.rounds]
     rule = rule_entry(trace.config.rule)
     fills = {
@@ -103,6 +103,7 @@ def lesson_page(trace: Trace, title: str | None = None) -> str:
         "__SEED_CSS__": render.CSS,
         "__LEGEND__": render.legend_html(rule),
         "__BAR_LEGEND__": rule.chart_legend,
+        "__RACE__": race_section(race) if race else "",
         "__LABELS__": script_safe(
             json.dumps(
                 {

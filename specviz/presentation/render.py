@@ -60,6 +60,12 @@ CSS = """
 """
 
 
+def script_safe(json_text: str) -> str:
+    """JSON with no ``<`` left in it (written ``\\u003c``, still the same JSON), so no text in it can end or
+    comment out the <script> element it is embedded in."""
+    return json_text.replace("<", "\\u003c")
+
+
 def display_text(text: str) -> str:
     """A token as a box shows it: newlines and tabs visible, other control characters (byte-fallback
     tokens, which an SVG picture may not hold) as U+FFFD, blank tokens as open boxes."""

@@ -9,8 +9,8 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
@@ -22,6 +22,7 @@ from specviz.serving.sharedwork import Place, SharedWork
 if TYPE_CHECKING:
     from specviz.serving.redisshare import RedisShare
 
+R = TypeVar("R")
 log = logging.getLogger(__name__)
 REDIS_URL_VAR = "SPECVIZ_REDIS_URL"
 STORE_MAX_BYTES = int(float(os.environ.get("SPECVIZ_STORE_MB", "1024")) * 2**20)  # finished results kept, by size
@@ -78,6 +79,26 @@ def place_message(place: Place, label: str) -> tuple[str, float | None, str]:
     shared = f" · shared with {others} other session{'s' if others != 1 else ''}" if others > 0 else ""
     left = "" if place.wait_s is None else f" · about {max(1, math.ceil(place.wait_s)):.0f} s left"
     return "progress", min(1.0, done / max(1, total)), f"{text or label}{left}{shared}"
+
+
+def stored_attempts(work: SharedWork, key: tuple[Hashable, ...]) -> list[Any]:
+    """A live measurement's stored attempts, oldest first: ``key + (0,)``, ``key + (1,)``, ... while they are
+    stored (here or, with a shared store, on another replica)."""
+    attempts: list[Any] = []
+    while (result := work.cached(key + (len(attempts),))) is not None:
+        attempts.append(result)
+    return attempts
+
+
+def shown_attempt(attempts: list[R], disturbed: Callable[[R], bool]) -> tuple[R | None, R | None]:
+    """Of a live measurement's attempts, oldest first: the one pages show (the latest quiet one, else the latest),
+    and the latest one when it was ``disturbed`` (measured under load) while a quiet one is shown instead (else
+    None): a timing taken under load is never what later visitors see while a quiet one exists."""
+    if not attempts:
+        return None, None
+    quiet = [attempt for attempt in attempts if not disturbed(attempt)]
+    shown = quiet[-1] if quiet else attempts[-1]
+    return shown, attempts[-1] if attempts[-1] is not shown else None
 
 
 def hall_run(work: SharedWork) -> Job | None:

@@ -3,8 +3,9 @@
 ``app``: the main script; ``pages/``: one script per page; ``navigation``: the page list; ``presets``: the model
 pairs and prompts offered; ``controls``: the sidebar, mirrored in the URL; ``fields``: the widget each config field
 becomes; ``waiting``: what a page shows while the work every session shares runs (:mod:`specviz.serving`);
-``views``: the trace's summary line, the round a link names and the lesson player that steps the rounds in the
-browser (:mod:`specviz.presentation.player`). Pages use these through ``from specviz import ui``.
+``racing``: the race and the one speed figure every page quotes; ``views``: the trace's summary line, the round a
+link names and the lesson player that steps the rounds in the browser (:mod:`specviz.presentation.player`). Pages
+use these through ``from specviz import ui``.
 """
 
 from specviz.ui.controls import (
@@ -18,6 +19,7 @@ from specviz.ui.controls import (
 from specviz.ui.fields import UNSET, config_value, draw_field, field_enabled, widget_value
 from specviz.ui.navigation import PAGES, navigation
 from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, EMBEDDED_PAIR, PAIR_PRESETS, PROMPT_PRESETS
+from specviz.ui.racing import headline_text, race_link, raced
 from specviz.ui.views import (
     linked_round,
     pair_defaults_text,
@@ -27,7 +29,14 @@ from specviz.ui.views import (
     speed_story_text,
     summary_line,
 )
-from specviz.ui.waiting import get_trace, let_the_hall_run_first, page_pair, shared_result, show_user_errors
+from specviz.ui.waiting import (
+    get_trace,
+    let_the_hall_run_first,
+    measured_again,
+    page_pair,
+    shared_result,
+    show_user_errors,
+)
 
 __all__ = [
     "CUSTOM_PAIR",
@@ -43,13 +52,17 @@ __all__ = [
     "draw_shared_sidebar",
     "field_enabled",
     "get_trace",
+    "headline_text",
     "init_state_from_url",
     "let_the_hall_run_first",
     "linked_round",
+    "measured_again",
     "navigation",
     "page_pair",
     "pair_defaults_text",
     "precision_caption",
+    "race_link",
+    "raced",
     "roofline_panel",
     "shared_controls",
     "shared_result",

@@ -28,6 +28,7 @@ class PageEntry:
 PAGES = (
     PageEntry("round_view", "Round view", ":material/view_timeline:"),
     PageEntry("lesson_player", "Lesson player", ":material/school:"),
+    PageEntry("race", "Race", ":material/sprint:"),
     PageEntry("metrics", "Metrics and theory", ":material/monitoring:"),
     PageEntry("gamma_sweep", "Gamma sweep", ":material/tune:"),
     PageEntry("what_if", "What if: two settings", ":material/compare_arrows:"),

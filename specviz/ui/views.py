@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from specviz.analysis.defaults import PRECISIONS
+from specviz.analysis.race import Race
 from specviz.analysis.roofline import (
     pair_profiles,
     roofline_table,
@@ -23,6 +24,7 @@ from specviz.rules.registry import rule_entry
 from specviz.serving.models import app_defaults, pair_defaults
 from specviz.serving.pool import shared_work
 from specviz.ui.controls import write_url
+from specviz.ui.racing import shown_race
 from specviz.ui.waiting import page_pair
 
 ROOFLINE_COLUMNS = {
@@ -131,13 +133,15 @@ def linked_round() -> int:
     return shown
 
 
-def shared_lesson_page(trace: Trace) -> str:
-    """The trace's lesson page, built once per process and kept with the results (every session of a link shows
-    the same page; only the round and view it opens on differ)."""
-    work, key = shared_work(), ("lesson-page", repr(trace.config), tuple(trace.prompt_ids))
+def shared_lesson_page(trace: Trace, race: Race | None) -> str:
+    """The trace's lesson page (with the race of its settings, when one was measured), built once per process and
+    kept with the results (every session of a link shows the same page; only the round and view it opens on
+    differ)."""
+    key = ("lesson-page", repr(trace.config), tuple(trace.prompt_ids), race.measured_at if race else None)
+    work = shared_work()
     page = work.store.get(key)
     if page is None:
-        page = lesson_page(trace)
+        page = lesson_page(trace, race=race)
         work.store.put(key, page)
     return page
 
@@ -150,6 +154,7 @@ def show_player(
     the page, so stepping needs no server. Returns the player's HTML, which is also the lesson download."""
     shown = min(linked, len(trace.rounds))
     write_url(config, prompt, shown, defaults, extra={"view": view} if view != "step" else None)
-    page = opened_at(shared_lesson_page(trace), view, shown)
+    race = shown_race(config, prompt)
+    page = opened_at(shared_lesson_page(trace, race), view, shown)
     st.iframe(page, height="content")  # streamlit sizes the frame to the player's content
     return page

@@ -23,6 +23,8 @@ from specviz.serving.pool import (
     place_message,
     redraw_interval,
     shared_work,
+    shown_attempt,
+    stored_attempts,
 )
 
 R = TypeVar("R")
@@ -59,6 +61,37 @@ def shared_result(
             st.info(hint)
         return None
     return remembered(key, compute, label)
+
+
+def measured_again(
+    key: tuple[Hashable, ...],
+    compute: Callable[..., R],
+    label: str,
+    disturbed: Callable[[R], bool],
+    start: str | None = None,
+) -> tuple[R | None, R | None]:
+    """A live timing every session shares, with a "Measure again" button: (the attempt to show, the latest attempt
+    when it was ``disturbed`` and a quiet one is shown instead) (:func:`~specviz.serving.pool.shown_attempt`).
+
+    The first attempt starts when someone presses ``start`` (at once when None); one under way for another session
+    is waited for without a press. Each attempt is its own shared result (``key + (n,)``), so the quiet one a class
+    saw is kept when a later one meets a busy machine.
+    """
+    work = shared_work()
+    attempts = stored_attempts(work, key)
+    following = key + (len(attempts),)
+
+    def again() -> bool:
+        return st.button(f"Measure again: {label.lower()}", key=f"sv_again_{label}")
+
+    pressed = again() if attempts else start is None or st.button(start, type="primary", key=f"sv_start_{label}")
+    if pressed or work.known(following):
+        first = not attempts
+        remembered(following, compute, label)
+        attempts = stored_attempts(work, key)
+        if first and attempts:  # the first result is here: the button to measure it again is too
+            again()
+    return shown_attempt(attempts, disturbed)
 
 
 def let_the_hall_run_first() -> None:

@@ -50,6 +50,14 @@ if config is not None and gammas:
     )
     if result is not None:
         table, c = result
+        at_sidebar = table[table.gamma == config.gamma]
+        st.info(
+            ui.headline_text(
+                config,
+                prompt,
+                float(at_sidebar.expected_speedup_verify_measured.iloc[0]) if len(at_sidebar) else None,
+            )
+        )
         best_measured = sweep.best_gamma_by(table, "speedup")
         alpha = float(table.alpha.mean())
         best_priced = sweep.best_gamma_by(table, "expected_speedup_verify_measured")

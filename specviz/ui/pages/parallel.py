@@ -73,7 +73,8 @@ if config is not None and trace is not None and trace.output_ids:
         )
         if speed is not None:
             c, priced = speed
-            st.info(ui.speed_story_text(config, pair, priced, trace.stats.alpha_estimate, c))
+            st.info(ui.headline_text(config, prompt, priced))
+            st.markdown(ui.speed_story_text(config, pair, priced, trace.stats.alpha_estimate, c))
         st.plotly_chart(
             timeline_figure(draft_ms, verify_ms, [len(r.emitted_ids) for r in trace.rounds], target.step_ms),
             width="stretch",

@@ -1,0 +1,57 @@
+"""Benchmark: the race, as the Race page measures it, on held-out prompts (prints each race's speedup).
+
+Per pair: the app's fastest exact configuration measured on this machine for the target's precision (the draft's
+precision and γ, ``analysis.defaults.fastest_config``), raced against the target alone on each held-out prompt, one
+after the other in one process (as the server's worker does): each race's lanes' wall times, their ratio, whether
+the lanes' steps agreed with the quiet profile (load signs), and whether the texts were identical. The median race
+is the figure the pages quote.
+
+    .venv/bin/python -m benchmarks.bench_race [--pairs embedded,qwen-coder] [--prompts 4] [--max-new 48]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+from benchmarks.bench_machine import PAIRS, pair_config
+from specviz import DATA_DIR
+from specviz.analysis.defaults import fastest_config
+from specviz.analysis.race import run_race
+from specviz.engine import load_pair
+from specviz.models.machine import cpu_name, matrix_units_in_words
+from specviz.training.teacher_text import read_prompt_file
+
+
+def bench(name: str, dtype: str, prompts: int, max_new: int) -> None:
+    config, chosen = fastest_config(pair_config(name, dtype, max_new))
+    pair = load_pair(config)
+    print(f"\n## {name}, target in {dtype}: {chosen}")
+    speedups = []
+    for prompt in read_prompt_file(DATA_DIR / PAIRS[name][2])[:prompts]:
+        race = run_race([(config, pair)], prompt)
+        target, speculative = race.lanes
+        speedups.append(race.headline)
+        print(
+            f"  target alone {target.total_ms / 1e3:6.2f} s · speculative {speculative.total_ms / 1e3:6.2f} s · "
+            f"{race.headline:.2f}x · drafting {100 * speculative.drafting_share:.0f}% · "
+            f"{race.verdicts[0].split(':')[0]} · {'load: ' + race.load[0] if race.load else 'quiet'}"
+        )
+    print(f"  median race: {statistics.median(speedups):.2f}x over {len(speedups)} prompts")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pairs", default="embedded,qwen-coder")
+    parser.add_argument("--dtypes", default="float32")
+    parser.add_argument("--prompts", type=int, default=4)
+    parser.add_argument("--max-new", type=int, default=48)
+    args = parser.parse_args()
+    print(f"# races on {cpu_name()} ({matrix_units_in_words()})")
+    for name in args.pairs.split(","):
+        for dtype in args.dtypes.split(","):
+            bench(name, dtype, args.prompts, args.max_new)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""The race (seed 001, live): the target alone and speculative decoding on one wall clock, measured on this machine.
+
+Seed 001 draws autoregressive decoding beside draft-and-verify. A race runs both on the same prompt, settings and
+kernels, one after the other on the server's worker (never both at once on shared cores), and records when each
+token was committed: the target alone through the engine's own autoregressive loop (:func:`autoregressive_decode`,
+one forward per token), each speculative lane through its trace's rounds (``Round.ended_ms``; a verified block lands
+at once). The browser replays those timestamps (:mod:`specviz.presentation.race`); the speedup is the ratio of the
+two lanes' measured wall times, nothing priced. Under greedy float32 the texts end identical (the speculative
+output is the target's own, Leviathan et al. 2023, Thm. 3.1 with the argmax rule); in half precision identical up
+to rounding, counted; under sampling the same seed gives another text (the speculative run draws its u's and the
+draft's samples from the same stream), and what is preserved is the text's distribution.
+"""
+
+from __future__ import annotations
+
+import datetime
+import statistics
+from dataclasses import dataclass
+
+from specviz import limits
+from specviz.analysis.metrics import profile_timeline
+from specviz.analysis.roofline import draft_profile
+from specviz.config import DecodeConfig
+from specviz.drafters.registry import DRAFTERS, drafter_entry
+from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
+from specviz.engine.token_texts import TokenTexts
+from specviz.engine.trace import REJECTED, Round, Trace
+from specviz.models.machine import cpu_name
+from specviz.models.pair import prompt_ids_for
+from specviz.models.profile import model_profile
+from specviz.rules.registry import rule_entry, rule_for
+
+TARGET_LANE = "target alone"
+LOAD = 1.3  # one lane's steps this much slower (against the quiet profile) than another's: the race measured load
+WARM_UP_TOKENS = 2  # each decoder's first tokens, run once before the clock starts (allocations, caches)
+
+
+@dataclass(frozen=True)
+class Landing:
+    """One moment a lane's text grows: a token of the target alone, or a speculative round's verified block."""
+
+    at_ms: float  # since the lane's decoding began
+    tokens: tuple[str, ...]  # the texts that land, in order
+    kinds: tuple[str, ...]  # per token: "target" (the target alone), "accepted", "correction" or "bonus"
+    drafted: tuple[str, ...] = ()  # the round's drafted tokens, shown while the target verifies them
+    struck: tuple[str, ...] = ()  # drafted tokens the target rejected (struck for a moment)
+    drafted_at_ms: float | None = None  # when the draft was done and verification began
+    draft_ms: float = 0.0
+    verify_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Lane:
+    name: str
+    landings: tuple[Landing, ...]
+    total_ms: float  # the lane's measured wall time, from its loop's start to its last token
+    output_ids: tuple[int, ...]
+    text: str
+    slowdown: float  # its measured steps over this machine's quiet profile of them (1.0: as quiet as the profile)
+
+    @property
+    def drafting_share(self) -> float:
+        """The share of the lane's time spent drafting (0 for the target alone)."""
+        return sum(landing.draft_ms for landing in self.landings) / self.total_ms if self.total_ms else 0.0
+
+
+@dataclass(frozen=True)
+class Race:
+    lanes: tuple[Lane, ...]  # the target alone first
+    verdicts: tuple[str, ...]  # per lane after the first: how its text compares with the target's own
+    prompt: str
+    pair: str  # "target ← draft"
+    machine: str  # device, precision and CPU the lanes were timed on
+    measured_at: str  # ISO time, UTC
+    load: tuple[str, ...]  # signs the race measured the machine's load, in words (empty: quiet)
+
+    def speedup(self, lane: Lane) -> float:
+        """The target alone's wall time over ``lane``'s: the race's measured speedup, the figure the pages quote."""
+        return self.lanes[0].total_ms / lane.total_ms
+
+    @property
+    def headline(self) -> float:
+        return self.speedup(self.lanes[1])
+
+    @property
+    def disturbed(self) -> bool:
+        return bool(self.load)
+
+
+def common_prefix(reference: tuple[int, ...], ids: tuple[int, ...]) -> int:
+    """How many leading tokens two outputs share."""
+    same = 0
+    for a, b in zip(reference, ids):
+        if a != b:
+            break
+        same += 1
+    return same
+
+
+def verdict(config: DecodeConfig, reference: tuple[int, ...], ids: tuple[int, ...]) -> str:
+    """How a speculative lane's text compares with the target alone's, and what the rule and precision promise."""
+    same, total = common_prefix(reference, ids), max(len(reference), len(ids))
+    if rule_for(config).stochastic:
+        return (
+            "Sampling: the same seed gives another text, because the speculative run draws its acceptance tests "
+            "and the draft's tokens from the same random stream; what it preserves is the distribution of the text "
+            "(the Losslessness lab tests it)."
+        )
+    if not rule_entry(config.rule).lossless:
+        return f"A lossy rule: {same} of {total} tokens match the target's own output."
+    if same == total and config.dtype == "float32":
+        return f"Identical: {same} of {total} tokens, as greedy decoding in float32 guarantees."
+    if config.dtype != "float32":
+        return (
+            f"Identical up to rounding: {same} of {total} tokens match (in {config.dtype} a pass over several "
+            "tokens rounds differently from a one-token step, so a near tie can flip)."
+        )
+    return f"{same} of {total} tokens identical: greedy float32 should match every token."
+
+
+def target_lane(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> Lane:
+    """The target alone, one token per forward, each token's commit time recorded."""
+    times: list[tuple[int, float]] = []
+    ids, seconds = autoregressive_decode(config, pair, prompt_ids, lambda token, ms: times.append((token, ms)))
+    texts = TokenTexts(pair.target.tokenizer).after(prompt_ids).sequence(ids)
+    landings = tuple(Landing(ms, (text,), ("target",)) for (_, ms), text in zip(times, texts))
+    steps = [b.at_ms - a.at_ms for a, b in zip(landings, landings[1:])]  # the first includes the prompt's pass
+    slowdown = statistics.fmean(steps) / model_profile(pair.target).step_ms if steps else 1.0
+    return Lane(TARGET_LANE, landings, seconds * 1e3, tuple(ids), "".join(texts), slowdown)
+
+
+def round_landing(rnd: Round) -> Landing:
+    """A verified round lands at once: its accepted tokens, then the correction or the bonus."""
+    accepted = rnd.accepted_count
+    emitted_kind = "correction" if rnd.correction else "bonus" if rnd.bonus else "accepted"
+    kinds = tuple("accepted" if i < accepted else emitted_kind for i in range(len(rnd.emitted_texts)))
+    return Landing(
+        rnd.ended_ms,
+        tuple(rnd.emitted_texts),
+        kinds,
+        tuple(pos.text for pos in rnd.draft),
+        tuple(pos.text for pos in rnd.draft if pos.status == REJECTED),
+        rnd.ended_ms - rnd.verify_ms,
+        rnd.draft_ms,
+        rnd.verify_ms,
+    )
+
+
+def speculative_lane(name: str, trace: Trace, pair: ModelPair) -> Lane:
+    """A speculative run as a lane: one landing per round, its steps compared with the machine's quiet profile."""
+    assert trace.stats is not None, "a decoded trace carries its stats"
+    drafts, passes = profile_timeline(trace, model_profile(pair.target), draft_profile(trace.config, pair))
+    later = trace.rounds[1:]  # the first round's pass includes the prompt's
+    priced = sum(drafts[1:]) + sum(passes[1:])
+    measured = sum(r.draft_ms + r.target_pass_ms for r in later)
+    return Lane(
+        name,
+        tuple(round_landing(r) for r in trace.rounds),
+        trace.stats.wall_ms,
+        tuple(trace.output_ids),
+        trace.output_text,
+        measured / priced if priced else 1.0,
+    )
+
+
+def lane_name(config: DecodeConfig) -> str:
+    entry = drafter_entry(config.drafter)
+    size = f"depth {config.tree_depth}" if entry.drafts_tree(config) else f"γ = {config.gamma}"
+    return f"speculative: {entry.label}, {size}"
+
+
+def load_signs(lanes: tuple[Lane, ...]) -> tuple[str, ...]:
+    """Why a race measured the machine's load rather than the method, in words (empty: no sign of load).
+
+    Each lane's steps are compared with this machine's quiet profile of the same passes (its ``slowdown``); the
+    loop's own work (probabilities, records) adds about the same share to every lane, so on a quiet machine the
+    lanes agree. When one ran :data:`LOAD` times slower than another, other work shared the cores during it, and
+    the ratio of their wall times measures that work as much as speculation."""
+    fastest, slowest = min(lanes, key=lambda lane: lane.slowdown), max(lanes, key=lambda lane: lane.slowdown)
+    if slowest.slowdown <= LOAD * fastest.slowdown:
+        return ()
+    return (
+        f"{slowest.name} ran at {slowest.slowdown:.2f}× this machine's quiet steps and {fastest.name} at "
+        f"{fastest.slowdown:.2f}×: other work shared the cores during one of them",
+    )
+
+
+def run_race(
+    lanes: list[tuple[DecodeConfig, ModelPair]], prompt: str | None, prompt_ids: list[int] | None = None
+) -> Race:
+    """The target alone against each (config, pair) lane, on ``prompt`` (or raw ``prompt_ids``), one after the
+    other on this worker.
+
+    Every decoder first runs :data:`WARM_UP_TOKENS` tokens untimed, so neither lane pays the process's first
+    allocations. The target alone runs with the first lane's config and pair (same target, kernels and rule).
+    """
+    config, pair = lanes[0]
+    ids = prompt_ids_for(pair, config, prompt, prompt_ids)
+    autoregressive_decode(config.replace(max_new_tokens=WARM_UP_TOKENS), pair, ids)
+    for lane_config, lane_pair in lanes:
+        speculative_decode(lane_config.replace(max_new_tokens=WARM_UP_TOKENS), prompt_ids=ids, pair=lane_pair)
+    target = target_lane(config, pair, ids)
+    raced = [speculative_lane(lane_name(c), speculative_decode(c, prompt_ids=ids, pair=p), p) for c, p in lanes]
+    everything = (target, *raced)
+    return Race(
+        everything,
+        tuple(verdict(c, target.output_ids, lane.output_ids) for (c, _), lane in zip(lanes, raced)),
+        prompt if prompt is not None else "".join(TokenTexts(pair.target.tokenizer).sequence(ids)),
+        f"{pair.target.name} ← {pair.draft.name if pair.draft else config.drafter}",
+        f"{pair.target.device} {config.dtype} · {cpu_name()}",
+        datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        load_signs(everything),
+    )
+
+
+def priced_seconds(tokens: int, target_step_ms: float, lanes: int) -> float:
+    """What a race costs before it runs, from the machine profile: the target alone's ``tokens`` steps, each
+    speculative lane at most as long, and each decoder's warm-up."""
+    return (tokens + WARM_UP_TOKENS * (1 + lanes)) * target_step_ms * (1 + lanes) / 1e3
+
+
+def lane_choices(config: DecodeConfig) -> tuple[str, ...]:
+    """The drafters that can race beside the sidebar's on this pair: every other one, except those that need a
+    draft model when none is named, and those drafting on the target's states, whose shipped weights were trained
+    for the embedded target only."""
+    return tuple(
+        name
+        for name, entry in DRAFTERS.items()
+        if name != config.drafter
+        and (entry.draft_model != "always" or config.draft)
+        and (not entry.requires_model_outputs or config.target == limits.EMBEDDED)
+    )

@@ -1,0 +1,65 @@
+"""The race (seed 001, live): the target alone and speculative decoding writing the same answer on one clock."""
+
+import streamlit as st
+
+from specviz import ui
+from specviz.analysis.race import lane_choices
+from specviz.drafters.registry import drafter_entry
+from specviz.presentation.race import race_page
+from specviz.rules.registry import rule_for
+from specviz.ui.racing import race_estimate_s
+
+config, prompt, defaults = ui.shared_controls()
+st.title("The race: the target alone against speculative decoding")
+st.caption(
+    "Seed 001 draws autoregressive decoding beside draft-and-verify. Here both run for real on this server, on the "
+    "same prompt, settings and kernels, one after the other (never both at once on shared cores), and every "
+    "token's commit time is recorded. Your browser replays those times on one clock: the target alone writes a "
+    "token per step, speculative decoding lands a verified block at once (a rejected draft struck for a moment, "
+    "the target's correction after it). The speedup at the finish is the ratio of the two measured wall times. "
+    "Space starts (and restarts) the race."
+)
+if config is not None:
+    ui.precision_caption(config)
+    choices = lane_choices(config)
+    extra = tuple(
+        st.multiselect(
+            "More lanes (other drafters against the same target)",
+            choices,
+            format_func=lambda name: drafter_entry(name).label,
+            key="sv_race_lanes",
+        )
+    )
+    estimate = race_estimate_s(config, 1 + len(extra))
+    about = f" (about {estimate:.0f} s on this machine)" if estimate is not None else ""
+    race, disturbed = ui.raced(config, prompt, extra, f"Start the race{about}")
+    if race is None:
+        st.info("Press **Start the race**: the server measures both decoders once, and every student sees that race.")
+    else:
+        if disturbed is not None:
+            st.warning(
+                f"The run of {disturbed.measured_at.replace('T', ' ')} was disturbed ({'; '.join(disturbed.load)}); "
+                f"the quiet race of {race.measured_at.replace('T', ' ')} is shown."
+            )
+        elif race.load:
+            st.warning(f"Measured under load ({'; '.join(race.load)}): **Measure again** when the machine is quiet.")
+        page = race_page(race)
+        st.iframe(page, height="content")
+        columns = st.columns(len(race.lanes))
+        for column, lane in zip(columns, race.lanes):
+            column.metric(
+                lane.name,
+                f"{lane.total_ms / 1e3:.2f} s",
+                delta=None if lane is race.lanes[0] else f"{race.speedup(lane):.2f}× faster",
+                help=f"{len(lane.output_ids)} tokens, {len(lane.output_ids) / lane.total_ms * 1e3:.1f} tokens/s; "
+                f"drafting {100 * lane.drafting_share:.0f}% of the time",
+            )
+        for lane, said in zip(race.lanes[1:], race.verdicts):
+            st.markdown(f"**{lane.name}**: {said}")
+        if rule_for(config).stochastic:
+            st.page_link(
+                "pages/losslessness.py",
+                icon=":material/casino:",
+                label="Sampling keeps the target's distribution, not its text: the Losslessness lab",
+            )
+        st.download_button("Download the race (one HTML file, opens offline)", page, "specviz-race.html", "text/html")

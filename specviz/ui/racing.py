@@ -1,0 +1,69 @@
+"""The race a configuration has on this server, and the one speed figure every page quotes from it.
+
+A race is a live timing shared like a trace (every session of a link sees the same race), kept per attempt:
+"Measure again" adds one, and the pages show the latest quiet one (:func:`~specviz.ui.waiting.measured_again`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+import streamlit as st
+
+from specviz.analysis.race import Race, priced_seconds, run_race
+from specviz.config import DecodeConfig
+from specviz.models.profile import model_profile
+from specviz.serving.models import pair_for, trace_key
+from specviz.serving.pool import shared_work, shown_attempt, stored_attempts
+from specviz.ui.waiting import measured_again, page_pair
+
+RACE_PAGE = "pages/race.py"
+
+
+def race_key(config: DecodeConfig, prompt: str, lanes: tuple[str, ...] = ()) -> tuple[Hashable, ...]:
+    return trace_key(config, prompt, "race", lanes)
+
+
+def shown_race(config: DecodeConfig, prompt: str) -> Race | None:
+    """The race the pages quote for this configuration and prompt (the latest quiet one), None before one ran."""
+    return shown_attempt(stored_attempts(shared_work(), race_key(config, prompt)), lambda race: race.disturbed)[0]
+
+
+def race_estimate_s(config: DecodeConfig, lanes: int) -> float | None:
+    """The race's cost before it runs, from the machine profile of the sidebar's target (None: not loaded)."""
+    pair = page_pair(config)
+    return priced_seconds(config.max_new_tokens, model_profile(pair.target).step_ms, lanes) if pair else None
+
+
+def raced(config: DecodeConfig, prompt: str, lanes: tuple[str, ...], start: str) -> tuple[Race | None, Race | None]:
+    """The race of the sidebar's configuration against the target alone (with ``lanes``: other drafters beside it),
+    measured once for every session on the work pool when someone presses ``start``, measured again on request."""
+
+    def compute(on_progress: object) -> Race:
+        configs = [config] + [config.replace(drafter=drafter) for drafter in lanes]
+        return run_race([(c, pair_for(c)) for c in configs], prompt)
+
+    return measured_again(race_key(config, prompt, lanes), compute, "Race", lambda race: race.disturbed, start)
+
+
+def headline_text(config: DecodeConfig, prompt: str, priced: float | None) -> str:
+    """The configuration's one speed figure, the same on every page: the race's measured speedup, or before a race
+    was run the profile-priced figure (``priced``: the theory at the trace's α, priced with this machine's c and
+    v(k); None where the page has none), labelled as such. A page's other figures are read against it."""
+    race = shown_race(config, prompt)
+    beside = f" (priced from this machine's profile: {priced:.2f}×)" if priced is not None else ""
+    if race is not None:
+        return (
+            f"**Speedup of this configuration: {race.headline:.2f}×, measured** in the race of "
+            f"{race.measured_at.replace('T', ' ')}{beside}. The figures below are read against it."
+        )
+    if priced is None:
+        return "**Speedup of this configuration: not measured yet.** The Race page runs the two decoders on one clock."
+    return (
+        f"**Speedup of this configuration: {priced:.2f}×, priced** from this machine's profile at this trace's α; no "
+        "race measured yet (the Race page runs the two decoders on one clock). The figures below are read against it."
+    )
+
+
+def race_link() -> None:
+    st.page_link(RACE_PAGE, icon=":material/sprint:", label="Race the two decoders on one clock (Race page)")

@@ -1,0 +1,154 @@
+"""The race: the target alone and speculative decoding on one clock, measured on the tiny real pair."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+import pytest
+
+from specviz.analysis.race import Lane, Race, lane_choices, load_signs, run_race, verdict
+from specviz.config import DecodeConfig
+from specviz.engine import speculative_decode
+from specviz.presentation.race import race_page
+from specviz.serving import jsoncodec
+from specviz.serving.pool import shared_work, shown_attempt
+
+from .conftest import TINY_TEXT_PROMPT
+from .test_app import make_app
+
+
+@pytest.fixture(scope="module")
+def race_config(tiny_dirs) -> DecodeConfig:
+    return DecodeConfig(
+        target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", max_new_tokens=20, gamma=3, device="cpu"
+    )
+
+
+@pytest.fixture(scope="module")
+def race(race_config, tiny_pair) -> Race:
+    return run_race([(race_config, tiny_pair), (race_config.replace(drafter="ngram"), tiny_pair)], TINY_TEXT_PROMPT)
+
+
+def test_each_lanes_replay_is_monotone_and_the_speedup_is_the_wall_time_ratio(race):
+    for lane in race.lanes:
+        times = [landing.at_ms for landing in lane.landings]
+        assert times == sorted(times) and times[0] > 0
+        assert times[-1] <= lane.total_ms  # the lane's clock stops at its measured wall time, after its last token
+        assert sum(len(landing.tokens) for landing in lane.landings) == len(lane.output_ids)
+        for landing in lane.landings:
+            if landing.drafted_at_ms is not None:
+                assert landing.drafted_at_ms <= landing.at_ms
+    assert race.lanes[0].name == "target alone" and len(race.lanes[0].landings) == len(race.lanes[0].output_ids)
+    for lane in race.lanes[1:]:
+        assert race.speedup(lane) == race.lanes[0].total_ms / lane.total_ms
+    assert race.headline == race.speedup(race.lanes[1])
+
+
+def test_greedy_float32_lanes_end_with_the_targets_own_text(race, race_config, tiny_pair):
+    target = race.lanes[0]
+    assert all(lane.output_ids == target.output_ids for lane in race.lanes)
+    assert all(said.startswith("Identical: 20 of 20 tokens") for said in race.verdicts)
+    again = speculative_decode(race_config, prompt=TINY_TEXT_PROMPT, pair=tiny_pair)
+    assert tuple(again.output_ids) == race.lanes[1].output_ids  # the lane is the engine's own trace
+
+
+def test_a_round_lands_its_accepted_tokens_then_the_targets_token(race):
+    for landing in race.lanes[1].landings:
+        accepted = landing.kinds.count("accepted")
+        assert landing.kinds[:accepted] == ("accepted",) * accepted
+        assert set(landing.kinds[accepted:]) <= {"correction", "bonus"}
+        assert len(landing.struck) <= len(landing.drafted)
+        if landing.struck:
+            assert landing.kinds[-1] == "correction"
+
+
+def test_the_page_embeds_the_race_it_replays(race):
+    page = race_page(race)
+    data = json.loads(re.search(r'data-race="data">(.*?)</script>', page, re.S).group(1))
+    assert [lane["total_ms"] for lane in data["lanes"]] == [lane.total_ms for lane in race.lanes]
+    assert data["lanes"][1]["landings"][0]["tokens"] == list(race.lanes[1].landings[0].tokens)
+    assert "<script" not in json.dumps(data)  # the prompt and tokens cannot close the data's script element
+
+
+def test_a_race_goes_through_the_replicas_json_store(race):
+    assert jsoncodec.decode(json.loads(json.dumps(jsoncodec.encode(race)))) == race
+
+
+def lane(name: str, slowdown: float) -> Lane:
+    return Lane(name, (), 1000.0, (), "", slowdown)
+
+
+def test_a_lane_slowed_more_than_the_others_is_a_sign_of_load():
+    assert load_signs((lane("target alone", 1.5), lane("speculative", 1.6))) == ()  # both lanes alike: quiet
+    signs = load_signs((lane("target alone", 2.4), lane("speculative", 1.5)))
+    assert len(signs) == 1 and "target alone ran at 2.40×" in signs[0]
+
+
+def shown_race(races: list[Race]) -> tuple[Race | None, Race | None]:
+    return shown_attempt(races, lambda race: race.disturbed)
+
+
+def test_pages_show_the_latest_quiet_race_and_say_when_a_later_one_was_disturbed(race):
+    race = dataclasses.replace(race, load=())  # the tiny pair's millisecond steps are noisy: declared quiet here
+    disturbed = dataclasses.replace(race, load=("busy",), measured_at="later")
+    assert shown_race([]) == (None, None)
+    assert shown_race([race]) == (race, None)
+    assert shown_race([race, disturbed]) == (race, disturbed)
+    assert shown_race([disturbed]) == (disturbed, None)
+    quieter = dataclasses.replace(race, measured_at="latest")
+    assert shown_race([race, disturbed, quieter]) == (quieter, None)
+
+
+def test_the_verdict_says_what_the_rule_and_precision_promise(race_config):
+    same, other = (1, 2, 3, 4), (1, 2, 9, 4)
+    assert verdict(race_config, same, same).startswith("Identical: 4 of 4")
+    assert verdict(race_config.replace(dtype="bfloat16"), same, other).startswith("Identical up to rounding: 2 of 4")
+    assert "same seed gives another text" in verdict(race_config.replace(rule="sample"), same, other)
+    assert verdict(race_config, same, other).startswith("2 of 4 tokens identical")
+
+
+def test_lanes_on_request_leave_out_what_the_pair_cannot_run(race_config):
+    choices = lane_choices(race_config)
+    assert "model" not in choices and "ngram" in choices  # the sidebar's own drafter is lane 1 already
+    assert "model" not in lane_choices(race_config.replace(drafter="ngram", draft=None))
+    assert not any(c in lane_choices(race_config) for c in ("eagle", "blockwise"))  # weights for the embedded target
+
+
+def test_the_race_page_measures_once_for_every_session(tiny_params):
+    params = {**tiny_params, "max_new_tokens": "10"}
+    raced = len(shared_work().durations.get("Race", []))
+    at = make_app(params).run()
+    at.switch_page("pages/race.py").run()
+    assert not at.exception, at.exception
+    start = next(b for b in at.button if b.label.startswith("Start the race"))
+    assert re.search(r"about \d+ s on this machine", start.label)  # priced before it runs
+    start.click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    metrics = {m.label: m for m in at.metric}
+    assert set(metrics) == {"target alone", "speculative: draft model, γ = 3"}
+    assert metrics["speculative: draft model, γ = 3"].delta.endswith("× faster")
+    assert any(m.value.startswith("**speculative: draft model, γ = 3**: Identical: 10 of 10") for m in at.markdown)
+    assert len(at.get("iframe")) == 1
+    # a second session on the same link sees the same race, with no press and no second computation
+    other = make_app(params).run()
+    other.switch_page("pages/race.py").run()
+    assert {m.label: m.value for m in other.metric} == {m.label: m.value for m in at.metric}
+    assert any(b.label.startswith("Measure again") for b in other.button)
+    assert len(shared_work().durations["Race"]) == raced + 1
+
+
+def test_every_speed_page_quotes_the_races_speedup_once_a_race_was_run(tiny_params):
+    params = {**tiny_params, "max_new_tokens": "8", "gamma": "2"}
+    at = make_app(params).run()
+    at.switch_page("pages/metrics.py").run()
+    assert any(", priced** from this machine's profile" in i.value for i in at.info)  # before a race: labelled
+    at.switch_page("pages/race.py").run()
+    next(b for b in at.button if b.label.startswith("Start the race")).click().run()
+    measured = next(m for m in at.metric if m.label.startswith("speculative")).delta.split("×")[0]
+    for page in ("metrics", "parallel"):
+        at.switch_page(f"pages/{page}.py").run()
+        assert not at.exception, at.exception
+        quoted = [i.value for i in at.info if i.value.startswith("**Speedup of this configuration")]
+        assert quoted and quoted[0].startswith(f"**Speedup of this configuration: {measured}×, measured** in the race")
