@@ -5,7 +5,7 @@ Examples::
     python -m specviz trace --prompt "Hello" --drafter layerskip --rule greedy --gamma 4 --out -
     python -m specviz trace --target ./big --draft ./small --drafter model --rule sample --samples 100
     python -m specviz generate --prompt "Write a haiku" --drafter ngram
-    python -m specviz html --prompt "Explain gravity" --rule sample --out lesson.html
+    python -m specviz html --out lesson.html    # the app's default lesson, its race as the speed slide
     python -m specviz train-drafter --kind blockwise --seed 0
     python -m specviz train-draft --seed 0
     python -m specviz train-eagle --answers 5000 --steps 7000
@@ -17,16 +17,16 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from functools import partial
 from typing import TextIO
 
 from specviz.config import DecodeConfig, field_params
+from specviz.limits import DEFAULT_PROMPT
 from specviz.models.errors import ModelLoadError, VocabularyMismatchError
 from specviz.models.published import BUNDLES
 from specviz.models.wheels import FetchError
-from specviz.serving.processes import app_command
+from specviz.serving.processes import serve_app
 from specviz.serving.urlstate import FieldValue, parse_value
 from specviz.settings import ConfigError
 from specviz.training.commands import TRAINING_COMMANDS, add_training_commands, int_list
@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lesson.add_argument("--out", required=True, help="the HTML file to write")
     lesson.add_argument("--title", default=None, help="the lesson's title (default: models, rule and gamma)")
-    lesson.add_argument("--race", action="store_true", help="measure the race too and carry it as the Race view")
+    lesson.add_argument("--no-race", dest="race", action="store_false", help="leave the race (the speed slide) out")
     machine = commands.add_parser(
         "machine",
         help="print this machine's profile for a model pair: CPU, kernel paths, "
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_options(machine)
     for sub in (trace, generate, lesson):
         add_config_options(sub)
-        prompt = sub.add_mutually_exclusive_group(required=True)
+        prompt = sub.add_mutually_exclusive_group(required=sub is not lesson)  # a lesson opens on the app's prompt
         prompt.add_argument("--prompt", help="prompt text (the chat template is applied for chat models)")
         prompt.add_argument("--prompt-ids", type=int_list, help="raw prompt token ids, comma-separated (no template)")
         sub.add_argument(
@@ -185,8 +185,12 @@ def run(args: argparse.Namespace) -> None:
         COMMANDS[args.command](args)
         return
     from specviz.engine import load_pair, speculative_decode  # torch import deferred until the args are valid
+    from specviz.serving.models import with_pair_defaults
 
     config = config_from_args(args)
+    if args.command == "html":  # the lesson the app would show: its prompt and the pair's measured defaults
+        config = with_pair_defaults(config)
+        args.prompt = args.prompt if args.prompt or args.prompt_ids else DEFAULT_PROMPT
     if args.fastest:
         from specviz.analysis.defaults import fastest_config
 
@@ -227,17 +231,11 @@ def run(args: argparse.Namespace) -> None:
 COMMANDS = {"fetch": fetch_command, "machine": machine_command, **TRAINING_COMMANDS}
 
 
-def serve_app(streamlit_args: list[str]) -> None:
-    """Replace this process with streamlit serving the packaged app (signals then reach the server itself)."""
-    command = app_command(*streamlit_args)
-    os.execv(command[0], command)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, streamlit_args = parser.parse_known_args(argv)
     if args.command == "app":
-        serve_app(streamlit_args)
+        serve_app(streamlit_args)  # this process becomes the server
     elif streamlit_args:
         parser.error(f"unrecognized arguments: {' '.join(streamlit_args)}")
     try:

@@ -1,5 +1,6 @@
 """The bounds on one request's work and the choices a setting offers (no torch, no specviz imports): what
-:class:`~specviz.config.DecodeConfig`'s settings accept, and the names of the shipped pair's models."""
+:class:`~specviz.config.DecodeConfig`'s settings accept, the names of the shipped pair's models, and the lesson's
+prompts (the app's presets, the CLI lesson's default)."""
 
 EMBEDDED, EMBEDDED_DRAFT = "embedded", "embedded-draft"  # the shipped pair's model specs
 TREE_NODES_MAX = 256  # drafted tokens per tree: one target pass scores them all, so keep it bounded
@@ -15,3 +16,23 @@ DRAFT_VOCAB_CHOICES = (None, 1024, 2048, 4096, 8192, 16384, 32768, 0)  # None: a
 
 def vocab_label(k: int | None) -> str:
     return "as shipped" if k is None else "all tokens" if k == 0 else f"top {k:,} tokens"
+
+
+# A lesson set: each prompt's output reads sensibly on the embedded pair and the Qwen pair (checked greedy, and
+# sampled at T 0.7), and each teaches something: code is predictable (high acceptance, rounds shrink as γ grows),
+# open prose is not (low acceptance), a list ends its items with tokens a draft can guess (bonus tokens).
+PROMPT_PRESETS = {
+    "Code: Fibonacci (high acceptance)": "Write a Python function that returns the n-th Fibonacci number.",
+    "Code: SQL": "Write a SQL query that returns the ten customers with the highest total order value.",
+    "A list: the planets (bonus tokens)": "List the planets of the solar system in order from the Sun.",
+    "A fact: France's capital (short)": "What is the capital of France? Answer in one sentence.",
+    "Explain: a hash map": "Explain what a hash map is in two sentences.",
+    "Open prose: a haiku (low acceptance)": "Write a haiku about the sea.",
+    "Translation (seed 000's sentence; too hard for the 135M model)": (
+        "Translate to English: Machen sich Hunderte Millionen von Autofahrern Sorgen über ihre Privatsphäre?"
+    ),
+}
+# The opening example: sensible code, both verdicts in its rounds, and γ visibly changes them (greedy, 32 tokens,
+# embedded pair: 14 rounds and 18/27 drafted tokens accepted at γ = 2, 13 and 19/36 at γ = 3, 10 and 22/35 at γ = 4,
+# 9 and 23/58 at γ = 8). The Fibonacci preset accepts every drafted token at γ = 3: a lesson shows no rejection there.
+DEFAULT_PROMPT = PROMPT_PRESETS["Code: SQL"]

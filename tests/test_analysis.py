@@ -195,6 +195,12 @@ def test_tree_vs_chain_same_greedy_output_fewer_passes_per_token(tiny_dirs, tiny
     assert np.allclose(table.tokens_per_round, table.new_tokens / table.rounds)
     # hedging over two children per level accepts at least as much as the single chain of the same depth
     assert table.accepted_per_round[0] >= table.accepted_per_round[1]
+    said = tree_vs_chain.verdict(table)  # the words follow the table's own numbers
+    per_pass = said.split(";")[0]
+    beaten = [c.method for _, c in table.iloc[1:].iterrows() if table.tokens_per_round[0] > c.tokens_per_round]
+    assert per_pass.endswith(" and ".join(beaten)) if beaten else "no more than the chains" in per_pass
+    assert ("it was faster than" in said) == bool((table.wall_s[0] < table.wall_s[1:]).any())
+    assert "wall_s" not in tree_vs_chain.readable(table).columns
 
 
 def test_gamma_sweep_progress_counts_its_real_steps(config, tiny_pair):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -191,3 +192,25 @@ def test_a_pair_change_moves_the_settings_that_still_hold_the_last_pairs_default
         "dtype": "float32",
         "gamma": 6,
     }
+
+
+@pytest.mark.parametrize("page", [None, "round_view", "metrics", "race"])
+def test_a_quiz_link_on_any_page_opens_the_quiz_at_its_round_with_no_verdict(tiny_params, page):
+    at = make_app({**tiny_params, "view": "quiz", "round": "2"})
+    if page:
+        at.switch_page(f"pages/{page}.py")
+    at.run()
+    assert not at.exception, at.exception
+    trace, _, start = player_of(at)
+    assert start == {"view": "quiz", "round": 2}  # the player opens in its quiz: verdicts wait for answers
+    assert at.query_params["view"] == "quiz" and at.query_params["prompt"] == tiny_params["prompt"]
+    assert len(at.get("iframe")) == 1 and not any("drafted tokens accepted" in m.value for m in at.markdown)
+
+
+def test_the_students_link_round_trips_to_the_quiz(tiny_params):
+    at = make_app({**tiny_params, "gamma": "2"}).run()
+    link = next(c.value for c in at.code if "view=quiz" in c.value)
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(link).query))
+    assert urllib.parse.urlsplit(link).path.endswith("lesson_player") and query["gamma"] == "2"
+    opened = make_app(query).run()
+    assert player_of(opened)[2]["view"] == "quiz" and player_of(opened)[0]["config"]["gamma"] == 2

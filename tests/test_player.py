@@ -12,9 +12,11 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 from specviz.engine import speculative_decode
+from specviz.limits import DEFAULT_PROMPT
 from specviz.presentation.player import embedded_json, lesson_html
 from specviz.presentation.render import display_text
 from specviz.rules.registry import rule_entry
+from specviz.serving.models import app_defaults
 from specviz.serving.processes import CHROMIUM_ARGS
 
 from .test_browser import ARTIFACTS
@@ -233,6 +235,21 @@ def test_cli_writes_the_standalone_lesson(tiny_dirs, tmp_path):
     data = json.loads(text.split('<script id="trace-data" type="application/json">')[1].split("</script>")[0])
     assert len(data["output_ids"]) == 8
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=", text)  # every script and style is inline
+    assert 'data-race="data"' in text and "target passes" in text  # its speed slide (the race) and its summary
+
+
+def test_the_cli_lesson_is_the_apps_default_lesson(embedded, tmp_path):
+    """No prompt: the app's default prompt, with the pair's measured defaults (as the app opens it)."""
+    out = tmp_path / "default.html"
+    command = [sys.executable, "-m", "specviz", "html", "--max-new-tokens", "6", "--device", "cpu", "--no-race"]
+    done = subprocess.run([*command, "--out", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    text = out.read_text(encoding="utf-8")
+    data = json.loads(text.split('<script id="trace-data" type="application/json">')[1].split("</script>")[0])
+    app = app_defaults()
+    assert data["prompt_text"] == DEFAULT_PROMPT
+    assert (data["config"]["gamma"], data["config"]["dtype"]) == (app.gamma, app.dtype)
+    assert 'data-race="data"' not in text
 
 
 BAR_MEASURES = """() => [...document.querySelectorAll('#cards svg.pq')].map((svg) => {

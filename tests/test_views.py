@@ -15,8 +15,8 @@ import torch
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
 from specviz.presentation import player, render, tables, tree_drawing
+from specviz.presentation.render import summary_line
 from specviz.serving.urlstate import parse_query, to_query
-from specviz.ui.views import summary_line
 
 DEFAULTS = DecodeConfig()
 

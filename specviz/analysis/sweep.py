@@ -118,6 +118,9 @@ READABLE = {
     "target_passes": "target passes",
     "new_tokens": "new tokens",
     "wall_s": "seconds",
+    "draft_vocab": "draft head size K",
+    "cost_ratio": "c",
+    "tokens_per_s": "tokens / s",
 }
 
 

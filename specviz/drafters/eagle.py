@@ -160,9 +160,10 @@ def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence 
         weights.head_dim,
         pair.vocab_size,
     ):
+        head_name = f"The EAGLE head at {path}" if config.parallel_weights else "EAGLE's shipped head"
         raise ConfigError(
-            f"The EAGLE head at {path} was trained for {shape.target} (hidden {shape.hidden}, "
-            f"vocabulary {shape.vocab}); {pair.target.name} is not that model"
+            f"{head_name} was trained for {shape.target} (hidden {shape.hidden}, vocabulary {shape.vocab}); "
+            f"{pair.target.name} is not that model: pick another drafter for this pair"
         )
     k = head.shape.draft_vocab if config.draft_vocab is None else config.draft_vocab
     ids, rows = trimmed_rows(pair.target, path, min(k, len(vocab_order)) if k else 0)

@@ -148,10 +148,11 @@ def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence 
         ) from exc
     hidden = int(pair.target.model.config.hidden_size)
     if meta.kind != config.drafter or meta.hidden != hidden or meta.vocab != pair.vocab_size:
+        weights = f"The weights at {path} are" if config.parallel_weights else "The shipped weights are"
         raise ConfigError(
-            f"The weights at {path} are a {meta.kind} drafter for {meta.target} (hidden {meta.hidden}, "
-            f"vocabulary {meta.vocab}); {pair.target.name} has hidden {hidden} and vocabulary "
-            f"{pair.vocab_size}"
+            f"{weights} a {meta.kind} drafter for {meta.target} (hidden {meta.hidden}, vocabulary {meta.vocab}); "
+            f"{pair.target.name} has hidden {hidden} and vocabulary {pair.vocab_size}: pick another drafter for "
+            "this pair"
         )
     state = target_state if target_state is not None else KVCachedSequence()  # without a run's cache: drafts nothing
     return ParallelDrafter(module, meta, pair.target, state, pair.vocab_size)

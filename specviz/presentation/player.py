@@ -60,9 +60,14 @@ def round_drawing(trace: Trace, rnd: Round) -> dict[str, str]:
     return {"rows": rows, "svg": svg}
 
 
+def bold_markdown(text: str) -> str:
+    """``**x**`` as <b>x</b> (the summary line's markdown, in the page's HTML)."""
+    return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
+
+
 def lesson_title(trace: Trace) -> str:
     return (
-        f"specviz lesson · {trace.models['target']} ← {trace.models['draft']} · {trace.config.rule} "
+        f"specviz lesson · {trace.models['target']} ← {trace.models['draft']} · {rule_entry(trace.config.rule).label} "
         f"· γ = {trace.config.gamma}"
     )
 
@@ -104,6 +109,7 @@ def lesson_page(trace: Trace, title: str | None = None, race: Race | None = None
         "__LEGEND__": render.legend_html(rule),
         "__BAR_LEGEND__": rule.chart_legend,
         "__RACE__": race_section(race) if race else "",
+        "__SUMMARY__": bold_markdown(html.escape(render.summary_line(trace))),
         "__LABELS__": script_safe(
             json.dumps(
                 {

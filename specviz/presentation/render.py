@@ -223,3 +223,22 @@ def output_html(trace: Trace) -> str:
             f'title="round {round_number}: {kind}">{html.escape(text)}</span>'
         )
     return f'<div class="sv-out">{"".join(spans)}</div>'
+
+
+def summary_line(trace: Trace) -> str:
+    """The trace in one line (markdown bold on its counts): the round view's, and the exported lesson's header."""
+    s = trace.stats
+    assert s is not None, "a decoded trace has its stats"
+    return (
+        f"**{s.rounds}** rounds · **{s.new_tokens}** tokens · "
+        f"**{s.accepted_tokens}/{s.drafted_tokens}** drafted tokens accepted · "
+        f"**{s.mean_tokens_per_round:.2f}** tokens per round · **{s.target_forward_passes}** target passes "
+        f"vs **{s.autoregressive_forward_passes}** autoregressive · stopped by {s.stop_reason.replace('_', ' ')} · "
+        f"{trace.models['device']} {trace.models['dtype']}"
+        + (f" · draft in {trace.models['draft_dtype']}" if "draft_dtype" in trace.models else "")
+        + (
+            ""
+            if rule_entry(trace.config.rule).lossless
+            else " · **lossy rule**: the output may differ from the target's own"
+        )
+    )

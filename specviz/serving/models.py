@@ -15,7 +15,7 @@ from typing import Generic, TypeVar
 
 import torch
 
-from specviz.analysis.defaults import defaults_once, stored_defaults
+from specviz.analysis.defaults import PAIR_DEFAULTS, defaults_once, follow_pair, stored_defaults
 from specviz.analysis.roofline import MeasuredDefaults
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, uses_draft_model
@@ -133,6 +133,15 @@ def app_defaults() -> DecodeConfig:
     own = pair_defaults(config.target, config.draft, config.device)
     measured = {"dtype": own.dtype, "gamma": own.gamma, "draft_dtype": own.draft_dtype} if own else {}
     return config.replace(temperature=LESSON_TEMPERATURE, **measured)
+
+
+def with_pair_defaults(config: DecodeConfig) -> DecodeConfig:
+    """``config`` with its pair's measured precision, block size and draft precision (as the app opens the pair)
+    wherever it still holds the settings' own default (a value the user gave is kept)."""
+    start = {name: DecodeConfig().value(name) for name in PAIR_DEFAULTS}
+    own = pair_defaults(config.target, config.draft, config.device)
+    values, _ = follow_pair({name: config.value(name) for name in PAIR_DEFAULTS}, start, own)
+    return config.replace(**values)
 
 
 def pair_defaults(target: str, draft: str | None, device: str) -> MeasuredDefaults | None:

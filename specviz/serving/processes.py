@@ -59,6 +59,12 @@ def app_command(*streamlit_args: str, app: Path = APP_SCRIPT) -> list[str]:
     return [sys.executable, "-m", "streamlit", "run", str(app), *streamlit_flags(), *streamlit_args]
 
 
+def serve_app(streamlit_args: list[str]) -> None:
+    """Replace this process with streamlit serving the packaged app (signals then reach the server itself)."""
+    command = app_command(*streamlit_args)
+    os.execv(command[0], command)
+
+
 class Server:
     """The app served on a loopback port, its log read in the background (``env`` adds variables, e.g. a Redis
     URL); ``app`` another main script (a benchmark's bare page); ``serve`` another command that takes streamlit's

@@ -8,6 +8,7 @@ link names and the lesson player that steps the rounds in the browser (:mod:`spe
 use these through ``from specviz import ui``.
 """
 
+from specviz.presentation.render import summary_line
 from specviz.ui.controls import (
     PAGE_CONFIG,
     draw_shared_sidebar,
@@ -17,7 +18,7 @@ from specviz.ui.controls import (
     write_url,
 )
 from specviz.ui.fields import UNSET, config_value, draw_field, field_enabled, widget_value
-from specviz.ui.navigation import PAGES, navigation
+from specviz.ui.navigation import PAGES, navigation, open_lesson_view
 from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, EMBEDDED_PAIR, PAIR_PRESETS, PROMPT_PRESETS
 from specviz.ui.racing import headline_text, race_link, raced
 from specviz.ui.views import (
@@ -27,7 +28,6 @@ from specviz.ui.views import (
     roofline_panel,
     show_player,
     speed_story_text,
-    summary_line,
 )
 from specviz.ui.waiting import (
     get_trace,
@@ -58,6 +58,7 @@ __all__ = [
     "linked_round",
     "measured_again",
     "navigation",
+    "open_lesson_view",
     "page_pair",
     "pair_defaults_text",
     "precision_caption",

@@ -22,6 +22,7 @@ def main() -> None:
     ui.let_the_hall_run_first()  # a class waiting for one trace: it is computed before this page run takes the CPU
     st.set_page_config(**ui.PAGE_CONFIG)
     navigation = ui.navigation()
+    ui.open_lesson_view(navigation)
     ui.draw_shared_sidebar()
     navigation.run()
 

@@ -4,6 +4,7 @@ URL that mirrors it (a copied link reopens the same state)."""
 from __future__ import annotations
 
 from typing import Literal, TypedDict
+from urllib.parse import urlencode, urljoin
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
@@ -77,7 +78,18 @@ def shared_controls() -> tuple[DecodeConfig | None, str, DecodeConfig]:
     )
     if config is not None:
         write_url(config, prompt, ss.get("round", 1), defaults)
+        with st.sidebar.expander("Copy link for students (quiz)"):
+            st.caption("Opens the lesson player's quiz at this round: no verdict shows before it is answered.")
+            st.code(
+                students_link(to_query(config, prompt, ss.get("round", 1), defaults)), language=None, wrap_lines=True
+            )
     return config, prompt, defaults
+
+
+def students_link(query: dict[str, str]) -> str:
+    """The quiz link of a page's settings: the lesson player's quiz view on the same server (its address as the
+    browser reached it), or a path from the server's root where the address is not known."""
+    return urljoin(st.context.url or "/", "lesson_player") + "?" + urlencode({**query, "view": "quiz"})
 
 
 def init_state_from_url(defaults: DecodeConfig) -> None:

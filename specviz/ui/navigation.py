@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import streamlit as st
 from streamlit.navigation.page import Page
 
+from specviz.presentation.player import VIEWS
+
 
 @dataclass(frozen=True)
 class PageEntry:
@@ -38,9 +40,23 @@ PAGES = (
     PageEntry("parallel", "Parallel verification", ":material/timer:"),
     PageEntry("recursive", "Recursive (tree) drafts", ":material/account_tree:"),
     PageEntry("parallel_drafters", "Parallel drafters", ":material/extension:"),
+    PageEntry("lecture", "Prepare a lecture", ":material/event_available:"),
 )
 
 
 def navigation() -> Page:
     """streamlit's navigation over :data:`PAGES`, the first page the default."""
     return st.navigation([st.Page(p.path, title=p.title, icon=p.icon, default=i == 0) for i, p in enumerate(PAGES)])
+
+
+LESSON_PLAYER = "lesson_player"
+LESSON_VIEWS = tuple(view for view in VIEWS if view != "step")  # the player's views a link may name on any page
+
+
+def open_lesson_view(page: Page) -> None:
+    """A link naming a lesson view (``view=quiz``, ``present`` or ``race``) opens the lesson player on that view and
+    the link's round, with the link's settings, whichever page path it names: the Round view's ``/``, another page,
+    or an unknown or differently-cased path (which streamlit opens as the default page). A quiz link never opens a
+    page that shows the verdicts."""
+    if st.query_params.get("view") in LESSON_VIEWS and page.url_path != LESSON_PLAYER:
+        st.switch_page(f"pages/{LESSON_PLAYER}.py", query_params=st.query_params.to_dict())

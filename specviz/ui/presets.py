@@ -1,7 +1,9 @@
-"""The lesson's presets: the model pairs the sidebar offers (with what each needs on this machine) and the prompts."""
+"""The lesson's presets: the model pairs the sidebar offers (with what each needs on this machine) and the prompts
+(:data:`specviz.limits.PROMPT_PRESETS`, which the CLI's lesson shares)."""
 
 from __future__ import annotations
 
+from specviz.limits import DEFAULT_PROMPT, PROMPT_PRESETS
 from specviz.models.loading import EMBEDDED, hub_answers, in_local_hub_cache
 from specviz.models.published import PUBLISHED, fetched
 
@@ -19,24 +21,6 @@ PAIR_PRESETS: dict[str, tuple[str, str | None] | None] = {
     "distilgpt2 → gpt2-large": ("gpt2-large", "distilgpt2"),
     CUSTOM_PAIR: None,
 }
-# A lesson set: each prompt's output reads sensibly on the embedded pair and the Qwen pair (checked greedy, and
-# sampled at T 0.7), and each teaches something: code is predictable (high acceptance, rounds shrink as γ grows),
-# open prose is not (low acceptance), a list ends its items with tokens a draft can guess (bonus tokens).
-PROMPT_PRESETS = {
-    "Code: Fibonacci (high acceptance)": "Write a Python function that returns the n-th Fibonacci number.",
-    "Code: SQL": "Write a SQL query that returns the ten customers with the highest total order value.",
-    "A list: the planets (bonus tokens)": "List the planets of the solar system in order from the Sun.",
-    "A fact: France's capital (short)": "What is the capital of France? Answer in one sentence.",
-    "Explain: a hash map": "Explain what a hash map is in two sentences.",
-    "Open prose: a haiku (low acceptance)": "Write a haiku about the sea.",
-    "Translation (seed 000's sentence; too hard for the 135M model)": (
-        "Translate to English: Machen sich Hunderte Millionen von Autofahrern Sorgen über ihre Privatsphäre?"
-    ),
-}
-# The opening example: sensible code, both verdicts in its rounds, and γ visibly changes them (greedy, 32 tokens,
-# embedded pair: 14 rounds and 18/27 drafted tokens accepted at γ = 2, 13 and 19/36 at γ = 3, 10 and 22/35 at γ = 4,
-# 9 and 23/58 at γ = 8). The Fibonacci preset accepts every drafted token at γ = 3: a lesson shows no rejection there.
-DEFAULT_PROMPT = PROMPT_PRESETS["Code: SQL"]
 
 
 def pair_option(label: str) -> str:
@@ -61,3 +45,6 @@ def pair_label(target: str, draft: str | None) -> str:
         if pair and pair[0] == target and (pair[1] == draft or pair[1] is None):
             return label
     return CUSTOM_PAIR
+
+
+__all__ = ["CUSTOM_PAIR", "DEFAULT_PROMPT", "EMBEDDED_PAIR", "PAIR_PRESETS", "PROMPT_PRESETS", "QWEN_CODER_PAIR"]

@@ -6,27 +6,26 @@ A race is a live timing shared like a trace (every session of a link sees the sa
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-
 import streamlit as st
 
-from specviz.analysis.race import Race, priced_seconds, run_race
+from specviz.analysis.race import Race, priced_seconds
 from specviz.config import DecodeConfig
 from specviz.models.profile import model_profile
-from specviz.serving.models import pair_for, trace_key
 from specviz.serving.pool import shared_work, shown_attempt, stored_attempts
+from specviz.serving.works import Work
 from specviz.ui.waiting import measured_again, page_pair
 
 RACE_PAGE = "pages/race.py"
 
 
-def race_key(config: DecodeConfig, prompt: str, lanes: tuple[str, ...] = ()) -> tuple[Hashable, ...]:
-    return trace_key(config, prompt, "race", lanes)
+def race_work(config: DecodeConfig, prompt: str, lanes: tuple[str, ...] = ()) -> Work:
+    return Work("race", config, prompt, (lanes,))
 
 
 def shown_race(config: DecodeConfig, prompt: str) -> Race | None:
     """The race the pages quote for this configuration and prompt (the latest quiet one), None before one ran."""
-    return shown_attempt(stored_attempts(shared_work(), race_key(config, prompt)), lambda race: race.disturbed)[0]
+    attempts = stored_attempts(shared_work(), race_work(config, prompt).key)
+    return shown_attempt(attempts, lambda race: race.disturbed)[0]
 
 
 def race_estimate_s(config: DecodeConfig, lanes: int) -> float | None:
@@ -39,11 +38,7 @@ def raced(config: DecodeConfig, prompt: str, lanes: tuple[str, ...], start: str)
     """The race of the sidebar's configuration against the target alone (with ``lanes``: other drafters beside it),
     measured once for every session on the work pool when someone presses ``start``, measured again on request."""
 
-    def compute(on_progress: object) -> Race:
-        configs = [config] + [config.replace(drafter=drafter) for drafter in lanes]
-        return run_race([(c, pair_for(c)) for c in configs], prompt)
-
-    return measured_again(race_key(config, prompt, lanes), compute, "Race", lambda race: race.disturbed, start)
+    return measured_again(race_work(config, prompt, lanes), lambda race: race.disturbed, start)
 
 
 def headline_text(config: DecodeConfig, prompt: str, priced: float | None) -> str:

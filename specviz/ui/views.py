@@ -20,7 +20,6 @@ from specviz.models.pair import ModelPair
 from specviz.models.profile import model_profile
 from specviz.presentation.player import lesson_page, opened_at
 from specviz.presentation.verification_figures import roofline_figure
-from specviz.rules.registry import rule_entry
 from specviz.serving.models import app_defaults, pair_defaults
 from specviz.serving.pool import shared_work
 from specviz.ui.controls import write_url
@@ -37,24 +36,6 @@ ROOFLINE_COLUMNS = {
     "verify_cost": "v(k), steps",
     "draft_ms": "draft, ms",
 }
-
-
-def summary_line(trace: Trace) -> str:
-    s = trace.stats
-    assert s is not None, "a decoded trace has its stats"
-    return (
-        f"**{s.rounds}** rounds · **{s.new_tokens}** tokens · "
-        f"**{s.accepted_tokens}/{s.drafted_tokens}** drafted tokens accepted · "
-        f"**{s.mean_tokens_per_round:.2f}** tokens per round · **{s.target_forward_passes}** target passes "
-        f"vs **{s.autoregressive_forward_passes}** autoregressive · stopped by {s.stop_reason.replace('_', ' ')} · "
-        f"{trace.models['device']} {trace.models['dtype']}"
-        + (f" · draft in {trace.models['draft_dtype']}" if "draft_dtype" in trace.models else "")
-        + (
-            ""
-            if rule_entry(trace.config.rule).lossless
-            else " · **lossy rule**: the output may differ from the target's own"
-        )
-    )
 
 
 def precision_caption(config: DecodeConfig) -> None:

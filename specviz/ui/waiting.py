@@ -8,17 +8,17 @@ import time
 import uuid
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 import streamlit as st
 
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair
 from specviz.engine.trace import Trace
-from specviz.serving.models import describe_failure, draft_spec, pair_for, trace_key
+from specviz.serving.models import describe_failure, draft_spec, pair_for
 from specviz.serving.pool import (
     HALL_WAIT_SECONDS,
     HEARTBEAT_SECONDS,
-    decoding,
     hall_run,
     place_message,
     redraw_interval,
@@ -26,6 +26,7 @@ from specviz.serving.pool import (
     shown_attempt,
     stored_attempts,
 )
+from specviz.serving.works import TRACE, Work
 
 R = TypeVar("R")
 
@@ -43,55 +44,60 @@ def _draw_message(box: Any, message: tuple[str, float | None, str]) -> None:
         box.progress(fraction, text=text)
 
 
-def shared_result(
-    key: tuple[Hashable, ...],
-    compute: Callable[..., Any],
-    label: str,
-    button: str | None = None,
-    button_key: str | None = None,
-    hint: str | None = None,
-) -> Any:
-    """``compute``'s result for ``key``, computed once and shown to every session that asks; None until it exists.
+def shared_result(work: Work, button: str | None = None, button_key: str | None = None, hint: str | None = None) -> Any:
+    """``work``'s result, computed once and shown to every session that asks; None until it exists.
 
     A costly computation names a ``button``: it starts when someone presses it (``hint`` says so meanwhile),
     and a page whose result is already stored, or under way for another session, shows it without a press.
+    A lecture being recorded notes every work a page offers, pressed or not.
     """
-    if button is not None and not shared_work().known(key) and not st.button(button, type="primary", key=button_key):
+    record(work)
+    known = shared_work().known(work.key)
+    if button is not None and not known and not st.button(button, type="primary", key=button_key):
         if hint:
             st.info(hint)
         return None
-    return remembered(key, compute, label)
+    return remembered(work.key, work.compute, work.label)
 
 
-def measured_again(
-    key: tuple[Hashable, ...],
-    compute: Callable[..., R],
-    label: str,
-    disturbed: Callable[[R], bool],
-    start: str | None = None,
-) -> tuple[R | None, R | None]:
+def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str | None = None) -> tuple[Any, Any]:
     """A live timing every session shares, with a "Measure again" button: (the attempt to show, the latest attempt
     when it was ``disturbed`` and a quiet one is shown instead) (:func:`~specviz.serving.pool.shown_attempt`).
 
     The first attempt starts when someone presses ``start`` (at once when None); one under way for another session
-    is waited for without a press. Each attempt is its own shared result (``key + (n,)``), so the quiet one a class
-    saw is kept when a later one meets a busy machine.
+    is waited for without a press. Each attempt is its own shared result (``work.key + (n,)``), so the quiet one a
+    class saw is kept when a later one meets a busy machine.
     """
-    work = shared_work()
-    attempts = stored_attempts(work, key)
-    following = key + (len(attempts),)
+    record(work)
+    pool, label = shared_work(), work.label
+    attempts = stored_attempts(pool, work.key)
+    following = work.key + (len(attempts),)
 
     def again() -> bool:
         return st.button(f"Measure again: {label.lower()}", key=f"sv_again_{label}")
 
     pressed = again() if attempts else start is None or st.button(start, type="primary", key=f"sv_start_{label}")
-    if pressed or work.known(following):
+    if pressed or pool.known(following):
         first = not attempts
-        remembered(following, compute, label)
-        attempts = stored_attempts(work, key)
+        remembered(following, work.compute, label)
+        attempts = stored_attempts(pool, work.key)
         if first and attempts:  # the first result is here: the button to measure it again is too
             again()
     return shown_attempt(attempts, disturbed)
+
+
+def record(work: Work) -> None:
+    """While the teacher rehearses a lecture (:mod:`specviz.ui.lecture`), every work a page offers joins its plan."""
+    if st.session_state.get(RECORDING):
+        st.session_state.setdefault(PLAN, {}).setdefault(work.first_key, work)
+        link = f"{st.context.url or '/'}?{urlencode(st.query_params.to_dict())}"  # the page's address
+        links = st.session_state.setdefault(LINKS, [])
+        if link not in links:
+            links.append(link)
+
+
+# session keys: recording on; the works recorded, by key; the links they were recorded on
+RECORDING, PLAN, LINKS = "sv_recording", "sv_plan", "sv_links"
 
 
 def let_the_hall_run_first() -> None:
@@ -139,7 +145,7 @@ def remembered(key: tuple[Hashable, ...], compute: Callable[..., Any], label: st
 
 def get_trace(config: DecodeConfig, prompt: str) -> Trace | None:
     """The shared trace of ``config`` on ``prompt``, with a progress bar over rounds; failures become messages."""
-    return remembered(trace_key(config, prompt), decoding(config, prompt), "Decoding")
+    return shared_result(Work(TRACE, config, prompt))
 
 
 def show_user_errors(fn: Callable[[], R]) -> R | None:

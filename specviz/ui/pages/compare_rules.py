@@ -1,13 +1,11 @@
 """Compare rules on the same draft: greedy, speculative sampling and top-beta/tau for beta = 1..5."""
 
-import pandas as pd
 import streamlit as st
 
 from specviz import ui
 from specviz.analysis import rules
 from specviz.presentation import comparison
-from specviz.serving.jobs import ProgressFn
-from specviz.serving.models import pair_for, trace_key
+from specviz.serving.works import Work
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Compare verification rules on the same draft")
@@ -22,16 +20,9 @@ rounds = [r for r in trace.rounds if r.draft] if trace else []
 if trace is not None and not rounds:
     st.info("No round of this trace drafted any token (the n-gram drafter found no match); pick another drafter.")
 elif config is not None and trace is not None and rounds:
-    run_config, shown = config, trace  # bound here: the computations below do not see the globals' narrowing
     choice = st.select_slider("Round whose draft is compared", [r.index + 1 for r in rounds])
     rnd = trace.rounds[choice - 1]
-    prefix = trace.prompt_ids + trace.output_ids[: rnd.prefix_len - len(trace.prompt_ids)]
-    draft_ids = [p.token_id for p in rnd.draft]
-
-    def compute(on_progress: ProgressFn) -> pd.DataFrame:
-        return rules.compare_rules_on_draft(run_config, pair_for(run_config), prefix, draft_ids)
-
-    table = ui.shared_result(trace_key(config, prompt, "rules", choice), compute, "Verifying")
+    table = ui.shared_result(Work("rules", config, prompt, (choice,)))
     if table is not None:
         st.plotly_chart(comparison.rules_grid_figure(table, [p.text for p in rnd.draft]), width="stretch")
         st.download_button("Download verdicts (CSV)", table.to_csv(index=False), "specviz-rules.csv", "text/csv")
@@ -41,13 +32,7 @@ elif config is not None and trace is not None and rounds:
         "β = 1 is exactly greedy decoding. β > 1 trades fidelity for longer accepted runs: the whole output is "
         "decoded again for each β and compared token by token with the target's greedy output."
     )
-    key = trace_key(config, prompt, "departures")
-
-    def departures(on_progress: ProgressFn) -> pd.DataFrame:
-        pair = pair_for(run_config)
-        return rules.lossy_departures(run_config, pair, shown.prompt_ids, on_progress)
-
-    table = ui.shared_result(key, departures, "Decoding β", button="Decode with β = 1..5")
+    table = ui.shared_result(Work("departures", config, prompt), button="Decode with β = 1..5")
     if table is not None:
         st.markdown(rules.beta_effect(table))
         st.dataframe(rules.departures_table(table), hide_index=True, width="stretch")

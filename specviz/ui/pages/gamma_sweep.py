@@ -1,17 +1,13 @@
 """Gamma sweep: measured tokens per round and speedup against the theoretical curves."""
 
-import pandas as pd
 import streamlit as st
 
 from specviz import ui
 from specviz.analysis import common, sweep
 from specviz.drafters.registry import drafter_entry
-from specviz.engine import prompt_ids_for
 from specviz.presentation import figures
 from specviz.rules.registry import rule_entry
-from specviz.serving.jobs import ProgressFn
-from specviz.serving.models import pair_for, trace_key
-from specviz.settings import ConfigError
+from specviz.serving.works import Work
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Gamma sweep: which block size pays?")
@@ -33,17 +29,8 @@ gammas = st.multiselect(
     "Block sizes γ", list(range(1, 17)), default=[1, 2, 3, 4, 6, 8], max_selections=common.SWEEP_GAMMAS_MAX
 )
 if config is not None and gammas:
-    key = trace_key(config, prompt, "sweep", tuple(sorted(gammas)))
-    swept = config  # bound here: the computation below does not see the global's narrowing
-
-    def compute(on_progress: ProgressFn) -> tuple[pd.DataFrame, float]:
-        pair = pair_for(swept)
-        return sweep.gamma_sweep(swept, pair, prompt_ids_for(pair, swept, prompt, None), gammas, on_progress)
-
     result = ui.shared_result(
-        key,
-        compute,
-        "Sweeping γ",
+        Work("sweep", config, prompt, (tuple(sorted(gammas)),)),
         button="Run the sweep",
         hint=f"Press the button to run the sweep (per γ, {common.SWEEP_PAIRS} speculative runs, "
         "each paired with a run of the target alone as that γ's baseline).",
@@ -115,22 +102,16 @@ st.markdown(
     "rule stays exact, and a token outside the K can only be rejected. "
     "Smaller K: cheaper drafts (lower c), slightly lower α."
 )
-if config is not None and drafter_entry(config.drafter).draft_model == "always":
-    vocab_key = trace_key(config, prompt, "vocab-sweep")
-    trimmed = config  # bound here: the computation below does not see the global's narrowing
-
-    def compute_vocab(on_progress: ProgressFn) -> pd.DataFrame:
-        pair = pair_for(trimmed)
-        assert pair.draft is not None, "the draft-model drafter's config names a draft (it is validated)"
-        if pair.draft.vocab_ranking is None:
-            raise ConfigError(f"{pair.draft.name} ships no token frequency ranking, so its head cannot be trimmed")
-        return sweep.vocab_sweep(trimmed, pair, prompt_ids_for(pair, trimmed, prompt, None), on_progress=on_progress)
-
+trimmable = config is not None and drafter_entry(config.drafter).draft_model == "always"
+vocab_pair = ui.page_pair(config) if config is not None and trimmable else None
+if config is not None and vocab_pair is not None and vocab_pair.draft and vocab_pair.draft.vocab_ranking is not None:
     vocab_table = ui.shared_result(
-        vocab_key, compute_vocab, "Comparing head sizes", button="Compare head sizes", button_key="vocab_sweep"
+        Work("vocab-sweep", config, prompt), button="Compare head sizes", button_key="vocab_sweep"
     )
     if vocab_table is not None:
         st.plotly_chart(figures.vocab_sweep_figure(vocab_table), width="stretch")
-        st.dataframe(vocab_table, width="stretch", hide_index=True)
+        st.dataframe(sweep.readable(vocab_table), width="stretch", hide_index=True)
+elif trimmable:
+    st.info("This draft ships no token frequency ranking, so its head cannot be trimmed.")
 else:
     st.info("Pick the draft-model drafter to compare draft head sizes.")

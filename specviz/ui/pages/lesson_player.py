@@ -13,17 +13,19 @@ with header.container():
     st.title("Lesson player")
     st.caption(
         "Every round of the trace is sent to the page once and drawn there: First/Prev/Next/Last, the slider, "
-        "the arrow keys, Home/End and space (autoplay) need no server round trip. **Present** shows one round "
+        "the arrow keys, Home/End and space (autoplay) need no server round trip. The player's View buttons switch "
+        "views: **Present** shows one round "
         "in large type with the rule's formula and each acceptance test spelled out; **Quiz** asks for each "
         "drafted token whether the target will accept it before revealing the verdict, and keeps a score. A "
-        "teacher's link with `view=quiz` or `view=present` opens straight into that view."
+        "teacher's link with `view=quiz` or `view=present` (on any page) opens straight into that view; **Race** "
+        "replays the race of these settings once the Race page measured one."
     )
 if requested_view not in VIEWS:
     st.warning(
         f"URL parameter view={str(requested_view)[:20]!r} ignored (must be one of {', '.join(VIEWS)}); showing step"
     )
     requested_view = "step"
-view = st.segmented_control("View", VIEWS, default=requested_view, key="player_view") or "step"
+view = requested_view  # the player's own buttons switch views, and write the view into this page's link
 if view == "present":  # a projector shows the round, not the settings: the sidebar and the page's header hide
     st.html(
         "<style>[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'] {display: none;} "

@@ -2,17 +2,13 @@
 
 from collections import Counter
 
-import pandas as pd
 import streamlit as st
-from transformers import PreTrainedTokenizerBase
 
 from specviz import ui
 from specviz.analysis import lab
 from specviz.drafters.registry import drafter_entry
-from specviz.engine import prompt_ids_for
 from specviz.presentation import figures
-from specviz.serving.jobs import ProgressFn
-from specviz.serving.models import pair_for, trace_key
+from specviz.serving.works import Work
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Losslessness lab")
@@ -34,16 +30,7 @@ n = st.select_slider("Samples per arm (N)", [1_000, 5_000, 20_000, 50_000, 100_0
 if config is not None:
     lab_config = lab.sampling(config)
 
-    def compute_exact(on_progress: ProgressFn) -> tuple[lab.ExactLab | None, PreTrainedTokenizerBase]:
-        pair = pair_for(lab_config)
-        result = lab.exact_lab(
-            lab_config, pair, prompt_ids_for(pair, lab_config, prompt, None), n, seed=lab_config.seed
-        )
-        return result, pair.target.tokenizer
-
-    computed = ui.shared_result(
-        trace_key(lab_config, prompt, "exact-lab", n), compute_exact, "Sampling the first drafted token"
-    )
+    computed = ui.shared_result(Work("exact-lab", lab_config, prompt, (n,)))
     if computed is not None:
         result, tokenizer = computed
         if result is None:
@@ -101,15 +88,11 @@ if config is not None:
     left, right = st.columns(2)
     samples = left.slider("Decodes per arm", 20, lab.SEQUENCE_SAMPLES_MAX, 100, step=10, key="lab_samples")
     tokens = right.slider("Tokens per decode (M)", 2, lab.SEQUENCE_TOKENS_MAX, 2, key="lab_tokens")
-    key = trace_key(lab_config, prompt, "lab-sequences", samples, tokens)
-
-    def compute_sequences(on_progress: ProgressFn) -> pd.DataFrame:
-        pair = pair_for(lab_config)
-        return lab.sample_sequences(
-            lab_config, pair, prompt_ids_for(pair, lab_config, prompt, None), samples, tokens, on_progress
-        )
-
-    table = ui.shared_result(key, compute_sequences, "Decoding", button="Decode the samples", button_key="lab_decode")
+    table = ui.shared_result(
+        Work("lab-sequences", lab_config, prompt, (samples, tokens)),
+        button="Decode the samples",
+        button_key="lab_decode",
+    )
     if table is not None:
         rows = []
         for position in range(1, tokens + 1):

@@ -7,7 +7,7 @@ from specviz import ui
 from specviz.analysis import metrics
 from specviz.presentation import figures
 from specviz.rules.registry import rule_entry
-from specviz.serving.models import trace_key
+from specviz.serving.works import Work
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Metrics and theory")
@@ -97,13 +97,10 @@ if config is not None and trace is not None and trace.rounds:
     pair = ui.page_pair(config)
     timing = disturbed = None
     if pair is not None:
-        measured_trace, measured_pair = trace, pair  # bound here: the lambda does not see the globals' narrowing
         _, priced = metrics.machine_speedup(trace, pair)
         st.info(ui.headline_text(config, prompt, priced))
         attempts = ui.measured_again(
-            trace_key(config, prompt, "speedup"),
-            lambda on_progress: metrics.measured_speedup(measured_trace, measured_pair),
-            "Live timing",
+            Work("speedup", config, prompt),
             lambda check: bool(metrics.load_signs(check)),
             start="Time both decoders now, in alternating pairs",
         )

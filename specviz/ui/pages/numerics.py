@@ -9,12 +9,10 @@ from streamlit.delta_generator import DeltaGenerator
 from specviz import ui
 from specviz.analysis import numerics
 from specviz.analysis.defaults import PRECISIONS
-from specviz.analysis.draft_precision import DraftPrecisionRow, draft_precision_row, draft_precisions_on
+from specviz.analysis.draft_precision import draft_precisions_on
 from specviz.config import DecodeConfig
-from specviz.engine import prompt_ids_for, uses_draft_model
-from specviz.rules.registry import GREEDY
-from specviz.serving.jobs import ProgressFn
-from specviz.serving.models import pair_for, trace_key
+from specviz.engine import uses_draft_model
+from specviz.serving.works import Work
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Precision and rounding: exact, or exact up to rounding?")
@@ -49,22 +47,8 @@ def show_preference(column: DeltaGenerator, title: str, said: numerics.Preferenc
 
 
 def show_four_outputs(config: DecodeConfig) -> None:
-    key = trace_key(config, prompt, "numerics", PRECISIONS)
-
-    def compute(on_progress: ProgressFn) -> list[numerics.PrecisionRun]:
-        runs = []
-        for done, dtype in enumerate(PRECISIONS):
-            on_progress(done, len(PRECISIONS), f"Decoding in {dtype}")
-            pair = pair_for(config.replace(dtype=dtype))
-            runs.append(
-                numerics.precision_run(config.replace(dtype=dtype), pair, prompt_ids_for(pair, config, prompt, None))
-            )
-        return runs
-
     runs = ui.shared_result(
-        key,
-        compute,
-        "Comparing precisions",
+        Work("numerics", config, prompt, (PRECISIONS,)),
         button="Decode in float32 and in bfloat16",
         hint="Press the button: the sidebar's pair decodes the prompt greedily four times (target "
         "alone and speculative, in each precision). Both precisions of the pair are loaded once "
@@ -116,21 +100,8 @@ def show_four_outputs(config: DecodeConfig) -> None:
 def show_preset_match_rate(config: DecodeConfig) -> None:
     st.subheader("How often does bfloat16 keep the text? The preset prompts")
     presets = list(ui.PROMPT_PRESETS.items())
-    key = trace_key(config, "", "numerics-presets")
-
-    def compute(on_progress: ProgressFn) -> list[numerics.PrecisionRun]:
-        bf16 = config.replace(dtype="bfloat16")
-        pair = pair_for(bf16)
-        runs = []
-        for done, (name, text) in enumerate(presets):
-            on_progress(done, len(presets), f"{name} ({done + 1} of {len(presets)})")
-            runs.append(numerics.precision_run(bf16, pair, prompt_ids_for(pair, bf16, text, None)))
-        return runs
-
     runs = ui.shared_result(
-        key,
-        compute,
-        "Decoding the presets in bfloat16",
+        Work("numerics-presets", config, "", (tuple(presets),)),
         button="Measure the match rate over the presets (bfloat16)",
         hint=f"Press the button: each of the {len(presets)} preset prompts is decoded greedily in "
         "bfloat16 by the target alone and speculatively, "
@@ -175,24 +146,8 @@ def show_draft_precisions(config: DecodeConfig) -> None:
         st.info("The sidebar's drafter has no draft model of its own: pick the draft model (or a tree) to compare.")
         return
     precisions = draft_precisions_on(config.device)
-    key = trace_key(config.replace(draft_dtype=None), prompt, "draft-precisions", precisions)  # each is run
-
-    def compute(on_progress: ProgressFn) -> list[DraftPrecisionRow]:
-        rows, reference = [], None
-        for done, draft_dtype in enumerate(precisions):
-            on_progress(done, len(precisions), f"The draft in {draft_dtype}")
-            run = config.replace(draft_dtype=draft_dtype, rule=GREEDY)
-            pair = pair_for(run)
-            ids = prompt_ids_for(pair, run, prompt, None)
-            if reference is None:  # the target alone, once: every draft precision shares this target
-                reference = numerics.generate_with_logits(pair, ids, run.max_new_tokens)[0]
-            rows.append(draft_precision_row(run, pair, ids, reference))
-        return rows
-
     rows = ui.shared_result(
-        key,
-        compute,
-        "Comparing the draft's precisions",
+        Work("draft-precisions", config.replace(draft_dtype=None), prompt, (precisions,)),
         button=f"Decode with the draft in {', '.join(precisions)}",
         hint="Press the button: the prompt is decoded greedily by the target alone once, then speculatively with "
         "the sidebar's draft in each precision (each loaded once per server and kept).",

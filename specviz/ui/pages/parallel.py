@@ -6,8 +6,7 @@ import streamlit as st
 from specviz import ui
 from specviz.analysis import common, metrics, roofline, timing
 from specviz.presentation.verification_figures import mask_figure, parallel_arrows_figure, timeline_figure
-from specviz.serving.jobs import ProgressFn
-from specviz.serving.models import pair_for, trace_key
+from specviz.serving.works import Work
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Parallel verification, measured")
@@ -23,15 +22,8 @@ st.markdown(
 trace = ui.get_trace(config, prompt) if config else None
 if config is not None and trace is not None and trace.output_ids:
     assert trace.stats is not None, "a decoded trace has its stats"
-    run_config, shown = config, trace  # bound here: the computations below do not see the globals' narrowing
     repeats = st.slider("Timing repeats (median)", 1, common.TIMING_REPEATS_MAX, 5)
-    gamma = trace.config.gamma
-    block = (trace.output_ids * gamma)[:gamma]  # real continuation tokens as the block to verify
-
-    def compute(on_progress: ProgressFn) -> dict[str, float]:
-        return timing.verification_timing(pair_for(run_config), shown.prompt_ids, block, repeats)
-
-    measured = ui.shared_result(trace_key(config, prompt, "timing", repeats), compute, "Timing")
+    measured = ui.shared_result(Work("timing", config, prompt, (repeats,)))
     if measured is not None:
         cols = st.columns(3)
         cols[0].metric(f"1 forward over {measured['tokens']} tokens", f"{measured['parallel_ms']:.1f} ms")
@@ -52,7 +44,7 @@ if config is not None and trace is not None and trace.output_ids:
 
     st.subheader("The attention mask of the verification pass")
     prefix_len = len(trace.prompt_ids)
-    st.plotly_chart(mask_figure(timing.verification_mask(prefix_len, gamma), prefix_len), width="stretch")
+    st.plotly_chart(mask_figure(timing.verification_mask(prefix_len, trace.config.gamma), prefix_len), width="stretch")
     st.markdown(
         "Rows are the γ+1 query positions of the pass (the last prefix token and the γ drafted tokens); the "
         "row for draft i yields p for draft i+1, the last row the bonus token's p. Filled cells are the keys "
@@ -62,15 +54,10 @@ if config is not None and trace is not None and trace.output_ids:
     st.subheader("Target calls for the same output")
     pair = ui.page_pair(config)
     if pair is not None:
-        priced_pair = pair  # bound here: the lambda does not see the global's narrowing
         target, draft = roofline.pair_profiles(config, pair)
         draft_ms, verify_ms = metrics.profile_timeline(trace, target, draft)
         # a drafter without a profile of its own is timed live: once per trace, on the work pool, for every session
-        speed = ui.shared_result(
-            trace_key(config, prompt, "machine_speedup"),
-            lambda on_progress: metrics.machine_speedup(shown, priced_pair),
-            "Pricing",
-        )
+        speed = ui.shared_result(Work("machine_speedup", config, prompt))
         if speed is not None:
             c, priced = speed
             st.info(ui.headline_text(config, prompt, priced))

@@ -10,13 +10,13 @@ from specviz import ui
 from specviz.analysis import common, drafters
 from specviz.drafters.registry import chain_drafter, drafter_entry, state_drafters
 from specviz.engine import prompt_ids_for
+from specviz.limits import EMBEDDED
 from specviz.presentation.drafter_figures import (
     acceptance_by_drafter_figure,
     confidence_calibration_figure,
     drafter_attention_figure,
 )
-from specviz.serving.jobs import ProgressFn
-from specviz.serving.models import trace_key
+from specviz.serving.works import Work
 
 SUMMARY_COLUMNS = {
     "tokens_per_round": "tokens per round",
@@ -54,11 +54,16 @@ st.markdown(
     "accepted tokens' features come exact from the verification pass. **EAGLE-2** grows a dynamic tree where "
     "the draft is confident, because its confidence tracks how often the target accepts (the last chart)."
 )
-if config is not None:
+if config is not None and config.target != EMBEDDED and not config.parallel_weights:
+    st.info(
+        "These drafters' shipped weights were trained on the embedded SmolLM2-135M target, so they cannot draft for "
+        f"{config.target}: pick the embedded pair in the sidebar to compare them (or train weights for this target "
+        "with `python -m specviz train-drafter` and `train-eagle`)."
+    )
+elif config is not None:
     pair = ui.page_pair(config)
     ids = ui.show_user_errors(partial(prompt_ids_for, pair, config, prompt, None)) if pair else None
     if pair is not None and ids:
-        run_config, loaded = config, pair  # bound here: the comparison below does not see the globals' narrowing
         st.subheader("The real attention each drafter uses at the end of your prompt")
         cols = st.columns(2)
         drawn = [name for name in state_drafters() if drafter_entry(name).attention_title]
@@ -80,13 +85,10 @@ if config is not None:
             "drafters make one small pass, EAGLE γ passes of one layer, the autoregressive drafts γ passes "
             "of a full (or nearly full) model."
         )
-        key = trace_key(config, "|".join(ui.PROMPT_PRESETS.values()), "drafters", tuple(kinds))
-
-        def compare(on_progress: ProgressFn) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-            prompts = [prompt_ids_for(loaded, run_config, p, None) for p in ui.PROMPT_PRESETS.values()]
-            return drafters.compare_drafters(run_config, loaded, prompts, kinds, on_progress)
-
-        result = ui.shared_result(key, compare, "Decoding", button="Compare the drafters")
+        presets = tuple(ui.PROMPT_PRESETS.values())
+        result = ui.shared_result(
+            Work("drafters", config, "|".join(presets), (tuple(kinds), presets)), button="Compare the drafters"
+        )
         if result is not None:
             summary, by_position, calibration = result
             st.plotly_chart(acceptance_by_drafter_figure(by_position), width="stretch")

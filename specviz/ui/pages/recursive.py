@@ -1,14 +1,11 @@
 """Recursive Speculative Decoding (seed 002): draft trees, one-pass tree verification, recursive rejection."""
 
-import pandas as pd
 import streamlit as st
 
 from specviz import ui
 from specviz.analysis import tree_vs_chain
 from specviz.drafters.registry import drafter_entry
-from specviz.engine import prompt_ids_for
-from specviz.serving.jobs import ProgressFn
-from specviz.serving.models import pair_for, trace_key
+from specviz.serving.works import Work
 
 linked_round = ui.linked_round()  # read before the sidebar rewrites the URL
 config, prompt, defaults = ui.shared_controls()
@@ -37,21 +34,14 @@ if config is not None:
         st.subheader("Against standard speculative decoding on the same prompt")
         st.markdown(
             "Same draft source and prompt: a chain with as many draft passes per round as the tree has levels, "
-            "and a chain drafting as many tokens per round as the tree has nodes. A tree buys more accepted "
-            "tokens per target pass by hedging over alternatives; "
-            "a chain of equal budget spends it on one guess."
+            "and a chain drafting as many tokens per round as the tree has nodes. A tree hedges its budget over "
+            "alternatives where a chain of equal budget spends it on one guess; which pays depends on the draft's "
+            "confidence and this machine's pass, as the comparison below measures."
         )
-        key = trace_key(tree_config, prompt, "tree_vs_chain")
-
-        def compare(on_progress: ProgressFn) -> pd.DataFrame:
-            pair = pair_for(tree_config)
-            return tree_vs_chain.tree_vs_chain(
-                tree_config, pair, prompt_ids_for(pair, tree_config, prompt, None), on_progress
-            )
-
-        table = ui.shared_result(key, compare, "Decoding", button="Run the comparison")
+        table = ui.shared_result(Work("tree_vs_chain", tree_config, prompt), button="Run the comparison")
         if table is not None:
-            st.dataframe(table, hide_index=True, width="stretch")
+            st.markdown(tree_vs_chain.verdict(table))
+            st.dataframe(tree_vs_chain.readable(table), hide_index=True, width="stretch")
             st.download_button(
                 "Download comparison (CSV)", table.to_csv(index=False), "specviz-tree-vs-chain.csv", "text/csv"
             )

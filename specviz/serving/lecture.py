@@ -1,0 +1,128 @@
+"""A lecture prepared in advance: every costly result its pages show, computed before the class arrives.
+
+A :class:`LecturePlan` is the links the lecture uses and the works their pages offer (:mod:`specviz.serving.works`),
+recorded while the teacher rehearses or loaded from a plan file. :func:`prepare` computes the works one after the
+other on the process's work pool, in the background, into the shared store (and, with Redis, every replica's): in
+front of the class every press on those pages finds its result stored and shows it at once, for every student.
+
+A plan file is JSON (never pickle): each work by its name, its config's settings by their flat names, its prompt
+and its parameters. Reading one checks every name and setting, so a hand-edited or foreign file becomes a message.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from specviz.config import DecodeConfig
+from specviz.serving.sharedwork import SharedWork
+from specviz.serving.works import WORKS, Work
+from specviz.settings import ConfigError
+
+PLAN_FORMAT = "specviz lecture plan 1"
+SESSION = "lecture"  # the waiter a preparation's jobs are computed for (a queued job nobody waits for is dropped)
+
+
+@dataclass(frozen=True)
+class LecturePlan:
+    links: tuple[str, ...]  # the pages with their settings, as the teacher opened them (path and query)
+    works: tuple[Work, ...]  # every costly result those pages offer
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "format": PLAN_FORMAT,
+                "links": list(self.links),
+                "works": [
+                    {"name": w.name, "config": w.config.to_dict(), "prompt": w.prompt, "params": list(w.params)}
+                    for w in self.works
+                ],
+            },
+            ensure_ascii=False,
+            indent=1,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> LecturePlan:
+        """The plan a file holds, every work checked (unknown names, bad settings and malformed entries refused)."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"This is not a lecture plan (not JSON: {exc.msg})") from None
+        if not isinstance(data, dict) or data.get("format") != PLAN_FORMAT:
+            raise ConfigError(f"This is not a lecture plan (its format is not {PLAN_FORMAT!r})")
+        return cls(tuple(str(link) for link in data.get("links", [])), tuple(map(planned_work, data["works"])))
+
+
+def plain(value: Any) -> Any:
+    """A JSON value as a work's parameter: lists become tuples (hashable, as in the page's key)."""
+    if isinstance(value, list):
+        return tuple(plain(v) for v in value)
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    raise ConfigError(f"A lecture plan's parameter must be plain data, not {type(value).__name__}")
+
+
+def planned_work(entry: Any) -> Work:
+    if not isinstance(entry, dict) or entry.get("name") not in WORKS:
+        raise ConfigError(f"A lecture plan names an unknown computation: {str(entry)[:80]}")
+    try:
+        config = DecodeConfig.from_dict(dict(entry["config"])).validated()
+        return Work(entry["name"], config, str(entry["prompt"]), plain(entry.get("params", [])))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"A lecture plan's {entry['name']!r} entry is malformed: {exc}") from None
+
+
+@dataclass
+class Preparation:
+    """A plan being prepared: how far it is, what runs, what failed, and when it should end."""
+
+    plan: LecturePlan
+    done: int = 0
+    running: str = ""
+    failed: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    finished: threading.Event = field(default_factory=threading.Event)
+    seconds: list[float] = field(default_factory=list)  # each work's time, in order
+
+    @property
+    def total(self) -> int:
+        return len(self.plan.works)
+
+    def remaining_s(self) -> float | None:
+        """The works left at the median time of those done so far (None before the first is done)."""
+        if not self.seconds:
+            return None
+        return statistics.median(self.seconds) * (self.total - self.done)
+
+
+def prepare(plan: LecturePlan, pool: SharedWork) -> Preparation:
+    """Compute ``plan``'s works one after the other on ``pool`` (each once for every session; a result already stored
+    is kept), in a background thread; returns the :class:`Preparation` to follow."""
+    preparation = Preparation(plan)
+
+    def run() -> None:
+        for work in plan.works:
+            preparation.running, started = work.label, time.monotonic()
+            if pool.cached(work.first_key) is None:
+                job = pool.submit(work.first_key, work.compute, SESSION, work.label)
+                job.finished.wait()
+                pool.leave(job, SESSION)
+                if job.error is not None:
+                    preparation.failed.append(f"{work.label}: {job.error}")
+            preparation.seconds.append(time.monotonic() - started)
+            preparation.done += 1
+        preparation.running = ""
+        preparation.finished.set()
+
+    threading.Thread(target=run, name="specviz-lecture", daemon=True).start()
+    PREPARATIONS.append(preparation)
+    del PREPARATIONS[:-1]
+    return preparation
+
+
+PREPARATIONS: list[Preparation] = []  # the server's latest preparation, which every session's Lecture page follows

@@ -1,0 +1,198 @@
+"""Every costly computation a page shows, by name: one home for what it computes and the key it is shared under.
+
+A page asks for a :class:`Work` (a name, the config and prompt it runs on, its own parameters as plain data) and the
+work pool computes it once for every session (:mod:`specviz.serving.pool`). Because a work is data, a lecture plan
+can record the works its pages offer and compute them all in advance (:mod:`specviz.serving.lecture`): the name
+says what to run, the rest how. Each entry below is the page's computation, pure of streamlit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from specviz.analysis import drafters, lab, metrics, numerics, rules, sweep, timing, tree_vs_chain
+from specviz.analysis.draft_precision import draft_precision_row
+from specviz.analysis.race import run_race
+from specviz.config import DecodeConfig
+from specviz.engine import prompt_ids_for
+from specviz.engine.trace import Trace
+from specviz.rules.registry import GREEDY
+from specviz.serving.jobs import ProgressFn
+from specviz.serving.models import pair_for, trace_key
+from specviz.serving.pool import decoding, shared_work
+from specviz.settings import ConfigError
+
+
+@dataclass(frozen=True)
+class Work:
+    """A computation a page shows: ``name`` (an entry of :data:`WORKS`), the config and prompt it runs on, and its
+    own parameters (plain data: numbers, strings, tuples of them)."""
+
+    name: str
+    config: DecodeConfig
+    prompt: str
+    params: tuple[Any, ...] = ()
+
+    @property
+    def key(self) -> tuple[Hashable, ...]:
+        """The key its result is shared under (a trace's is its config and prompt alone)."""
+        return trace_key(self.config, self.prompt, *(() if self.name == TRACE else (self.name, *self.params)))
+
+    @property
+    def first_key(self) -> tuple[Hashable, ...]:
+        """Where its first result is stored: a live timing keeps one per attempt (``key + (n,)``), the rest one."""
+        return self.key + (0,) if WORKS[self.name].measured else self.key
+
+    @property
+    def label(self) -> str:
+        return WORKS[self.name].label
+
+    def compute(self, on_progress: ProgressFn) -> Any:
+        return WORKS[self.name].compute(self.config, self.prompt, self.params, on_progress)
+
+
+Compute = Callable[[DecodeConfig, str, tuple[Any, ...], ProgressFn], Any]
+TRACE = "trace"
+
+
+@dataclass(frozen=True)
+class WorkEntry:
+    label: str  # what a waiting page calls it
+    compute: Compute
+    measured: bool = False  # a live timing: measured again on request, one result per attempt
+
+
+def trace_of(config: DecodeConfig, prompt: str, on_progress: ProgressFn) -> Trace:
+    """The page's trace: the shared one when it is stored, else decoded here (a work already runs on the pool)."""
+    stored = shared_work().cached(Work(TRACE, config, prompt).key)
+    return stored if stored is not None else decoding(config, prompt)(on_progress)
+
+
+def ids_of(config: DecodeConfig, prompt: str) -> list[int]:
+    return prompt_ids_for(pair_for(config), config, prompt, None)
+
+
+def live_speedup(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+    return metrics.measured_speedup(trace_of(config, prompt, on_progress), pair_for(config))
+
+
+def priced_speedup(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+    return metrics.machine_speedup(trace_of(config, prompt, on_progress), pair_for(config))
+
+
+def race(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+    (lanes,) = params
+    return run_race([(c, pair_for(c)) for c in [config] + [config.replace(drafter=d) for d in lanes]], prompt)
+
+
+def gamma_sweep(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+    (gammas,) = params
+    return sweep.gamma_sweep(config, pair_for(config), ids_of(config, prompt), list(gammas), on_progress)
+
+
+def vocab_sweep(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+    pair = pair_for(config)
+    if pair.draft is None or pair.draft.vocab_ranking is None:
+        raise ConfigError(f"{config.draft} ships no token frequency ranking, so its head cannot be trimmed")
+    return sweep.vocab_sweep(config, pair, ids_of(config, prompt), on_progress=on_progress)
+
+
+def rules_on_draft(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+    """Every rule on the draft of round ``params[0]`` (1-based) of the page's trace."""
+    (choice,) = params
+    trace = trace_of(config, prompt, on_progress)
+    rnd = trace.rounds[choice - 1]
+    prefix = trace.prompt_ids + trace.output_ids[: rnd.prefix_len - len(trace.prompt_ids)]
+    return rules.compare_rules_on_draft(config, pair_for(config), prefix, [p.token_id for p in rnd.draft])
+
+
+def departures(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+    return rules.lossy_departures(config, pair_for(config), ids_of(config, prompt), on_progress)
+
+
+def exact_lab(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+    (samples,) = params
+    pair = pair_for(config)
+    return lab.exact_lab(config, pair, ids_of(config, prompt), samples, seed=config.seed), pair.target.tokenizer
+
+
+def lab_sequences(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+    samples, tokens = params
+    return lab.sample_sequences(config, pair_for(config), ids_of(config, prompt), samples, tokens, on_progress)
+
+
+def precisions(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+    """The target alone and speculative decoding in each of ``params[0]``'s precisions."""
+    (dtypes,) = params
+    runs = []
+    for done, dtype in enumerate(dtypes):
+        on_progress(done, len(dtypes), f"Decoding in {dtype}")
+        pair = pair_for(config.replace(dtype=dtype))
+        runs.append(numerics.precision_run(config.replace(dtype=dtype), pair, ids_of(config, prompt)))
+    return runs
+
+
+def preset_match_rate(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+    """Each of the preset prompts (``params[0]``: (name, text) pairs) in bfloat16."""
+    (presets,) = params
+    bf16 = config.replace(dtype="bfloat16")
+    pair, runs = pair_for(bf16), []
+    for done, (name, text) in enumerate(presets):
+        on_progress(done, len(presets), f"{name} ({done + 1} of {len(presets)})")
+        runs.append(numerics.precision_run(bf16, pair, prompt_ids_for(pair, bf16, text, None)))
+    return runs
+
+
+def draft_precisions(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+    """The target alone once, then speculative decoding with the draft in each of ``params[0]``'s precisions."""
+    (dtypes,) = params
+    rows, reference = [], None
+    for done, draft_dtype in enumerate(dtypes):
+        on_progress(done, len(dtypes), f"The draft in {draft_dtype}")
+        run = config.replace(draft_dtype=draft_dtype, rule=GREEDY)
+        pair = pair_for(run)
+        ids = prompt_ids_for(pair, run, prompt, None)
+        if reference is None:  # the target alone, once: every draft precision shares this target
+            reference = numerics.generate_with_logits(pair, ids, run.max_new_tokens)[0]
+        rows.append(draft_precision_row(run, pair, ids, reference))
+    return rows
+
+
+def verification_timing(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+    (repeats,) = params
+    trace = trace_of(config, prompt, on_progress)
+    block = (trace.output_ids * config.gamma)[: config.gamma]  # real continuation tokens as the block to verify
+    return timing.verification_timing(pair_for(config), trace.prompt_ids, block, repeats)
+
+
+def drafter_comparison(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+    kinds, presets = params
+    pair = pair_for(config)
+    prompts = [prompt_ids_for(pair, config, text, None) for text in presets]
+    return drafters.compare_drafters(config, pair, prompts, list(kinds), on_progress)
+
+
+def tree_against_chain(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+    return tree_vs_chain.tree_vs_chain(config, pair_for(config), ids_of(config, prompt), on_progress)
+
+
+WORKS: dict[str, WorkEntry] = {
+    TRACE: WorkEntry("Decoding", lambda config, prompt, params, on_progress: decoding(config, prompt)(on_progress)),
+    "speedup": WorkEntry("Live timing", live_speedup, measured=True),
+    "machine_speedup": WorkEntry("Pricing", priced_speedup),
+    "race": WorkEntry("Race", race, measured=True),
+    "sweep": WorkEntry("Sweeping γ", gamma_sweep),
+    "vocab-sweep": WorkEntry("Comparing head sizes", vocab_sweep),
+    "rules": WorkEntry("Verifying", rules_on_draft),
+    "departures": WorkEntry("Decoding β", departures),
+    "exact-lab": WorkEntry("Sampling the first drafted token", exact_lab),
+    "lab-sequences": WorkEntry("Decoding the samples", lab_sequences),
+    "numerics": WorkEntry("Comparing precisions", precisions),
+    "numerics-presets": WorkEntry("Decoding the presets in bfloat16", preset_match_rate),
+    "draft-precisions": WorkEntry("Comparing the draft's precisions", draft_precisions),
+    "timing": WorkEntry("Timing", verification_timing),
+    "drafters": WorkEntry("Comparing the drafters", drafter_comparison),
+    "tree_vs_chain": WorkEntry("Comparing tree and chain", tree_against_chain),
+}
