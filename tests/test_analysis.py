@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from specviz.analysis import cost, metrics, rules, sweep, timing, tree_vs_chain
+from specviz.analysis import cost, metrics, paired, rules, sweep, timing, tree_vs_chain
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
 from specviz.models.forwards import KVCachedSequence, full_forward
@@ -212,18 +212,19 @@ def test_gamma_sweep_progress_counts_its_real_steps(config, tiny_pair):
         [1, 2, 4],
         lambda done, total, text: calls.append((done, total, text)),
     )
-    # three block sizes (each with its baseline), c, the verification costs
+    # three block sizes, c, the verification costs; the runs of each cycle report themselves in run order
     assert {total for _, total, _ in calls} == {3 + 2}
     assert calls[-1][0] == calls[-1][1] and [done for done, _, _ in calls] == sorted(done for done, _, _ in calls)
-    assert [text for _, _, text in calls if "γ =" in text] == [
-        f"γ = {g} ({i} of 3 block sizes)" for i, g in enumerate((1, 2, 4), 1)
-    ]
+    runs = [text for _, _, text in calls if "(run " in text]
+    cycle = ["the target alone", "γ = 1", "γ = 2", "γ = 4"]
+    expected = cycle + cycle[::-1] + cycle  # three cycles, the order reversed every other one
+    assert runs == [f"{name} (run {i} of 12)" for i, name in enumerate(expected, 1)]
     assert list(table.gamma) == [1, 2, 4] and c > 0
     # the theory priced with the measured pass over k + 1 tokens: a dearer pass than one step predicts less
     assert (table.verify_cost > 0).all()
     for row in table.itertuples():
         assert (row.expected_speedup_verify_measured < row.expected_speedup) == (row.verify_cost > 1.0)
-    # the median within its pairs
+    # the median within its cycles
     assert ((table.speedup_low <= table.speedup) & (table.speedup <= table.speedup_high)).all()
     fig = figures.gamma_sweep_figure(table, 2, 2)
     bars = next(t for t in fig.data if t.name == "measured speedup").error_y
@@ -244,7 +245,7 @@ def test_timed_pairs_alternate_their_order_and_report_medians():
     def timed(name: str, seconds: list[float]):
         return lambda: (order.append(name) or f"{name}{len(order)}", seconds.pop(0))
 
-    result = metrics.timed_in_alternating_pairs(timed("a", [1.0, 9.0, 2.0]), timed("b", [5.0, 4.0, 30.0]), pairs=3)
+    result = paired.timed_in_alternating_pairs(timed("a", [1.0, 9.0, 2.0]), timed("b", [5.0, 4.0, 30.0]), pairs=3)
     assert order == ["a", "b", "b", "a", "a", "b"]  # a disturbed moment falls on both sides in turn
     assert (result.first, result.second) == ("a1", "b2")  # each side's first result
     assert (result.first_median, result.second_median) == (2.0, 5.0)  # medians: one slow run sets neither
@@ -332,3 +333,10 @@ def test_a_sweep_says_which_gammas_measured_load():
     )
     # γ 2 beats Thm. 3.8 sixfold and its pairs disagree; γ 3's pairs disagree twofold; γ 1 is quiet
     assert sweep.loaded_gammas(table) == [2, 3]
+
+
+def test_a_sweep_runs_as_many_cycles_as_its_time_budget_holds():
+    assert sweep.sweep_cycles(target_step_ms=1.0, tokens=32, gammas=6) == 3  # a tiny model: every cycle fits
+    assert sweep.sweep_cycles(target_step_ms=260.0, tokens=32, gammas=6) == 1  # a 1.5B model on 2 cores: one
+    one = sweep.sweep_seconds(260.0, 32, 6, 1)
+    assert one == pytest.approx(7 * 32 * 0.26) and sweep.sweep_seconds(260.0, 32, 6, 2) == pytest.approx(2 * one)

@@ -160,3 +160,39 @@ def test_the_players_keys_work_from_the_page_without_a_click_into_its_frame(app_
         page.locator('[data-testid="stExpandSidebarButton"]').wait_for()
         assert frame.locator("body.present").count() == 1
         browser.close()
+
+
+@pytest.mark.parametrize("path", ["", "metrics", "Lesson_Player", "no_such_page"])
+def test_a_quiz_link_on_any_path_opens_the_quiz_at_its_round(app_url, path):
+    """A student's quiz link never shows a verdict first, whichever page path it names (the Round view's `/`,
+    another page, or a mistyped or differently-cased path)."""
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1366, "height": 768})
+        page.set_default_timeout(600_000)
+        page.goto(f"{app_url}/{path}?max_new_tokens=16&view=quiz&round=2")
+        frame = page.frame_locator("iframe").first
+        frame.locator("#view-quiz[aria-pressed='true']").wait_for()
+        assert frame.locator("#title").inner_text().startswith("Round 2 of")
+        assert "answer the quiz to reveal" in frame.locator("#rows").inner_text()  # the verdicts wait
+        assert "lesson_player" in page.url and "view=quiz" in page.url and "max_new_tokens=16" in page.url
+        browser.close()
+
+
+def test_the_round_survives_a_page_switch(app_url):
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 720})
+        page.set_default_timeout(600_000)
+        page.goto(f"{app_url}/?max_new_tokens=16")
+        frame = page.frame_locator("iframe").first
+        frame.locator("#title").wait_for()
+        frame.locator("#next").click()
+        frame.locator("#next").click()
+        assert frame.locator("#title").inner_text().startswith("Round 3 of")
+        page.get_by_role("link", name="Lesson player").click()
+        page.get_by_role("heading", name="Lesson player").wait_for()
+        frame = page.frame_locator("iframe").first
+        frame.locator("#title").wait_for()
+        assert frame.locator("#title").inner_text().startswith("Round 3 of")
+        browser.close()

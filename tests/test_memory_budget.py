@@ -35,7 +35,10 @@ def test_a_pair_that_cannot_fit_is_refused_and_a_pair_in_use_stays(tiny_dirs, tm
     config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", device="cpu")
     in_use = pair_for(config)  # a running computation's pair
     new = make_tiny_model(tmp_path / "new", seed=5, layers=2, hidden=32)
-    assert bytes_to_load(new, "cpu", "float32") > 0 and bytes_to_load(tiny_dirs["target"], "cpu", "float32") == 0
+    stored = bytes_to_load(new, "cpu", "float32")
+    assert stored[0] == stored[1] > 0 and bytes_to_load(tiny_dirs["target"], "cpu", "float32") == (0, 0)
+    peak, kept = bytes_to_load(new, "cpu", "bfloat16")  # the file mapped while its half-size copy is made
+    assert kept == stored[0] // 2 and peak == stored[0] + kept
     monkeypatch.setenv("SPECVIZ_MEMORY_SHARE", "0")  # a budget nothing fits in
     assert memory_budget_bytes() == 0
     with pytest.raises(ModelLoadError, match="Not enough memory for this pair now"):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 import pytest
 
-from specviz.analysis.metrics import PairedTimes
+from specviz.analysis.paired import PairedTimes
 from specviz.engine import speculative_decode
 from specviz.serving import jsoncodec
 from specviz.serving.processes import RedisServer

@@ -12,7 +12,8 @@ TextProgress = Callable[[int, int, str], None]  # on_progress(done, total, what 
 
 SWEEP_GAMMAS_MAX = 8  # block sizes per sweep
 SWEEP_TOKENS_MAX = 64  # new tokens per sweep run
-SWEEP_PAIRS = 3  # alternating (target alone, speculative) pairs timed per gamma, medians
+SWEEP_PAIRS = 3  # cycles of (target alone, each speculative γ) timed per sweep at most, medians
+BUTTON_BUDGET_S = 15.0  # a costly button's default work is sized by the machine profile to about this
 TIMING_REPEATS_MAX = 20
 COMPARE_BETAS = (1, 2, 3, 4, 5)
 

@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 from scipy.stats import chi2, chi2_contingency, chisquare, ncx2
 
-from specviz.analysis.common import Progress
+from specviz.analysis.common import BUTTON_BUDGET_S, Progress
 from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock
 from specviz.drafters.registry import drafter_entry, make_drafter
@@ -34,6 +34,7 @@ from specviz.rules.registry import SAMPLING, rule_for
 
 LAB_SAMPLES_MAX = 100_000  # exact-law arm: vectorised draws, no model call per sample
 SEQUENCE_SAMPLES_MAX = 300  # real decoding per arm
+SEQUENCE_SAMPLES_MIN = 10
 SEQUENCE_TOKENS_MAX = 3
 ARMS = ("speculative sampling", "target sampling", "broken rule")
 ARM_SEED_STRIDE = 1_000_003  # arm a uses seeds a * stride + s: no two arms share a random stream
@@ -180,6 +181,19 @@ def exact_lab(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], n: i
         samples[arm] = ids.tolist()
     p_values = {arm: goodness_of_fit(ids, p) for arm, ids in samples.items()}
     return ExactLab(position, samples, laws, p_values, chi_square_power(p, laws["broken rule"], n), n)
+
+
+def sequence_seconds(samples: int, tokens: int, target_step_ms: float) -> float:
+    """What :func:`sample_sequences` costs, priced from the machine profile: per sample and arm one short decode,
+    about ``tokens`` + 2 target steps (the prompt's pass and the extra drafted token included)."""
+    return samples * len(ARMS) * (tokens + 2) * target_step_ms / 1e3
+
+
+def default_sequence_samples(tokens: int, target_step_ms: float) -> int:
+    """The decodes per arm a press runs by default: as many tens as :data:`BUTTON_BUDGET_S` holds on this machine,
+    within the slider's range (more samples give the test more power; the page says how long they take)."""
+    fits = int(BUTTON_BUDGET_S // sequence_seconds(10, tokens, target_step_ms)) * 10
+    return max(SEQUENCE_SAMPLES_MIN, min(100, fits))
 
 
 def sample_sequences(

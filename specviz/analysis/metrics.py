@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import statistics
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 import pandas as pd
 
 from specviz.analysis.common import stats_of
 from specviz.analysis.cost import machine_cost_ratio, quiet_verification_costs
+from specviz.analysis.paired import timed_in_alternating_pairs
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.trace import NOT_VERIFIED, Trace
@@ -122,51 +121,6 @@ class SpeedupCheck:
         return self.autoregressive_s / self.speculative_s
 
 
-@dataclass(frozen=True)
-class PairedTimes(Generic[A, B]):
-    """Two computations timed in alternating back-to-back pairs: each side's first result, and its seconds
-    in pair order (pair i: ``first_seconds[i]`` and ``second_seconds[i]``, run one right after the other)."""
-
-    first: A
-    second: B
-    first_seconds: list[float]
-    second_seconds: list[float]
-
-    @property
-    def first_median(self) -> float:
-        return statistics.median(self.first_seconds)
-
-    @property
-    def second_median(self) -> float:
-        return statistics.median(self.second_seconds)
-
-    @property
-    def ratios(self) -> list[float]:
-        """first / second seconds within each pair: the spread of a speedup measured pair by pair."""
-        return [f / s for f, s in zip(self.first_seconds, self.second_seconds)]
-
-
-def timed_in_alternating_pairs(
-    first: Callable[[], tuple[A, float]], second: Callable[[], tuple[B, float]], pairs: int
-) -> PairedTimes[A, B]:
-    """Run two timed computations (each returns (result, seconds)) in ``pairs`` back-to-back pairs whose
-    order alternates (first-second, second-first, ...); keep each one's first result and every time.
-
-    On a shared machine whose speed drifts within seconds, both sides of a ratio meet the same load,
-    and one disturbed pair (the browser painting a page's charts on the same cores) cannot set the
-    ratio of the medians. (With an even ``pairs`` each median is the mean of the middle two.)
-    """
-    if pairs < 1:
-        raise ValueError(f"pairs must be at least 1, not {pairs}")
-    firsts: list[tuple[A, float]] = []
-    seconds: list[tuple[B, float]] = []
-    sides: list[Callable[[], None]] = [lambda: firsts.append(first()), lambda: seconds.append(second())]
-    for i in range(pairs):
-        for run in sides if i % 2 == 0 else sides[::-1]:
-            run()
-    return PairedTimes(firsts[0][0], seconds[0][0], [s for _, s in firsts], [s for _, s in seconds])
-
-
 def timed_trace(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> tuple[Trace, float]:
     """(trace, seconds): one speculative decoding run, every round recorded, as the app makes it."""
     trace = speculative_decode(config, prompt_ids=prompt_ids, pair=pair)
@@ -183,7 +137,7 @@ def machine_speedup(trace: Trace, pair: ModelPair) -> tuple[float, float]:
     )
 
 
-def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = 3, attempts: int = 2) -> SpeedupCheck:
+def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = 3, attempts: int = 1) -> SpeedupCheck:
     """The target alone against the trace's speculative decoding (same target, prompt and length, this
     process), both timed now in ``pairs`` back-to-back pairs whose order alternates, each side reported
     as its median; with the theory's speedup at the trace's alpha, realised blocks and the profile's c.
@@ -191,7 +145,8 @@ def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = 3, attempts: in
     The trace's own wall time is not reused: a stored trace was timed whenever, and under whatever load,
     it was computed (another session's request), and a ratio of two times taken minutes apart on a
     shared machine measures the load, not the method. A timing that shows :func:`load_signs` is taken
-    again, up to ``attempts`` times, so a busy moment is not what every later visitor is shown.
+    again, up to ``attempts`` times (one by default: the page's "Measure again" takes another, and keeps the
+    quiet one for later visitors, :func:`~specviz.serving.pool.shown_attempt`).
     """
     config = trace.config.replace(max_new_tokens=max(1, len(trace.output_ids)))
     c, priced = machine_speedup(trace, pair)

@@ -6,26 +6,43 @@ Pure data in, plain data (pandas) out; no streamlit.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
+from typing import Any
 
 import pandas as pd
 
-from specviz.analysis.common import SWEEP_GAMMAS_MAX, SWEEP_PAIRS, SWEEP_TOKENS_MAX, TextProgress, stats_of
+from specviz.analysis.common import (
+    BUTTON_BUDGET_S,
+    SWEEP_GAMMAS_MAX,
+    SWEEP_PAIRS,
+    SWEEP_TOKENS_MAX,
+    TextProgress,
+    stats_of,
+)
 from specviz.analysis.cost import cost_ratio, machine_cost_ratio, quiet_verification_costs
 from specviz.analysis.metrics import (
     ABOVE_THEORY,
     LOAD_SPREAD,
-    PairedTimes,
     realised_blocks,
-    timed_in_alternating_pairs,
     timed_trace,
 )
+from specviz.analysis.paired import PairedTimes, timed_in_cycles
 from specviz.config import DecodeConfig
 from specviz.drafters.registry import DRAFT_MODEL
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
-from specviz.engine.trace import Trace
 from specviz.rules.theory import expected_speedup_for_blocks, expected_tokens_for_blocks
+
+
+def sweep_seconds(target_step_ms: float, tokens: int, gammas: int, cycles: int) -> float:
+    """At most what a sweep costs, priced from the machine profile: per cycle, the target alone's ``tokens`` steps
+    and each γ's speculative run, which costs no more than the target alone where speculation pays."""
+    return cycles * (1 + gammas) * tokens * target_step_ms / 1e3
+
+
+def sweep_cycles(target_step_ms: float, tokens: int, gammas: int) -> int:
+    """The cycles a sweep runs: as many as :data:`BUTTON_BUDGET_S` holds, at least one, at most ``SWEEP_PAIRS``."""
+    return max(1, min(SWEEP_PAIRS, int(BUTTON_BUDGET_S // sweep_seconds(target_step_ms, tokens, gammas, 1))))
 
 
 def gamma_sweep(
@@ -34,41 +51,44 @@ def gamma_sweep(
     prompt_ids: list[int],
     gammas: list[int],
     on_progress: TextProgress | None = None,
-    pairs: int = SWEEP_PAIRS,
+    cycles: int = SWEEP_PAIRS,
 ) -> tuple[pd.DataFrame, float]:
-    """Time each block size against the target alone in ``pairs`` alternating back-to-back pairs (its
-    row's baseline, medians: a machine whose load drifts gives both sides of a ratio the same load, and
-    one disturbed pair does not pick the best gamma); return (table, cost ratio c).
+    """Time the target alone and each block size once per cycle, ``cycles`` times, the order reversed every other
+    cycle (:func:`timed_in_cycles`): every γ's ratio pairs it with the target alone of the same cycle, so a machine
+    whose load drifts gives both sides of a ratio the same load, one disturbed cycle does not pick the best gamma
+    (medians), and the target alone runs once per cycle, not once per γ; return (table, cost ratio c).
 
     Table columns: measured tokens per round and speedup next to the closed forms evaluated at the
     alpha each run measured: ``expected_speedup`` prices verification at one target step (Thm. 3.8),
     ``expected_speedup_verify_measured`` at the measured cost v(k) of the target's pass over k + 1 tokens,
     and ``verify_cost`` is the mean v(k) over the run's rounds: above 1 exactly when that priced theory
     predicts less than Thm. 3.8 (sum E / sum(k c + v) < sum E / sum(k c + 1) iff sum v > the rounds).
-    ``wall_s`` is the median over the pairs, ``speedup`` the ratio of the target alone's median time to
-    it, ``speedup_low`` and ``speedup_high`` the slowest and fastest pair's own ratio (the ratio of the
+    ``wall_s`` is the median over the cycles, ``speedup`` the ratio of the target alone's median time to
+    it, ``speedup_low`` and ``speedup_high`` the slowest and fastest cycle's own ratio (the ratio of the
     medians always lies between them); the other columns come from the first trace (seeded: every
-    pair decodes the same tokens).
+    cycle decodes the same tokens).
     """
     gammas = sorted(set(gammas))[:SWEEP_GAMMAS_MAX]
     config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX))
-    steps = len(gammas) + 2  # the pairs of each gamma, c, then the verification costs
+    steps = len(gammas) + 2  # the cycles (spread over the first len(gammas) steps), c, then the verification costs
 
     def tick(done: int, text: str) -> None:
         if on_progress:
             on_progress(done, steps, text)
 
-    timed: list[PairedTimes[list[int], Trace]] = []  # per gamma: PairedTimes(baseline ids, trace, ...)
-    for i, gamma in enumerate(gammas):
-        tick(i, f"γ = {gamma} ({i + 1} of {len(gammas)} block sizes)")
-        timed.append(
-            timed_in_alternating_pairs(
-                lambda: autoregressive_decode(config, pair, prompt_ids),
-                partial(timed_trace, config.replace(gamma=gamma), pair, prompt_ids),
-                pairs,
-            )
-        )
-    ar_ids = timed[0].first  # the target's own tokens (every baseline decodes the same)
+    def target_alone() -> tuple[list[int], float]:
+        return autoregressive_decode(config, pair, prompt_ids)
+
+    runs: list[Callable[[], tuple[Any, float]]] = [target_alone]
+    runs += [partial(timed_trace, config.replace(gamma=gamma), pair, prompt_ids) for gamma in gammas]
+    names = ["the target alone"] + [f"γ = {gamma}" for gamma in gammas]
+    (ar_ids, ar_seconds), *speculative = timed_in_cycles(
+        runs,
+        cycles,
+        lambda done, total, i: tick(done * len(gammas) // total, f"{names[i]} (run {done + 1} of {total})"),
+    )
+    # per gamma: PairedTimes(baseline ids, trace, the target alone's and its seconds, cycle by cycle)
+    timed = [PairedTimes(ar_ids, trace, ar_seconds, seconds) for trace, seconds in speculative]
     tick(len(gammas), "measuring the cost ratio c")
     c = machine_cost_ratio(config, pair, prompt_ids + ar_ids[:1])
     tick(steps - 1, "the target's pass over k + 1 tokens, from the machine profile")

@@ -11,7 +11,7 @@ import numpy as np
 
 from specviz.analysis.common import TIMING_REPEATS_MAX
 from specviz.analysis.cost import primed_state, timed_feeds
-from specviz.analysis.metrics import timed_in_alternating_pairs
+from specviz.analysis.paired import timed_in_alternating_pairs
 from specviz.engine import ModelPair
 from specviz.models.forwards import full_forward
 

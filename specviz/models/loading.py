@@ -162,25 +162,26 @@ def forget_loaded_models(keep: Iterable[LoadedModel] = ()) -> None:
             del _kept[key]
 
 
-def bytes_to_load(spec: str | None, device: str, dtype: str) -> int:
-    """About the memory loading a model spec takes at its peak: its files' bytes (mapped as they are read), plus the
-    converted copy when ``dtype`` is not the stored one (int8 counted at two bytes a weight: its matrices take one,
-    its embedding stays float32); 0 when it is loaded already or its size is not known here (a hub id)."""
+def bytes_to_load(spec: str | None, device: str, dtype: str) -> tuple[int, int]:
+    """About the memory loading a model spec takes: (at its peak, kept once loaded). In its stored precision the
+    file's pages become its weights (peak = kept = its files' bytes); in another, its files are mapped while the
+    converted copy is made, and only the copy is kept (int8 counted at two bytes a weight: its matrices take one,
+    its embedding stays float32). (0, 0) when it is loaded already or its size is not known here (a hub id)."""
     key = model_key(spec, device, dtype)
     with _cache_lock:
         if key in _live:
-            return 0
+            return 0, 0
     try:
         source = Path(load_location(key[0])[0])
     except ModelLoadError:
-        return 0
+        return 0, 0
     if not source.is_dir():
-        return 0
+        return 0, 0
     stored, converted = (
         weights_bytes(source),
         weights_bytes(source, torch.float16 if dtype == INT8 else torch_dtype(dtype)),
     )
-    return stored + (converted if converted != stored or dtype == INT8 else 0)
+    return (stored, stored) if converted == stored and dtype != INT8 else (stored + converted, converted)
 
 
 def _load_model_once(spec: str, device: str, dtype: str) -> LoadedModel:

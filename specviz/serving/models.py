@@ -178,8 +178,11 @@ def make_room(config: DecodeConfig) -> None:
         return
     models = [(config.target, config.dtype), (draft_spec(config), config.draft_precision)]
 
-    def needed() -> int:
-        return sum(bytes_to_load(spec, config.device, dtype) for spec, dtype in models if spec)
+    def needed() -> int:  # the target loads first, then the draft beside what the target keeps
+        (target_peak, target_kept), (draft_peak, _) = (
+            bytes_to_load(s, config.device, d) if s else (0, 0) for s, d in models
+        )
+        return max(target_peak, target_kept + draft_peak)
 
     def release() -> None:  # the models only dropped pairs held
         forget_loaded_models(keep=[m for pair in LOADED_PAIRS.values() for m in (pair.target, pair.draft) if m])

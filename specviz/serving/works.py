@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from specviz.analysis import drafters, lab, metrics, numerics, rules, sweep, timing, tree_vs_chain
+from specviz.analysis.common import SWEEP_TOKENS_MAX
 from specviz.analysis.draft_precision import draft_precision_row
 from specviz.analysis.race import run_race
 from specviz.config import DecodeConfig
 from specviz.engine import prompt_ids_for
 from specviz.engine.trace import Trace
+from specviz.models.profile import model_profile
 from specviz.rules.registry import GREEDY
 from specviz.serving.jobs import ProgressFn
 from specviz.serving.models import pair_for, trace_key
@@ -88,8 +90,12 @@ def race(config: DecodeConfig, prompt: str, params: tuple, on_progress: Progress
 
 
 def gamma_sweep(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+    """The sweep over ``params[0]``'s block sizes, in as many cycles as the button's time budget holds here."""
     (gammas,) = params
-    return sweep.gamma_sweep(config, pair_for(config), ids_of(config, prompt), list(gammas), on_progress)
+    pair = pair_for(config)
+    tokens = min(config.max_new_tokens, SWEEP_TOKENS_MAX)
+    cycles = sweep.sweep_cycles(model_profile(pair.target).step_ms, tokens, len(gammas))
+    return sweep.gamma_sweep(config, pair, ids_of(config, prompt), list(gammas), on_progress, cycles)
 
 
 def vocab_sweep(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
@@ -126,11 +132,11 @@ def lab_sequences(config: DecodeConfig, prompt: str, params: tuple, on_progress:
 def precisions(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
     """The target alone and speculative decoding in each of ``params[0]``'s precisions."""
     (dtypes,) = params
-    runs = []
+    ids, runs = ids_of(config, prompt), []
     for done, dtype in enumerate(dtypes):
         on_progress(done, len(dtypes), f"Decoding in {dtype}")
-        pair = pair_for(config.replace(dtype=dtype))
-        runs.append(numerics.precision_run(config.replace(dtype=dtype), pair, ids_of(config, prompt)))
+        # the pair is not held past its run: the next precision's load may need its memory (serving.models)
+        runs.append(numerics.precision_run(config.replace(dtype=dtype), pair_for(config.replace(dtype=dtype)), ids))
     return runs
 
 
@@ -157,6 +163,7 @@ def draft_precisions(config: DecodeConfig, prompt: str, params: tuple, on_progre
         if reference is None:  # the target alone, once: every draft precision shares this target
             reference = numerics.generate_with_logits(pair, ids, run.max_new_tokens)[0]
         rows.append(draft_precision_row(run, pair, ids, reference))
+        del pair  # not held past its run: the next draft precision's load may need its memory
     return rows
 
 
@@ -183,7 +190,7 @@ WORKS: dict[str, WorkEntry] = {
     "speedup": WorkEntry("Live timing", live_speedup, measured=True),
     "machine_speedup": WorkEntry("Pricing", priced_speedup),
     "race": WorkEntry("Race", race, measured=True),
-    "sweep": WorkEntry("Sweeping γ", gamma_sweep),
+    "sweep": WorkEntry("Sweeping γ", gamma_sweep, measured=True),
     "vocab-sweep": WorkEntry("Comparing head sizes", vocab_sweep),
     "rules": WorkEntry("Verifying", rules_on_draft),
     "departures": WorkEntry("Decoding β", departures),
@@ -192,7 +199,7 @@ WORKS: dict[str, WorkEntry] = {
     "numerics": WorkEntry("Comparing precisions", precisions),
     "numerics-presets": WorkEntry("Decoding the presets in bfloat16", preset_match_rate),
     "draft-precisions": WorkEntry("Comparing the draft's precisions", draft_precisions),
-    "timing": WorkEntry("Timing", verification_timing),
+    "timing": WorkEntry("Timing", verification_timing, measured=True),
     "drafters": WorkEntry("Comparing the drafters", drafter_comparison),
     "tree_vs_chain": WorkEntry("Comparing tree and chain", tree_against_chain),
 }

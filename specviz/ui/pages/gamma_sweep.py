@@ -5,6 +5,7 @@ import streamlit as st
 from specviz import ui
 from specviz.analysis import common, sweep
 from specviz.drafters.registry import drafter_entry
+from specviz.models.profile import model_profile
 from specviz.presentation import figures
 from specviz.rules.registry import rule_entry
 from specviz.serving.works import Work
@@ -14,9 +15,10 @@ st.title("Gamma sweep: which block size pays?")
 if config is not None:
     ui.precision_caption(config)
 st.markdown(
-    f"Each block size γ runs the sidebar's configuration {common.SWEEP_PAIRS} times, each run paired with "
-    "one of the target alone in alternating order (medians, so both sides of a speedup meet the same load on "
-    "this machine; at most "
+    "The target alone and each block size γ run once per cycle, the order reversed every other cycle; each γ's "
+    "speedup pairs it with the target alone of the same cycle (medians over the cycles, so both sides of a speedup "
+    f"meet the same load on this machine; up to {common.SWEEP_PAIRS} cycles, as many as fit in "
+    f"{common.BUTTON_BUDGET_S:.0f} s by this machine's profile, at least one; at most "
     f"{common.SWEEP_GAMMAS_MAX} values of γ and {common.SWEEP_TOKENS_MAX} new tokens per run). The theory "
     "curves use each run's measured α, each round's realised block size k (the last rounds are clipped by the "
     "token budget) and the draft/target cost ratio **c** measured on this device: "
@@ -28,13 +30,22 @@ st.markdown(
 gammas = st.multiselect(
     "Block sizes γ", list(range(1, 17)), default=[1, 2, 3, 4, 6, 8], max_selections=common.SWEEP_GAMMAS_MAX
 )
-if config is not None and gammas:
-    result = ui.shared_result(
+swept_pair = ui.page_pair(config) if config is not None and gammas else None
+if config is not None and gammas and swept_pair is not None:
+    step_ms, tokens = model_profile(swept_pair.target).step_ms, min(config.max_new_tokens, common.SWEEP_TOKENS_MAX)
+    cycles = sweep.sweep_cycles(step_ms, tokens, len(gammas))
+    result, disturbed = ui.measured_again(
         Work("sweep", config, prompt, (tuple(sorted(gammas)),)),
-        button="Run the sweep",
-        hint=f"Press the button to run the sweep (per γ, {common.SWEEP_PAIRS} speculative runs, "
-        "each paired with a run of the target alone as that γ's baseline).",
+        lambda swept: bool(sweep.loaded_gammas(swept[0])),
+        start=f"Run the sweep (at most about {sweep.sweep_seconds(step_ms, tokens, len(gammas), cycles):.0f} s here)",
     )
+    if result is None:
+        st.info(
+            f"Press the button to run the sweep ({cycles} cycle{'s' if cycles > 1 else ''} of the target alone and "
+            "each γ, priced from this machine's profile)."
+        )
+    elif disturbed is not None:
+        st.warning("The latest sweep was disturbed by other work on the server: the quiet one before it is shown.")
     if result is not None:
         table, c = result
         at_sidebar = table[table.gamma == config.gamma]

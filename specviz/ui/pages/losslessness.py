@@ -6,7 +6,9 @@ import streamlit as st
 
 from specviz import ui
 from specviz.analysis import lab
+from specviz.analysis.common import BUTTON_BUDGET_S
 from specviz.drafters.registry import drafter_entry
+from specviz.models.profile import model_profile
 from specviz.presentation import figures
 from specviz.serving.works import Work
 
@@ -85,12 +87,24 @@ if config is not None:
         f"most {lab.SEQUENCE_SAMPLES_MAX} per arm and {lab.SEQUENCE_TOKENS_MAX} tokens). Each position is "
         "compared with plain sampling by a two-sample χ² test."
     )
+    lab_pair = ui.page_pair(lab_config)
+    step_ms = model_profile(lab_pair.target).step_ms if lab_pair else 0.0
     left, right = st.columns(2)
-    samples = left.slider("Decodes per arm", 20, lab.SEQUENCE_SAMPLES_MAX, 100, step=10, key="lab_samples")
     tokens = right.slider("Tokens per decode (M)", 2, lab.SEQUENCE_TOKENS_MAX, 2, key="lab_tokens")
+    samples = left.slider(
+        "Decodes per arm",
+        lab.SEQUENCE_SAMPLES_MIN,
+        lab.SEQUENCE_SAMPLES_MAX,
+        lab.default_sequence_samples(tokens, step_ms) if step_ms else 100,
+        step=10,
+        key="lab_samples",
+        help="more decodes give the tests more power; the default is what this machine decodes in about "
+        f"{BUTTON_BUDGET_S:.0f} s",
+    )
+    about = f" (about {lab.sequence_seconds(samples, tokens, step_ms):.0f} s here)" if step_ms else ""
     table = ui.shared_result(
         Work("lab-sequences", lab_config, prompt, (samples, tokens)),
-        button="Decode the samples",
+        button=f"Decode the samples{about}",
         button_key="lab_decode",
     )
     if table is not None:

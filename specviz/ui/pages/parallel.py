@@ -23,7 +23,7 @@ trace = ui.get_trace(config, prompt) if config else None
 if config is not None and trace is not None and trace.output_ids:
     assert trace.stats is not None, "a decoded trace has its stats"
     repeats = st.slider("Timing repeats (median)", 1, common.TIMING_REPEATS_MAX, 5)
-    measured = ui.shared_result(Work("timing", config, prompt, (repeats,)))
+    measured, _ = ui.measured_again(Work("timing", config, prompt, (repeats,)), lambda timing: False)
     if measured is not None:
         cols = st.columns(3)
         cols[0].metric(f"1 forward over {measured['tokens']} tokens", f"{measured['parallel_ms']:.1f} ms")

@@ -1,5 +1,7 @@
 """The race (seed 001, live): the target alone and speculative decoding writing the same answer on one clock."""
 
+from urllib.parse import urlencode
+
 import streamlit as st
 
 from specviz import ui
@@ -7,6 +9,7 @@ from specviz.analysis.race import lane_choices
 from specviz.drafters.registry import drafter_entry
 from specviz.presentation.race import race_page
 from specviz.rules.registry import rule_for
+from specviz.ui.presets import PAIR_PRESETS, QWEN_CODER_PAIR, availability_mark
 from specviz.ui.racing import race_estimate_s
 
 config, prompt, defaults = ui.shared_controls()
@@ -19,6 +22,12 @@ st.caption(
     "the target's correction after it). The speedup at the finish is the ratio of the two measured wall times. "
     "Space starts (and restarts) the race."
 )
+widest = PAIR_PRESETS[QWEN_CODER_PAIR]  # the published pair: the race is won by the widest margin there
+if config is not None and widest and config.target != widest[0] and availability_mark(*widest) == "✓":
+    st.info(
+        f"The {QWEN_CODER_PAIR} pair is fetched on this server: a 1.5B target on a CPU is where speculative decoding "
+        f"wins by the widest margin. [Race it](race?{urlencode({'target': widest[0], 'draft': widest[1]})})"
+    )
 if config is not None:
     ui.precision_caption(config)
     choices = lane_choices(config)

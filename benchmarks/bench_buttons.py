@@ -1,0 +1,86 @@
+"""Benchmark: every costly button of every page, timed on each pair as the app opens it (prints seconds per button).
+
+Each page's computation is a named work (:mod:`specviz.serving.works`); this runs each with the parameters a page
+offers by default, on the app's default prompt and each pair's measured defaults, one after the other in one
+process (as the server's worker does), after the pair's first load and trace (timed too). A Prepare-a-lecture run
+does exactly this work in advance; the figures say what a class would wait for without it.
+
+    .venv/bin/python -m benchmarks.bench_buttons [--pairs embedded,qwen-coder]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from benchmarks.bench_machine import PAIRS
+from specviz.analysis import lab
+from specviz.analysis.defaults import PRECISIONS
+from specviz.analysis.draft_precision import draft_precisions_on
+from specviz.config import DecodeConfig
+from specviz.drafters.registry import chain_drafter, drafter_entry, state_drafters
+from specviz.limits import DEFAULT_PROMPT, EMBEDDED, PROMPT_PRESETS
+from specviz.models.machine import cpu_name, matrix_units_in_words
+from specviz.models.profile import model_profile
+from specviz.serving.models import pair_for, with_pair_defaults
+from specviz.serving.works import TRACE, Work
+
+SWEPT = (1, 2, 3, 4, 6, 8)  # the Gamma sweep page's default block sizes
+
+
+def page_works(config: DecodeConfig, prompt: str, step_ms: float) -> list[tuple[str, Work]]:
+    """(page, work) for every costly button, with the parameters each page offers by default (the lab's decodes
+    per arm are sized by the target's step, ``step_ms``, as its page sizes them)."""
+    sampled, presets = lab.sampling(config), tuple(PROMPT_PRESETS.values())
+    samples = lab.default_sequence_samples(2, step_ms)
+    works = [
+        ("Metrics", Work("speedup", config, prompt)),
+        ("Race", Work("race", config, prompt, ((),))),
+        ("Gamma sweep", Work("sweep", config, prompt, (SWEPT,))),
+        ("Gamma sweep: head sizes", Work("vocab-sweep", config, prompt)),
+        ("Compare rules: one draft", Work("rules", config, prompt, (1,))),
+        ("Compare rules: β = 1..5", Work("departures", config, prompt)),
+        ("Losslessness lab: first token", Work("exact-lab", sampled, prompt, (20_000,))),
+        ("Losslessness lab: decodes", Work("lab-sequences", sampled, prompt, (samples, 2))),
+        ("Precision: four outputs", Work("numerics", config, prompt, (PRECISIONS,))),
+        ("Precision: draft precisions", Work("draft-precisions", config, prompt, (draft_precisions_on("cpu"),))),
+        ("Parallel verification", Work("timing", config, prompt, (5,))),
+        ("Recursive: tree vs chain", Work("tree_vs_chain", drafter_entry(config.drafter).tree_config(config), prompt)),
+        ("Precision: presets", Work("numerics-presets", config, "", (tuple(PROMPT_PRESETS.items()),))),
+    ]
+    if config.target == EMBEDDED:  # the drafters on the target's states ship weights for the embedded target only
+        kinds = (*state_drafters(), chain_drafter(False), chain_drafter(True))
+        works.append(("Parallel drafters", Work("drafters", config, "|".join(presets), (kinds, presets))))
+    return works
+
+
+def timed(work: Work) -> float:
+    started = time.perf_counter()
+    work.compute(lambda done, total, text=None: None)
+    return time.perf_counter() - started
+
+
+def bench(name: str) -> None:
+    target, draft, _ = PAIRS[name]
+    base = DecodeConfig(target=target, draft=draft, drafter="model", device="cpu", max_new_tokens=32)
+    config = with_pair_defaults(base)
+    started = time.perf_counter()
+    step_ms = model_profile(pair_for(config).target).step_ms  # no pair held: a page's work may need its memory
+    print(f"\n## {name}: {config.dtype}, draft in {config.draft_precision}, γ = {config.gamma}")
+    print(f"  {'first load':34s} {time.perf_counter() - started:6.1f} s")
+    print(f"  {'Round view: the trace':34s} {timed(Work(TRACE, config, DEFAULT_PROMPT)):6.1f} s")
+    for page, work in page_works(config, DEFAULT_PROMPT, step_ms):
+        print(f"  {page:34s} {timed(work):6.1f} s", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pairs", default="embedded,qwen-coder")
+    args = parser.parse_args()
+    print(f"# every button on {cpu_name()} ({matrix_units_in_words()})")
+    for name in args.pairs.split(","):
+        bench(name)
+
+
+if __name__ == "__main__":
+    main()
