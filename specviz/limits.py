@@ -3,6 +3,14 @@
 prompts (the app's presets, the CLI lesson's default)."""
 
 EMBEDDED, EMBEDDED_DRAFT = "embedded", "embedded-draft"  # the shipped pair's model specs
+
+
+def shipped_weights_fit(on_target_states: bool, target: str, own_weights: str | None) -> bool:
+    """Whether a drafter can draft for ``target``: one drafting on the target's states (EAGLE, blockwise and [MASK]
+    heads) ships weights trained on the embedded target only, unless the user gives weights of their own."""
+    return not on_target_states or target == EMBEDDED or bool(own_weights)
+
+
 TREE_NODES_MAX = 256  # drafted tokens per tree: one target pass scores them all, so keep it bounded
 
 GAMMA_MAX = 16  # more drafted tokens per round than this never pays and crowds the round view

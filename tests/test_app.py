@@ -214,3 +214,10 @@ def test_the_students_link_round_trips_to_the_quiz(tiny_params):
     assert urllib.parse.urlsplit(link).path.endswith("lesson_player") and query["gamma"] == "2"
     opened = make_app(query).run()
     assert player_of(opened)[2]["view"] == "quiz" and player_of(opened)[0]["config"]["gamma"] == 2
+
+
+def test_a_drafter_without_weights_for_the_pair_says_why_in_the_sidebar(tiny_params):
+    at = make_app({**tiny_params, "drafter": "eagle"}).run()
+    assert any("trained on the embedded SmolLM2-135M target only" in w.value for w in at.sidebar.warning)
+    fine = make_app(tiny_params).run()
+    assert not any("target only" in w.value for w in fine.sidebar.warning)

@@ -228,5 +228,5 @@ def lane_choices(config: DecodeConfig) -> tuple[str, ...]:
         for name, entry in DRAFTERS.items()
         if name != config.drafter
         and (entry.draft_model != "always" or config.draft)
-        and (not entry.requires_model_outputs or config.target == limits.EMBEDDED)
+        and limits.shipped_weights_fit(entry.requires_model_outputs, config.target, config.parallel_weights)
     )

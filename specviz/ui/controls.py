@@ -11,6 +11,8 @@ from streamlit.errors import StreamlitAPIException
 
 from specviz.analysis.defaults import PAIR_DEFAULTS, follow_pair
 from specviz.config import DecodeConfig, field_params
+from specviz.drafters.registry import drafter_entry
+from specviz.limits import shipped_weights_fit
 from specviz.models.published import FETCH_COMMAND, PUBLISHED, fetched
 from specviz.serving.models import MACHINE_DEFAULTS, app_defaults, app_device, pair_defaults
 from specviz.serving.urlstate import format_value, parse_query, to_query
@@ -181,6 +183,12 @@ def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
         for name in drawn:
             if field_params()[name].section == section:
                 draw_if_read(sb, name, ss, read)
+        on_states = drafter_entry(ss.drafter).requires_model_outputs if ss.get("drafter") else False
+        if section == "Models" and not shipped_weights_fit(on_states, target, ss.get("parallel_weights")):
+            sb.warning(
+                f"The {drafter_entry(ss.drafter).label} drafter's shipped weights were trained on the embedded "
+                f"SmolLM2-135M target only: pick another drafter for {target}."
+            )
     sb.header("Prompt")
     sb.selectbox(
         "Preset",

@@ -10,7 +10,7 @@ from specviz import ui
 from specviz.analysis import common, drafters
 from specviz.drafters.registry import chain_drafter, drafter_entry, state_drafters
 from specviz.engine import prompt_ids_for
-from specviz.limits import EMBEDDED
+from specviz.limits import shipped_weights_fit
 from specviz.presentation.drafter_figures import (
     acceptance_by_drafter_figure,
     confidence_calibration_figure,
@@ -54,7 +54,7 @@ st.markdown(
     "accepted tokens' features come exact from the verification pass. **EAGLE-2** grows a dynamic tree where "
     "the draft is confident, because its confidence tracks how often the target accepts (the last chart)."
 )
-if config is not None and config.target != EMBEDDED and not config.parallel_weights:
+if config is not None and not shipped_weights_fit(True, config.target, config.parallel_weights):
     st.info(
         "These drafters' shipped weights were trained on the embedded SmolLM2-135M target, so they cannot draft for "
         f"{config.target}: pick the embedded pair in the sidebar to compare them (or train weights for this target "
