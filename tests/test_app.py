@@ -221,3 +221,18 @@ def test_a_drafter_without_weights_for_the_pair_says_why_in_the_sidebar(tiny_par
     assert any("trained on the embedded SmolLM2-135M target only" in w.value for w in at.sidebar.warning)
     fine = make_app(tiny_params).run()
     assert not any("target only" in w.value for w in fine.sidebar.warning)
+
+
+def test_the_cli_lesson_takes_the_pairs_measured_defaults_where_the_user_gave_none(monkeypatch):
+    from specviz.analysis.roofline import MeasuredDefaults
+    from specviz.config import DecodeConfig
+    from specviz.serving import models
+
+    measured = MeasuredDefaults("bfloat16", 6, "measured here", draft_dtype="int8")
+    monkeypatch.setattr(models, "pair_defaults", lambda target, draft, device: measured)
+    chosen = models.with_pair_defaults(DecodeConfig(device="cpu"))
+    assert (chosen.dtype, chosen.gamma, chosen.draft_dtype) == ("bfloat16", 6, "int8")
+    given = models.with_pair_defaults(DecodeConfig(device="cpu", gamma=3))  # a value the user gave is kept
+    assert (given.dtype, given.gamma) == ("bfloat16", 3)
+    monkeypatch.setattr(models, "pair_defaults", lambda target, draft, device: None)  # not measured here
+    assert models.with_pair_defaults(DecodeConfig(device="cpu")) == DecodeConfig(device="cpu")
