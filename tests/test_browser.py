@@ -140,12 +140,20 @@ def test_the_roofline_panel_in_chromium(app_url):
     assert (ARTIFACTS / "roofline.png").stat().st_size > 10_000
 
 
-def test_the_players_keys_work_from_the_page_without_a_click_into_its_frame(app_url):
-    """A teacher opens the link and presses → : the round steps, with no click into the player's frame first."""
+@contextlib.contextmanager
+def chromium_page(width: int, height: int):
+    """A page of Debian's chromium at this viewport, waiting as long as a busy machine needs."""
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 720})
+        page = browser.new_page(viewport={"width": width, "height": height})
         page.set_default_timeout(600_000)
+        yield page
+        browser.close()
+
+
+def test_the_players_keys_work_from_the_page_without_a_click_into_its_frame(app_url):
+    """A teacher opens the link and presses → : the round steps, with no click into the player's frame first."""
+    with chromium_page(1280, 720) as page:
         page.goto(f"{app_url}/?max_new_tokens=16")
         frame = page.frame_locator("iframe").first
         frame.locator("#title").wait_for()
@@ -159,31 +167,23 @@ def test_the_players_keys_work_from_the_page_without_a_click_into_its_frame(app_
         frame.locator("#view-present").click()
         page.locator('[data-testid="stExpandSidebarButton"]').wait_for()
         assert frame.locator("body.present").count() == 1
-        browser.close()
 
 
 @pytest.mark.parametrize("path", ["", "metrics", "Lesson_Player", "no_such_page"])
 def test_a_quiz_link_on_any_path_opens_the_quiz_at_its_round(app_url, path):
     """A student's quiz link never shows a verdict first, whichever page path it names (the Round view's `/`,
     another page, or a mistyped or differently-cased path)."""
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1366, "height": 768})
-        page.set_default_timeout(600_000)
+    with chromium_page(1366, 768) as page:
         page.goto(f"{app_url}/{path}?max_new_tokens=16&view=quiz&round=2")
         frame = page.frame_locator("iframe").first
         frame.locator("#view-quiz[aria-pressed='true']").wait_for()
         assert frame.locator("#title").inner_text().startswith("Round 2 of")
         assert "answer the quiz to reveal" in frame.locator("#rows").inner_text()  # the verdicts wait
         assert "lesson_player" in page.url and "view=quiz" in page.url and "max_new_tokens=16" in page.url
-        browser.close()
 
 
 def test_the_round_survives_a_page_switch(app_url):
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 720})
-        page.set_default_timeout(600_000)
+    with chromium_page(1280, 720) as page:
         page.goto(f"{app_url}/?max_new_tokens=16")
         frame = page.frame_locator("iframe").first
         frame.locator("#title").wait_for()
@@ -195,4 +195,3 @@ def test_the_round_survives_a_page_switch(app_url):
         frame = page.frame_locator("iframe").first
         frame.locator("#title").wait_for()
         assert frame.locator("#title").inner_text().startswith("Round 3 of")
-        browser.close()
