@@ -1,7 +1,7 @@
 """A lecture hall without browsers: N sessions over Streamlit's own websocket protocol, on one or more replicas.
 
 Usage: ``.venv/bin/python -m benchmarks.load_client [--scenario hall|phases] [--sessions 300] [--replicas 2]
-[--seeds 60] [--kill]``
+[--seeds 60] [--kill] [--start specviz-app|streamlit-run] [--gc]``
 
 Each session opens ``ws://HOST:PORT/_stcore/stream`` (subprotocol "streamlit"), sends one ``BackMsg`` asking
 for a script run with the link's query string and page, and reads ``ForwardMsg``s: the first server message,
@@ -25,8 +25,10 @@ import argparse
 import asyncio
 import os
 import resource
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlencode
 
 import redis
@@ -35,8 +37,9 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from websockets.asyncio.client import connect
 from websockets.typing import Subprotocol
 
-from specviz.serving.processes import RedisServer, Server, free_port
+from specviz.serving.processes import RedisServer, Server, app_command, free_port
 
+CHECKOUT = Path(__file__).resolve().parent.parent
 SESSIONS_MAX = 1000
 FINISHED = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_SUCCESSFULLY")
 PAINT = {"": "iframe", "lesson_player": "iframe", "compare_rules": "plotly_chart"}  # each page's main view
@@ -188,18 +191,27 @@ async def kill_phase(servers: list[Server], share_url: str, sessions: int, token
     )
 
 
+def serve_command(args: argparse.Namespace) -> list[str]:
+    """How each replica is started: ``specviz app`` (the package's main script, the options as flags) or a plain
+    ``streamlit run app.py`` in the checkout (Streamlit reads ``.streamlit/config.toml``); ``--gc`` turns Streamlit's
+    full garbage collection after every script run back on."""
+    start = app_command() if args.start == "specviz-app" else [sys.executable, "-m", "streamlit", "run", "app.py"]
+    return [*start, *(["--runner.postScriptGC=true"] if args.gc else [])]
+
+
 async def main(args: argparse.Namespace) -> None:
     share = RedisServer(maxmemory="256mb") if args.replicas > 1 else None
     # replicas on one machine split its cores: torch's threads in each, else they oversubscribe and spin
     threads = str(max(1, (os.cpu_count() or 1) // args.replicas))
     env = {"OMP_NUM_THREADS": threads, **({"SPECVIZ_REDIS_URL": share.url} if share else {})}
-    servers = [Server(free_port(), env=env) for _ in range(args.replicas)]
+    servers = [Server(free_port(), env=env, serve=serve_command(args), cwd=CHECKOUT) for _ in range(args.replicas)]
     try:
         for server in servers:
             server.wait_healthy()
         print(
             f"{args.replicas} replica(s){' sharing one redis-server' if share else ''}; {args.sessions} sessions; "
-            f"{args.tokens} tokens; embedded default pair; scenario {args.scenario}"
+            f"{args.tokens} tokens; embedded default pair; scenario {args.scenario}; started by {args.start}; "
+            f"Streamlit's collection after each run {'on' if args.gc else 'as configured (off)'}"
         )
         print(
             "| phase | sessions | painted | errors | first message p50 (s) | first paint p50 / p95 / max (s) | "
@@ -255,6 +267,8 @@ if __name__ == "__main__":
     parser.add_argument("--seeds", type=int, default=30, help="sessions in the different-seeds phase")
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds a session may take")
+    parser.add_argument("--start", choices=("specviz-app", "streamlit-run"), default="specviz-app")
+    parser.add_argument("--gc", action="store_true", help="Streamlit's full collection after every run, on")
     parser.add_argument("--kill", action="store_true", help="with 2+ replicas: kill the lock's owner mid-run")
     arguments = parser.parse_args()
     if not 1 <= arguments.sessions <= SESSIONS_MAX or not 1 <= arguments.seeds <= SESSIONS_MAX:

@@ -11,8 +11,11 @@ from streamlit.testing.v1 import AppTest
 
 from specviz.serving.models import app_defaults
 from specviz.serving.pool import shared_work
+from specviz.ui.state import Session
 
-APP = str(Path(__file__).resolve().parent.parent / "specviz" / "ui" / "app.py")
+APP = str(
+    Path(__file__).resolve().parent.parent / "app.py"
+)  # the checkout's main script, as `streamlit run app.py` starts it
 
 
 def make_app(params: dict[str, str]) -> AppTest:
@@ -172,7 +175,7 @@ def test_a_link_to_a_pair_opens_on_its_own_measured_precision_unless_it_sets_one
     at = make_app({"target": hub.target, "draft": hub.draft, "dtype": app.dtype, "prompt": "Hi"}).run()
     assert (at.session_state.dtype, at.session_state.gamma) == (app.dtype, gamma)
     # the precision is the link's: a pair change keeps it (the draft's precision follows the pair: not measured here)
-    assert at.session_state.sv_pair_defaults == {"gamma": gamma, "draft_dtype": None}
+    assert at.session_state[Session.pair_defaults.key] == {"gamma": gamma, "draft_dtype": None}
 
 
 def test_a_pair_change_moves_the_settings_that_still_hold_the_last_pairs_defaults():
@@ -236,3 +239,21 @@ def test_the_cli_lesson_takes_the_pairs_measured_defaults_where_the_user_gave_no
     assert (given.dtype, given.gamma) == ("bfloat16", 3)
     monkeypatch.setattr(models, "pair_defaults", lambda target, draft, device: None)  # not measured here
     assert models.with_pair_defaults(DecodeConfig(device="cpu")) == DecodeConfig(device="cpu")
+
+
+def test_the_packaged_main_script_serves_the_same_pages(tiny_params):
+    """`specviz app` runs the package's main script, `streamlit run app.py` the checkout's: every page opens the
+    same way under both (the packaged one resolves its pages inside the package)."""
+    from specviz.ui.navigation import PAGES
+
+    packaged = str(Path(__file__).resolve().parent.parent / "specviz" / "ui" / "app.py")
+    for page in PAGES:
+        titles = []
+        for main in (APP, packaged):
+            at = AppTest.from_file(main, default_timeout=1800)
+            for key, value in tiny_params.items():
+                at.query_params[key] = value
+            at.run().switch_page(page.path).run()
+            assert not at.exception, (main, page.script, at.exception)
+            titles.append([t.value for t in at.title])
+        assert titles[0] == titles[1] and titles[0], page.script

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from specviz.ui.navigation import PAGES
@@ -115,8 +117,58 @@ def test_only_the_ui_imports_streamlit():
 def test_every_page_file_is_listed_once():
     listed = [p.script for p in PAGES]
     assert sorted(listed) == sorted(p.stem for p in (PACKAGE / "ui" / "pages").glob("*.py"))
+    assert sorted(listed) == sorted(p.stem for p in (ROOT / "pages").glob("*.py"))  # `streamlit run app.py`'s pages
     assert len(set(listed)) == len(listed) and len({p.title for p in PAGES}) == len(PAGES)
     assert all(p.icon.startswith(":material/") for p in PAGES)  # no emoji font needed
+
+
+def statements_after_the_docstring(path: Path) -> list[str]:
+    body = ast.parse(path.read_text(encoding="utf-8")).body
+    return [
+        ast.unparse(node) for node in body if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+    ]
+
+
+def test_the_top_level_scripts_only_start_the_packaged_code():
+    """The card's top level (``app.py``, ``pages/``) holds no page code: each file starts the package's, so a page
+    is written once and the wheel's ``specviz app`` serves the same code."""
+    assert statements_after_the_docstring(ROOT / "app.py") == ["from specviz.ui.app import main", "main()"]
+    for page in (ROOT / "pages").glob("*.py"):
+        assert statements_after_the_docstring(page) == [
+            "from specviz.ui.navigation import run_page",
+            "run_page(__file__)",
+        ], page.name
+
+
+def test_the_app_options_are_streamlits_own_file_and_the_packaged_one():
+    """Streamlit reads ``.streamlit/config.toml`` in the directory ``streamlit run app.py`` starts in; the package
+    carries the same file (a link to it) for ``specviz app``, which passes it as flags."""
+    from specviz.serving.processes import STREAMLIT_OPTIONS, streamlit_flags
+
+    assert STREAMLIT_OPTIONS.resolve() == (ROOT / ".streamlit" / "config.toml").resolve()
+    assert "--runner.postScriptGC=false" in streamlit_flags() and "--client.showErrorDetails=none" in streamlit_flags()
+    read = "import streamlit.config as c; print(c.get_option('runner.postScriptGC'), c.get_option('server.headless'))"
+    started_here = subprocess.run([sys.executable, "-c", read], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert started_here.stdout.split() == ["False", "True"]  # what a plain `streamlit run app.py` here runs with
+
+
+def test_the_session_state_is_touched_in_one_module_with_every_key_listed():
+    """``specviz/ui/state.py`` is the one module that names ``session_state``; its keys are the app's own (one
+    prefix, never a config field's name, which keys that field's widget) and each is listed once."""
+    from specviz.config import field_params
+    from specviz.ui.state import PREFIX, SESSION_KEYS
+
+    touching = {name for name, path in MODULES.items() if "session_state" in path.read_text(encoding="utf-8")}
+    assert touching == {"specviz.ui.state"}
+    assert all(key.startswith(PREFIX) for key in SESSION_KEYS) and len(set(SESSION_KEYS)) == len(SESSION_KEYS)
+    assert not set(SESSION_KEYS) & set(field_params())
+    widget_keys = [
+        node.value.value
+        for path in MODULES.values()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.keyword) and node.arg in ("key", "button_key") and isinstance(node.value, ast.Constant)
+    ]
+    assert widget_keys == [], "a widget's key comes from specviz.ui.state (Session or page_key), not a literal"
 
 
 def test_every_package_folder_is_a_regular_package():

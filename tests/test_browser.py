@@ -1,8 +1,10 @@
-"""A real browser on the real app: `specviz app` on the embedded default, driven by chromium."""
+"""A real browser on the real app: `streamlit run app.py` in the checkout on the embedded default, driven by
+chromium (the wheel's `specviz app`: tests/test_package.py)."""
 
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from pathlib import Path
 
@@ -17,8 +19,9 @@ ARTIFACTS = ROOT / "artifacts"
 
 @contextlib.contextmanager
 def running_app():
-    """`specviz app` on a free port, on the CPU; yields its URL once it answers."""
-    server = Server(free_port())
+    """A plain `streamlit run app.py` in the checkout (Streamlit reads .streamlit/config.toml there) on a free port,
+    on the CPU; yields its URL once it answers."""
+    server = Server(free_port(), serve=[sys.executable, "-m", "streamlit", "run", "app.py"], cwd=ROOT)
     try:
         server.wait_healthy()
         yield server.url
@@ -49,6 +52,25 @@ def test_a_page_link_opened_first_on_a_fresh_server_keeps_the_prompt_at_the_next
         outcome.or_(page.locator('[data-testid="stException"]')).first.wait_for()  # whichever comes: fail fast
         assert "prompt is empty" not in page.inner_text("body")
         assert page.get_by_label("Prompt").input_value() == prompt
+        browser.close()
+
+
+def test_streamlit_run_app_py_serves_every_page_in_pages(app_url):
+    """Every page of the navigation opens at its own path from the checkout's top-level pages/: its title drawn,
+    no error, no "page not found" (streamlit's answer to a path it has no page for)."""
+    from specviz.ui.navigation import PAGES
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(600_000)
+        for entry in PAGES:
+            path = "" if entry == PAGES[0] else entry.script  # the default page's path is the app's root
+            page.goto(f"{app_url}/{path}?max_new_tokens=4")
+            page.locator("h1").first.wait_for()
+            assert page.locator('[data-testid="stException"]').count() == 0, entry.script
+            assert "not found" not in page.inner_text("body").lower(), entry.script
+            assert page.url.split("?")[0] == f"{app_url}/{path}", entry.script
         browser.close()
 
 
@@ -128,7 +150,7 @@ def test_the_roofline_panel_in_chromium(app_url):
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1440, "height": 1000})
         page.set_default_timeout(600_000)
-        page.goto(f"{app_url}/parallel?max_new_tokens=8")
+        page.goto(f"{app_url}/parallel_verification?max_new_tokens=8")
         page.get_by_text("one pass over k + 1 new tokens").first.wait_for()
         for name in ("target, measured", "draft, measured", "target's memory bound", "target's compute bound"):
             assert page.get_by_text(name, exact=True).count() >= 1  # the chart's legend

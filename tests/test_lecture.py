@@ -10,6 +10,7 @@ from specviz.serving.lecture import LecturePlan, prepare
 from specviz.serving.pool import shared_work
 from specviz.serving.works import TRACE, Work
 from specviz.settings import ConfigError
+from specviz.ui.state import Session
 
 from .test_app import make_app
 
@@ -43,16 +44,16 @@ def test_a_plan_file_round_trips_and_refuses_what_it_cannot_run(tiny_dirs):
 def test_after_preparing_every_recorded_page_runs_without_starting_a_computation(tiny_params):
     params = {**tiny_params, "prompt": "w5 w9 w5 w9 w5", "max_new_tokens": "8", "seed": "7"}  # nothing stored yet
     rehearsal = make_app(params)
-    rehearsal.session_state["sv_recording"] = True
+    rehearsal.session_state[Session.recording.key] = True
     rehearsal.run()
     for page in PAGES:
         rehearsal.switch_page(f"pages/{page}.py").run()
         assert not rehearsal.exception, (page, rehearsal.exception)
-    recorded = rehearsal.session_state["sv_plan"]
+    recorded = rehearsal.session_state[Session.plan.key]
     names = {work.name for work in recorded.values()}
     assert {TRACE, "speedup", "sweep", "race", "rules", "departures"} <= names  # offered, pressed or not
     plan = LecturePlan.from_json(
-        LecturePlan(tuple(rehearsal.session_state["sv_links"]), tuple(recorded.values())).to_json()
+        LecturePlan(tuple(rehearsal.session_state[Session.links.key]), tuple(recorded.values())).to_json()
     )
     assert plan.links and all("prompt=w5" in link for link in plan.links)  # (AppTest gives every page one path)
 

@@ -15,6 +15,7 @@ from specviz.config import DecodeConfig
 from specviz.drafters.registry import DRAFTERS
 from specviz.engine import speculative_decode
 from specviz.serving.models import app_defaults
+from specviz.ui.state import page_key
 
 from .test_app import make_app, player_of
 
@@ -98,8 +99,8 @@ def test_losslessness_page(params):
     values = {m.label.split(":")[0]: m.value for m in at.metric}
     assert float(values["broken rule"]) < 0.01 and float(values["speculative sampling"]) > 0.001
     assert len(at.get("plotly_chart")) == 1
-    at.slider(key="lab_samples").set_value(30).run()
-    at.button(key="lab_decode").click().run()  # later positions: real decoding, independent seeds per arm
+    at.slider(key=page_key("lab", "samples")).set_value(30).run()
+    at.button(key=page_key("lab", "decode")).click().run()  # later positions: real decoding, independent seeds per arm
     assert not at.exception and not at.error
     assert len(at.dataframe[0].value) == 2  # positions 1 and 2
     explained = [m.value for m in at.markdown if m.value.startswith("**When the broken rule passes here**")]
@@ -133,7 +134,7 @@ def press(at, label: str) -> None:
 
 
 def test_parallel_page(params):
-    at = open_page(params, "parallel")
+    at = open_page(params, "parallel_verification")
     assert not at.error
     assert len(at.get("plotly_chart")) == 4  # arrows, this machine's roofline, mask, timeline
     roofline = json.loads(at.get("plotly_chart")[1].proto.spec)
@@ -227,7 +228,7 @@ def test_every_page_runs_on_the_embedded_default(embedded, page):
     """No hub, no injected models: the default pair, every button pressed once."""
     at = open_page({"max_new_tokens": "6", "prompt": "Name three colours."}, page)
     if page == "losslessness":
-        at.slider(key="lab_samples").set_value(10).run()  # the smallest real-decoding run the page allows
+        at.slider(key=page_key("lab", "samples")).set_value(10).run()  # the smallest real-decoding run the page allows
     for _ in range(len(at.button)):
         buttons = [b for b in at.button if not b.disabled and not (b.key or "").startswith("nav_")]
         if not buttons:
@@ -275,7 +276,7 @@ def test_the_metrics_and_parallel_pages_tell_one_speed_figure(params):
         assert ", priced** from this machine's profile" in story[0]  # its provenance, said with it
         return re.search(r"configuration: ([0-9.]+)×", story[0]).group(1)
 
-    assert figure("metrics") == figure("parallel")
+    assert figure("metrics") == figure("parallel_verification")
 
 
 def test_the_what_if_page_compares_two_settings_on_one_prompt(params, tiny_dirs, tiny_pair):
@@ -296,8 +297,8 @@ def test_the_what_if_page_compares_two_settings_on_one_prompt(params, tiny_dirs,
     )
     second = speculative_decode(config, prompt=params["prompt"], pair=tiny_pair)
     assert figure["data"][3]["y"] == [pytest.approx(second.stats.mean_tokens_per_round)]  # the run's own point
-    assert at.slider(key="whatif_temperature").disabled  # greedy reads no temperature
-    at.radio(key="whatif_rule").set_value("topbeta").run()  # a lossy rule: now the outputs may part
+    assert at.slider(key=page_key("what_if", "temperature")).disabled  # greedy reads no temperature
+    at.radio(key=page_key("what_if", "rule")).set_value("topbeta").run()  # a lossy rule: now the outputs may part
     assert not at.exception and "rule greedy → topbeta" in " ".join(m.value for m in at.markdown)
-    at.radio(key="whatif_rule").set_value("sample").run()
-    assert not at.slider(key="whatif_temperature").disabled
+    at.radio(key=page_key("what_if", "rule")).set_value("sample").run()
+    assert not at.slider(key=page_key("what_if", "temperature")).disabled

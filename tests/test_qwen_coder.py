@@ -11,6 +11,7 @@ from specviz.engine import load_pair, prompt_ids_for, speculative_decode
 from specviz.models.llama_step import llama_weights
 from specviz.models.published import FETCH_COMMAND, QWEN_CODER_05B, QWEN_CODER_15B, fetched
 from specviz.ui.presets import QWEN_CODER_PAIR
+from specviz.ui.state import Session
 
 from .conftest import target_greedy
 from .test_app import make_app, player_of
@@ -59,6 +60,6 @@ def test_the_preset_pair_opens_in_the_app():
         }
     ).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    assert at.selectbox(key="pair").value == QWEN_CODER_PAIR
+    assert at.selectbox(key=Session.pair.key).value == QWEN_CODER_PAIR
     trace, _, _ = player_of(at)
     assert trace["models"]["target"] == QWEN_CODER_15B.name and trace["models"]["draft"] == QWEN_CODER_05B.name

@@ -147,7 +147,7 @@ def test_every_speed_page_quotes_the_races_speedup_once_a_race_was_run(tiny_para
     at.switch_page("pages/race.py").run()
     next(b for b in at.button if b.label.startswith("Start the race")).click().run()
     measured = next(m for m in at.metric if m.label.startswith("speculative")).delta.split("×")[0]
-    for page in ("metrics", "parallel"):
+    for page in ("metrics", "parallel_verification"):
         at.switch_page(f"pages/{page}.py").run()
         assert not at.exception, at.exception
         quoted = [i.value for i in at.info if i.value.startswith("**Speedup of this configuration")]

@@ -15,6 +15,7 @@ from specviz.engine import speculative_decode
 from specviz.rules.registry import RULES, rule_for
 from specviz.serving.urlstate import format_value, parse_query, parse_value, to_query, url_fields
 from specviz.settings import ConfigError, described_fields
+from specviz.ui.state import Session
 
 from .conftest import target_greedy
 from .test_app import make_app, player_of
@@ -158,6 +159,6 @@ def test_a_hidden_setting_keeps_its_value_until_its_drafter_is_chosen_again(tiny
     (and in the link), so choosing its drafter again brings it back as it was."""
     at = make_app({**tiny_params, "drafter": "model", "ngram_max": "5", "max_new_tokens": "4"}).run()
     assert not at.exception and "ngram_max" not in [w.key for w in at.slider]
-    assert at.session_state["ngram_max"] == 5 and at.session_state["sv_config"].value("ngram_max") == 5
+    assert at.session_state["ngram_max"] == 5 and at.session_state[Session.config.key].value("ngram_max") == 5
     at.run()  # a second run (any widget change) draws no ngram_max widget again: its value must survive that
     assert at.session_state["ngram_max"] == 5 and at.query_params["ngram_max"] in ("5", ["5"])

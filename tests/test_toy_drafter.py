@@ -13,6 +13,7 @@ from specviz.config import DecodeConfig
 from specviz.drafters.registry import DRAFTERS, register, unregister
 from specviz.engine import speculative_decode
 from specviz.settings import param
+from specviz.ui.state import Session
 
 from .conftest import TINY_TEXT_PROMPT
 from .test_app import make_app
@@ -49,7 +50,7 @@ def test_the_toy_drafter_is_offered_and_runs_in_the_app(echo, tiny_params):
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert ENTRY.label in at.radio(key="drafter").options
     assert at.slider(key="echo_times").value == 2 and not at.slider(key="echo_times").disabled
-    config = at.session_state["sv_config"]
+    config = at.session_state[Session.config.key]
     assert config.drafter == "echo" and config.settings(EchoSettings).echo_times == 2
 
 

@@ -161,7 +161,9 @@ def _load(target: str, draft: str | None, drafter: str, device: str, dtype: str,
     config = config.replace(draft_dtype=draft_dtype)
     with _loading:  # one load at a time: two loads passing the budget's check together would overshoot it
         make_room(config)
-        return load_pair(config)
+        pair = load_pair(config)
+    gc.freeze()  # the models' objects live as long as the pair: the full collection after each page run skips them
+    return pair
 
 
 _loading = threading.Lock()
@@ -184,9 +186,11 @@ def make_room(config: DecodeConfig) -> None:
         )
         return max(target_peak, target_kept + draft_peak)
 
-    def release() -> None:  # the models only dropped pairs held
+    def release() -> None:  # the models only dropped pairs held (frozen at their load: thawed to be collected)
         forget_loaded_models(keep=[m for pair in LOADED_PAIRS.values() for m in (pair.target, pair.draft) if m])
+        gc.unfreeze()
         gc.collect()
+        gc.freeze()
 
     release()
     if not LOADED_PAIRS.evict_until(lambda: resident_bytes() + LOAD_HEADROOM * needed() <= budget, release):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 UI = Path(__file__).resolve().parent.parent / "ui"
 APP_SCRIPT = UI / "app.py"  # streamlit's main script; the pages are in pages/ beside it
-STREAMLIT_OPTIONS = UI / "streamlit.toml"
+STREAMLIT_OPTIONS = UI / "streamlit.toml"  # the checkout's .streamlit/config.toml (a link to it), packaged
 # the flags the tests and benchmarks launch Debian's chromium with (headless on a loopback server, nothing fetched)
 CHROMIUM_ARGS = [
     "--no-sandbox",

@@ -1,7 +1,8 @@
-"""The Streamlit main script: page config, the sidebar shared by every page, navigation over ``pages/`` beside it.
+"""The Streamlit main script's code: page config, the sidebar shared by every page, navigation over the pages.
 
-Started by ``specviz app`` (``python -m specviz app``; ``bash scripts/app`` from a checkout), which also passes the
-server options in ``streamlit.toml`` beside this file.
+Two ways in, one code: ``streamlit run app.py`` in a checkout (its top-level ``app.py`` calls :func:`main`; Streamlit
+reads the options in ``.streamlit/config.toml``), and ``specviz app`` from an installed wheel, which serves this file
+as the main script and passes the same options (``streamlit.toml`` here is that file) as flags.
 """
 
 import logging

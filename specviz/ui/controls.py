@@ -28,6 +28,7 @@ from specviz.ui.fields import (
 )
 from specviz.ui.navigation import navigation
 from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, PAIR_PRESETS, PROMPT_PRESETS, pair_label, pair_option
+from specviz.ui.state import Session, field_state, session, set_field_states
 
 
 class PageConfig(TypedDict):
@@ -50,8 +51,8 @@ def draw_shared_sidebar() -> None:
     else:
         with st.spinner("Measuring this machine once: the embedded pair's passes over 1 to 9 tokens …"):
             defaults = app_defaults()
-    config, prompt = sidebar_controls(defaults)
-    st.session_state.update(sv_config=config, sv_prompt=prompt, sv_defaults=defaults, sv_sidebar_drawn=True)
+    session.config, session.chosen_prompt = sidebar_controls(defaults)
+    session.defaults, session.sidebar_drawn = defaults, True
 
 
 def shared_controls() -> tuple[DecodeConfig | None, str, DecodeConfig]:
@@ -65,26 +66,21 @@ def shared_controls() -> tuple[DecodeConfig | None, str, DecodeConfig]:
     the main script has no app.py beside it, so the page list's paths do not resolve: it says how to start.
     The URL is updated here, from the page, so a copied link reopens this state on this page.
     """
-    ss = st.session_state
-    if not ss.pop("sv_sidebar_drawn", False) and "sv_config" not in ss:
+    drawn, session.sidebar_drawn = session.sidebar_drawn, False
+    if not drawn and not Session.config.is_set():
         try:
             navigation()
         except StreamlitAPIException:  # this page is the main script: there is no app.py run to go to
-            st.error("This page is part of specviz: start the app with `specviz app` (`python -m specviz app`).")
+            st.error("This page is part of specviz: start the app with `streamlit run app.py` (or `specviz app`).")
             st.stop()
         st.rerun()
-    config, prompt, defaults = (
-        ss.get("sv_config"),
-        ss.get("sv_prompt", DEFAULT_PROMPT),
-        ss.get("sv_defaults") or app_defaults(),
-    )
+    config, prompt, defaults = session.config, session.chosen_prompt or DEFAULT_PROMPT, session.defaults
+    defaults = defaults or app_defaults()
     if config is not None:
-        write_url(config, prompt, ss.get("round", 1), defaults)
+        write_url(config, prompt, session.round, defaults)
         with st.sidebar.expander("Copy link for students (quiz)"):
             st.caption("Opens the lesson player's quiz at this round: no verdict shows before it is answered.")
-            st.code(
-                students_link(to_query(config, prompt, ss.get("round", 1), defaults)), language=None, wrap_lines=True
-            )
+            st.code(students_link(to_query(config, prompt, session.round, defaults)), language=None, wrap_lines=True)
     return config, prompt, defaults
 
 
@@ -95,54 +91,69 @@ def students_link(query: dict[str, str]) -> str:
 
 
 def init_state_from_url(defaults: DecodeConfig) -> None:
-    """On a session's first run, seed every widget from the URL (bad values: message + default)."""
-    if st.session_state.get("sv_initialized"):
+    """On a session's first run, seed every widget from the link; what the link asked for that cannot be set
+    becomes a message (and the default)."""
+    if session.initialized:
         return
     query = st.query_params.to_dict()
     state = parse_query(query, defaults)
-    kept = {name: defaults.value(name) for name in field_params() if unshowable(name, state.config.value(name))}
-    c = state.config.replace(**kept)
-    own = pair_defaults(c.target, c.draft, defaults.device)
+    config, unshown = opening_config(state.config, query, defaults)
+    seed_widgets(config, state.prompt if state.prompt is not None else DEFAULT_PROMPT, state.round)
+    session.pair_defaults = {name: config.value(name) for name in PAIR_DEFAULTS if name not in query}
+    session.link_messages = [
+        *state.messages,
+        *(
+            f"{name}={format_value(state.config.value(name))} in the link cannot be set on its control; using the "
+            f"default {format_value(value)}"
+            for name, value in unshown.items()
+        ),
+        *(
+            f"{name}={query[name]} in the link is not used by the {config.rule} rule and the {config.drafter} "
+            "drafter; it applies once a setting that reads it is chosen"
+            for name in unread_fields(query)
+        ),
+    ]
+    session.initialized = True
+
+
+def opening_config(linked: DecodeConfig, query: dict[str, str], defaults: DecodeConfig) -> tuple[DecodeConfig, dict]:
+    """The config the sidebar opens on: the link's, the values no widget can hold set back to the defaults (also
+    returned, to say so), and the settings the link leaves out on its pair's measured defaults."""
+    unshown = {name: defaults.value(name) for name in field_params() if unshowable(name, linked.value(name))}
+    config = linked.replace(**unshown)
+    own = pair_defaults(config.target, config.draft, defaults.device)
     if own is not None:
-        c = c.replace(**{name: getattr(own, name) for name in PAIR_DEFAULTS if name not in query})
-    messages = list(state.messages) + [
-        f"{name}={format_value(state.config.value(name))} in the link cannot be set "
-        f"on its control; using the default {format_value(value)}"
-        for name, value in kept.items()
-    ]
-    ss = st.session_state
-    ss.update({name: widget_value(name, c.value(name)) for name, p in field_params().items() if p.widget != "none"})
-    ss.update(
-        sv_initialized=True,
-        url_messages=messages,
-        sv_pair_defaults={name: c.value(name) for name in PAIR_DEFAULTS if name not in query},
-        pair=pair_label(c.target, c.draft),
-        custom_target=c.target,
-        custom_draft=c.draft or "",
-        prompt=state.prompt if state.prompt is not None else DEFAULT_PROMPT,
-        round=state.round,
-    )
-    read = fields_read(ss)
-    ss.url_messages += [
-        f"{name}={query[name]} in the link is not used by the {c.rule} rule and the {c.drafter} "
-        "drafter; it applies once a setting that reads it is chosen"
-        for name in field_params()
-        if name in query and not field_enabled(name, ss, read)
-    ]
+        config = config.replace(**{name: getattr(own, name) for name in PAIR_DEFAULTS if name not in query})
+    return config, unshown
+
+
+def seed_widgets(config: DecodeConfig, prompt: str, round_index: int) -> None:
+    """Every sidebar widget's state from ``config`` and the link's prompt and round (before the widgets are drawn)."""
+    drawn = [name for name, p in field_params().items() if p.widget != "none"]
+    set_field_states({name: widget_value(name, config.value(name)) for name in drawn})
+    session.pair = pair_label(config.target, config.draft)
+    session.custom_target, session.custom_draft = config.target, config.draft or ""
+    session.prompt, session.round = prompt, round_index
+
+
+def unread_fields(query: dict[str, str]) -> list[str]:
+    """The settings the link sets that neither the chosen drafter nor the rule reads (after :func:`seed_widgets`)."""
+    read = fields_read()
+    return [name for name in field_params() if name in query and not field_enabled(name, read)]
 
 
 def _apply_pair_defaults(device: str) -> None:
-    ss = st.session_state
-    values, ss.sv_pair_defaults = follow_pair(
-        {name: ss.get(name) for name in PAIR_DEFAULTS},
-        ss.get("sv_pair_defaults", {}),
-        pair_defaults(*chosen_pair(ss), device),
+    values, session.pair_defaults = follow_pair(
+        {name: field_state(name) for name in PAIR_DEFAULTS},
+        session.pair_defaults,
+        pair_defaults(*chosen_pair(), device),
     )
-    ss.update(values)
+    set_field_states(values)
 
 
 def _apply_prompt_preset() -> None:
-    st.session_state.prompt = PROMPT_PRESETS[st.session_state.prompt_preset]
+    if session.prompt_preset is not None:
+        session.prompt = PROMPT_PRESETS[session.prompt_preset]
 
 
 def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
@@ -152,13 +163,12 @@ def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
     registry entries of the chosen drafter and rule; only the model pair and the prompt are drawn here.
     """
     init_state_from_url(defaults)
-    ss = st.session_state
     sb = st.sidebar
     sb.header("Models")
     sb.selectbox(
         "Model pair",
         list(PAIR_PRESETS),
-        key="pair",
+        key=Session.pair.key,
         format_func=pair_option,
         on_change=_apply_pair_defaults,
         args=(defaults.device,),
@@ -166,51 +176,53 @@ def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
         "which this machine cannot reach",
     )
     sb.caption("✓ runs here · ⤓ fetch once · ☁ needs a model hub")
-    if ss.pair == CUSTOM_PAIR:
-        sb.text_input("Target model (hub id or directory)", key="custom_target")
-        sb.text_input("Draft model (hub id or directory)", key="custom_draft")
-    target, draft = chosen_pair(ss)
+    if session.pair == CUSTOM_PAIR:
+        sb.text_input("Target model (hub id or directory)", key=Session.custom_target.key)
+        sb.text_input("Draft model (hub id or directory)", key=Session.custom_draft.key)
+    target, draft = chosen_pair()
     missing = [PUBLISHED[spec].name for spec in (target, draft) if spec in PUBLISHED and not fetched(PUBLISHED[spec])]
     if missing:
         sb.info(
             f"{' and '.join(missing)} not fetched on this machine yet: run `{FETCH_COMMAND}` once (about 1.6 GB), "
             "then reload. (Where a model hub is reachable they load from it instead.)"
         )
-    drawn, read = [name for name, p in field_params().items() if p.widget != "none"], fields_read(ss)
+    drawn, read = [name for name, p in field_params().items() if p.widget != "none"], fields_read()
     for section in ("Models", "Verification"):
         if section != "Models":
             sb.header(section)
         for name in drawn:
             if field_params()[name].section == section:
-                draw_if_read(sb, name, ss, read)
-        on_states = drafter_entry(ss.drafter).requires_model_outputs if ss.get("drafter") else False
-        if section == "Models" and not shipped_weights_fit(on_states, target, ss.get("parallel_weights")):
+                draw_if_read(sb, name, read)
+        drafter = drafter_entry(field_state("drafter"))
+        if section == "Models" and not shipped_weights_fit(
+            drafter.requires_model_outputs, target, field_state("parallel_weights")
+        ):
             sb.warning(
-                f"The {drafter_entry(ss.drafter).label} drafter's shipped weights were trained on the embedded "
+                f"The {drafter.label} drafter's shipped weights were trained on the embedded "
                 f"SmolLM2-135M target only: pick another drafter for {target}."
             )
     sb.header("Prompt")
     sb.selectbox(
         "Preset",
         list(PROMPT_PRESETS),
-        key="prompt_preset",
+        key=Session.prompt_preset.key,
         index=None,
         placeholder="Pick a preset prompt…",
         on_change=_apply_prompt_preset,
     )
-    sb.text_area("Prompt", key="prompt", height=120)
+    sb.text_area("Prompt", key=Session.prompt.key, height=120)
     for name in drawn:
         if field_params()[name].section == "Prompt":
-            draw_if_read(sb, name, ss, read)
-    for message in ss.get("url_messages", ()):
+            draw_if_read(sb, name, read)
+    for message in session.link_messages:
         st.warning(message)
     try:
-        chosen = {name: config_value(name, ss[name]) for name in drawn}
+        chosen = {name: config_value(name, field_state(name)) for name in drawn}
         config = DecodeConfig(target=target, draft=draft, device=defaults.device, **chosen).validated()
     except ConfigError as exc:
         st.error(str(exc))
-        return None, ss.prompt
-    return config, ss.prompt
+        return None, session.prompt
+    return config, session.prompt
 
 
 def write_url(

@@ -8,7 +8,6 @@ import math
 from typing import Any, TypedDict
 
 from streamlit.delta_generator import DeltaGenerator
-from streamlit.runtime.state import SessionStateProxy
 
 from specviz.config import field_params, field_type
 from specviz.drafters.registry import DRAFTER_ENTRIES, drafter_entry
@@ -16,8 +15,7 @@ from specviz.rules.registry import RULE_ENTRIES, rule_entry
 from specviz.serving.urlstate import format_value, parse_value
 from specviz.settings import ConfigError
 from specviz.ui.presets import PAIR_PRESETS
-
-State = SessionStateProxy  # streamlit's session state (the widgets' values by key)
+from specviz.ui.state import field_state, keep_field_state, session
 
 UNSET = "unset"  # a choice widget's stand-in for a None choice (streamlit draws a None selection as empty)
 
@@ -42,17 +40,18 @@ def config_value(name: str, widget_state: Any) -> Any:
     return float(widget_state) if field_type(name) == "float" else widget_state
 
 
-def chosen_pair(ss: State) -> tuple[str, str | None]:
+def chosen_pair() -> tuple[str, str | None]:
     """(target, draft or None) as the sidebar's pair choice (or its custom text boxes) names them."""
-    preset = PAIR_PRESETS[ss.pair]
+    preset = PAIR_PRESETS[session.pair]
     if preset is None:  # CUSTOM_PAIR: its text boxes name the pair
-        return ss.custom_target.strip(), ss.custom_draft.strip() or None
+        return session.custom_target.strip(), session.custom_draft.strip() or None
     return preset
 
 
-def fields_read(ss: State) -> set[str]:
+def fields_read() -> set[str]:
     """The config fields the chosen drafter and rule read (looked up once per page run: every field asks)."""
-    return set(drafter_entry(ss.drafter).reads(bool(chosen_pair(ss)[1]))) | set(rule_entry(ss.rule).fields)
+    drafter, rule = drafter_entry(field_state("drafter")), rule_entry(field_state("rule"))
+    return set(drafter.reads(bool(chosen_pair()[1]))) | set(rule.fields)
 
 
 def claimed_fields() -> set[str]:
@@ -61,11 +60,11 @@ def claimed_fields() -> set[str]:
     return drafters | {name for e in RULE_ENTRIES for name in e.fields}
 
 
-def field_enabled(name: str, ss: State, read: set[str]) -> bool:
+def field_enabled(name: str, read: set[str]) -> bool:
     """A widget is enabled when the chosen drafter or rule reads its field (``read``: :func:`fields_read`; fields no
     registry entry claims are always on) and its Param's ``when`` condition holds."""
     described = field_params()[name]
-    condition = described.when is None or ss.get(described.when[0]) == described.when[1]
+    condition = described.when is None or field_state(described.when[0]) == described.when[1]
     return (name not in claimed_fields() or name in read) and condition
 
 
@@ -95,13 +94,13 @@ class WidgetKeys(TypedDict):
     help: str
 
 
-def draw_field(container: DeltaGenerator, name: str, ss: State) -> None:
+def draw_field(container: DeltaGenerator, name: str) -> None:
     """The widget a config field's Param describes, keyed by the field's name."""
     p = field_params()[name]
     common = WidgetKeys(key=name, help=p.help)
     if p.widget in ("radio", "select"):
         choices = [widget_value(name, c) for c in p.choices]
-        options = choices + ([ss[name]] if ss.get(name) not in choices else [])
+        options = choices + ([field_state(name)] if field_state(name) not in choices else [])
         labels = dict(zip(choices, p.choice_labels))
 
         def label_of(v: Any) -> str:
@@ -112,7 +111,7 @@ def draw_field(container: DeltaGenerator, name: str, ss: State) -> None:
         else:
             container.selectbox(p.label, options, format_func=label_of, **common)
     elif p.widget == "slider":
-        low, high = shown_range(name, ss.get(name))
+        low, high = shown_range(name, field_state(name))
         if p.step is not None:
             container.slider(p.label, float(low), float(high), step=p.step, **common)
         else:
@@ -126,10 +125,10 @@ def draw_field(container: DeltaGenerator, name: str, ss: State) -> None:
         container.checkbox(p.label, **common)
 
 
-def draw_if_read(container: DeltaGenerator, name: str, ss: State, read: set[str]) -> None:
+def draw_if_read(container: DeltaGenerator, name: str, read: set[str]) -> None:
     """Draw a field's widget when the chosen drafter and rule read it (``read``); otherwise keep its value out of
     sight (streamlit forgets the state of a widget a run does not draw, so it is kept as plain session state)."""
-    if field_enabled(name, ss, read):
-        draw_field(container, name, ss)
+    if field_enabled(name, read):
+        draw_field(container, name)
     else:
-        ss[name] = ss[name]
+        keep_field_state(name)

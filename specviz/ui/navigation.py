@@ -1,18 +1,24 @@
 """The app's pages, listed once: the main script builds its navigation from this list and the tests walk it.
 
-A page is one script in ``pages/`` beside the main script (``specviz/ui/app.py``) plus one :class:`PageEntry` line
-below.
+A page is one script in ``specviz/ui/pages/``, one :class:`PageEntry` line below, and a two-line file of the same name
+in the checkout's top-level ``pages/`` that runs it (:func:`run_page`). Streamlit resolves a page's path against the
+main script it started: the checkout's ``app.py`` (``streamlit run app.py``) finds the top-level files, the package's
+``specviz/ui/app.py`` (``specviz app`` from a wheel) the packaged scripts themselves; either way the same code runs.
 Icons are streamlit's Material Symbols (a font streamlit ships), so they render without an emoji font.
 """
 
 from __future__ import annotations
 
+import runpy
 from dataclasses import dataclass
+from pathlib import Path
 
 import streamlit as st
 from streamlit.navigation.page import Page
 
 from specviz.presentation.player import VIEWS
+
+PAGE_SCRIPTS = Path(__file__).resolve().parent / "pages"
 
 
 @dataclass(frozen=True)
@@ -23,7 +29,8 @@ class PageEntry:
 
     @property
     def path(self) -> str:
-        """The script's path relative to the main script (streamlit resolves page paths against the main script)."""
+        """The script's path relative to the main script (streamlit resolves page paths against the main script:
+        the checkout's ``app.py`` or the package's ``specviz/ui/app.py``)."""
         return f"pages/{self.script}.py"
 
 
@@ -37,11 +44,17 @@ PAGES = (
     PageEntry("compare_rules", "Compare rules", ":material/balance:"),
     PageEntry("losslessness", "Losslessness lab", ":material/casino:"),
     PageEntry("numerics", "Precision and rounding", ":material/calculate:"),
-    PageEntry("parallel", "Parallel verification", ":material/timer:"),
+    PageEntry("parallel_verification", "Parallel verification", ":material/timer:"),
     PageEntry("recursive", "Recursive (tree) drafts", ":material/account_tree:"),
     PageEntry("parallel_drafters", "Parallel drafters", ":material/extension:"),
     PageEntry("lecture", "Prepare a lecture", ":material/event_available:"),
 )
+
+
+def run_page(page_file: str) -> None:
+    """Run the packaged page script named like ``page_file`` (a top-level ``pages/`` file) as streamlit runs a page:
+    afresh, as ``__main__``."""
+    runpy.run_path(str(PAGE_SCRIPTS / Path(page_file).name), run_name="__main__")
 
 
 def navigation() -> Page:

@@ -24,6 +24,7 @@ from specviz.serving.models import app_defaults, pair_defaults
 from specviz.serving.pool import shared_work
 from specviz.ui.controls import write_url
 from specviz.ui.racing import shown_race
+from specviz.ui.state import page_key, session
 from specviz.ui.waiting import page_pair
 
 ROOFLINE_COLUMNS = {
@@ -79,7 +80,7 @@ def roofline_panel(config: DecodeConfig, alpha: float | None = None) -> None:
     for tab, dtype in zip(tabs, PRECISIONS):
         with tab:
             if dtype != config.dtype and not st.toggle(
-                f"Load the pair in {dtype} and show its roofline", key=f"sv_roofline_{dtype}"
+                f"Load the pair in {dtype} and show its roofline", key=page_key("roofline", dtype)
             ):
                 continue
             shown = config.replace(dtype=dtype)
@@ -92,7 +93,7 @@ def roofline_panel(config: DecodeConfig, alpha: float | None = None) -> None:
             st.plotly_chart(
                 roofline_figure(table, pair.target.name, pair.draft.name if pair.draft else None),
                 width="stretch",
-                key=f"sv_roofline_chart_{dtype}",
+                key=page_key("roofline_chart", dtype),
             )
             st.markdown(speed_sentence(target))
             if draft is not None and alpha is not None:
@@ -110,7 +111,7 @@ def linked_round() -> int:
         shown = max(1, int(st.query_params.get("round", "1")))
     except ValueError:
         shown = 1
-    st.session_state.round = shown
+    session.round = shown
     return shown
 
 

@@ -27,13 +27,16 @@ from specviz.serving.pool import (
     stored_attempts,
 )
 from specviz.serving.works import TRACE, Work
+from specviz.ui.state import Session, page_key, session
 
 R = TypeVar("R")
 
 
 def _session_id() -> str:
     """This browser session's id, kept in its session state (the work queue counts who waits on what)."""
-    return st.session_state.setdefault("sv_session_id", uuid.uuid4().hex)
+    if not Session.session_id.is_set():
+        session.session_id = uuid.uuid4().hex
+    return session.session_id
 
 
 def _draw_message(box: Any, message: tuple[str, float | None, str]) -> None:
@@ -74,9 +77,9 @@ def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str | No
     following = work.key + (len(attempts),)
 
     def again() -> bool:
-        return st.button(f"Measure again: {label.lower()}", key=f"sv_again_{label}")
+        return st.button(f"Measure again: {label.lower()}", key=page_key("again", label))
 
-    pressed = again() if attempts else start is None or st.button(start, type="primary", key=f"sv_start_{label}")
+    pressed = again() if attempts else start is None or st.button(start, type="primary", key=page_key("start", label))
     if pressed or pool.known(following):
         first = not attempts
         remembered(following, work.compute, label)
@@ -88,16 +91,12 @@ def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str | No
 
 def record(work: Work) -> None:
     """While the teacher rehearses a lecture (:mod:`specviz.ui.lecture`), every work a page offers joins its plan."""
-    if st.session_state.get(RECORDING):
-        st.session_state.setdefault(PLAN, {}).setdefault(work.first_key, work)
+    if session.recording:
+        if work.first_key not in session.plan:
+            session.plan = {**session.plan, work.first_key: work}
         link = f"{st.context.url or '/'}?{urlencode(st.query_params.to_dict())}"  # the page's address
-        links = st.session_state.setdefault(LINKS, [])
-        if link not in links:
-            links.append(link)
-
-
-# session keys: recording on; the works recorded, by key; the links they were recorded on
-RECORDING, PLAN, LINKS = "sv_recording", "sv_plan", "sv_links"
+        if link not in session.links:
+            session.links = [*session.links, link]
 
 
 def let_the_hall_run_first() -> None:
@@ -105,9 +104,9 @@ def let_the_hall_run_first() -> None:
     ``HALL_WAIT_SECONDS``) before building its page: the newcomer most likely wants the same trace, and its page run
     would take the CPU from the model computing it (300 page runs against one trace on 2 cores). Any other first
     run, and every later run, goes on at once."""
-    if st.session_state.get("sv_arrived"):
+    if session.arrived:
         return
-    st.session_state.sv_arrived = True
+    session.arrived = True
     hall = hall_run(shared_work())
     if hall is not None:
         hall.finished.wait(HALL_WAIT_SECONDS)

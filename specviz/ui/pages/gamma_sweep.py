@@ -9,6 +9,7 @@ from specviz.models.profile import model_profile
 from specviz.presentation import figures
 from specviz.rules.registry import rule_entry
 from specviz.serving.works import Work
+from specviz.ui.state import page_key
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Gamma sweep: which block size pays?")
@@ -117,7 +118,7 @@ trimmable = config is not None and drafter_entry(config.drafter).draft_model == 
 vocab_pair = ui.page_pair(config) if config is not None and trimmable else None
 if config is not None and vocab_pair is not None and vocab_pair.draft and vocab_pair.draft.vocab_ranking is not None:
     vocab_table = ui.shared_result(
-        Work("vocab-sweep", config, prompt), button="Compare head sizes", button_key="vocab_sweep"
+        Work("vocab-sweep", config, prompt), button="Compare head sizes", button_key=page_key("sweep", "head_sizes")
     )
     if vocab_table is not None:
         st.plotly_chart(figures.vocab_sweep_figure(vocab_table), width="stretch")

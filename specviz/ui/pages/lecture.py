@@ -7,7 +7,7 @@ from specviz import ui
 from specviz.serving.lecture import PREPARATIONS, LecturePlan, prepare
 from specviz.serving.pool import shared_work
 from specviz.settings import ConfigError
-from specviz.ui.waiting import LINKS, PLAN, RECORDING
+from specviz.ui.state import Session, session
 
 ui.shared_controls()  # the sidebar's settings are not read here: the recorded pages keep their own
 st.title("Prepare a lecture")
@@ -18,7 +18,7 @@ st.markdown(
     "those pages shows its result at once, for you and every student. Save the plan to prepare the same lecture "
     "on another day or server."
 )
-st.toggle("Record the pages I open", key=RECORDING)
+st.toggle("Record the pages I open", key=Session.recording.key)
 uploaded = st.file_uploader("Load a lecture plan (JSON)", type=["json"])
 if uploaded is not None:
     try:
@@ -26,10 +26,10 @@ if uploaded is not None:
     except ConfigError as exc:
         st.error(str(exc))
     else:
-        st.session_state[PLAN] = {w.first_key: w for w in loaded.works}
-        st.session_state[LINKS] = list(loaded.links)
+        session.plan = {w.first_key: w for w in loaded.works}
+        session.links = list(loaded.links)
         st.success(f"Loaded {len(loaded.works)} computations from {len(loaded.links)} links.")
-plan = LecturePlan(tuple(st.session_state.get(LINKS, [])), tuple(st.session_state.get(PLAN, {}).values()))
+plan = LecturePlan(tuple(session.links), tuple(session.plan.values()))
 if not plan.works:
     st.info("No computation recorded yet: turn recording on and open the lecture's pages (with their settings).")
 else:
@@ -53,7 +53,7 @@ else:
         prepare(plan, pool)
     middle.download_button("Save the lecture plan (JSON)", plan.to_json(), "specviz-lecture.json", "application/json")
     if right.button("Clear the plan"):
-        st.session_state[PLAN], st.session_state[LINKS] = {}, []
+        session.plan, session.links = {}, []
         st.rerun()
     if plan.links:
         with st.expander(f"The lecture's links ({len(plan.links)})"):

@@ -11,6 +11,7 @@ from specviz.drafters.registry import drafter_entry
 from specviz.models.profile import model_profile
 from specviz.presentation import figures
 from specviz.serving.works import Work
+from specviz.ui.state import page_key
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Losslessness lab")
@@ -28,7 +29,9 @@ st.markdown(
     "then P = p; the broken rule's p: then P leans toward the draft). The rule itself is run N times on that p "
     "and q, vectorised, with no model call per sample."
 )
-n = st.select_slider("Samples per arm (N)", [1_000, 5_000, 20_000, 50_000, 100_000], value=20_000, key="lab_n")
+n = st.select_slider(
+    "Samples per arm (N)", [1_000, 5_000, 20_000, 50_000, 100_000], value=20_000, key=page_key("lab", "n")
+)
 if config is not None:
     lab_config = lab.sampling(config)
 
@@ -90,14 +93,14 @@ if config is not None:
     lab_pair = ui.page_pair(lab_config)
     step_ms = model_profile(lab_pair.target).step_ms if lab_pair else 0.0
     left, right = st.columns(2)
-    tokens = right.slider("Tokens per decode (M)", 2, lab.SEQUENCE_TOKENS_MAX, 2, key="lab_tokens")
+    tokens = right.slider("Tokens per decode (M)", 2, lab.SEQUENCE_TOKENS_MAX, 2, key=page_key("lab", "tokens"))
     samples = left.slider(
         "Decodes per arm",
         lab.SEQUENCE_SAMPLES_MIN,
         lab.SEQUENCE_SAMPLES_MAX,
         lab.default_sequence_samples(tokens, step_ms) if step_ms else 100,
         step=10,
-        key="lab_samples",
+        key=page_key("lab", "samples"),
         help="more decodes give the tests more power; the default is what this machine decodes in about "
         f"{BUTTON_BUDGET_S:.0f} s",
     )
@@ -105,7 +108,7 @@ if config is not None:
     table = ui.shared_result(
         Work("lab-sequences", lab_config, prompt, (samples, tokens)),
         button=f"Decode the samples{about}",
-        button_key="lab_decode",
+        button_key=page_key("lab", "decode"),
     )
     if table is not None:
         rows = []

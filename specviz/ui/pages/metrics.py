@@ -90,7 +90,7 @@ if config is not None and trace is not None and trace.rounds:
     st.subheader("Wall-clock speedup, measured in this process")
     ui.race_link()
     st.page_link(
-        "pages/parallel.py",
+        "pages/parallel_verification.py",
         icon=":material/speed:",
         label="Why it pays on this machine: the measured roofline (Parallel verification)",
     )

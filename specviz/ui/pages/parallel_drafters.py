@@ -17,6 +17,7 @@ from specviz.presentation.drafter_figures import (
     drafter_attention_figure,
 )
 from specviz.serving.works import Work
+from specviz.ui.state import page_key
 
 SUMMARY_COLUMNS = {
     "tokens_per_round": "tokens per round",
@@ -72,7 +73,9 @@ elif config is not None:
             if weights is not None:
                 window = weights.shape[1] - 1 - weights.shape[0]
                 title = drafter_entry(kind).attention_title
-                col.plotly_chart(drafter_attention_figure(weights, title, window), width="stretch", key=f"attn_{kind}")
+                col.plotly_chart(
+                    drafter_attention_figure(weights, title, window), width="stretch", key=page_key("attention", kind)
+                )
         files = [described for name in state_drafters() if (described := drafter_entry(name).shipped_weights())]
         st.dataframe(pd.DataFrame(files), hide_index=True, width="stretch")
 

@@ -11,6 +11,7 @@ from specviz.presentation.race import race_page
 from specviz.rules.registry import rule_for
 from specviz.ui.presets import PAIR_PRESETS, QWEN_CODER_PAIR, availability_mark
 from specviz.ui.racing import race_estimate_s
+from specviz.ui.state import page_key
 
 config, prompt, defaults = ui.shared_controls()
 st.title("The race: the target alone against speculative decoding")
@@ -36,7 +37,7 @@ if config is not None:
             "More lanes (other drafters against the same target)",
             choices,
             format_func=lambda name: drafter_entry(name).label,
-            key="sv_race_lanes",
+            key=page_key("race", "lanes"),
         )
     )
     estimate = race_estimate_s(config, 1 + len(extra))

@@ -6,6 +6,7 @@ from specviz import ui
 from specviz.analysis import whatif
 from specviz.presentation import comparison, render
 from specviz.rules.registry import RULES, rule_entry
+from specviz.ui.state import page_key
 
 config, prompt, defaults = ui.shared_controls()
 st.title("What if? Two settings, one prompt")
@@ -15,14 +16,14 @@ st.markdown(
 )
 if config is not None:
     left, middle, right = st.columns(3)
-    gamma = left.slider("Second run: block size γ", 1, 16, min(16, 2 * config.gamma), key="whatif_gamma")
+    gamma = left.slider("Second run: block size γ", 1, 16, min(16, 2 * config.gamma), key=page_key("what_if", "gamma"))
     rule = right.radio(
         "Second run: rule",
         list(RULES),
         index=list(RULES).index(config.rule),
         horizontal=True,
         format_func=lambda name: RULES[name].label,
-        key="whatif_rule",
+        key=page_key("what_if", "rule"),
     )
     temperature = middle.slider(
         "Second run: temperature",
@@ -30,7 +31,7 @@ if config is not None:
         2.0,
         float(config.temperature),
         0.05,
-        key="whatif_temperature",
+        key=page_key("what_if", "temperature"),
         disabled="temperature" not in RULES[rule].fields,
         help="read by the sampling rule only",
     )
