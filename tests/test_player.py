@@ -380,14 +380,19 @@ PROJECTOR = """() => {
           testOnScreen: test.getBoundingClientRect().bottom <= window.innerHeight,
           testPx: parseFloat(getComputedStyle(test).fontSize), hint: shown[0].querySelector('.card-hint').textContent,
           largest: Math.max(...[...shown[0].querySelectorAll('*')].filter((e) => e.children.length === 0)
-                                .map((e) => parseFloat(getComputedStyle(e).fontSize) || 0))};
+                                .map((e) => parseFloat(getComputedStyle(e).fontSize) || 0)),
+          smallest: Math.min(...[...shown[0].querySelectorAll('*')]
+            .filter((e) => e.children.length === 0 && e.textContent.trim() && e.getClientRects().length)
+            .map((e) => { const svg = e.closest('svg');  // an SVG text is drawn at its size times the SVG's scale
+              const scale = svg ? svg.getBoundingClientRect().width / svg.viewBox.baseVal.width : 1;
+              return parseFloat(getComputedStyle(e).fontSize) * scale; }))};
 }"""
 
 
 def test_the_projector_view_fits_a_1280x720_screen(embedded, offline_browser, tmp_path):
-    """The teacher's projector (#37): at 1280x720 the Present view shows every drafted token of the round (the chat
-    template's tokens no longer take the width), one card at a time stepped with ↑/↓, its acceptance test at least
-    20 px and the largest text of the card."""
+    """The teacher's projector (#37, #45): at 1280x720 the Present view shows every drafted token of the round (the
+    chat template's tokens no longer take the width), one card at a time stepped with ↑/↓, its acceptance test on the
+    screen, at least 20 px and the largest text of the card, and no text of the card under 16 px."""
     from specviz.config import DecodeConfig
     from specviz.engine import load_pair
 
@@ -405,6 +410,7 @@ def test_the_projector_view_fits_a_1280x720_screen(embedded, offline_browser, tm
     assert seen["drafted"] == len(trace.rounds[0].draft) == seen["visible"]  # every drafted token, on screen
     assert seen["cards"] == 1 and seen["hint"].startswith("card 1 of")
     assert seen["testPx"] >= 20 and seen["testPx"] == seen["largest"] and seen["testOnScreen"]
+    assert seen["smallest"] >= 16  # every text of the card readable from the back of the room (the chart's too)
     page.keyboard.press("ArrowDown")
     assert page.evaluate(PROJECTOR)["hint"].startswith("card 2 of")
     page.screenshot(path=str(ARTIFACTS / "projector.png"))
