@@ -146,7 +146,13 @@ def fetch_command(args: argparse.Namespace) -> None:
 
 def machine_command(args: argparse.Namespace) -> None:
     from specviz.analysis.defaults import measure_pair_defaults
-    from specviz.analysis.roofline import best_priced_gamma, pair_profiles, roofline_table, speed_sentence
+    from specviz.analysis.roofline import (
+        best_priced_gamma,
+        cost_coefficient,
+        pair_profiles,
+        roofline_table,
+        speed_sentence,
+    )
     from specviz.engine import load_pair
     from specviz.models.kernels import kernels_of
     from specviz.models.machine import machine_rates
@@ -171,7 +177,7 @@ def machine_command(args: argparse.Namespace) -> None:
     print(speed_sentence(target))
     print(roofline_table(target, draft, rates).round(3).to_string(index=False))
     if draft is not None:
-        c = draft.step_ms / target.step_ms
+        c = cost_coefficient(target, draft)
         print(
             f"c = {c:.3f} (the drafter's step over the target's); best gamma priced at v(k): "
             + ", ".join(f"α {alpha}: {best_priced_gamma(alpha, c, target)}" for alpha in (0.5, 0.6, 0.7, 0.8, 0.9))

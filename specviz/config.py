@@ -1,7 +1,8 @@
 """The decoding configuration: one frozen record, validated in one place.
 
-Every entry point (CLI, app, URL query parameters) builds a :class:`DecodeConfig` and calls
-:meth:`DecodeConfig.validated`, so a bad value always meets the same clear message.
+Every entry point (CLI, app, URL query parameters, a lecture file) builds a :class:`DecodeConfig` and calls
+:meth:`DecodeConfig.validated`, so a bad value always meets the same clear message; a config is checked once, where
+it is built, and the engine trusts one that was.
 """
 
 from __future__ import annotations
@@ -172,7 +173,11 @@ class DecodeConfig(RuleSettings):
         return getattr(self.settings(owner) if owner else self, name)
 
     def validated(self) -> DecodeConfig:
-        """Return self if every setting is in range, else raise :class:`ConfigError`."""
+        """Return self if every setting is in range, else raise :class:`ConfigError`. Checked once per config: the
+        boundary that builds it from user input validates it, and the engine's own call then trusts it (a config made
+        in code, e.g. by :meth:`replace`, is checked when the engine first meets it)."""
+        if self.__dict__.get("_valid"):
+            return self
         for name, described in field_params().items():
             check_described(name, self.value(name), described)
         check(bool(str(self.target).strip()), "target model must not be empty")
@@ -186,16 +191,19 @@ class DecodeConfig(RuleSettings):
             nodes = group.tree_nodes(self.tree_depth) if isinstance(group, TreeShape) else 0
             limit = limits.TREE_NODES_MAX
             check(nodes <= limit, f"a draft tree would have {nodes} nodes; the limit is {limit}")
+        object.__setattr__(self, "_valid", True)
         return self
 
     @property
     def draft_spec(self) -> str | None:
-        """The draft model to load: the one named, else the shipped embedded draft for the embedded
-        target's draft-model drafter (trees without a named draft use the layer-skip self-draft)."""
-        if self.draft and str(self.draft).strip():
-            return str(self.draft).strip()
-        always = self.drafter in DRAFTERS and drafter_entry(self.drafter).draft_model == "always"
-        return limits.EMBEDDED_DRAFT if always and self.target == limits.EMBEDDED else None
+        """The draft model a run on this config loads (None: none), by its drafter's registry entry: the one named
+        for a drafter that drafts with one ("always"; "if named": trees without a named draft use the layer-skip
+        self-draft), else the shipped embedded draft for the embedded target's draft-model drafter."""
+        named = str(self.draft).strip() if self.draft and str(self.draft).strip() else None
+        uses = drafter_entry(self.drafter).draft_model if self.drafter in DRAFTERS else "never"
+        if uses == "always":
+            return named or (limits.EMBEDDED_DRAFT if self.target == limits.EMBEDDED else None)
+        return named if uses == "if named" else None
 
     @property
     def draft_precision(self) -> str:

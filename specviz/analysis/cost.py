@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from specviz.analysis.roofline import pair_profiles
+from specviz.analysis.roofline import cost_coefficient, pair_profiles
 from specviz.config import DecodeConfig
 from specviz.drafters.registry import drafter_entry
 from specviz.engine import ModelPair
@@ -96,7 +96,7 @@ def quiet_cost_ratio(config: DecodeConfig, pair: ModelPair) -> float | None:
     """c from the machine profile: the drafter's quiet one-token step over the target's (measured once per machine,
     the same on every page); None for a drafter without an autoregressive draft of its own (timed live)."""
     target, draft = pair_profiles(config, pair)
-    return None if draft is None else draft.step_ms / target.step_ms
+    return None if draft is None else cost_coefficient(target, draft)
 
 
 def quiet_verification_costs(pair: ModelPair, blocks: list[int]) -> dict[int, float]:

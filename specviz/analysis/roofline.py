@@ -82,6 +82,12 @@ def roofline_table(target: PassProfile, draft: PassProfile | None, rates: Machin
     return pd.DataFrame(rows)
 
 
+def cost_coefficient(target: PassProfile, draft: PassProfile) -> float:
+    """c = T_draft(1) / T_target(1): the draft's one-token step over the target's, from their quiet profiles (the cost
+    coefficient of Leviathan et al. 2023, Sec. 3.1; with v(k), what Thm. 3.8 prices a block at here)."""
+    return draft.step_ms / target.step_ms
+
+
 def best_priced_gamma(alpha: float, c: float, profile: PassProfile) -> int:
     """The block size, among those the profile measured (1..8), with the highest speedup of Thm. 3.8 priced at this
     machine's v(k) (:func:`~specviz.rules.theory.expected_speedup`)."""
@@ -125,7 +131,7 @@ class MeasuredDefaults:
 def priced_draft(alpha: float, target: PassProfile, draft: PassProfile) -> tuple[int, float]:
     """(best γ, the speedup priced there) of a draft at acceptance ``alpha``: Thm. 3.8 at c = the draft's step over
     the target's and this machine's v(k)."""
-    c = draft.step_ms / target.step_ms
+    c = cost_coefficient(target, draft)
     gamma = best_priced_gamma(alpha, c, target)
     return gamma, expected_speedup(alpha, gamma, c, target.verify_cost(gamma))
 

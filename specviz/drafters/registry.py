@@ -104,9 +104,6 @@ class DrafterEntry:
         shape = config.settings(self.settings) if self.settings else None
         return shape.tree_nodes(config.tree_depth) if isinstance(shape, TreeShape) else 0
 
-    def uses_draft_model(self, config: DecodeConfig) -> bool:
-        return self.draft_model == "always" or (self.draft_model == "if named" and bool(config.draft_spec))
-
     @property
     def own_fields(self) -> tuple[str, ...]:
         return tuple(described_fields(self.settings)) if self.settings else ()

@@ -144,7 +144,8 @@ def speculative_decode(
     on_round: Callable[[Round, int], None] | None = None,
     rule: Rule | None = None,
 ) -> Trace:
-    """Run speculative decoding for a config and record every round into a :class:`Trace`.
+    """Run speculative decoding for a config and record every round into a :class:`Trace` (a config validated
+    where it was built is not checked again: :meth:`DecodeConfig.validated`).
 
     ``on_round(record, new_tokens_so_far)`` is called after each round (progress bars). ``rule``
     overrides the config's rule (the losslessness lab passes a deliberately broken one).

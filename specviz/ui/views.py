@@ -7,6 +7,7 @@ import streamlit as st
 from specviz.analysis.defaults import PRECISIONS
 from specviz.analysis.race import Race
 from specviz.analysis.roofline import (
+    cost_coefficient,
     pair_profiles,
     roofline_table,
     speculation_summary,
@@ -96,7 +97,7 @@ def roofline_panel(config: DecodeConfig, alpha: float | None = None) -> None:
             )
             st.markdown(speed_sentence(target))
             if draft is not None and alpha is not None:
-                st.markdown(speculation_summary(alpha, draft.step_ms / target.step_ms, target))
+                st.markdown(speculation_summary(alpha, cost_coefficient(target, draft), target))
             st.dataframe(table.rename(columns=ROOFLINE_COLUMNS).round(2), hide_index=True, width="stretch")
 
 
