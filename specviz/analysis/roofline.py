@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from specviz.config import DecodeConfig
+from specviz.drafters.modules import draft_source
 from specviz.drafters.registry import drafter_entry
 from specviz.engine import ModelPair
 from specviz.models.kernels import ONEDNN
@@ -29,7 +30,7 @@ KERNEL_WORDS = {ONEDNN: "oneDNN's kernels on packed weights", "default": "torch'
 def draft_profile(config: DecodeConfig, pair: ModelPair) -> PassProfile | None:
     """The drafter's own forward (its model, its lean body, its trimmed head) measured as the target's is, or None
     for a drafter without an autoregressive draft (n-gram lookup, drafters on the target's states)."""
-    source = drafter_entry(config.drafter).draft_source(config, pair)
+    source = draft_source(config, pair)
     if source is None:
         return None
     loaded, forward = source

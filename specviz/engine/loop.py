@@ -24,7 +24,8 @@ import torch
 
 from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock, Drafter, DraftTree, Proposal
-from specviz.drafters.registry import drafter_entry, make_drafter
+from specviz.drafters.modules import make_drafter
+from specviz.drafters.registry import drafter_entry
 from specviz.engine.records import models_info, summarize
 from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import Round, Trace
