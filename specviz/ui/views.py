@@ -16,9 +16,9 @@ from specviz.analysis.roofline import (
 )
 from specviz.config import DecodeConfig
 from specviz.engine.trace import Trace
-from specviz.models.machine import machine_rates
 from specviz.models.pair import ModelPair
 from specviz.models.profile import model_profile
+from specviz.models.rates import machine_rates
 from specviz.presentation.player import lesson_page, opened_at
 from specviz.presentation.verification_figures import roofline_figure
 from specviz.serving.models import app_defaults, pair_defaults
