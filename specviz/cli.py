@@ -30,7 +30,8 @@ from specviz.models.wheels import FetchError
 from specviz.serving.processes import serve_app
 from specviz.serving.urlstate import FieldValue, parse_value
 from specviz.settings import ConfigError
-from specviz.training.commands import TRAINING_COMMANDS, add_training_commands, int_list
+from specviz.training.commands import TRAINING_COMMANDS
+from specviz.training.options import add_training_commands, int_list
 
 USER_ERRORS = (ConfigError, ModelLoadError, VocabularyMismatchError, FetchError)
 

@@ -21,6 +21,7 @@ from specviz import limits
 from specviz.analysis import common
 from specviz.analysis.metrics import profile_timeline
 from specviz.analysis.paired import disagree
+from specviz.analysis.race_verdicts import verdict
 from specviz.analysis.roofline import draft_profile
 from specviz.config import DecodeConfig
 from specviz.drafters.registry import DRAFTERS, drafter_entry
@@ -30,7 +31,6 @@ from specviz.engine.trace import REJECTED, Round, Trace
 from specviz.models.machine import cpu_name
 from specviz.models.pair import prompt_ids_for
 from specviz.models.profile import model_profile
-from specviz.rules.registry import rule_entry, rule_for
 
 TARGET_LANE = "target alone"
 WARM_UP_TOKENS = 2  # each decoder's first tokens, run once before the clock starts (allocations, caches)
@@ -86,37 +86,6 @@ class Race:
     @property
     def disturbed(self) -> bool:
         return bool(self.load)
-
-
-def common_prefix(reference: tuple[int, ...], ids: tuple[int, ...]) -> int:
-    """How many leading tokens two outputs share."""
-    same = 0
-    for a, b in zip(reference, ids):
-        if a != b:
-            break
-        same += 1
-    return same
-
-
-def verdict(config: DecodeConfig, reference: tuple[int, ...], ids: tuple[int, ...]) -> str:
-    """How a speculative lane's text compares with the target alone's, and what the rule and precision promise."""
-    same, total = common_prefix(reference, ids), max(len(reference), len(ids))
-    if rule_for(config).stochastic:
-        return (
-            "Sampling: the same seed gives another text, because the speculative run draws its acceptance tests "
-            "and the draft's tokens from the same random stream; what it preserves is the distribution of the text "
-            "(the Losslessness lab tests it)."
-        )
-    if not rule_entry(config.rule).lossless:
-        return f"A lossy rule: {same} of {total} tokens match the target's own output."
-    if same == total and config.dtype == "float32":
-        return f"Identical: {same} of {total} tokens, as greedy decoding in float32 guarantees."
-    if config.dtype != "float32":
-        return (
-            f"Identical up to rounding: {same} of {total} tokens match (in {config.dtype} a pass over several "
-            "tokens rounds differently from a one-token step, so a near tie can flip)."
-        )
-    return f"{same} of {total} tokens identical: greedy float32 should match every token."
 
 
 def target_lane(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> Lane:
