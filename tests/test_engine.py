@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-import specviz.models.forwards
+import specviz.models.draft_forward
 import specviz.models.layer_skip
 from specviz.analysis.lab import chi_square_power, goodness_of_fit, output_law
 from specviz.config import DecodeConfig
@@ -229,7 +229,7 @@ def test_masked_passes_share_kv_heads_in_place_with_the_same_logits(tiny_pair, m
 )
 def test_every_masked_path_gives_the_same_trace_with_shared_kv_heads(tiny_dirs, monkeypatch, changes):
     # every body transformers' own, as the flag concerns them
-    for module in (specviz.models.forwards, specviz.models.layer_skip):
+    for module in (specviz.models.draft_forward, specviz.models.layer_skip):
         monkeypatch.setattr(module, "llama_weights", lambda model: None)
     config = tiny_config(tiny_dirs, max_new_tokens=12, **changes)
     pair = load_pair(config)
