@@ -19,7 +19,7 @@ import time
 
 from benchmarks.bench_machine import PAIRS, hf_generate, pair_config, paired
 from specviz import DATA_DIR
-from specviz.analysis.roofline import pair_profiles
+from specviz.analysis.roofline import cost_coefficient, pair_profiles
 from specviz.engine import load_pair, speculative_decode
 from specviz.engine.trace import Trace
 from specviz.models.loading import encode_prompt
@@ -42,7 +42,7 @@ def bench_pair(name: str, dtype: str, draft_dtypes: list[str], gammas: list[int]
         pair = load_pair(config)
         target_profile, draft_profile = pair_profiles(config, pair)
         assert draft_profile is not None, "a draft model has a forward of its own"
-        costs[draft_dtype] = draft_profile.step_ms / target_profile.step_ms
+        costs[draft_dtype] = cost_coefficient(target_profile, draft_profile)
         print(
             f"  loaded {name} target {dtype} + draft {draft_dtype} in {time.perf_counter() - started:.1f} s: "
             f"target step {target_profile.step_ms:.1f} ms, draft step {draft_profile.step_ms:.2f} ms, "

@@ -1,7 +1,8 @@
 """The decoding configuration: one frozen record, validated in one place.
 
-Every entry point (CLI, app, URL query parameters) builds a :class:`DecodeConfig` and calls
-:meth:`DecodeConfig.validated`, so a bad value always meets the same clear message.
+Every entry point (CLI, app, URL query parameters, a lecture file) builds a :class:`DecodeConfig` and calls
+:meth:`DecodeConfig.validated`, so a bad value always meets the same clear message; a config is checked once, where
+it is built, and the engine trusts one that was.
 """
 
 from __future__ import annotations
@@ -12,136 +13,22 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from specviz import limits
-from specviz.drafters.registry import DRAFT_MODEL, DRAFTERS, drafter_entry, settings_groups
+from specviz.drafters.registry import DRAFTERS, drafter_entry, settings_groups
 from specviz.drafters.settings import TreeShape
 from specviz.rules.registry import RULES
 from specviz.rules.settings import RuleSettings
-from specviz.settings import Param, SelfChecking, check, check_described, choosing, described_fields, param
+from specviz.settings import Param, SelfChecking, check, check_described, choosing, described_fields
+from specviz.shared_settings import SharedSettings
 
 G = TypeVar("G")  # a drafter's settings group
 
 
 @dataclass(frozen=True, init=False)
-class DecodeConfig(RuleSettings):
-    """Everything that determines a trace (together with the prompt): the shared settings, the rules' (the
-    :class:`RuleSettings` it extends) and each registered drafter's settings group (``groups``, read with
+class DecodeConfig(SharedSettings):
+    """Everything that determines a trace (together with the prompt): the shared settings and the rules' (the
+    :class:`SharedSettings` it extends) and each registered drafter's settings group (``groups``, read with
     :meth:`settings`). Each setting carries its :class:`Param`, by a flat name (:func:`field_params`): the CLI's
     options, the URL parser and the sidebar's widgets are made from them."""
-
-    target: str = param(
-        limits.EMBEDDED,
-        label="Target model",
-        widget="none",
-        section="Models",
-        help="target model: 'embedded' (default), a hub id, or a save_pretrained directory",
-    )
-    draft: str | None = param(
-        None,
-        label="Draft model",
-        widget="none",
-        section="Models",
-        help="draft model spec (for drafter 'model'); with the embedded target the default is "
-        "'embedded-draft', the shipped distilled draft",
-    )
-    drafter: str = param(
-        DRAFT_MODEL,
-        label="Drafter",
-        widget="radio",
-        section="Models",
-        help="who drafts",  # with each registered drafter's label and help (field_params)
-    )
-    draft_vocab: int | None = param(
-        None,
-        label="Draft head (FR-Spec vocabulary)",
-        widget="select",
-        section="Models",
-        low=0,
-        high=10**7,
-        choices=limits.DRAFT_VOCAB_CHOICES,
-        choice_labels=tuple(map(limits.vocab_label, limits.DRAFT_VOCAB_CHOICES)),
-        help="the draft model scores only its K most frequent tokens (Zhao et al. 2025): "
-        "cheaper drafting, q = 0 elsewhere, every rule stays exact; 0 = all tokens; "
-        "default: the size the draft ships with (8,192 for the embedded draft)",
-    )
-    tree_depth: int = param(
-        3,
-        label="Tree depth (draft iterations)",
-        section="Models",
-        low=1,
-        high=limits.GAMMA_MAX,
-        help="tree drafters (RSD, EAGLE-2): draft iterations, the tree's depth",
-    )
-    # 2: the CLI's default; the app's is the best gamma of this machine's measured profile (serving.models.app_defaults)
-    gamma: int = param(
-        2,
-        label="Block size γ (drafted tokens per round)",
-        low=1,
-        high=limits.GAMMA_MAX,
-        help="tokens drafted per round (block size)",
-    )
-    seed: int = param(
-        0,
-        label="Seed",
-        widget="number",
-        low=0,
-        high=2**63 - 1,
-        help="seeds every random draw, so a config reproduces its trace",
-    )
-    max_new_tokens: int = param(
-        32,
-        label="Max new tokens",
-        low=1,
-        high=limits.MAX_NEW_TOKENS_MAX,
-        shown=(1, 256),
-        help="stop after this many new tokens",
-    )
-    chat_template: bool = param(
-        True,
-        label="Apply the chat template",
-        widget="checkbox",
-        section="Prompt",
-        help="wrap a text prompt in the tokenizer's chat template if it has one",
-    )
-    parallel_weights: str | None = param(
-        None,
-        label="Parallel drafter weights",
-        widget="none",
-        url=False,
-        help="blockwise / maskquery / eagle: a trained weights file (default: the shipped one)",
-    )
-    top_n: int = param(
-        10,
-        label="Top tokens recorded",
-        widget="none",
-        url=False,
-        low=1,
-        high=limits.TOP_N_MAX,
-        help="how many top tokens of each distribution a trace records",
-    )
-    device: str = param(
-        "auto", label="Device", widget="none", url=False, help="auto (CUDA if available), cpu, cuda, cuda:N"
-    )
-    dtype: str = param(
-        "float32",
-        label="Precision",
-        widget="radio",
-        section="Models",
-        choices=limits.DTYPES,
-        choice_labels=("float32 (exact)", "bfloat16", "float16"),
-        help="the models' weights and activations (every probability a rule uses is float32 either way). float32: "
-        "greedy output token-identical to the target's own generate. bfloat16 / float16: half the memory traffic, "
-        "but a pass over k + 1 tokens rounds unlike k + 1 one-token steps: lossless only up to rounding",
-    )
-    draft_dtype: str | None = param(
-        None,
-        label="Draft precision",
-        widget="radio",
-        section="Models",
-        choices=limits.DRAFT_DTYPES,
-        choice_labels=("as the target", "float32", "bfloat16", "int8 weights"),
-        help="the draft model's precision (int8: int8 matrices, activations quantised on the fly; CPU): the target "
-        "decides every token, so it changes how often drafts are accepted and what they cost, never the output",
-    )
 
     groups: tuple[Any, ...] = dataclasses.field(default=())  # each registered drafter's settings
 
@@ -172,7 +59,11 @@ class DecodeConfig(RuleSettings):
         return getattr(self.settings(owner) if owner else self, name)
 
     def validated(self) -> DecodeConfig:
-        """Return self if every setting is in range, else raise :class:`ConfigError`."""
+        """Return self if every setting is in range, else raise :class:`ConfigError`. Checked once per config: the
+        boundary that builds it from user input validates it, and the engine's own call then trusts it (a config made
+        in code, e.g. by :meth:`replace`, is checked when the engine first meets it)."""
+        if self.__dict__.get("_valid"):
+            return self
         for name, described in field_params().items():
             check_described(name, self.value(name), described)
         check(bool(str(self.target).strip()), "target model must not be empty")
@@ -186,16 +77,19 @@ class DecodeConfig(RuleSettings):
             nodes = group.tree_nodes(self.tree_depth) if isinstance(group, TreeShape) else 0
             limit = limits.TREE_NODES_MAX
             check(nodes <= limit, f"a draft tree would have {nodes} nodes; the limit is {limit}")
+        object.__setattr__(self, "_valid", True)
         return self
 
     @property
     def draft_spec(self) -> str | None:
-        """The draft model to load: the one named, else the shipped embedded draft for the embedded
-        target's draft-model drafter (trees without a named draft use the layer-skip self-draft)."""
-        if self.draft and str(self.draft).strip():
-            return str(self.draft).strip()
-        always = self.drafter in DRAFTERS and drafter_entry(self.drafter).draft_model == "always"
-        return limits.EMBEDDED_DRAFT if always and self.target == limits.EMBEDDED else None
+        """The draft model a run on this config loads (None: none), by its drafter's registry entry: the one named
+        for a drafter that drafts with one ("always"; "if named": trees without a named draft use the layer-skip
+        self-draft), else the shipped embedded draft for the embedded target's draft-model drafter."""
+        named = str(self.draft).strip() if self.draft and str(self.draft).strip() else None
+        uses = drafter_entry(self.drafter).draft_model if self.drafter in DRAFTERS else "never"
+        if uses == "always":
+            return named or (limits.EMBEDDED_DRAFT if self.target == limits.EMBEDDED else None)
+        return named if uses == "if named" else None
 
     @property
     def draft_precision(self) -> str:

@@ -10,7 +10,9 @@ import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, TypeVar, runtime_checkable
+
+G = TypeVar("G")  # a settings group
 
 
 class ConfigError(ValueError):
@@ -84,6 +86,23 @@ class Choice(Protocol):
 
     @property
     def help(self) -> str: ...
+
+
+class Configured(Protocol):
+    """A configuration as the registries read it (:class:`~specviz.config.DecodeConfig` is one): the config
+    validates its names against the registries, so they see it through these few members, never its class."""
+
+    @property
+    def draft_spec(self) -> str | None: ...
+
+    @property
+    def tree_depth(self) -> int: ...
+
+    def value(self, name: str) -> Any: ...
+
+    def settings(self, group: type[G]) -> G: ...
+
+    def replace(self, **changes: Any) -> Self: ...
 
 
 def choosing(described: Param, entries: Mapping[str, Choice]) -> Param:

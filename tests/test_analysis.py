@@ -11,7 +11,7 @@ from specviz.analysis import cost, metrics, paired, rules, sweep, timing, tree_v
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
 from specviz.models.forwards import KVCachedSequence, full_forward
-from specviz.presentation import comparison, figures, verification_figures
+from specviz.presentation import comparison, sweep_figures, verification_figures
 from specviz.presentation.tables import token_table
 from specviz.rules.distributions import softmax32
 
@@ -226,7 +226,7 @@ def test_gamma_sweep_progress_counts_its_real_steps(config, tiny_pair):
         assert (row.expected_speedup_verify_measured < row.expected_speedup) == (row.verify_cost > 1.0)
     # the median within its cycles
     assert ((table.speedup_low <= table.speedup) & (table.speedup <= table.speedup_high)).all()
-    fig = figures.gamma_sweep_figure(table, 2, 2)
+    fig = sweep_figures.gamma_sweep_figure(table, 2, 2)
     bars = next(t for t in fig.data if t.name == "measured speedup").error_y
     assert list(bars.array) == pytest.approx(list(table.speedup_high - table.speedup))
     assert list(bars.arrayminus) == pytest.approx(list(table.speedup - table.speedup_low))

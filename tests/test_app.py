@@ -161,7 +161,7 @@ def test_a_link_to_a_pair_opens_on_its_own_measured_precision_unless_it_sets_one
     from specviz.ui.views import pair_defaults_text
 
     monkeypatch.setattr("specviz.analysis.defaults.cache_root", lambda: tmp_path)  # the pairs' defaults only
-    monkeypatch.setattr("specviz.models.loading.hub_reachable", lambda: False)  # the hub pair fails at once
+    monkeypatch.setattr("specviz.models.hub.hub_reachable", lambda: False)  # the hub pair fails at once
     app = app_defaults()
     target, draft = PAIR_PRESETS[HUB_PAIR]
     hub = DecodeConfig(target=target, draft=draft, device=app.device)

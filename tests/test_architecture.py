@@ -13,7 +13,7 @@ from specviz.ui.navigation import PAGES
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "specviz"
-MODULE_LINES_MAX = 250
+MODULE_LINES_MAX = 230
 
 
 def module_name(path: Path) -> str:

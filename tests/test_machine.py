@@ -20,9 +20,10 @@ from specviz.models.forwards import full_forward
 from specviz.models.kernels import DEFAULT, ONEDNN, PackedLinear, kernels_of, use_kernels
 from specviz.models.llama_step import llama_weights
 from specviz.models.loading import load_model
-from specviz.models.machine import MachineRates, matrix_units_in_words
+from specviz.models.machine import matrix_units_in_words
 from specviz.models.pass_timing import PROFILE_TOKENS
 from specviz.models.profile import KERNELS_VAR, NOISY, PassProfile, keep_if_quiet, pass_profile, profile_file
+from specviz.models.rates import MachineRates
 from specviz.rules.acceptance import BrokenResidualRule
 from specviz.rules.distributions import softmax32
 from tests.tiny import make_tiny_pair

@@ -13,8 +13,8 @@ from playwright.sync_api import sync_playwright
 
 from specviz.engine import speculative_decode
 from specviz.limits import DEFAULT_PROMPT
+from specviz.presentation.boxes import display_text
 from specviz.presentation.player import embedded_json, lesson_html
-from specviz.presentation.render import display_text
 from specviz.rules.registry import rule_entry
 from specviz.serving.processes import CHROMIUM_ARGS
 

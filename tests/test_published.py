@@ -124,7 +124,7 @@ def test_a_model_not_fetched_names_the_one_command(monkeypatch, tmp_path, capsys
     assert published_source(QWEN_CODER_05B, lambda: False) is None
     assert published_source(QWEN_CODER_05B, lambda: True) == (QWEN_CODER_05B.hub_id, QWEN_CODER_05B.name)
     assert FETCH_COMMAND in not_fetched_message(QWEN_CODER_05B)
-    monkeypatch.setattr("specviz.models.loading.hub_reachable", lambda: False)
+    monkeypatch.setattr("specviz.models.hub.hub_reachable", lambda: False)
     code = main(["trace", "--target", "qwen-coder-1.5b", "--draft", "qwen-coder-0.5b", "--prompt", "def f():"])
     err = capsys.readouterr().err
     assert code == 2 and FETCH_COMMAND in err and "Traceback" not in err
@@ -137,7 +137,7 @@ def test_the_preset_pair_not_fetched_says_the_one_command_in_the_app(monkeypatch
     from .test_app import make_app
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
-    monkeypatch.setattr("specviz.models.loading.hub_reachable", lambda: False)
+    monkeypatch.setattr("specviz.models.hub.hub_reachable", lambda: False)
     LOADED_PAIRS.clear()  # a pair an earlier test loaded in this process would be served from memory
     at = make_app({"target": "qwen-coder-1.5b", "draft": "qwen-coder-0.5b", "prompt": "def f():"}).run()
     assert not at.exception

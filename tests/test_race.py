@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from specviz.analysis.race import Lane, Race, lane_choices, load_signs, run_race, verdict
+from specviz.analysis.race import Lane, Race, lane_choices, load_signs, run_race
+from specviz.analysis.race_verdicts import verdict
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
 from specviz.presentation.race import race_page

@@ -10,7 +10,8 @@ import pytest
 from specviz import ui
 from specviz.cli import build_parser, config_from_args
 from specviz.config import DecodeConfig, field_params
-from specviz.drafters.registry import DRAFTERS, make_drafter, settings_groups
+from specviz.drafters.modules import make_drafter
+from specviz.drafters.registry import DRAFTERS, settings_groups
 from specviz.engine import speculative_decode
 from specviz.rules.registry import RULES, rule_for
 from specviz.serving.urlstate import format_value, parse_query, parse_value, to_query, url_fields

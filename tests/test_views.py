@@ -14,7 +14,7 @@ import torch
 
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
-from specviz.presentation import player, render, tables, tree_drawing
+from specviz.presentation import boxes, player, render, tables, tree_drawing
 from specviz.presentation.render import summary_line
 from specviz.serving.urlstate import parse_query, to_query
 
@@ -91,7 +91,7 @@ def test_round_rows_show_marks_struck_corrections_and_masks(trace):
     masked = dataclasses.replace(trace, config=trace.config.replace(drafter="maskquery"))
     slots = render.round_rows_html(masked, rejected_round).count(">[MASK]<")
     assert slots == len(rejected_round.draft) + trace.config.gamma
-    assert render.COLORS["correction"][1] in page
+    assert boxes.COLORS["correction"][1] in page
     full_round = next((r for r in trace.rounds if r.bonus), None)
     if full_round is not None:
         assert "bonus token" in render.round_rows_html(trace, full_round)
@@ -131,7 +131,7 @@ def test_tree_svg_draws_every_node_edge_and_the_accepted_path(tiny_dirs, tiny_pa
     assert svg.count('stroke-width="4"') == len(rnd.tree.path)  # the accepted path is drawn thick
     for node in nodes[1:]:
         style = {"accepted": "accepted", "rejected": "rejected"}.get(node.status, "not_verified")
-        assert f'fill="{render.COLORS[style][0]}">{html.escape(render.display_text(node.text))}</text>' in svg
+        assert f'fill="{boxes.COLORS[style][0]}">{html.escape(boxes.display_text(node.text))}</text>' in svg
     nodes[1].text = "\x01</svg><b>"  # a byte-fallback token and markup still make a well-formed picture
     ElementTree.fromstring(tree_drawing.tree_svg(rnd))
     for node in nodes:  # long labels are cut to their column and drawn clear of every node

@@ -27,3 +27,9 @@ def stats_of(trace: Trace) -> Stats:
     """The stats of a trace the engine decoded (it records them with every run)."""
     assert trace.stats is not None, "a decoded trace carries its stats"
     return trace.stats
+
+
+def decoding_seconds(runs: int, steps: int, target_step_ms: float) -> float:
+    """Seconds ``runs`` decodes of ``steps`` target steps each take, priced with the machine profile's one-token step
+    (a speculative run costs no more where speculation pays): what a costly button costs before it runs."""
+    return runs * steps * target_step_ms / 1e3

@@ -5,9 +5,9 @@ from __future__ import annotations
 import statistics
 import time
 
-from specviz.analysis.roofline import pair_profiles
+from specviz.analysis.roofline import cost_coefficient, pair_profiles
 from specviz.config import DecodeConfig
-from specviz.drafters.registry import drafter_entry
+from specviz.drafters.modules import draft_source, states_module
 from specviz.engine import ModelPair
 from specviz.models.forwards import ForwardFn, KVCachedSequence, full_forward
 from specviz.models.loaded import LoadedModel
@@ -81,8 +81,8 @@ def cost_ratio(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats
 
     Autoregressive drafts pay one forward per token; a parallel drafter pays one small pass for all
     its k tokens (on states the verification pass already computed), so its c is that pass over k."""
-    own = drafter_entry(config.drafter).on_states()
-    draft = drafter_entry(config.drafter).draft_source(config, pair)
+    own = states_module(config.drafter)
+    draft = draft_source(config, pair)
     if not own and draft is None:  # nothing to time: an n-gram lookup costs no forward
         return 0.0
     target_ms = cached_pass_ms(pair.target, full_forward, prefix, repeats)
@@ -96,7 +96,7 @@ def quiet_cost_ratio(config: DecodeConfig, pair: ModelPair) -> float | None:
     """c from the machine profile: the drafter's quiet one-token step over the target's (measured once per machine,
     the same on every page); None for a drafter without an autoregressive draft of its own (timed live)."""
     target, draft = pair_profiles(config, pair)
-    return None if draft is None else draft.step_ms / target.step_ms
+    return None if draft is None else cost_coefficient(target, draft)
 
 
 def quiet_verification_costs(pair: ModelPair, blocks: list[int]) -> dict[int, float]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from specviz import limits
 from specviz.analysis.numerics import first_difference
-from specviz.analysis.roofline import pair_profiles
+from specviz.analysis.roofline import cost_coefficient, pair_profiles
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
 from specviz.models.int8 import int8_runs_on
@@ -58,7 +58,7 @@ def draft_precision_row(
     assert trace.stats is not None, "a finished trace carries its statistics"
     target, draft = pair_profiles(config, pair)
     assert draft is not None, "the draft model has a forward of its own"
-    c, alpha = draft.step_ms / target.step_ms, trace.stats.alpha_estimate
+    c, alpha = cost_coefficient(target, draft), trace.stats.alpha_estimate
     difference = first_difference(reference, trace.output_ids)
     return DraftPrecisionRow(
         draft_dtype=config.draft_precision,

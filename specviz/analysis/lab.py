@@ -26,7 +26,8 @@ from scipy.stats import chi2, chi2_contingency, chisquare, ncx2
 from specviz.analysis.common import BUTTON_BUDGET_S, Progress
 from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock
-from specviz.drafters.registry import drafter_entry, make_drafter
+from specviz.drafters.modules import make_drafter
+from specviz.drafters.registry import drafter_entry
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.models.forwards import KVCachedSequence, full_forward, states_forward
 from specviz.rules.acceptance import BrokenResidualRule, SpeculativeSamplingRule

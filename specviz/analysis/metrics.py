@@ -8,6 +8,7 @@ from typing import TypeVar
 
 import pandas as pd
 
+from specviz.analysis import paired
 from specviz.analysis.common import stats_of
 from specviz.analysis.cost import machine_cost_ratio, quiet_verification_costs
 from specviz.analysis.paired import timed_in_alternating_pairs
@@ -163,28 +164,9 @@ def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = 3, attempts: in
     return check
 
 
-LOAD_SPREAD = 1.3  # the pairs' fastest over slowest speedup above this: the machine's speed changed between pairs
-ABOVE_THEORY = 1.15  # a measured speedup this far above what Thm. 3.8 allows at the measured alpha and c
-
-
 def load_signs(check: SpeedupCheck) -> list[str]:
-    """Why a live speedup measures the server's load rather than speculation, in words (empty: no sign of load).
-
-    Two signs, each a bound the method cannot break: the pairs run the same work back to back, so on a quiet
-    machine their ratios agree; and no draft makes decoding faster than Thm. 3.8 with verification at one step
-    (v = 1) at the measured alpha and c, so a measured speedup above it means the target-alone runs were slowed."""
-    signs = []
-    if check.pair_speedups and max(check.pair_speedups) > LOAD_SPREAD * min(check.pair_speedups):
-        signs.append(
-            f"the pairs disagree ({', '.join(f'{r:.2f}×' for r in check.pair_speedups)}): the machine's "
-            "speed changed between them"
-        )
-    if check.measured > ABOVE_THEORY * check.expected:
-        signs.append(
-            f"the measured {check.measured:.2f}× is above the {check.expected:.2f}× the theory allows at "
-            "this α and c: the target-alone runs were slowed by other work"
-        )
-    return signs
+    """Why ``check`` measured the server's load rather than speculation (:func:`specviz.analysis.paired.load_signs`)."""
+    return paired.load_signs(check.pair_speedups, check.measured, check.expected)
 
 
 def profile_timeline(trace: Trace, target: PassProfile, draft: PassProfile | None) -> tuple[list[float], list[float]]:

@@ -8,7 +8,7 @@ each ratio meet the same load, and medians keep one disturbed run from deciding.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -77,3 +77,35 @@ def timed_in_cycles(
             seconds[i].append(took)
             done += 1
     return list(zip(results, seconds))
+
+
+LOAD_SPREAD = 1.3  # timings of the same work this far apart: the machine's speed changed between them
+ABOVE_THEORY = 1.15  # a measured speedup this far above what Thm. 3.8 allows at the measured alpha and c
+
+
+def disagree(timings: Sequence[float]) -> bool:
+    """Whether timings of the same work (back-to-back pairs' speedups, race lanes' steps over the quiet profile)
+    differ by more than :data:`LOAD_SPREAD`: on a quiet machine they agree, so other work shared the cores."""
+    return bool(timings) and max(timings) > LOAD_SPREAD * min(timings)
+
+
+def load_signs(pair_speedups: Sequence[float], measured: float, expected: float) -> list[str]:
+    """Why a live speedup measures the machine's load rather than speculation, in words (empty: no sign of load):
+    the one load check of every live speedup (the speed pages' timing, each γ of the sweep).
+
+    Two signs, each a bound the method cannot break: the pairs run the same work back to back, so on a quiet
+    machine their ratios agree (:func:`disagree`); and no draft makes decoding faster than Thm. 3.8 (Leviathan et al.
+    2023) with verification at one step (v = 1) at the measured alpha and c (``expected``), so a ``measured``
+    speedup above it by :data:`ABOVE_THEORY` means the target-alone runs were slowed."""
+    signs = []
+    if disagree(pair_speedups):
+        signs.append(
+            f"the pairs disagree ({', '.join(f'{r:.2f}×' for r in pair_speedups)}): the machine's "
+            "speed changed between them"
+        )
+    if measured > ABOVE_THEORY * expected:
+        signs.append(
+            f"the measured {measured:.2f}× is above the {expected:.2f}× the theory allows at "
+            "this α and c: the target-alone runs were slowed by other work"
+        )
+    return signs

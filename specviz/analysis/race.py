@@ -18,7 +18,10 @@ import statistics
 from dataclasses import dataclass
 
 from specviz import limits
+from specviz.analysis import common
 from specviz.analysis.metrics import profile_timeline
+from specviz.analysis.paired import disagree
+from specviz.analysis.race_verdicts import verdict
 from specviz.analysis.roofline import draft_profile
 from specviz.config import DecodeConfig
 from specviz.drafters.registry import DRAFTERS, drafter_entry
@@ -28,10 +31,8 @@ from specviz.engine.trace import REJECTED, Round, Trace
 from specviz.models.machine import cpu_name
 from specviz.models.pair import prompt_ids_for
 from specviz.models.profile import model_profile
-from specviz.rules.registry import rule_entry, rule_for
 
 TARGET_LANE = "target alone"
-LOAD = 1.3  # one lane's steps this much slower (against the quiet profile) than another's: the race measured load
 WARM_UP_TOKENS = 2  # each decoder's first tokens, run once before the clock starts (allocations, caches)
 
 
@@ -85,37 +86,6 @@ class Race:
     @property
     def disturbed(self) -> bool:
         return bool(self.load)
-
-
-def common_prefix(reference: tuple[int, ...], ids: tuple[int, ...]) -> int:
-    """How many leading tokens two outputs share."""
-    same = 0
-    for a, b in zip(reference, ids):
-        if a != b:
-            break
-        same += 1
-    return same
-
-
-def verdict(config: DecodeConfig, reference: tuple[int, ...], ids: tuple[int, ...]) -> str:
-    """How a speculative lane's text compares with the target alone's, and what the rule and precision promise."""
-    same, total = common_prefix(reference, ids), max(len(reference), len(ids))
-    if rule_for(config).stochastic:
-        return (
-            "Sampling: the same seed gives another text, because the speculative run draws its acceptance tests "
-            "and the draft's tokens from the same random stream; what it preserves is the distribution of the text "
-            "(the Losslessness lab tests it)."
-        )
-    if not rule_entry(config.rule).lossless:
-        return f"A lossy rule: {same} of {total} tokens match the target's own output."
-    if same == total and config.dtype == "float32":
-        return f"Identical: {same} of {total} tokens, as greedy decoding in float32 guarantees."
-    if config.dtype != "float32":
-        return (
-            f"Identical up to rounding: {same} of {total} tokens match (in {config.dtype} a pass over several "
-            "tokens rounds differently from a one-token step, so a near tie can flip)."
-        )
-    return f"{same} of {total} tokens identical: greedy float32 should match every token."
 
 
 def target_lane(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> Lane:
@@ -174,11 +144,11 @@ def load_signs(lanes: tuple[Lane, ...]) -> tuple[str, ...]:
 
     Each lane's steps are compared with this machine's quiet profile of the same passes (its ``slowdown``); the
     loop's own work (probabilities, records) adds about the same share to every lane, so on a quiet machine the
-    lanes agree. When one ran :data:`LOAD` times slower than another, other work shared the cores during it, and
-    the ratio of their wall times measures that work as much as speculation."""
-    fastest, slowest = min(lanes, key=lambda lane: lane.slowdown), max(lanes, key=lambda lane: lane.slowdown)
-    if slowest.slowdown <= LOAD * fastest.slowdown:
+    lanes agree (:func:`~specviz.analysis.paired.disagree`). When they do not, other work shared the cores during
+    one, and the ratio of their wall times measures that work as much as speculation."""
+    if not disagree([lane.slowdown for lane in lanes]):
         return ()
+    fastest, slowest = min(lanes, key=lambda lane: lane.slowdown), max(lanes, key=lambda lane: lane.slowdown)
     return (
         f"{slowest.name} ran at {slowest.slowdown:.2f}× this machine's quiet steps and {fastest.name} at "
         f"{fastest.slowdown:.2f}×: other work shared the cores during one of them",
@@ -216,7 +186,7 @@ def run_race(
 def priced_seconds(tokens: int, target_step_ms: float, lanes: int) -> float:
     """What a race costs before it runs, from the machine profile: the target alone's ``tokens`` steps, each
     speculative lane at most as long, and each decoder's warm-up."""
-    return (tokens + WARM_UP_TOKENS * (1 + lanes)) * target_step_ms * (1 + lanes) / 1e3
+    return common.decoding_seconds(1 + lanes, tokens + WARM_UP_TOKENS * (1 + lanes), target_step_ms)
 
 
 def lane_choices(config: DecodeConfig) -> tuple[str, ...]:

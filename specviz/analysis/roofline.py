@@ -16,11 +16,13 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from specviz.config import DecodeConfig
+from specviz.drafters.modules import draft_source
 from specviz.drafters.registry import drafter_entry
 from specviz.engine import ModelPair
 from specviz.models.kernels import ONEDNN
-from specviz.models.machine import MachineRates, matrix_units_in_words
+from specviz.models.machine import matrix_units_in_words
 from specviz.models.profile import FLAT, PassProfile, model_profile, pass_profile
+from specviz.models.rates import MachineRates
 from specviz.rules.theory import expected_speedup
 
 KERNEL_WORDS = {ONEDNN: "oneDNN's kernels on packed weights", "default": "torch's default kernels"}
@@ -29,7 +31,7 @@ KERNEL_WORDS = {ONEDNN: "oneDNN's kernels on packed weights", "default": "torch'
 def draft_profile(config: DecodeConfig, pair: ModelPair) -> PassProfile | None:
     """The drafter's own forward (its model, its lean body, its trimmed head) measured as the target's is, or None
     for a drafter without an autoregressive draft (n-gram lookup, drafters on the target's states)."""
-    source = drafter_entry(config.drafter).draft_source(config, pair)
+    source = draft_source(config, pair)
     if source is None:
         return None
     loaded, forward = source
@@ -82,6 +84,12 @@ def roofline_table(target: PassProfile, draft: PassProfile | None, rates: Machin
     return pd.DataFrame(rows)
 
 
+def cost_coefficient(target: PassProfile, draft: PassProfile) -> float:
+    """c = T_draft(1) / T_target(1): the draft's one-token step over the target's, from their quiet profiles (the cost
+    coefficient of Leviathan et al. 2023, Sec. 3.1; with v(k), what Thm. 3.8 prices a block at here)."""
+    return draft.step_ms / target.step_ms
+
+
 def best_priced_gamma(alpha: float, c: float, profile: PassProfile) -> int:
     """The block size, among those the profile measured (1..8), with the highest speedup of Thm. 3.8 priced at this
     machine's v(k) (:func:`~specviz.rules.theory.expected_speedup`)."""
@@ -125,7 +133,7 @@ class MeasuredDefaults:
 def priced_draft(alpha: float, target: PassProfile, draft: PassProfile) -> tuple[int, float]:
     """(best γ, the speedup priced there) of a draft at acceptance ``alpha``: Thm. 3.8 at c = the draft's step over
     the target's and this machine's v(k)."""
-    c = draft.step_ms / target.step_ms
+    c = cost_coefficient(target, draft)
     gamma = best_priced_gamma(alpha, c, target)
     return gamma, expected_speedup(alpha, gamma, c, target.verify_cost(gamma))
 

@@ -18,16 +18,12 @@ from specviz.analysis.common import (
     SWEEP_PAIRS,
     SWEEP_TOKENS_MAX,
     TextProgress,
+    decoding_seconds,
     stats_of,
 )
 from specviz.analysis.cost import cost_ratio, machine_cost_ratio, quiet_verification_costs
-from specviz.analysis.metrics import (
-    ABOVE_THEORY,
-    LOAD_SPREAD,
-    realised_blocks,
-    timed_trace,
-)
-from specviz.analysis.paired import PairedTimes, timed_in_cycles
+from specviz.analysis.metrics import realised_blocks, timed_trace
+from specviz.analysis.paired import PairedTimes, load_signs, timed_in_cycles
 from specviz.config import DecodeConfig
 from specviz.drafters.registry import DRAFT_MODEL
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
@@ -37,7 +33,7 @@ from specviz.rules.theory import expected_speedup_for_blocks, expected_tokens_fo
 def sweep_seconds(target_step_ms: float, tokens: int, gammas: int, cycles: int) -> float:
     """At most what a sweep costs, priced from the machine profile: per cycle, the target alone's ``tokens`` steps
     and each γ's speculative run, which costs no more than the target alone where speculation pays."""
-    return cycles * (1 + gammas) * tokens * target_step_ms / 1e3
+    return decoding_seconds(cycles * (1 + gammas), tokens, target_step_ms)
 
 
 def sweep_cycles(target_step_ms: float, tokens: int, gammas: int) -> int:
@@ -203,10 +199,10 @@ def vocab_sweep(
 
 
 def loaded_gammas(table: pd.DataFrame) -> list[int]:
-    """The swept block sizes whose live timing measured the machine's load, not speculation: pairs that disagree by
-    more than ``LOAD_SPREAD``, or a measured speedup above what Thm. 3.8 allows (v = 1) by ``ABOVE_THEORY``."""
+    """The swept block sizes whose live timing measured the machine's load, not speculation (:func:`load_signs` of
+    its slowest and fastest pair, its measured speedup and Thm. 3.8's at v = 1)."""
     return [
         int(row.gamma)
         for row in table.itertuples()
-        if row.speedup_high > LOAD_SPREAD * row.speedup_low or row.speedup > ABOVE_THEORY * row.expected_speedup
+        if load_signs((row.speedup_low, row.speedup_high), row.speedup, row.expected_speedup)
     ]

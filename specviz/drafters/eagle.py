@@ -36,26 +36,17 @@ from specviz.drafters.eagle_head import (
     eagle_step,
     head_logits,
     load_head,
-    output_rows,
+    trimmed_rows,
 )
 from specviz.drafters.eagle_tree import dynamic_tree
 from specviz.drafters.settings import EagleSettings
 from specviz.models.forwards import KVCachedSequence, TreeLayout, common_prefix, states_forward
 from specviz.models.llama_step import LlamaWeights, causal_mask, llama_weights
 from specviz.models.loading import LoadedModel
-from specviz.models.memo import memoised_while_alive
 from specviz.models.pair import ModelPair
 from specviz.rules.acceptance import Rule
 from specviz.rules.registry import rule_for
 from specviz.settings import ConfigError
-
-
-@memoised_while_alive
-def trimmed_rows(target: LoadedModel, path: str, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The head's K token ids (K,) and the target's output rows for them (K, H) in float32, made once per target."""
-    _, vocab_order = load_head(path, str(target.device))
-    ids = vocab_order[:k] if k else torch.arange(len(vocab_order), device=target.device)
-    return ids, output_rows(target.model, ids)
 
 
 @dataclass

@@ -34,6 +34,8 @@ from transformers import DynamicCache, PreTrainedModel
 from specviz import WEIGHTS_DIR
 from specviz.models.kernels import Projection
 from specviz.models.llama_step import LlamaLayer, LlamaWeights, llama_layer, rms_norm, rotary_tables
+from specviz.models.loaded import LoadedModel
+from specviz.models.memo import memoised_while_alive
 from specviz.models.vocab_ranking import to_full_vocab
 
 WEIGHTS_FILE = WEIGHTS_DIR / "smollm2-135m-eagle.safetensors"
@@ -142,3 +144,11 @@ def load_head(path: str, device: str = "cpu") -> tuple[EagleHead, torch.Tensor]:
     head = EagleHead(shape)
     head.load_state_dict({name: t.float() for name, t in tensors.items()})
     return head.to(device).eval().requires_grad_(False), vocab_order.to(device)
+
+
+@memoised_while_alive
+def trimmed_rows(target: LoadedModel, path: str, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The head's K token ids (K,) and the target's output rows for them (K, H) in float32, made once per target."""
+    _, vocab_order = load_head(path, str(target.device))
+    ids = vocab_order[:k] if k else torch.arange(len(vocab_order), device=target.device)
+    return ids, output_rows(target.model, ids)

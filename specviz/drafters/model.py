@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from specviz.config import DecodeConfig
 from specviz.drafters.base import AutoregressiveDrafter
-from specviz.models.forwards import ForwardFn, KVCachedSequence, draft_forward
+from specviz.models.draft_forward import draft_forward
+from specviz.models.forwards import ForwardFn, KVCachedSequence
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
 
 
 def draft_forward_for(config: DecodeConfig, draft: LoadedModel) -> ForwardFn:
-    """The draft model's forward (:func:`~specviz.models.forwards.draft_forward`): the full output head, or
+    """The draft model's forward (:func:`~specviz.models.draft_forward.draft_forward`): the full output head, or
     FR-Spec's head over its K most frequent tokens."""
     return draft_forward(draft.draft_head_size(config.draft_vocab))
 

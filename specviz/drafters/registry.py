@@ -6,30 +6,20 @@ in :mod:`specviz.drafters` (its class and the functions of its :class:`~specviz.
 protocol) plus one :class:`DrafterEntry` line below (its settings group from :mod:`specviz.drafters.settings`, what
 it reads, how pages describe it); :func:`register` adds one at run time (a plug-in, or a test's toy drafter).
 
-Modules are named as strings and imported on first use, so this module (and :mod:`specviz.config`, which
-validates names against it) imports no model code; the protocols say what each module provides.
+Modules are named as strings and imported on first use (:mod:`specviz.drafters.modules` puts them to work), so
+this module imports no model code and sits below :mod:`specviz.config`, which validates names against it: an entry
+reads a config only through :class:`~specviz.settings.Configured`.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TypeVar
 
 from specviz.drafters.settings import EagleSettings, LayerSkipSettings, NgramSettings, TreeSettings, TreeShape
-from specviz.settings import described_fields
+from specviz.settings import Configured, described_fields
 
-if TYPE_CHECKING:
-    from specviz.config import DecodeConfig
-    from specviz.drafters import eagle, layerskip, model, ngram, oracle, parallel, tree
-    from specviz.drafters.base import AutoregressiveModule, Drafter, DrafterModule, StatesModule
-    from specviz.models.forwards import ForwardFn, KVCachedSequence
-    from specviz.models.loading import LoadedModel
-    from specviz.models.pair import ModelPair
-
-    _autoregressive: tuple[AutoregressiveModule, ...] = (model, layerskip, oracle)  # modules meet their protocols
-    _on_states: tuple[StatesModule, ...] = (parallel, eagle)
-    _others: tuple[DrafterModule, ...] = (ngram, tree)
+C = TypeVar("C", bound=Configured)
 
 DRAFT_MODEL, LAYER_SKIP, NGRAM, EAGLE = "model", "layerskip", "ngram", "eagle"  # other modules run these by name
 
@@ -67,45 +57,23 @@ class DrafterEntry:
     mask_slots: bool = False
     attention_title: str = ""
 
-    def _module(self) -> Any:
-        return importlib.import_module(self.module if "." in self.module else f"specviz.drafters.{self.module}")
-
-    def build(self, config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> Drafter:
-        return cast("DrafterModule", self._module()).build(config, pair, target_state)
-
-    def draft_source(self, config: DecodeConfig, pair: ModelPair) -> tuple[LoadedModel, ForwardFn] | None:
-        """The autoregressive draft's (model, forward), None for a drafter without one."""
-        return cast("AutoregressiveModule", self._module()).draft_source(config, pair) if self.autoregressive else None
-
-    def on_states(self) -> StatesModule | None:
-        """The module of a drafter on the target's states (its own draft scoring and timing), else None."""
-        return cast("StatesModule", self._module()) if self.requires_model_outputs else None
-
-    def shipped_weights(self) -> dict[str, Any] | None:
-        """Its shipped trained weights, described (drafters on the target's states), else None."""
-        own = self.on_states()
-        return own.shipped_weights(self.name) if own else None
-
-    def drafts_tree(self, config: DecodeConfig) -> bool:
+    def drafts_tree(self, config: Configured) -> bool:
         return self.tree or bool(self.tree_when and config.value(self.tree_when))
 
-    def tree_config(self, config: DecodeConfig) -> DecodeConfig:
+    def tree_config(self, config: C) -> C:
         """The config that makes it draft a tree: its own tree (``tree_when``), else the RSD tree drafter."""
         return config.replace(**{self.tree_when: True}) if self.tree_when else config.replace(drafter="tree")
 
-    def chain_config(self, config: DecodeConfig) -> DecodeConfig:
+    def chain_config(self, config: C) -> C:
         """The config of the chain drafter this one drafts its first level with (itself, for a chain)."""
         if self.tree_when:
             return config.replace(**{self.tree_when: False})
         return config.replace(drafter=chain_drafter(bool(config.draft_spec))) if self.tree else config
 
-    def tree_nodes(self, config: DecodeConfig) -> int:
+    def tree_nodes(self, config: Configured) -> int:
         """Drafted tokens per round when it drafts a tree (its settings group's shape), else 0."""
         shape = config.settings(self.settings) if self.settings else None
         return shape.tree_nodes(config.tree_depth) if isinstance(shape, TreeShape) else 0
-
-    def uses_draft_model(self, config: DecodeConfig) -> bool:
-        return self.draft_model == "always" or (self.draft_model == "if named" and bool(config.draft_spec))
 
     @property
     def own_fields(self) -> tuple[str, ...]:
@@ -243,8 +211,3 @@ def chain_drafter(draft_named: bool) -> str:
     """The autoregressive drafter a tree drafts its levels with (its entry's ``draft_model="if named"``): the draft
     model when the pair names one, else the layer-skip self-draft. The lab and the tree-vs-chain comparison run it."""
     return DRAFT_MODEL if draft_named else LAYER_SKIP
-
-
-def make_drafter(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None = None) -> Drafter:
-    """The drafter the config names, built by its entry (drafters on the target's states read ``target_state``)."""
-    return drafter_entry(config.drafter).build(config, pair, target_state)

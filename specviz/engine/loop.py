@@ -24,7 +24,8 @@ import torch
 
 from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock, Drafter, DraftTree, Proposal
-from specviz.drafters.registry import drafter_entry, make_drafter
+from specviz.drafters.modules import make_drafter
+from specviz.drafters.registry import drafter_entry
 from specviz.engine.records import models_info, summarize
 from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import Round, Trace
@@ -144,7 +145,8 @@ def speculative_decode(
     on_round: Callable[[Round, int], None] | None = None,
     rule: Rule | None = None,
 ) -> Trace:
-    """Run speculative decoding for a config and record every round into a :class:`Trace`.
+    """Run speculative decoding for a config and record every round into a :class:`Trace` (a config validated
+    where it was built is not checked again: :meth:`DecodeConfig.validated`).
 
     ``on_round(record, new_tokens_so_far)`` is called after each round (progress bars). ``rule``
     overrides the config's rule (the losslessness lab passes a deliberately broken one).
@@ -199,33 +201,3 @@ def speculative_decode(
         rounds=rounds,
         stats=summarize(rounds, len(output_ids), stop_reason, wall_ms),
     )
-
-
-def autoregressive_decode(
-    config: DecodeConfig,
-    pair: ModelPair,
-    prompt_ids: list[int],
-    on_token: Callable[[int, float], None] | None = None,
-) -> tuple[list[int], float]:
-    """The baseline: the target alone, one forward per token with a KV cache, same rule warp and seed.
-
-    Greedy rules take argmax p; the sampling rule samples from the warped p with the same seeded
-    generator. Returns (new token ids, seconds). Used for wall-clock speedups, the race's target lane
-    (``on_token(token, ms since the loop began)`` as each token is committed) and as plain target
-    sampling in the losslessness lab.
-    """
-    rule = rule_for(config)
-    target, vocab_size = pair.target, pair.vocab_size
-    generator = torch.Generator().manual_seed(config.seed)
-    state = KVCachedSequence()
-    committed, eos = list(prompt_ids), eos_ids(target)
-    started = time.perf_counter()
-    while len(committed) - len(prompt_ids) < config.max_new_tokens and len(committed) < target.context_length:
-        logits = state.feed(full_forward, target, state.pending(committed), 1)[-1, :vocab_size]
-        token = rule.bonus(rule.target_distribution(logits).cpu(), generator)
-        committed.append(token)
-        if on_token:
-            on_token(token, (time.perf_counter() - started) * 1e3)
-        if token in eos:
-            break
-    return committed[len(prompt_ids) :], time.perf_counter() - started

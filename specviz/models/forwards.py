@@ -17,11 +17,8 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import CacheLayerMixin
 
-from specviz.models.kernels import Projection
-from specviz.models.llama_step import LlamaWeights, causal_mask, llama_hidden, llama_weights
+from specviz.models.llama_step import LlamaWeights, causal_mask, llama_hidden
 from specviz.models.loaded import LoadedModel
-from specviz.models.memo import memoised_while_alive
-from specviz.models.vocab_ranking import to_full_vocab
 
 
 @dataclass(frozen=True)
@@ -75,16 +72,6 @@ def full_forward(
     return out.logits[0]  # (n_last, V)
 
 
-@memoised_while_alive
-def trimmed_head(loaded: LoadedModel, k: int) -> tuple[torch.Tensor, Projection]:
-    """The draft's K most frequent token ids (K,) and the projection onto their rows of its output head (K, H), on
-    the draft's kernel path, made once per live draft."""
-    ranking = loaded.vocab_ranking
-    assert ranking is not None, "a trimmed head (k > 0) is asked of a draft with a ranking (draft_head_size)"
-    ids = ranking.order[:k].to(loaded.device)
-    return ids, Projection.of(loaded.model.get_output_embeddings()).rows(ids)
-
-
 def new_positions(layout: TreeLayout | None, cached: int, count: int, device: torch.device) -> torch.Tensor:
     """Position ids (T,) of the new tokens: where a tree layout puts them, else the next ``count`` after the cache."""
     if layout is not None:
@@ -112,41 +99,6 @@ def model_body(
     positions = new_positions(layout, cached, len(new_ids), loaded.device)  # (T,)
     allowed = layout.allowed.to(loaded.device) if layout else causal_mask(len(new_ids), cached, loaded.device)
     return llama_hidden(weights, ids, positions, allowed, cache, n_last)
-
-
-def draft_forward(k: int) -> ForwardFn:
-    """A draft model's forward: :func:`model_body`, then its whole output head (k = 0) or FR-Spec's head over
-    its K most frequent tokens (Zhao et al. 2025, arXiv 2502.14856): on a CPU the 49k-row head is most of a
-    small draft's cost.
-
-    Only drafts take the lean body: the target's passes stay transformers' own, the same passes as the
-    target-alone baselines (``generate``), so a measured speedup is the drafting's and not a faster target.
-    With a trimmed head, logits outside those K are -inf, so q is exactly 0 there: the token is still drawn
-    from exactly the q the rules see, which keeps greedy identical and speculative sampling lossless (a token
-    the draft cannot propose only lowers acceptance). Any other model with its whole head runs its own forward,
-    whose logits may be more than the head's product (Gemma 2's soft-capping, Cohere's logit scale).
-    """
-
-    def forward(
-        loaded: LoadedModel,
-        new_ids: list[int],
-        cache: DynamicCache,
-        cached: int,
-        n_last: int,
-        layout: TreeLayout | None = None,
-    ) -> torch.Tensor:
-        weights = llama_weights(loaded.model)
-        if weights is None and not k:
-            return full_forward(loaded, new_ids, cache, cached, n_last, layout)
-        with loaded.lock, torch.inference_mode():
-            hidden = model_body(loaded, weights, new_ids, cache, cached, n_last, layout)  # (n_last, H)
-            if not k:
-                return loaded.model.get_output_embeddings()(hidden)  # (n_last, V)
-            ids, head = trimmed_head(loaded, k)
-            short = head(hidden)  # (n_last, K)
-        return to_full_vocab(short, ids, loaded.model.config.vocab_size)  # (n_last, V)
-
-    return forward
 
 
 def states_forward(

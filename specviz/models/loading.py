@@ -9,20 +9,17 @@ the published pair (:mod:`specviz.models.published`) load from directories in th
 
 from __future__ import annotations
 
-import functools
-import socket
 import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
-from urllib.parse import urlparse
 
-import huggingface_hub
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from specviz.limits import EMBEDDED, EMBEDDED_DRAFT
+from specviz.models import hub
 from specviz.models.embedded import EMBEDDED_NAME, embedded_model_dir
 from specviz.models.embedded_draft import EMBEDDED_DRAFT_NAME, embedded_draft_dir
 from specviz.models.errors import ModelLoadError, VocabularyMismatchError
@@ -32,7 +29,7 @@ from specviz.models.loaded import LoadedModel
 from specviz.models.machine import check_memory, resolve_device, share_kv_heads_in_masked_attention, weights_bytes
 from specviz.models.mapped_pages import own_remaining_weights
 from specviz.models.profile import choose_kernels
-from specviz.models.published import FETCH_COMMAND, PUBLISHED, fetched, not_fetched_message, published_source
+from specviz.models.published import PUBLISHED, fetched, not_fetched_message, published_source
 from specviz.models.vocab_ranking import read_vocab_ranking
 
 
@@ -53,58 +50,15 @@ def load_location(spec: str) -> tuple[str, str]:
     if spec == EMBEDDED_DRAFT:
         return str(embedded_draft_dir()), EMBEDDED_DRAFT_NAME
     if spec in PUBLISHED:
-        source = published_source(PUBLISHED[spec], hub_reachable)
+        source = published_source(PUBLISHED[spec], hub.hub_reachable)
         if source is None:
             raise ModelLoadError(not_fetched_message(PUBLISHED[spec]))
         return source
     return spec, spec
 
 
-HUB_PROBE_SECONDS = 3.0
-
-
-def offline_next_step() -> str:
-    """What to do instead of a model the hub would have given: the published pair's fetch is named only where it
-    is not fetched yet."""
-    fetch = (
-        ""
-        if all(fetched(model) for model in PUBLISHED.values())
-        else f"fetch the published pair once with `{FETCH_COMMAND}`, "
-    )
-    return (
-        f"Next step: pick a pair marked ✓ in the sidebar (the embedded pair runs anywhere), {fetch}or give a "
-        "directory made by `save_pretrained`."
-    )
-
-
-def hub_reachable() -> bool:
-    """Whether the model hub accepts a connection now (``HUB_PROBE_SECONDS`` at most). Offline, hub ids
-    are then looked up in the local cache only, so an unknown id fails at once instead of waiting out
-    the hub client's retries, and a cached model still loads."""
-    host = urlparse(huggingface_hub.constants.ENDPOINT).hostname
-    try:
-        socket.create_connection((host, 443), timeout=HUB_PROBE_SECONDS).close()
-    except OSError:
-        return False
-    return True
-
-
-@functools.cache
-def hub_answers() -> bool:
-    """:func:`hub_reachable`, asked once per process (the sidebar marks the hub pairs with it on every run)."""
-    return hub_reachable()
-
-
-def in_local_hub_cache(hub_id: str) -> bool:
-    """Whether a hub id's config is in this machine's model-hub cache (it then loads offline)."""
-    try:
-        return isinstance(huggingface_hub.try_to_load_from_cache(hub_id, "config.json"), str)
-    except ValueError:  # not a hub id at all
-        return False
-
-
 def _load_pretrained(source: str, dtype: torch.dtype) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    offline = not Path(source).is_dir() and not hub_reachable()
+    offline = not Path(source).is_dir() and not hub.hub_reachable()
     common = dict(trust_remote_code=False, local_files_only=offline)
     try:
         AutoConfig.from_pretrained(source, **common)
@@ -112,7 +66,7 @@ def _load_pretrained(source: str, dtype: torch.dtype) -> tuple[PreTrainedModel, 
         if offline:
             raise ModelLoadError(
                 f"{source!r} is not a model directory here, and loading it by name needs a model hub, which this "
-                f"machine cannot reach. {offline_next_step()}"
+                f"machine cannot reach. {hub.offline_next_step()}"
             ) from exc
         raise ModelLoadError(
             f"Unknown model {source!r}: it is neither a local model directory nor a model on the model hub "
@@ -125,7 +79,7 @@ def _load_pretrained(source: str, dtype: torch.dtype) -> tuple[PreTrainedModel, 
         if offline and isinstance(exc, OSError):  # a partial hub cache: the config is here, the weights are not
             raise ModelLoadError(
                 f"{source!r} is only partly in this machine's model-hub cache and the hub cannot "
-                f"be reached to fetch the rest. {offline_next_step()}"
+                f"be reached to fetch the rest. {hub.offline_next_step()}"
             ) from exc
         raise ModelLoadError(f"Could not load model {source!r}: {type(exc).__name__}: {str(exc)[:300]}") from exc
     return model, tokenizer

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specviz.config import DecodeConfig
-from specviz.drafters.registry import drafter_entry
 from specviz.limits import PROMPT_TOKENS_MAX
 from specviz.models.loading import LoadedModel, check_same_vocabulary, encode_prompt, load_model
 from specviz.settings import ConfigError
@@ -26,15 +25,14 @@ class ModelPair:
 
 
 def uses_draft_model(config: DecodeConfig) -> bool:
-    """Whether the config's drafter reads a separate draft model (its registry entry says when)."""
-    return drafter_entry(config.drafter).uses_draft_model(config)
+    """Whether the config's drafter reads a separate draft model (:attr:`DecodeConfig.draft_spec` names it)."""
+    return config.draft_spec is not None
 
 
 def load_pair(config: DecodeConfig) -> ModelPair:
     """Load (or fetch from the process cache) the models a config names and check they fit together."""
-    config.validated()
     target = load_model(config.target, config.device, config.dtype)
-    if not uses_draft_model(config):
+    if config.draft_spec is None:
         return ModelPair(target)
     draft = load_model(config.draft_spec, config.device, config.draft_precision)
     check_same_vocabulary(target, draft)

@@ -10,8 +10,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from specviz.analysis.whatif import RunDifference
+from specviz.presentation.boxes import COLORS, display_text
 from specviz.presentation.figures import DRAFT_COLOR, TARGET_COLOR
-from specviz.presentation.render import COLORS, display_text
 
 RUN_COLORS = (TARGET_COLOR, DRAFT_COLOR)  # the first and the second run, in every chart of the page
 

@@ -1,6 +1,6 @@
-"""The teaching pages' charts of measured outcomes against the theory: the Metrics page's, the γ and head-size
-sweeps', the losslessness lab's; and the two colours every chart gives the target and the draft (pure; tests inspect
-``fig.data``)."""
+"""The teaching pages' charts of measured outcomes against the theory: the Metrics page's and the losslessness
+lab's (the sweeps' are in :mod:`specviz.presentation.sweep_figures`); and the two colours every chart gives the
+target and the draft (pure; tests inspect ``fig.data``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import plotly.graph_objects as go
 
-from specviz.presentation.render import COLORS
+from specviz.presentation.boxes import COLORS
 
 if TYPE_CHECKING:
     import torch
@@ -81,108 +81,6 @@ def accepted_lengths_figure(table: pd.DataFrame) -> go.Figure:
         margin=dict(l=10, r=10, t=40, b=10),
         title="accepted length per round (this request)",
     )
-    return fig
-
-
-def vocab_sweep_figure(table: pd.DataFrame) -> go.Figure:
-    """c and alpha against the draft head size K (log axis), with the theory's speedup."""
-    fig = go.Figure()
-    x = [str(k) for k in table.draft_vocab]
-    fig.add_trace(
-        go.Scatter(x=x, y=table.cost_ratio, name="cost ratio c", mode="lines+markers", line_color=DRAFT_COLOR)
-    )
-    fig.add_trace(go.Scatter(x=x, y=table.alpha, name="α", mode="lines+markers", line_color=COLORS["accepted"][0]))
-    fig.add_trace(
-        go.Bar(x=x, y=table.expected_speedup, name="speedup, theory", marker_color="rgba(230,81,0,0.25)", yaxis="y2")
-    )
-    fig.update_layout(
-        xaxis=dict(title="draft head size K (tokens)", type="category"),
-        yaxis=dict(title="c, α", range=[0, 1.05]),
-        yaxis2=dict(title="speedup (theory)", overlaying="y", side="right", rangemode="tozero"),
-        height=320,
-        margin=dict(l=10, r=10, t=30, b=10),
-        legend=dict(orientation="h", y=1.12),
-        title="head size K",
-    )
-    return fig
-
-
-def gamma_sweep_figure(table: pd.DataFrame, best_measured: int, best_expected: int) -> go.Figure:
-    """Measured tokens/round and speedup (median, with bars from the slowest to the fastest pair) against the
-    closed forms (the speedup's also with the measured cost of verification), best gammas marked."""
-    from plotly.subplots import make_subplots
-
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens per round", "speedup over autoregressive"))
-    spread = dict(
-        type="data",
-        symmetric=False,
-        array=table.speedup_high - table.speedup,
-        arrayminus=table.speedup - table.speedup_low,
-    )  # the slowest and fastest pair's own speedup
-    for col, measured, expected in (
-        (1, "tokens_per_round", "expected_tokens_per_round"),
-        (2, "speedup", "expected_speedup"),
-    ):
-        label = measured.replace("_", " ")
-        fig.add_trace(
-            go.Scatter(
-                x=table.gamma,
-                y=table[measured],
-                mode="lines+markers",
-                name=f"measured {label}",
-                line=dict(color=TARGET_COLOR),
-                error_y=spread if col == 2 else None,
-            ),
-            row=1,
-            col=col,
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=table.gamma,
-                y=table[expected],
-                mode="lines",
-                name=f"theory {label}",
-                line=dict(color="#e65100", dash="dash"),
-            ),
-            row=1,
-            col=col,
-        )
-    fig.add_trace(
-        go.Scatter(
-            x=table.gamma,
-            y=table.expected_speedup_verify_measured,
-            mode="lines",
-            name="theory speedup, verification cost measured",
-            line=dict(color="#6a1b9a", dash="dot"),
-        ),
-        row=1,
-        col=2,
-    )
-    best = table[table.gamma == best_measured]
-    fig.add_trace(
-        go.Scatter(
-            x=best.gamma,
-            y=best.speedup,
-            mode="markers+text",
-            text=[f"best γ={best_measured}"],
-            textposition="top center",
-            marker=dict(size=14, color=COLORS["accepted"][0], symbol="star"),
-            name="best measured γ",
-        ),
-        row=1,
-        col=2,
-    )
-    fig.add_vline(
-        x=best_expected,
-        line_dash="dot",
-        line_color="#e65100",
-        row=1,
-        col=2,
-        annotation_text=f"theory's best γ={best_expected}",
-        annotation_position="bottom right",
-    )
-    fig.update_xaxes(title_text="γ (block size)")
-    fig.update_layout(height=360, margin=dict(l=10, r=10, t=40, b=10))
     return fig
 
 

@@ -11,29 +11,16 @@ Pure functions from trace records to HTML fragments; whoever shows them includes
 from __future__ import annotations
 
 import html
-import re
 
 from specviz.drafters.registry import drafter_entry
 from specviz.engine.trace import ACCEPTED, REJECTED, DraftPosition, Round, Trace
+from specviz.presentation.boxes import COLORS, display_text, row_html, token_box
 from specviz.presentation.tables import KIND_ACCEPTED, KIND_BONUS, KIND_CORRECTION, emitted_tokens
 from specviz.rules.registry import RuleEntry, rule_entry
 
-# One colour language everywhere (legend, boxes, output text, bar charts).
-COLORS = {
-    "accepted": ("#1b5e20", "#c8e6c9"),  # (text/border, background)
-    "rejected": ("#b71c1c", "#ffcdd2"),
-    "correction": ("#e65100", "#ffe0b2"),
-    "bonus": ("#0d47a1", "#bbdefb"),
-    "draft": ("#4a148c", "#ede7f6"),
-    "not_verified": ("#616161", "#eeeeee"),
-    "prefix": ("#424242", "#fafafa"),
-    "mask": ("#9e9e9e", "#ffffff"),
-}
 KIND_STYLE = {KIND_ACCEPTED: "accepted", KIND_CORRECTION: "correction", KIND_BONUS: "bonus"}
 CONTEXT_TAIL = 5  # prefix tokens shown before each round's new tokens
 PROJECTOR_TAIL = 2  # of those, the ones a projector shows (the chat template's tokens would take its width)
-CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f]")
-
 CSS = """
 <style>
 .sv-rows {font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 14px; overflow-x: auto;}
@@ -64,31 +51,6 @@ def script_safe(json_text: str) -> str:
     """JSON with no ``<`` left in it (written ``\\u003c``, still the same JSON), so no text in it can end or
     comment out the <script> element it is embedded in."""
     return json_text.replace("<", "\\u003c")
-
-
-def display_text(text: str) -> str:
-    """A token as a box shows it: newlines and tabs visible, other control characters (byte-fallback
-    tokens, which an SVG picture may not hold) as U+FFFD, blank tokens as open boxes."""
-    shown = CONTROL_CHARACTERS.sub("\ufffd", text.replace("\n", "↵").replace("\t", "⇥"))
-    if not shown.strip():
-        return "␣" * max(1, len(shown))
-    return shown.strip()
-
-
-def token_box(
-    text: str, style: str, *, struck: bool = False, mask: bool = False, title: str = "", far: bool = False
-) -> str:
-    """One token's box; ``far``: an older context token, left out of the projector view."""
-    fg, bg = COLORS[style]
-    classes = "sv-tok" + (" sv-struck" if struck else "") + (" sv-mask" if mask else "") + (" sv-far" if far else "")
-    return (
-        f'<span class="{classes}" style="color:{fg};border-color:{fg};background:{bg}" '
-        f'title="{html.escape(title or text)}">{html.escape(display_text(text) if not mask else text)}</span>'
-    )
-
-
-def row_html(label: str, cells: list[str], extra_class: str = "") -> str:
-    return f'<div class="sv-row {extra_class}"><div class="sv-label">{html.escape(label)}</div>{"".join(cells)}</div>'
 
 
 NO_SLOTS = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 
 from specviz.engine.trace import ACCEPTED, REJECTED, Round
-from specviz.presentation.render import COLORS, display_text, row_html, token_box
+from specviz.presentation.boxes import COLORS, display_text, row_html, token_box
 
 ITERATION_BANDS = ["#fff8e1", "#e3f2fd", "#fbe9e7", "#e8f5e9", "#f3e5f5", "#e0f7fa", "#fffde7", "#efebe9"]
 NODE_STYLE = {ACCEPTED: "accepted", REJECTED: "rejected"}

@@ -18,7 +18,7 @@ import torch
 from specviz.analysis.defaults import PAIR_DEFAULTS, defaults_once, follow_pair, stored_defaults
 from specviz.analysis.roofline import MeasuredDefaults
 from specviz.config import DecodeConfig
-from specviz.engine import ModelPair, load_pair, uses_draft_model
+from specviz.engine import ModelPair, load_pair
 from specviz.limits import EMBEDDED
 from specviz.models.errors import ModelLoadError, VocabularyMismatchError
 from specviz.models.loading import bytes_to_load, forget_loaded_models
@@ -178,7 +178,7 @@ def make_room(config: DecodeConfig) -> None:
     budget = memory_budget_bytes()
     if budget is None or resolve_device(config.device).type != "cpu":  # the budget is the CPU's memory
         return
-    models = [(config.target, config.dtype), (draft_spec(config), config.draft_precision)]
+    models = [(config.target, config.dtype), (config.draft_spec, config.draft_precision)]
 
     def needed() -> int:  # the target loads first, then the draft beside what the target keeps
         (target_peak, target_kept), (draft_peak, _) = (
@@ -201,14 +201,9 @@ def make_room(config: DecodeConfig) -> None:
         )
 
 
-def draft_spec(config: DecodeConfig) -> str | None:
-    """The draft model ``config`` loads (None for a drafter without one)."""
-    return config.draft_spec if uses_draft_model(config) else None
-
-
 def pair_for(config: DecodeConfig) -> ModelPair:
     """The process's shared model pair for ``config`` (loaded on first use; what every session decodes with)."""
-    draft = draft_spec(config)
+    draft = config.draft_spec
     draft_dtype = config.draft_precision if draft else None
     return LOADED_PAIRS.get(config.target, draft, config.drafter, config.device, config.dtype, draft_dtype)
 

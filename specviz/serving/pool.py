@@ -122,11 +122,10 @@ Progress = Callable[[int, int, str], None]
 
 
 def decoding(config: DecodeConfig, prompt: str) -> Callable[[Progress], Trace]:
-    """The shared computation of ``config``'s trace on ``prompt``: validate, load the pair (once per process),
-    decode, reporting progress over rounds."""
+    """The shared computation of ``config``'s trace on ``prompt``: load the pair (once per process), decode,
+    reporting progress over rounds (the config was validated where it was built)."""
 
     def compute(on_progress: Progress) -> Trace:
-        config.validated()
         on_progress(0, config.max_new_tokens, LOADING_NOTE)
         return speculative_decode(
             config,

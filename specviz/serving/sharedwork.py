@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
+from specviz.serving.estimates import mean_run, queue_wait, record_run, remaining_seconds
 from specviz.serving.jobs import Abandoned, Compute, Job, Place
 from specviz.serving.store import ByteBoundedStore
 
@@ -123,12 +124,15 @@ class SharedWork:
             if job.state != "queued":
                 return Place(job.state, 0, 0.0, len(job.waiters), job.progress)
             ahead = [j for j in self.queue if j.number < job.number]
-            estimates = [self._remaining(j) for j in self.running] + [self._expected(j.label) for j in ahead]
-            known, own = [e for e in estimates if e is not None], self._expected(job.label)
-            wait = None if len(known) < len(estimates) or own is None else _queue_wait(known, self.workers) + own
+            estimates = [self._remaining(j) for j in self.running] + [mean_run(self.durations, j.label) for j in ahead]
+            known, own = [e for e in estimates if e is not None], mean_run(self.durations, job.label)
+            wait = None if len(known) < len(estimates) or own is None else queue_wait(known, self.workers) + own
             return Place("queued", len(self.running) + len(ahead), wait, len(job.waiters), job.progress)
 
     # -- internals ---------------------------------------------------------------------------------
+
+    def _remaining(self, job: Job) -> float | None:
+        return remaining_seconds(job, mean_run(self.durations, job.label), time.monotonic())
 
     def _leave(self, job: Job, session: str) -> None:
         job.waiters.discard(session)
@@ -141,22 +145,6 @@ class SharedWork:
             del self.jobs[job.key]
             job.state = "dropped"
             job.finished.set()
-
-    def _expected(self, label: str) -> float | None:
-        runs = self.durations.get(label)
-        return sum(runs) / len(runs) if runs else None
-
-    def _remaining(self, job: Job) -> float | None:
-        """Seconds until a job's result: from its own progress once it has made some (elapsed x the share still
-        to do over the share done), else from the mean run of its label; None when neither is known yet."""
-        done, total, _ = job.progress
-        if job.started is not None and 0 < done < total:
-            elapsed = time.monotonic() - job.started
-            return elapsed * (total - done) / done
-        expected = self._expected(job.label)
-        if expected is None or job.started is None:
-            return expected
-        return max(0.0, expected - (time.monotonic() - job.started))
 
     def _work(self) -> None:
         while True:
@@ -219,8 +207,7 @@ class SharedWork:
             if self.jobs.get(job.key) is job:  # an abandoned job left the table when it stopped
                 del self.jobs[job.key]
             if not abandoned:  # a run cut short computed nothing and says nothing of how long one takes
-                self.durations.setdefault(job.label, []).append(seconds)
-                del self.durations[job.label][:-20]
+                record_run(self.durations, job.label, seconds)
                 digest = key_digest(job.key)
                 self.computed[digest] = self.computed.get(digest, 0) + job.computed_here
             job.result, job.error = result, error
@@ -240,11 +227,3 @@ def _safe_description(describe: Callable[[BaseException], str], exc: BaseExcepti
 def key_digest(key: Hashable) -> str:
     """A short stable name for a key, for the log (the load benchmark counts computations by it)."""
     return hashlib.sha256(repr(key).encode()).hexdigest()[:12]
-
-
-def _queue_wait(remaining: list[float], workers: int) -> float:
-    """Seconds until a slot frees for a newcomer when jobs with these remaining times go first, in order."""
-    slots = [0.0] * workers
-    for seconds in remaining:
-        slots[slots.index(min(slots))] += seconds
-    return min(slots)

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 from specviz.limits import DEFAULT_PROMPT, PROMPT_PRESETS
-from specviz.models.loading import EMBEDDED, hub_answers, in_local_hub_cache
+from specviz.models.hub import hub_answers, in_local_hub_cache
+from specviz.models.loading import EMBEDDED
 from specviz.models.published import PUBLISHED, fetched
 
 EMBEDDED_PAIR = "SmolLM2-135M + its draft"  # short: the sidebar's menu cuts long names

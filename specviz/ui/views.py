@@ -7,6 +7,7 @@ import streamlit as st
 from specviz.analysis.defaults import PRECISIONS
 from specviz.analysis.race import Race
 from specviz.analysis.roofline import (
+    cost_coefficient,
     pair_profiles,
     roofline_table,
     speculation_summary,
@@ -15,9 +16,9 @@ from specviz.analysis.roofline import (
 )
 from specviz.config import DecodeConfig
 from specviz.engine.trace import Trace
-from specviz.models.machine import machine_rates
 from specviz.models.pair import ModelPair
 from specviz.models.profile import model_profile
+from specviz.models.rates import machine_rates
 from specviz.presentation.player import lesson_page, opened_at
 from specviz.presentation.verification_figures import roofline_figure
 from specviz.serving.models import app_defaults, pair_defaults
@@ -97,7 +98,7 @@ def roofline_panel(config: DecodeConfig, alpha: float | None = None) -> None:
             )
             st.markdown(speed_sentence(target))
             if draft is not None and alpha is not None:
-                st.markdown(speculation_summary(alpha, draft.step_ms / target.step_ms, target))
+                st.markdown(speculation_summary(alpha, cost_coefficient(target, draft), target))
             st.dataframe(table.rename(columns=ROOFLINE_COLUMNS).round(2), hide_index=True, width="stretch")
 
 

@@ -15,7 +15,7 @@ import streamlit as st
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair
 from specviz.engine.trace import Trace
-from specviz.serving.models import describe_failure, draft_spec, pair_for
+from specviz.serving.models import describe_failure, pair_for
 from specviz.serving.pool import (
     HALL_WAIT_SECONDS,
     HEARTBEAT_SECONDS,
@@ -160,7 +160,7 @@ def page_pair(config: DecodeConfig) -> ModelPair | None:
     """The shared pair for a page that reads the models itself: a spinner while loading, a message on failure."""
     loading = (
         f"Loading {config.target}"
-        + (f" and {config.draft}" if draft_spec(config) else "")
+        + (f" and {config.draft}" if config.draft_spec else "")
         + (" (the first load on a machine also measures its kernels: seconds) …")
     )
     with st.spinner(loading):

@@ -6,7 +6,7 @@ from specviz import ui
 from specviz.analysis import common, sweep
 from specviz.drafters.registry import drafter_entry
 from specviz.models.profile import model_profile
-from specviz.presentation import figures
+from specviz.presentation import sweep_figures
 from specviz.rules.registry import rule_entry
 from specviz.serving.works import Work
 from specviz.ui.state import page_key
@@ -91,7 +91,7 @@ if config is not None and gammas and swept_pair is not None:
                 "their α and c. Read the dotted curve, this machine's figure from its quiet profile; other "
                 "sessions share the server's cores."
             )
-        st.plotly_chart(figures.gamma_sweep_figure(table, best_measured, best_priced), width="stretch")
+        st.plotly_chart(sweep_figures.gamma_sweep_figure(table, best_measured, best_priced), width="stretch")
         tied = sweep.gammas_tied_with(table, best_measured)
         if tied:
             st.caption(
@@ -121,7 +121,7 @@ if config is not None and vocab_pair is not None and vocab_pair.draft and vocab_
         Work("vocab-sweep", config, prompt), button="Compare head sizes", button_key=page_key("sweep", "head_sizes")
     )
     if vocab_table is not None:
-        st.plotly_chart(figures.vocab_sweep_figure(vocab_table), width="stretch")
+        st.plotly_chart(sweep_figures.vocab_sweep_figure(vocab_table), width="stretch")
         st.dataframe(sweep.readable(vocab_table), width="stretch", hide_index=True)
 elif trimmable:
     st.info("This draft ships no token frequency ranking, so its head cannot be trimmed.")

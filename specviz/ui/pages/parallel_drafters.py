@@ -8,6 +8,7 @@ import streamlit as st
 
 from specviz import ui
 from specviz.analysis import common, drafters
+from specviz.drafters.modules import shipped_weights
 from specviz.drafters.registry import chain_drafter, drafter_entry, state_drafters
 from specviz.engine import prompt_ids_for
 from specviz.limits import shipped_weights_fit
@@ -76,7 +77,7 @@ elif config is not None:
                 col.plotly_chart(
                     drafter_attention_figure(weights, title, window), width="stretch", key=page_key("attention", kind)
                 )
-        files = [described for name in state_drafters() if (described := drafter_entry(name).shipped_weights())]
+        files = [described for name in state_drafters() if (described := shipped_weights(name))]
         st.dataframe(pd.DataFrame(files), hide_index=True, width="stretch")
 
         st.subheader("Acceptance by position and draft cost, on the same prompts")

@@ -1,0 +1,57 @@
+"""Each drafter's module put to work for a run: the drafter built, its autoregressive draft, its module on the
+target's states and their shipped weights.
+
+The registry (:mod:`specviz.drafters.registry`) names each drafter's module as a string, so it holds no model code
+and sits below the config; here a module is imported on first use and reached through the protocols of
+:mod:`specviz.drafters.base` (``DrafterModule``, ``AutoregressiveModule``, ``StatesModule``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any, cast
+
+from specviz.drafters.registry import DrafterEntry, drafter_entry
+
+if TYPE_CHECKING:
+    from specviz.config import DecodeConfig
+    from specviz.drafters import eagle, layerskip, model, ngram, oracle, parallel, tree
+    from specviz.drafters.base import AutoregressiveModule, Drafter, DrafterModule, StatesModule
+    from specviz.models.forwards import ForwardFn, KVCachedSequence
+    from specviz.models.loading import LoadedModel
+    from specviz.models.pair import ModelPair
+
+    _autoregressive: tuple[AutoregressiveModule, ...] = (model, layerskip, oracle)  # modules meet their protocols
+    _on_states: tuple[StatesModule, ...] = (parallel, eagle)
+    _others: tuple[DrafterModule, ...] = (ngram, tree)
+
+
+def drafter_module(entry: DrafterEntry) -> Any:
+    """The module that implements ``entry`` (in :mod:`specviz.drafters`, or a full dotted name), imported now."""
+    return importlib.import_module(entry.module if "." in entry.module else f"specviz.drafters.{entry.module}")
+
+
+def make_drafter(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None = None) -> Drafter:
+    """The drafter the config names, built by its module (drafters on the target's states read ``target_state``)."""
+    module = cast("DrafterModule", drafter_module(drafter_entry(config.drafter)))
+    return module.build(config, pair, target_state)
+
+
+def draft_source(config: DecodeConfig, pair: ModelPair) -> tuple[LoadedModel, ForwardFn] | None:
+    """The config's autoregressive draft (model, forward), None for a drafter without one."""
+    entry = drafter_entry(config.drafter)
+    if not entry.autoregressive:
+        return None
+    return cast("AutoregressiveModule", drafter_module(entry)).draft_source(config, pair)
+
+
+def states_module(name: str) -> StatesModule | None:
+    """The module of a drafter on the target's states (its own draft scoring and timing), else None."""
+    entry = drafter_entry(name)
+    return cast("StatesModule", drafter_module(entry)) if entry.requires_model_outputs else None
+
+
+def shipped_weights(name: str) -> dict[str, Any] | None:
+    """A drafter's shipped trained weights, described (drafters on the target's states), else None."""
+    own = states_module(name)
+    return own.shipped_weights(name) if own else None

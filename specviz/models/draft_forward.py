@@ -1,0 +1,59 @@
+"""A draft model's lean forward: the lean Llama body (:func:`~specviz.models.forwards.model_body`), then its whole
+output head or FR-Spec's head trimmed to its K most frequent tokens (Zhao et al. 2025)."""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+
+from specviz.models.forwards import ForwardFn, TreeLayout, full_forward, model_body
+from specviz.models.kernels import Projection
+from specviz.models.llama_step import llama_weights
+from specviz.models.loaded import LoadedModel
+from specviz.models.memo import memoised_while_alive
+from specviz.models.vocab_ranking import to_full_vocab
+
+
+@memoised_while_alive
+def trimmed_head(loaded: LoadedModel, k: int) -> tuple[torch.Tensor, Projection]:
+    """The draft's K most frequent token ids (K,) and the projection onto their rows of its output head (K, H), on
+    the draft's kernel path, made once per live draft."""
+    ranking = loaded.vocab_ranking
+    assert ranking is not None, "a trimmed head (k > 0) is asked of a draft with a ranking (draft_head_size)"
+    ids = ranking.order[:k].to(loaded.device)
+    return ids, Projection.of(loaded.model.get_output_embeddings()).rows(ids)
+
+
+def draft_forward(k: int) -> ForwardFn:
+    """A draft model's forward: :func:`model_body`, then its whole output head (k = 0) or FR-Spec's head over
+    its K most frequent tokens (Zhao et al. 2025, arXiv 2502.14856): on a CPU the 49k-row head is most of a
+    small draft's cost.
+
+    Only drafts take the lean body: the target's passes stay transformers' own, the same passes as the
+    target-alone baselines (``generate``), so a measured speedup is the drafting's and not a faster target.
+    With a trimmed head, logits outside those K are -inf, so q is exactly 0 there: the token is still drawn
+    from exactly the q the rules see, which keeps greedy identical and speculative sampling lossless (a token
+    the draft cannot propose only lowers acceptance). Any other model with its whole head runs its own forward,
+    whose logits may be more than the head's product (Gemma 2's soft-capping, Cohere's logit scale).
+    """
+
+    def forward(
+        loaded: LoadedModel,
+        new_ids: list[int],
+        cache: DynamicCache,
+        cached: int,
+        n_last: int,
+        layout: TreeLayout | None = None,
+    ) -> torch.Tensor:
+        weights = llama_weights(loaded.model)
+        if weights is None and not k:
+            return full_forward(loaded, new_ids, cache, cached, n_last, layout)
+        with loaded.lock, torch.inference_mode():
+            hidden = model_body(loaded, weights, new_ids, cache, cached, n_last, layout)  # (n_last, H)
+            if not k:
+                return loaded.model.get_output_embeddings()(hidden)  # (n_last, V)
+            ids, head = trimmed_head(loaded, k)
+            short = head(hidden)  # (n_last, K)
+        return to_full_vocab(short, ids, loaded.model.config.vocab_size)  # (n_last, V)
+
+    return forward

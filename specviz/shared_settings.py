@@ -1,0 +1,133 @@
+"""The settings every run shares, each with its :class:`~specviz.settings.Param` (torch-free): the models and
+their precisions, the drafter, the block size, the seed and the lengths, after the rules' (the
+:class:`~specviz.rules.settings.RuleSettings` they extend). :class:`~specviz.config.DecodeConfig` adds each drafter's
+settings group and reads them all by flat names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specviz import limits
+from specviz.drafters.registry import DRAFT_MODEL
+from specviz.rules.settings import RuleSettings
+from specviz.settings import param
+
+
+@dataclass(frozen=True)
+class SharedSettings(RuleSettings):
+    """The shared settings: what every drafter and rule run with."""
+
+    target: str = param(
+        limits.EMBEDDED,
+        label="Target model",
+        widget="none",
+        section="Models",
+        help="target model: 'embedded' (default), a hub id, or a save_pretrained directory",
+    )
+    draft: str | None = param(
+        None,
+        label="Draft model",
+        widget="none",
+        section="Models",
+        help="draft model spec (for drafter 'model'); with the embedded target the default is "
+        "'embedded-draft', the shipped distilled draft",
+    )
+    drafter: str = param(
+        DRAFT_MODEL,
+        label="Drafter",
+        widget="radio",
+        section="Models",
+        help="who drafts",  # with each registered drafter's label and help (field_params)
+    )
+    draft_vocab: int | None = param(
+        None,
+        label="Draft head (FR-Spec vocabulary)",
+        widget="select",
+        section="Models",
+        low=0,
+        high=10**7,
+        choices=limits.DRAFT_VOCAB_CHOICES,
+        choice_labels=tuple(map(limits.vocab_label, limits.DRAFT_VOCAB_CHOICES)),
+        help="the draft model scores only its K most frequent tokens (Zhao et al. 2025): "
+        "cheaper drafting, q = 0 elsewhere, every rule stays exact; 0 = all tokens; "
+        "default: the size the draft ships with (8,192 for the embedded draft)",
+    )
+    tree_depth: int = param(
+        3,
+        label="Tree depth (draft iterations)",
+        section="Models",
+        low=1,
+        high=limits.GAMMA_MAX,
+        help="tree drafters (RSD, EAGLE-2): draft iterations, the tree's depth",
+    )
+    # 2: the CLI's default; the app's is the best gamma of this machine's measured profile (serving.models.app_defaults)
+    gamma: int = param(
+        2,
+        label="Block size γ (drafted tokens per round)",
+        low=1,
+        high=limits.GAMMA_MAX,
+        help="tokens drafted per round (block size)",
+    )
+    seed: int = param(
+        0,
+        label="Seed",
+        widget="number",
+        low=0,
+        high=2**63 - 1,
+        help="seeds every random draw, so a config reproduces its trace",
+    )
+    max_new_tokens: int = param(
+        32,
+        label="Max new tokens",
+        low=1,
+        high=limits.MAX_NEW_TOKENS_MAX,
+        shown=(1, 256),
+        help="stop after this many new tokens",
+    )
+    chat_template: bool = param(
+        True,
+        label="Apply the chat template",
+        widget="checkbox",
+        section="Prompt",
+        help="wrap a text prompt in the tokenizer's chat template if it has one",
+    )
+    parallel_weights: str | None = param(
+        None,
+        label="Parallel drafter weights",
+        widget="none",
+        url=False,
+        help="blockwise / maskquery / eagle: a trained weights file (default: the shipped one)",
+    )
+    top_n: int = param(
+        10,
+        label="Top tokens recorded",
+        widget="none",
+        url=False,
+        low=1,
+        high=limits.TOP_N_MAX,
+        help="how many top tokens of each distribution a trace records",
+    )
+    device: str = param(
+        "auto", label="Device", widget="none", url=False, help="auto (CUDA if available), cpu, cuda, cuda:N"
+    )
+    dtype: str = param(
+        "float32",
+        label="Precision",
+        widget="radio",
+        section="Models",
+        choices=limits.DTYPES,
+        choice_labels=("float32 (exact)", "bfloat16", "float16"),
+        help="the models' weights and activations (every probability a rule uses is float32 either way). float32: "
+        "greedy output token-identical to the target's own generate. bfloat16 / float16: half the memory traffic, "
+        "but a pass over k + 1 tokens rounds unlike k + 1 one-token steps: lossless only up to rounding",
+    )
+    draft_dtype: str | None = param(
+        None,
+        label="Draft precision",
+        widget="radio",
+        section="Models",
+        choices=limits.DRAFT_DTYPES,
+        choice_labels=("as the target", "float32", "bfloat16", "int8 weights"),
+        help="the draft model's precision (int8: int8 matrices, activations quantised on the fly; CPU): the target "
+        "decides every token, so it changes how often drafts are accepted and what they cost, never the output",
+    )
