@@ -1,7 +1,8 @@
 """Streamlit glue (the only package that imports streamlit).
 
 ``app``: the main script; ``pages/``: one script per page; ``navigation``: the page list; ``presets``: the model
-pairs and prompts offered; ``controls``: the sidebar, mirrored in the URL; ``fields``: the widget each config field
+pairs and prompts offered; ``controls``: the sidebar, mirrored in the URL; ``opening``: what a session opens on (its link); ``state``: the
+session's state, typed, every key listed; ``fields``: the widget each config field
 becomes; ``waiting``: what a page shows while the work every session shares runs (:mod:`specviz.serving`);
 ``racing``: the race and the one speed figure every page quotes; ``views``: the trace's summary line, the round a
 link names and the lesson player that steps the rounds in the browser (:mod:`specviz.presentation.player`). Pages
@@ -12,13 +13,13 @@ from specviz.presentation.render import summary_line
 from specviz.ui.controls import (
     PAGE_CONFIG,
     draw_shared_sidebar,
-    init_state_from_url,
     shared_controls,
     sidebar_controls,
     write_url,
 )
 from specviz.ui.fields import UNSET, config_value, draw_field, field_enabled, widget_value
 from specviz.ui.navigation import PAGES, navigation, open_lesson_view
+from specviz.ui.opening import init_state_from_url
 from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, EMBEDDED_PAIR, PAIR_PRESETS, PROMPT_PRESETS
 from specviz.ui.racing import headline_text, race_link, raced
 from specviz.ui.views import (

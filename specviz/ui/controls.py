@@ -15,19 +15,12 @@ from specviz.drafters.registry import drafter_entry
 from specviz.limits import shipped_weights_fit
 from specviz.models.published import FETCH_COMMAND, PUBLISHED, fetched
 from specviz.serving.models import MACHINE_DEFAULTS, app_defaults, app_device, pair_defaults
-from specviz.serving.urlstate import format_value, parse_query, to_query
+from specviz.serving.urlstate import to_query
 from specviz.settings import ConfigError
-from specviz.ui.fields import (
-    chosen_pair,
-    config_value,
-    draw_if_read,
-    field_enabled,
-    fields_read,
-    unshowable,
-    widget_value,
-)
+from specviz.ui.fields import chosen_pair, config_value, draw_if_read, fields_read
 from specviz.ui.navigation import navigation
-from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, PAIR_PRESETS, PROMPT_PRESETS, pair_label, pair_option
+from specviz.ui.opening import init_state_from_url
+from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, PAIR_PRESETS, PROMPT_PRESETS, pair_option
 from specviz.ui.state import Session, field_state, session, set_field_states
 
 
@@ -88,58 +81,6 @@ def students_link(query: dict[str, str]) -> str:
     """The quiz link of a page's settings: the lesson player's quiz view on the same server (its address as the
     browser reached it), or a path from the server's root where the address is not known."""
     return urljoin(st.context.url or "/", "lesson_player") + "?" + urlencode({**query, "view": "quiz"})
-
-
-def init_state_from_url(defaults: DecodeConfig) -> None:
-    """On a session's first run, seed every widget from the link; what the link asked for that cannot be set
-    becomes a message (and the default)."""
-    if session.initialized:
-        return
-    query = st.query_params.to_dict()
-    state = parse_query(query, defaults)
-    config, unshown = opening_config(state.config, query, defaults)
-    seed_widgets(config, state.prompt if state.prompt is not None else DEFAULT_PROMPT, state.round)
-    session.pair_defaults = {name: config.value(name) for name in PAIR_DEFAULTS if name not in query}
-    session.link_messages = [
-        *state.messages,
-        *(
-            f"{name}={format_value(state.config.value(name))} in the link cannot be set on its control; using the "
-            f"default {format_value(value)}"
-            for name, value in unshown.items()
-        ),
-        *(
-            f"{name}={query[name]} in the link is not used by the {config.rule} rule and the {config.drafter} "
-            "drafter; it applies once a setting that reads it is chosen"
-            for name in unread_fields(query)
-        ),
-    ]
-    session.initialized = True
-
-
-def opening_config(linked: DecodeConfig, query: dict[str, str], defaults: DecodeConfig) -> tuple[DecodeConfig, dict]:
-    """The config the sidebar opens on: the link's, the values no widget can hold set back to the defaults (also
-    returned, to say so), and the settings the link leaves out on its pair's measured defaults."""
-    unshown = {name: defaults.value(name) for name in field_params() if unshowable(name, linked.value(name))}
-    config = linked.replace(**unshown)
-    own = pair_defaults(config.target, config.draft, defaults.device)
-    if own is not None:
-        config = config.replace(**{name: getattr(own, name) for name in PAIR_DEFAULTS if name not in query})
-    return config, unshown
-
-
-def seed_widgets(config: DecodeConfig, prompt: str, round_index: int) -> None:
-    """Every sidebar widget's state from ``config`` and the link's prompt and round (before the widgets are drawn)."""
-    drawn = [name for name, p in field_params().items() if p.widget != "none"]
-    set_field_states({name: widget_value(name, config.value(name)) for name in drawn})
-    session.pair = pair_label(config.target, config.draft)
-    session.custom_target, session.custom_draft = config.target, config.draft or ""
-    session.prompt, session.round = prompt, round_index
-
-
-def unread_fields(query: dict[str, str]) -> list[str]:
-    """The settings the link sets that neither the chosen drafter nor the rule reads (after :func:`seed_widgets`)."""
-    read = fields_read()
-    return [name for name in field_params() if name in query and not field_enabled(name, read)]
 
 
 def _apply_pair_defaults(device: str) -> None:

@@ -68,7 +68,7 @@ class Session:
     """This browser session's entries (``session`` below is the one instance; each attribute reads and writes
     ``st.session_state`` under its own key)."""
 
-    # the link, read on the session's first run (:func:`specviz.ui.controls.init_state_from_url`)
+    # the link, read on the session's first run (:func:`specviz.ui.opening.init_state_from_url`)
     initialized: Entry[bool] = Entry(bool)
     link_messages: Entry[list[str]] = Entry(list)  # what the link asked for that could not be set, and why
     round: Entry[int] = Entry(_first_round)  # the 1-based round the link names; every page's link carries it
