@@ -1,12 +1,12 @@
 """Streamlit glue (the only package that imports streamlit).
 
-``app``: the main script; ``pages/``: one script per page; ``navigation``: the page list; ``presets``: the model
-pairs and prompts offered; ``controls``: the sidebar, mirrored in the URL; ``opening``: what a session opens on (its link); ``state``: the
-session's state, typed, every key listed; ``fields``: the widget each config field
-becomes; ``waiting``: what a page shows while the work every session shares runs (:mod:`specviz.serving`);
-``racing``: the race and the one speed figure every page quotes; ``views``: the trace's summary line, the round a
-link names and the lesson player that steps the rounds in the browser (:mod:`specviz.presentation.player`). Pages
-use these through ``from specviz import ui``.
+``app``: the main script's code (the checkout's top-level ``app.py`` and ``pages/`` start it); ``pages/``: one
+script per page; ``navigation``: the page list; ``presets``: the model pairs and prompts offered; ``state``: the
+session's state, typed, every key listed; ``opening``: what a session opens on (its link); ``controls``: the
+sidebar, mirrored in the URL; ``fields``: the widget each config field becomes; ``waiting``: what a page shows while
+the work every session shares runs (:mod:`specviz.serving`); ``racing``: the race and the one speed figure every
+page quotes; ``views``: the trace's summary line, the round a link names and the lesson player that steps the rounds
+in the browser (:mod:`specviz.presentation.player`). Pages use these through ``from specviz import ui``.
 """
 
 from specviz.presentation.render import summary_line
