@@ -119,11 +119,11 @@ def field_params() -> dict[str, Param]:
     """Every setting's :class:`Param` by its flat name: the shared fields, each registered drafter's group after
     ``draft_vocab`` (so the sidebar draws them with the models) and the rules' after ``gamma``; the drafter and rule
     choices from the registries."""
-    return _field_params(settings_groups(), tuple(DRAFTERS))
+    return _field_params(settings_groups(), tuple(DRAFTERS), tuple(RULES))
 
 
 @functools.cache
-def _field_params(groups: tuple[type, ...], drafters: tuple[str, ...]) -> dict[str, Param]:
+def _field_params(groups: tuple[type, ...], drafters: tuple[str, ...], rule_names: tuple[str, ...]) -> dict[str, Param]:
     shared = dict(described_fields(DecodeConfig))
     shared["drafter"], shared["rule"] = choosing(shared["drafter"], DRAFTERS), choosing(shared["rule"], RULES)
     own = {name: p for group in groups for name, p in described_fields(group).items()}

@@ -14,6 +14,7 @@ from specviz.models.forwards import KVCachedSequence, full_forward
 from specviz.presentation import comparison, sweep_figures, verification_figures
 from specviz.presentation.tables import token_table
 from specviz.rules.distributions import softmax32
+from specviz.rules.registry import GREEDY, RULES, SAMPLING, TOP_BETA
 
 PROMPT = [3, 7, 5, 9, 3, 7]
 
@@ -105,11 +106,11 @@ def test_compare_rules_agrees_with_the_engine_on_its_own_round(tiny_dirs, tiny_p
     for rnd in (r for r in trace.rounds if r.draft):
         prefix = trace.prompt_ids + trace.output_ids[: rnd.prefix_len - len(PROMPT)]
         table = rules.compare_rules_on_draft(config, tiny_pair, prefix, [p.token_id for p in rnd.draft])
-        greedy = table[table.rule == "greedy"].status.tolist()
+        greedy = table[table.rule == RULES[GREEDY].label].status.tolist()
         assert greedy == [p.status for p in rnd.draft]
-        beta1 = table[table.rule.str.startswith("top-β β=1 ")].status.tolist()
+        beta1 = table[table.rule.str.startswith(f"{RULES[TOP_BETA].label} beta=1 ")].status.tolist()
         assert beta1 == greedy
-        sampled = table[table.rule == "speculative sampling"]  # each check's test, for the grid: min(1, p/q) vs u
+        sampled = table[table.rule == RULES[SAMPLING].label]  # each check's test, for the grid: min(1, p/q) vs u
         checked = sampled[sampled.status != "not_verified"]
         assert checked.uniform.between(0, 1).all() and checked.accept_prob.between(0, 1).all()
         assert ((checked.uniform < checked.accept_prob) == (checked.status == "accepted")).all()

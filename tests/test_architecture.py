@@ -206,6 +206,34 @@ def test_no_drafter_or_rule_is_named_outside_its_module_and_the_registries():
     assert named == []
 
 
+def test_no_rule_class_is_named_outside_its_module_and_the_registry():
+    """A rule's class is reached through its registry entry (``rule_for``, ``entry.build``) and the ``Rule`` protocol:
+    no module but its own and the rule registry names it (an import, a base class, a call), so a new rule is its
+    module and one registry line, and the engine, Compare rules and the lab ask the rule, never its type."""
+    from specviz.config import DecodeConfig
+    from specviz.rules.registry import RULE_ENTRIES
+
+    classes = {type(entry.build(DecodeConfig(rule=entry.name))) for entry in RULE_ENTRIES}
+    assert len(classes) == len(RULE_ENTRIES)  # one class per rule
+    registry = PACKAGE / "rules" / "registry.py"
+    named = [
+        f"{path.relative_to(ROOT)}: {cls.__name__}"
+        for cls in classes
+        for name, path in MODULES.items()
+        if name != cls.__module__ and path != registry and cls.__name__ in identifiers_in(path)
+    ]
+    assert named == []
+
+
+def identifiers_in(path: Path) -> set[str]:
+    """Every name ``path`` imports, reads or reaches as an attribute."""
+    return {
+        getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "name", "")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, (ast.Name, ast.Attribute, ast.alias))
+    }
+
+
 def strings_in(path: Path, names: set[str]) -> list[str]:
     """Where ``path`` writes one of ``names`` as a string ("line 'name'"), except as a progress bar's ``unit=``."""
     tree = ast.parse(path.read_text(encoding="utf-8"))

@@ -24,8 +24,8 @@ from specviz.models.embedded_draft import MANIFEST_FILE, ROW_SCALE, WEIGHTS_FILE
 from specviz.models.errors import VocabularyMismatchError
 from specviz.models.kernels import kernels_of, use_kernels
 from specviz.models.loading import encode_prompt, load_model
-from specviz.rules.acceptance import SpeculativeSamplingRule
 from specviz.rules.distributions import softmax32
+from specviz.rules.sampling import SpeculativeSamplingRule
 from specviz.settings import ConfigError
 from specviz.training.draft_model import HELDOUT_FILE
 from specviz.training.teacher_text import read_prompt_file

@@ -24,8 +24,8 @@ from specviz.models.llama_step import llama_weights
 from specviz.models.loaded import LoadedModel
 from specviz.models.loading import _load_pretrained
 from specviz.models.profile import weight_bytes
-from specviz.rules.acceptance import BrokenResidualRule
 from specviz.rules.distributions import softmax32
+from specviz.rules.sampling import BrokenResidualRule
 from specviz.serving.urlstate import parse_query, to_query
 from specviz.settings import ConfigError
 

@@ -244,9 +244,9 @@ def test_the_rule_page_and_cost_hooks_score_a_given_draft(tiny_dirs, tiny_pair, 
 
 def test_a_fresh_drafter_drafts_nothing_without_the_targets_features(tiny_dirs, tiny_pair, tiny_head):
     drafter = eagle.build(eagle_config(tiny_dirs, tiny_head[0]), ModelPair(tiny_pair.target), KVCachedSequence())
-    from specviz.rules.acceptance import greedy_rule
+    from specviz.rules.greedy import GreedyRule
 
-    block = drafter.propose(PROMPT, 3, greedy_rule(None), torch.Generator())
+    block = drafter.propose(PROMPT, 3, GreedyRule(), torch.Generator())
     assert block.token_ids == [] and block.forward_passes == 0
 
 

@@ -23,8 +23,8 @@ from specviz.models.layer_skip import layer_skip_forward, skipping_body
 from specviz.models.llama_step import is_plain_llama, llama_weights
 from specviz.models.loading import load_model
 from specviz.models.machine import SHARED_KV_HEADS_FLAG, share_kv_heads_in_masked_attention
-from specviz.rules.acceptance import BrokenResidualRule
 from specviz.rules.distributions import softmax32
+from specviz.rules.sampling import BrokenResidualRule
 from specviz.settings import ConfigError
 
 from .conftest import target_greedy

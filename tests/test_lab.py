@@ -7,8 +7,10 @@ import torch
 
 from specviz.analysis import lab
 from specviz.config import DecodeConfig
-from specviz.rules.acceptance import BrokenResidualRule, SpeculativeSamplingRule
+from specviz.engine import speculative_decode
+from specviz.rules.acceptance import RESIDUAL, TARGET
 from specviz.rules.distributions import softmax32
+from specviz.rules.sampling import BrokenResidualRule, SpeculativeSamplingRule
 
 PROMPT = [3, 7, 5, 9, 3, 7]
 
@@ -98,3 +100,17 @@ def test_sequences_have_one_row_per_arm_sample_and_position(config, tiny_pair):
     assert set(table.arm) == set(lab.ARMS)
     first = {arm: table[(table.arm == arm) & (table.position == 1)].token_id.tolist() for arm in lab.ARMS}
     assert first["speculative sampling"] != first["target sampling"]  # arms draw from different seeds
+
+
+@pytest.mark.parametrize("drafter", ["model", "tree"])
+def test_each_lab_arm_records_where_its_corrections_were_drawn_from(config, tiny_pair, drafter):
+    """The broken rule draws its corrections from p and its records say so (source "target", drawn with the
+    target's own probability); correct sampling's come from the residual (chains and RSD trees alike)."""
+    run = config.replace(drafter=drafter, max_new_tokens=24)
+    rules = lab.lab_rules(run)
+    for arm, source in (("broken rule", TARGET), ("speculative sampling", RESIDUAL)):
+        trace = speculative_decode(run, prompt_ids=PROMPT, pair=tiny_pair, rule=rules[arm])
+        corrections = [r.correction for r in trace.rounds if r.correction is not None]
+        assert corrections and {c.source for c in corrections} == {source}, arm
+        if source == TARGET:
+            assert all(c.prob == pytest.approx(c.target_prob) for c in corrections)  # drawn from p itself

@@ -24,8 +24,8 @@ from specviz.models.machine import matrix_units_in_words
 from specviz.models.pass_timing import PROFILE_TOKENS
 from specviz.models.profile import KERNELS_VAR, NOISY, PassProfile, keep_if_quiet, pass_profile, profile_file
 from specviz.models.rates import MachineRates
-from specviz.rules.acceptance import BrokenResidualRule
 from specviz.rules.distributions import softmax32
+from specviz.rules.sampling import BrokenResidualRule
 from tests.tiny import make_tiny_pair
 
 from .conftest import target_greedy

@@ -12,6 +12,7 @@ from specviz.drafters.parallel_heads import default_weights, load_drafter, save_
 from specviz.drafters.registry import DRAFTERS
 from specviz.engine import ModelPair, eos_ids, speculative_decode
 from specviz.rules.distributions import softmax32
+from specviz.rules.registry import GREEDY, RULES, SAMPLING
 from specviz.settings import ConfigError
 from specviz.training.parallel_drafters import generate_corpus, train_drafter
 
@@ -189,8 +190,8 @@ def test_rule_comparison_recomputes_the_parallel_drafts_q(tiny_dirs, tiny_pair, 
     prefix = trace.prompt_ids + trace.output_ids[: rnd.prefix_len - len(PROMPT)]
     table = compare_rules_on_draft(config.replace(rule="greedy"), pair, prefix, [p.token_id for p in rnd.draft])
     greedy_engine = speculative_decode(config.replace(rule="greedy"), prompt_ids=PROMPT, pair=pair)
-    assert set(table.rule) >= {"greedy", "speculative sampling"}
-    sampled = table[table.rule == "speculative sampling"]
+    assert set(table.rule) >= {RULES[GREEDY].label, RULES[SAMPLING].label}
+    sampled = table[table.rule == RULES[SAMPLING].label]
     first = rnd.draft[0]
     assert sampled.accept_prob.iloc[0] == pytest.approx(min(1.0, first.p / first.q), rel=1e-4)
     assert 0 < cost_ratio(config, pair, PROMPT, repeats=2) < 10

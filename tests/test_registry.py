@@ -95,8 +95,8 @@ def test_values_round_trip_through_text_as_url_and_cli_share_it():
 
 
 def test_the_engine_builds_drafters_and_rules_from_the_registries(tiny_dirs, tiny_pair):
-    for name in RULES:
-        assert rule_for(DecodeConfig(rule=name)).name == name
+    for name, entry in RULES.items():
+        assert type(rule_for(DecodeConfig(rule=name))).__module__ == f"specviz.rules.{entry.module}"  # its own module
     for name in ("model", "layerskip", "ngram", "oracle"):
         drafter = make_drafter(tiny_config(tiny_dirs, drafter=name), tiny_pair)
         assert hasattr(drafter, "propose"), name

@@ -12,10 +12,9 @@ from specviz.config import DecodeConfig
 from specviz.drafters.settings import TreeSettings, flat_width
 from specviz.engine import ModelPair, speculative_decode
 from specviz.engine.trace import Trace
-from specviz.engine.verification import remove_and_renormalise
 from specviz.models.loading import load_model
 from specviz.models.profile import model_profile
-from specviz.rules.distributions import gumbel_top_k, softmax32
+from specviz.rules.distributions import gumbel_top_k, softmax32, without_token
 from specviz.settings import ConfigError
 
 from .conftest import target_greedy
@@ -148,7 +147,7 @@ def test_gumbel_top_k_draws_without_replacement():
     # second draw given first = 0 is 0.3/0.5 = 0.6 for token 1
     seconds = [d[1] for d in draws if d[0] == 0]
     assert abs(seconds.count(1) / len(seconds) - 0.6) < 0.04
-    assert remove_and_renormalise(probs, 0).tolist() == pytest.approx([0.0, 0.6, 0.4, 0.0])
+    assert without_token(probs, 0).tolist() == pytest.approx([0.0, 0.6, 0.4, 0.0])
 
 
 def test_tree_bounds_are_checked(tiny_dirs):

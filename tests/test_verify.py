@@ -5,8 +5,10 @@ import math
 import pytest
 import torch
 
-from specviz.rules.acceptance import GreedyRule, SpeculativeSamplingRule, TopBetaRule
 from specviz.rules.distributions import overlap, residual_distribution, sampling_distribution
+from specviz.rules.greedy import GreedyRule
+from specviz.rules.sampling import SpeculativeSamplingRule
+from specviz.rules.top_beta import TopBetaRule
 
 P = torch.tensor([0.5, 0.3, 0.15, 0.05])  # target
 Q = torch.tensor([0.2, 0.6, 0.15, 0.05])  # draft

@@ -15,7 +15,6 @@ SWEEP_TOKENS_MAX = 64  # new tokens per sweep run
 SWEEP_PAIRS = 3  # cycles of (target alone, each speculative γ) timed per sweep at most, medians
 BUTTON_BUDGET_S = 15.0  # a costly button's default work is sized by the machine profile to about this
 TIMING_REPEATS_MAX = 20
-COMPARE_BETAS = (1, 2, 3, 4, 5)
 
 
 def _tick(on_progress: Progress | None, done: int, total: int) -> None:

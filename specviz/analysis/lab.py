@@ -30,8 +30,9 @@ from specviz.drafters.modules import make_drafter
 from specviz.drafters.registry import drafter_entry
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.models.forwards import KVCachedSequence, full_forward, states_forward
-from specviz.rules.acceptance import BrokenResidualRule, SpeculativeSamplingRule
+from specviz.rules.acceptance import Rule
 from specviz.rules.registry import SAMPLING, rule_for
+from specviz.rules.sampling import build_broken
 
 LAB_SAMPLES_MAX = 100_000  # exact-law arm: vectorised draws, no model call per sample
 SEQUENCE_SAMPLES_MAX = 300  # real decoding per arm
@@ -47,13 +48,9 @@ def sampling(config: DecodeConfig) -> DecodeConfig:
     return config.replace(rule=SAMPLING)
 
 
-def lab_rules(config: DecodeConfig) -> dict[str, SpeculativeSamplingRule]:
+def lab_rules(config: DecodeConfig) -> dict[str, Rule]:
     """The correct and the broken sampler, both with the config's temperature, top-k and top-p."""
-    t, k, p = config.temperature, config.top_k, config.top_p
-    return {
-        "speculative sampling": SpeculativeSamplingRule(temperature=t, top_k=k, top_p=p),
-        "broken rule": BrokenResidualRule(temperature=t, top_k=k, top_p=p),
-    }
+    return {"speculative sampling": rule_for(sampling(config)), "broken rule": build_broken(config)}
 
 
 @dataclass(frozen=True)
@@ -72,14 +69,12 @@ def first_drafted_position(config: DecodeConfig, pair: ModelPair, prompt_ids: li
     first draft at the prompt plus one token; the lab fixes that token to the target's most likely one.
     Tree drafters draw their first level from the draft model (or the layer-skip draft) at the prompt.
     """
-    config = sampling(config)
-    config = drafter_entry(config.drafter).chain_config(config)
+    config = drafter_entry(config.drafter).chain_config(sampling(config))
     rule = rule_for(config)
     parallel = drafter_entry(config.drafter).requires_model_outputs
     state = KVCachedSequence()
-    logits = state.feed(states_forward if parallel else full_forward, pair.target, list(prompt_ids), 1)[
-        -1, : pair.vocab_size
-    ]
+    forward = states_forward if parallel else full_forward
+    logits = state.feed(forward, pair.target, list(prompt_ids), 1)[-1, : pair.vocab_size]
     context = list(prompt_ids)
     if parallel:
         context.append(int(torch.argmax(logits)))
@@ -90,13 +85,13 @@ def first_drafted_position(config: DecodeConfig, pair: ModelPair, prompt_ids: li
     return DraftedPosition(context, rule.target_distribution(logits).cpu(), q)
 
 
-def output_law(rule: SpeculativeSamplingRule, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+def output_law(rule: Rule, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """P(x) = min(p, q)(x) + (1 - sum min(p, q)) c(x), c = the rule's correction distribution."""
     both = torch.minimum(p, q)
     return both + (1 - both.sum()) * rule.correction_distribution(p, q)
 
 
-def simulate_rule(rule: SpeculativeSamplingRule, p: torch.Tensor, q: torch.Tensor, n: int, seed: int) -> torch.Tensor:
+def simulate_rule(rule: Rule, p: torch.Tensor, q: torch.Tensor, n: int, seed: int) -> torch.Tensor:
     """n tokens emitted by the rule at one position, vectorised over samples (Leviathan et al. Alg. 1, one step):
     x ~ q; accept when u < min(1, p(x)/q(x)); otherwise emit a draw from the rule's correction distribution."""
     generator = torch.Generator().manual_seed(seed)
@@ -167,18 +162,14 @@ def exact_lab(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], n: i
     if q is None:
         return None
     rules = lab_rules(config)
-    laws = {
-        "speculative sampling": output_law(rules["speculative sampling"], p, q),
-        "target sampling": p,
-        "broken rule": output_law(rules["broken rule"], p, q),
-    }
+    laws = {arm: output_law(rules[arm], p, q) if arm in rules else p for arm in ARMS}  # target sampling's law: p
     samples = {}
     for arm_index, arm in enumerate(ARMS):
         arm_seed = arm_index * ARM_SEED_STRIDE + seed
-        if arm == "target sampling":
-            ids = torch.multinomial(p, n, replacement=True, generator=torch.Generator().manual_seed(arm_seed))
-        else:
+        if arm in rules:
             ids = simulate_rule(rules[arm], p, q, n, arm_seed)
+        else:  # target sampling: p itself
+            ids = torch.multinomial(p, n, replacement=True, generator=torch.Generator().manual_seed(arm_seed))
         samples[arm] = ids.tolist()
     p_values = {arm: goodness_of_fit(ids, p) for arm, ids in samples.items()}
     return ExactLab(position, samples, laws, p_values, chi_square_power(p, laws["broken rule"], n), n)

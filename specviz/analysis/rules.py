@@ -5,15 +5,15 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from specviz.analysis.common import COMPARE_BETAS, Progress, _tick, stats_of
+from specviz.analysis.common import Progress, _tick, stats_of
 from specviz.config import DecodeConfig
 from specviz.drafters.modules import draft_source, states_module
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.records import status_of
 from specviz.models.forwards import KVCachedSequence, full_forward
-from specviz.rules.acceptance import GreedyRule, Rule, SpeculativeSamplingRule, TopBetaRule, check_block
+from specviz.rules.acceptance import check_block
 from specviz.rules.distributions import one_hot
-from specviz.rules.registry import GREEDY, TOP_BETA
+from specviz.rules.registry import GREEDY, RULE_ENTRIES, TOP_BETA, rule_entry
 
 
 def score_draft(
@@ -39,21 +39,17 @@ def score_draft(
 def compare_rules_on_draft(
     config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]
 ) -> pd.DataFrame:
-    """One drafted block checked by greedy, speculative sampling and top-beta (beta = 1..5).
+    """One drafted block checked by every registered rule, each with the config's settings or, for a rule whose entry
+    names ``compared_over``, once per value of that setting (top-β: β = 1..5).
 
     Each rule walks the block left to right and stops at its first rejection (later tokens are
-    'not verified'). Sampling uses the config's seed, temperature, top-k and top-p.
+    'not verified'). Every walk draws from a generator seeded with the config's seed.
     """
     if not draft_ids:
         raise ValueError("compare_rules_on_draft needs at least one drafted token")
     target_logits, draft_logits = score_draft(config, pair, prefix, draft_ids)
-    rules: list[tuple[str, Rule]] = [
-        (GREEDY, GreedyRule()),
-        ("speculative sampling", SpeculativeSamplingRule(config.temperature, config.top_k, config.top_p)),
-    ]
-    rules += [(f"top-β β={b} τ={config.tau:g}", TopBetaRule(beta=b, tau=config.tau)) for b in COMPARE_BETAS]
     rows = []
-    for label, rule in rules:
+    for label, rule in [compared for entry in RULE_ENTRIES for compared in entry.compared(config)]:
         p = [rule.target_distribution(row).cpu() for row in target_logits[: len(draft_ids)]]
         q = (
             [rule.draft_distribution(row).cpu() for row in draft_logits]
@@ -78,11 +74,13 @@ def compare_rules_on_draft(
 def lossy_departures(
     config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], on_progress: Progress | None = None
 ) -> pd.DataFrame:
-    """For beta = 1..5 (top-beta + tau): the full output and where it departs from the target's greedy text."""
+    """For each β its registry entry compares (top-beta + tau, β = 1..5): the full output and where it departs from
+    the target's greedy text."""
     reference, _ = autoregressive_decode(config.replace(rule=GREEDY), pair, prompt_ids)
     tokenizer = pair.target.tokenizer
     rows = []
-    for i, beta in enumerate(COMPARE_BETAS):
+    betas = beta_values()
+    for i, beta in enumerate(betas):
         trace = speculative_decode(config.replace(rule=TOP_BETA, beta=beta), prompt_ids=prompt_ids, pair=pair)
         out, stats = trace.output_ids, stats_of(trace)
         first = next((j for j, (a, b) in enumerate(zip(out, reference)) if a != b), None)
@@ -101,8 +99,15 @@ def lossy_departures(
                 target_after=tokenizer.decode(reference[first:]) if first is not None else "",
             )
         )
-        _tick(on_progress, i + 1, len(COMPARE_BETAS))
+        _tick(on_progress, i + 1, len(betas))
     return pd.DataFrame(rows)
+
+
+def beta_values() -> tuple[int, ...]:
+    """The β values top-β + τ is compared over (its registry entry's ``compared_over``)."""
+    compared = rule_entry(TOP_BETA).compared_over
+    assert compared is not None and compared[0] == "beta", "top-β is compared over β"
+    return compared[1]
 
 
 def word_snippet(text: str, limit: int, from_end: bool = False) -> str:

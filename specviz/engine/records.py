@@ -4,7 +4,7 @@ with their verdicts, the tokens the target emitted, the tree, the run's stats.""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import torch
 
@@ -24,11 +24,20 @@ from specviz.engine.trace import (
     TreeRecord,
 )
 from specviz.models.pair import ModelPair, uses_draft_model
-from specviz.rules.acceptance import Rule, Verdict
+from specviz.rules.acceptance import RESIDUAL, Rule, Verdict
 from specviz.rules.distributions import overlap, residual_distribution
 
-if TYPE_CHECKING:
-    from specviz.engine.verification import SiblingCheck
+
+@dataclass
+class SiblingCheck:
+    """One step of the recursive rejection walk (:func:`specviz.engine.verification.recursive_rejection`)."""
+
+    parent: int
+    node: int
+    token_id: int
+    target_probs: torch.Tensor  # p_i at this step
+    draft_probs: torch.Tensor  # q_i at this step
+    verdict: Verdict
 
 
 def status_of(verdict: Verdict | None) -> str:
@@ -92,10 +101,10 @@ def tree_record(
         )
         for n in tree.nodes
     ]
-    residuals = [
+    residuals = [  # under a rule that corrects from the residual, the next sibling's p_{i+1} (Jeon et al. 2024)
         None
-        if c.verdict.accepted or not rule.stochastic
-        else texts.top(residual_distribution(c.target_probs, c.draft_probs), config.top_n)
+        if c.verdict.accepted or rule.correction_source != RESIDUAL
+        else texts.top(rule.correction_distribution(c.target_probs, c.draft_probs), config.top_n)
         for c in checks
     ]
     return TreeRecord(
@@ -157,8 +166,9 @@ def emitted_token(
     top_n: int,
     rejected: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> EmittedToken:
-    """The record of a token the target emitted, ``drawn_from`` a distribution (V,) (``source``: "target" for
-    p itself, "residual" for norm(max(0, p - q))); ``rejected``: the (p, q) of the check a correction replaces,
+    """The record of a token the target emitted, ``drawn_from`` a distribution (V,) (``source``: what the rule
+    declares it drew from, :data:`~specviz.rules.acceptance.TARGET` for p itself, ``RESIDUAL`` for
+    norm(max(0, p - q))); ``rejected``: the (p, q) of the check a correction replaces,
     whose residual is recorded with each of its top tokens' p and q (what the round view draws)."""
     top: TopTokens | None = None
     residual_p: list[float] | None = None

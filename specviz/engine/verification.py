@@ -4,8 +4,9 @@ Glossary (the words of vLLM's rejection sampler; Leviathan et al. 2023, Alg. 1; 
 
 - **accepted**: the drafted tokens the rule keeps, from the first one up to the first rejection;
 - **correction** (vLLM: recovered token): after the first rejection, the token the target emits in its
-  place: argmax p for greedy and top-β + τ, a draw from the residual norm(max(0, p - q)) for speculative
-  sampling (trees: from the last sibling's residual, Jeon et al. 2024);
+  place, from the rule's correction distribution (argmax p for greedy and top-β + τ, a draw from the residual
+  norm(max(0, p - q)) for speculative sampling; trees: from the last sibling's, Jeon et al. 2024), recorded with
+  the source the rule declares;
 - **bonus**: after a fully accepted proposal, one more token from the target's p at the next position,
   free because the same pass computed it.
 
@@ -30,13 +31,12 @@ import torch
 from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock, DraftTree
 from specviz.drafters.tree import tree_attention
-from specviz.engine.records import draft_position, emitted_token, tree_after_checks, tree_record
+from specviz.engine.records import SiblingCheck, draft_position, emitted_token, tree_after_checks, tree_record
 from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import NOT_VERIFIED, DraftPosition, EmittedToken, TreeRecord
 from specviz.models.forwards import ForwardFn, KVCachedSequence, StatesForwardFn
 from specviz.models.loading import LoadedModel
-from specviz.rules.acceptance import Rule, Verdict, check_block
-from specviz.rules.distributions import residual_distribution
+from specviz.rules.acceptance import RESIDUAL, TARGET, Rule, check_block
 
 
 @dataclass(frozen=True)
@@ -81,14 +81,14 @@ def walk_chain(
     if rejected_at is None:
         p_dist = target_probs[len(block.token_ids)]
         bonus = emitted_token(
-            rule.bonus(p_dist, generator), p_dist, p_dist, "target", texts.after(block.token_ids), top_n
+            rule.bonus(p_dist, generator), p_dist, p_dist, TARGET, texts.after(block.token_ids), top_n
         )
         return Outcome(positions, correction=None, bonus=bonus, accepted_path=path)
     p_dist, q_dist = target_probs[rejected_at], block.draft_probs[rejected_at]
     token = rule.correction(p_dist, q_dist, generator)
-    drawn_from, source = (residual_distribution(p_dist, q_dist), "residual") if rule.stochastic else (p_dist, "target")
+    drawn_from = rule.correction_distribution(p_dist, q_dist)
     at_rejection = texts.after(block.token_ids[:rejected_at])
-    correction = emitted_token(token, drawn_from, p_dist, source, at_rejection, top_n, (p_dist, q_dist))
+    correction = emitted_token(token, drawn_from, p_dist, rule.correction_source, at_rejection, top_n, (p_dist, q_dist))
     return Outcome(positions, correction=correction, bonus=None, accepted_path=path)
 
 
@@ -110,64 +110,32 @@ def score_tree(
     return logits[:, :vocab_size]
 
 
-def remove_and_renormalise(draft_probs: torch.Tensor, token: int) -> torch.Tensor:
-    """q with a drawn sibling removed: the distribution of the next draw without replacement."""
-    rest = draft_probs.clone()
-    rest[token] = 0.0
-    total = rest.sum()
-    return rest / total if total > 0 else rest
-
-
-@dataclass
-class SiblingCheck:
-    """One step of the recursive rejection walk."""
-
-    parent: int
-    node: int
-    token_id: int
-    target_probs: torch.Tensor  # p_i at this step
-    draft_probs: torch.Tensor  # q_i at this step
-    verdict: Verdict
-
-
 def recursive_rejection(
     tree: DraftTree, target_probs: list[torch.Tensor], rule: Rule, generator: torch.Generator
-) -> tuple[list[SiblingCheck], list[int], torch.Tensor, bool]:
-    """Walk the tree from the root with the rule; return (checks, accepted path, final p, leaf).
+) -> tuple[list[SiblingCheck], list[int]]:
+    """Walk the tree from the root with the rule; return (checks, accepted path).
 
-    For the sampling rule the per-sibling distributions follow RSD's recursion (p_{i+1} residual,
-    q_{i+1} without x_i); deterministic rules check every sibling against the node's own p. The token
-    after the path is ``rule.bonus(final p)``: a sample from the last residual (or from p at an
-    accepted leaf) for sampling, the target's argmax for the deterministic rules. ``leaf`` is True
-    when the walk ended at an accepted node without children (a bonus token).
+    At each node its children are checked in turn until one is accepted; after a rejection the next sibling
+    is checked against the rule's :meth:`~specviz.rules.acceptance.Rule.next_sibling` (p, q): RSD's recursion
+    for speculative sampling (p_{k+1} the residual, q_{k+1} without x_k; Jeon et al. 2024), the node's own p
+    and q for the deterministic rules. The walk ends at an accepted node without children (a bonus follows) or
+    where every child was rejected (a correction follows, from the last check's p and q).
     """
     checks: list[SiblingCheck] = []
     path: list[int] = []
     node = 0
-    while True:
-        p_i = target_probs[node]
-        children = tree.nodes[node].children
-        if not children:
-            return checks, path, p_i, True
-        q_i = tree.draft_probs[node]  # an expanded node's q: its children were drawn from it
-        accepted = None
+    while children := tree.nodes[node].children:
+        p_i, q_i = target_probs[node], tree.draft_probs[node]  # an expanded node's q: its children were drawn from it
         for child in children:
             token = tree.nodes[child].token_id
-            verdict = rule.check(token, p_i, q_i, generator)
-            checks.append(SiblingCheck(node, child, token, p_i, q_i, verdict))
-            if verdict.accepted:
-                accepted = child
+            checks.append(SiblingCheck(node, child, token, p_i, q_i, rule.check(token, p_i, q_i, generator)))
+            if checks[-1].verdict.accepted:
                 break
-            if rule.stochastic:
-                p_i, q_i = _residual_step(p_i, q_i, token)
-        if accepted is None:
-            return checks, path, p_i, False
-        path.append(accepted)
-        node = accepted
-
-
-def _residual_step(p_i: torch.Tensor, q_i: torch.Tensor, token: int) -> tuple[torch.Tensor, torch.Tensor]:
-    return residual_distribution(p_i, q_i), remove_and_renormalise(q_i, token)
+            p_i, q_i = rule.next_sibling(p_i, q_i, token)
+        else:
+            return checks, path
+        path.append(node := child)
+    return checks, path
 
 
 def walk_tree(
@@ -178,9 +146,9 @@ def walk_tree(
     texts: TokenTexts,
     config: DecodeConfig,
 ) -> Outcome:
-    """Recursive rejection sampling from the root; the token after the accepted path is drawn from the
-    walk's final p (the last residual after a rejection under sampling; p at an accepted leaf: the bonus)."""
-    checks, path, final_p, leaf = recursive_rejection(tree, target_probs, rule, generator)
+    """Recursive rejection sampling from the root; then the bonus from p at an accepted leaf, or the rule's
+    correction from the last check's (p, q) (under sampling: a draw from the last residual)."""
+    checks, path = recursive_rejection(tree, target_probs, rule, generator)
     positions = [
         draft_position(
             tree.nodes[c.node].depth - 1,
@@ -194,20 +162,19 @@ def walk_tree(
         )
         for c in checks
     ]
-    from_residual = rule.stochastic and not leaf
-    emitted = emitted_token(
-        rule.bonus(final_p, generator),
-        final_p,
-        target_probs[path[-1] if path else 0],
-        "residual" if from_residual else "target",
-        texts,
-        config.top_n,
-        (checks[-1].target_probs, checks[-1].draft_probs) if from_residual else None,
-    )
+    node_p = target_probs[path[-1] if path else 0]
     record = tree_record(tree, checks, path, target_probs, rule, texts, config)
+    leaf = not tree.nodes[path[-1] if path else 0].children
     if leaf:
-        return Outcome(positions, correction=None, bonus=emitted, accepted_path=path, tree=record)
-    return Outcome(positions, correction=emitted, bonus=None, accepted_path=path, tree=record)
+        bonus = emitted_token(rule.bonus(node_p, generator), node_p, node_p, TARGET, texts, config.top_n)
+        return Outcome(positions, correction=None, bonus=bonus, accepted_path=path, tree=record)
+    last = checks[-1]
+    token = rule.correction(last.target_probs, last.draft_probs, generator)
+    drawn_from = rule.correction_distribution(last.target_probs, last.draft_probs)
+    source = rule.correction_source
+    rejected = (last.target_probs, last.draft_probs) if source == RESIDUAL else None
+    correction = emitted_token(token, drawn_from, node_p, source, texts, config.top_n, rejected)
+    return Outcome(positions, correction=correction, bonus=None, accepted_path=path, tree=record)
 
 
 def truncate_at_eos(outcome: Outcome, eos: set[int]) -> Outcome:

@@ -25,21 +25,13 @@ from specviz.engine.trace import Round, Trace
 from specviz.presentation import render, tree_drawing
 from specviz.presentation.race import race_section
 from specviz.presentation.render import script_safe
-from specviz.rules.registry import rule_entry, rule_for
+from specviz.rules.registry import rule_entry
 
 TEMPLATE = Path(__file__).with_name("player_template.html")
 
 
 def embedded_json(trace: Trace) -> str:
     return script_safe(trace.to_json())
-
-
-def walk_heading(trace: Trace) -> str:
-    """What the walk down the tree is under the trace's rule: recursive rejection sampling (Jeon et al. 2024) when
-    it samples, the argmax walk when it is greedy."""
-    if rule_for(trace.config).stochastic:
-        return "Recursive rejection sampling"
-    return "The walk down the tree: at each level the sibling that is the target's argmax is accepted"
 
 
 def round_drawing(trace: Trace, rnd: Round) -> dict[str, str]:
@@ -53,7 +45,7 @@ def round_drawing(trace: Trace, rnd: Round) -> dict[str, str]:
         + "<h4>Draft iterations (one draft forward pass each)</h4>"
         + tree_drawing.tree_bands_html(rnd)
         + f"<h4>The draft tree (accepted path in green); ONE target pass scored all {len(rnd.tree.nodes) - 1} "
-        f"drafted nodes</h4>{svg}<h4>{walk_heading(trace)}</h4>"
+        f"drafted nodes</h4>{svg}<h4>{rule_entry(trace.config.rule).tree_walk}</h4>"
         + tree_drawing.rrs_flow_html(rnd)
         + tree_drawing.output_chain_html(rnd)
     )

@@ -60,6 +60,15 @@ def residual_distribution(target_probs: torch.Tensor, draft_probs: torch.Tensor)
     return residual / total
 
 
+def without_token(draft_probs: torch.Tensor, token: int) -> torch.Tensor:
+    """q with a drawn sibling removed and renormalised: the law of the next draw without replacement (RSD's
+    q_{k+1}, Jeon et al. 2024)."""
+    rest = draft_probs.clone()
+    rest[token] = 0.0
+    total = rest.sum()
+    return rest / total if total > 0 else rest
+
+
 def overlap(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> float:
     """sum_x min(p(x), q(x)): the probability speculative sampling accepts a fresh draft token.
 

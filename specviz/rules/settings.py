@@ -1,20 +1,27 @@
-"""The verification rules' settings (torch-free): the rule a run checks its drafts with, and what each rule reads
-(its registry entry's ``fields``): top-β's β and τ (SpecDec, Xia et al. 2023), sampling's temperature, top-k and
-top-p (applied to both p and q). :class:`~specviz.config.DecodeConfig` extends this group."""
+"""The verification rules' settings (torch-free): the rule a run checks its drafts with, and each rule's own settings
+group (its registry entry's ``settings``): top-β's β and τ (SpecDec, Xia et al. 2023), sampling's temperature,
+top-k and top-p (applied to both p and q). A group's field names are its settings' names everywhere (CLI flags, URL
+parameters, sidebar keys, trace JSON). :class:`RuleSettings` joins the choice and every group, and
+:class:`~specviz.config.DecodeConfig` extends it; a rule reads its group with :func:`settings_of`."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar, cast
 
-from specviz.settings import param
+from specviz.settings import described_fields, param
+
+if TYPE_CHECKING:
+    from specviz.config import DecodeConfig
 
 BETA_MAX = 10  # SpecDec uses beta <= 5; 10 leaves room to show how lossy large beta gets
+G = TypeVar("G")  # a rule's settings group
 
 
 @dataclass(frozen=True)
-class RuleSettings:
-    """The rule and the settings the rules read."""
+class RuleChoice:
+    """The rule a run checks its drafts with."""
 
     rule: str = param(
         "greedy",
@@ -22,6 +29,12 @@ class RuleSettings:
         widget="radio",
         help="verification rule",  # with each rule's label and help (field_params)
     )
+
+
+@dataclass(frozen=True)
+class TopBetaSettings:
+    """Top-β + τ (SpecDec): how far down the target's ranking, and how far below its best, a draft may be."""
+
     beta: int = param(
         3,
         label="β (target's top tokens a draft may be)",
@@ -38,6 +51,12 @@ class RuleSettings:
         step=0.1,
         help="top-beta: max log p(top1) - log p(token) (SpecDec's tolerance)",
     )
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """Speculative sampling's warps, applied to both p and q (the ratio uses the q a token was drawn from)."""
+
     temperature: float = param(
         1.0,
         label="Temperature",
@@ -65,3 +84,14 @@ class RuleSettings:
         step=0.05,
         help="sampling: nucleus mass of p and q, in (0, 1] (1 = off)",
     )
+
+
+@dataclass(frozen=True)
+class RuleSettings(SamplingSettings, TopBetaSettings, RuleChoice):
+    """The rule and every rule's settings group, in this order: the choice, top-β's, sampling's."""
+
+
+def settings_of(config: DecodeConfig, group: type[G]) -> G:
+    """A rule's settings group as ``config`` holds it (flat fields of the config, which extends every group)."""
+    names = described_fields(cast(type, group))
+    return group(**{name: getattr(config, name) for name in names})

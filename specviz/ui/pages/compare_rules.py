@@ -1,19 +1,19 @@
-"""Compare rules on the same draft: greedy, speculative sampling and top-beta/tau for beta = 1..5."""
+"""Compare rules on the same draft: every registered rule (top-β + τ for β = 1..5), as the rule registry lists them."""
 
 import streamlit as st
 
 from specviz import ui
 from specviz.analysis import rules
 from specviz.presentation import comparison
+from specviz.rules.registry import RULE_ENTRIES
 from specviz.serving.works import Work
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Compare verification rules on the same draft")
 st.markdown(
-    "One block of drafted tokens (taken from a round of the sidebar's trace) is checked by every rule. "
-    "**Greedy** accepts a token only if it is the target's argmax; **speculative sampling** accepts x with "
-    "probability min(1, p(x)/q(x)); **top-β + τ** (SpecDec) accepts x if it is among the target's β best and "
-    "log p(top1) − log p(x) ≤ τ. Each rule stops at its first rejection (· = never checked)."
+    "One block of drafted tokens (taken from a round of the sidebar's trace) is checked by every rule: "
+    + "; ".join(f"**{entry.label}**: {entry.help}" for entry in RULE_ENTRIES)
+    + ". Each rule stops at its first rejection (· = never checked)."
 )
 trace = ui.get_trace(config, prompt) if config else None
 rounds = [r for r in trace.rounds if r.draft] if trace else []
