@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 from scipy.stats import chi2, chi2_contingency, chisquare, ncx2
 
-from specviz.analysis.common import BUTTON_BUDGET_S, Progress
+from specviz.analysis.common import BUTTON_BUDGET_S, Progress, decoding_seconds
 from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock
 from specviz.drafters.modules import make_drafter
@@ -35,8 +35,7 @@ from specviz.rules.registry import SAMPLING, rule_for
 from specviz.rules.sampling import build_broken
 
 LAB_SAMPLES_MAX = 100_000  # exact-law arm: vectorised draws, no model call per sample
-SEQUENCE_SAMPLES_MAX = 300  # real decoding per arm
-SEQUENCE_SAMPLES_MIN = 10
+SEQUENCE_SAMPLES_MIN, SEQUENCE_SAMPLES_MAX = 10, 300  # real decoding per arm
 SEQUENCE_TOKENS_MAX = 3
 ARMS = ("speculative sampling", "target sampling", "broken rule")
 ARM_SEED_STRIDE = 1_000_003  # arm a uses seeds a * stride + s: no two arms share a random stream
@@ -178,7 +177,7 @@ def exact_lab(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], n: i
 def sequence_seconds(samples: int, tokens: int, target_step_ms: float) -> float:
     """What :func:`sample_sequences` costs, priced from the machine profile: per sample and arm one short decode,
     about ``tokens`` + 2 target steps (the prompt's pass and the extra drafted token included)."""
-    return samples * len(ARMS) * (tokens + 2) * target_step_ms / 1e3
+    return decoding_seconds(samples * len(ARMS), tokens + 2, target_step_ms)
 
 
 def default_sequence_samples(tokens: int, target_step_ms: float) -> int:
