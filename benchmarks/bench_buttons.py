@@ -22,7 +22,7 @@ from specviz.drafters.registry import chain_drafter, drafter_entry, state_drafte
 from specviz.limits import DEFAULT_PROMPT, EMBEDDED, PROMPT_PRESETS
 from specviz.models.machine import cpu_name, matrix_units_in_words
 from specviz.models.profile import model_profile
-from specviz.serving.models import pair_for, with_pair_defaults
+from specviz.serving.pairs import pair_for, with_pair_defaults
 from specviz.serving.works import TRACE, Work
 
 SWEPT = (1, 2, 3, 4, 6, 8)  # the Gamma sweep page's default block sizes

@@ -17,7 +17,7 @@ import contextlib
 import statistics
 
 import specviz.models.forwards
-import specviz.models.layer_skip
+import specviz.models.skipping_forward
 from specviz.config import DecodeConfig
 from specviz.engine import load_pair, prompt_ids_for, speculative_decode
 from specviz.training.draft_model import HELDOUT_FILE
@@ -27,7 +27,10 @@ from specviz.training.teacher_text import read_prompt_file
 @contextlib.contextmanager
 def drafts_through_transformers():
     """Within the block, no model counts as a plain Llama, so the draft runs transformers' own body."""
-    modules = (specviz.models.forwards, specviz.models.layer_skip)  # the draft model's forward, the layer-skip one
+    modules = (
+        specviz.models.forwards,
+        specviz.models.skipping_forward,
+    )  # the draft model's forward, the layer-skip one
     lean = [module.llama_weights for module in modules]
     for module in modules:
         module.llama_weights = lambda model: None

@@ -1,6 +1,6 @@
 """Benchmark: the server's memory as a class drives it, pair after pair, in one process (issue #43's scenario).
 
-Loads through the server's own shared cache (``serving.models.pair_for``, the memory budget included) the pairs a
+Loads through the server's own shared cache (``serving.pairs.pair_for``, the memory budget included) the pairs a
 class's links would ask for in turn, and prints after each the process's resident memory, its peak so far, the
 budget, and which pairs the server still holds. Each step names the pair, the target's precision and the draft's
 (int8, the draft precision measured fastest for both pairs here, unless the step names another).
@@ -16,7 +16,7 @@ from benchmarks.bench_machine import PAIRS
 from benchmarks.bench_speculation import peak_memory_gb
 from specviz.config import DecodeConfig
 from specviz.models.machine import memory_budget_bytes, resident_bytes
-from specviz.serving.models import LOADED_PAIRS, pair_for
+from specviz.serving.pairs import LOADED_PAIRS, pair_for
 
 STEPS = "qwen-coder:float32,qwen-coder:bfloat16,qwen-coder:float16,embedded:float32,qwen-coder:float32:float32"
 

@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> None:
         COMMANDS[args.command](args)
         return
     from specviz.engine import load_pair, speculative_decode  # torch import deferred until the args are valid
-    from specviz.serving.models import with_pair_defaults
+    from specviz.serving.pairs import with_pair_defaults
 
     config = config_from_args(args)
     if args.command == "html":  # the lesson the app would show: its prompt and the pair's measured defaults

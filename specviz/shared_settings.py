@@ -60,7 +60,7 @@ class SharedSettings(RuleSettings):
         high=limits.GAMMA_MAX,
         help="tree drafters (RSD, EAGLE-2): draft iterations, the tree's depth",
     )
-    # 2: the CLI's default; the app's is the best gamma of this machine's measured profile (serving.models.app_defaults)
+    # 2: the CLI's default; the app's is the best gamma of this machine's measured profile (serving.pairs.app_defaults)
     gamma: int = param(
         2,
         label="Block size γ (drafted tokens per round)",

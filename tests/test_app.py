@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz.serving.models import app_defaults
+from specviz.serving.pairs import app_defaults
 from specviz.serving.pool import shared_work
 from specviz.ui.state import Session
 
@@ -156,7 +156,7 @@ def test_a_link_to_a_pair_opens_on_its_own_measured_precision_unless_it_sets_one
     from specviz.analysis.defaults import store_defaults
     from specviz.analysis.roofline import MeasuredDefaults
     from specviz.config import DecodeConfig
-    from specviz.serving.models import app_defaults
+    from specviz.serving.pairs import app_defaults
     from specviz.ui.presets import PAIR_PRESETS
     from specviz.ui.views import pair_defaults_text
 

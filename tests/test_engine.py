@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import specviz.models.draft_forward
-import specviz.models.layer_skip
+import specviz.models.skipping_forward
 from specviz.analysis.lab import chi_square_power, goodness_of_fit, output_law
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
@@ -19,10 +19,10 @@ from specviz.engine.trace import Trace
 from specviz.models.draft_forward import draft_forward
 from specviz.models.errors import ModelLoadError, VocabularyMismatchError
 from specviz.models.forwards import KVCachedSequence, TreeLayout, full_forward
-from specviz.models.layer_skip import layer_skip_forward, skipping_body
 from specviz.models.llama_step import is_plain_llama, llama_weights
 from specviz.models.loading import load_model
 from specviz.models.machine import SHARED_KV_HEADS_FLAG, share_kv_heads_in_masked_attention
+from specviz.models.skipping_forward import layer_skip_forward, skipping_body
 from specviz.rules.distributions import softmax32
 from specviz.rules.sampling import BrokenResidualRule
 from specviz.settings import ConfigError
@@ -229,7 +229,7 @@ def test_masked_passes_share_kv_heads_in_place_with_the_same_logits(tiny_pair, m
 )
 def test_every_masked_path_gives_the_same_trace_with_shared_kv_heads(tiny_dirs, monkeypatch, changes):
     # every body transformers' own, as the flag concerns them
-    for module in (specviz.models.draft_forward, specviz.models.layer_skip):
+    for module in (specviz.models.draft_forward, specviz.models.skipping_forward):
         monkeypatch.setattr(module, "llama_weights", lambda model: None)
     config = tiny_config(tiny_dirs, max_new_tokens=12, **changes)
     pair = load_pair(config)

@@ -19,7 +19,7 @@ from specviz.serving.processes import CHROMIUM_ARGS, Server, free_port
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGED = [
     "specviz/engine/loop.py",
-    "specviz/serving/models.py",
+    "specviz/serving/pairs.py",
     "specviz/ui/app.py",
     "specviz/ui/pages/round_view.py",
     "specviz/ui/streamlit.toml",

@@ -14,7 +14,7 @@ from specviz.analysis.rules import NEVER
 from specviz.config import DecodeConfig
 from specviz.drafters.registry import DRAFTERS
 from specviz.engine import speculative_decode
-from specviz.serving.models import app_defaults
+from specviz.serving.pairs import app_defaults
 from specviz.ui.state import page_key
 
 from .test_app import make_app, player_of

@@ -1,2 +1,3 @@
-"""The drafters, one module each with its ``build(config, pair, target_state)``, and the registry beside them
-(:mod:`specviz.drafters.registry`: the only list of drafters and rules). The interface is in ``base``."""
+"""The drafters, one module each with its ``build(config, pair, target_state)``: the interface in ``base``, each
+drafter's settings group in ``settings``, THE list of drafters in ``registry`` (data, no torch) and the code that
+puts a drafter's module to work in ``modules``. (The rules have their own registry: :mod:`specviz.rules.registry`.)"""

@@ -7,7 +7,7 @@ has scored and x_{t+1} the pending token it emitted, both draft tokens t+2 .. t+
 * :class:`BlockwiseHeads` (Stern et al. 2018, "Blockwise Parallel Decoding"; the Medusa form
   h + SiLU(W_i h)): k heads on the single state h_t. Every head shares the same attention, the target's
   at position t ("shared attention").
-* :class:`MaskQueryDrafter` (SpecDec's Spec-Drafter, Xia et al. 2022): k learned [MASK] query embeddings
+* :class:`MaskQueryDrafter` (SpecDec's Spec-Drafter, Xia et al. 2023): k learned [MASK] query embeddings
   appended after the prefix; one transformer block lets each query attend to the last ``window``
   target states, to x_{t+1} and to the other queries with its own attention ("distinct attention").
 

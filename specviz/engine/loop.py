@@ -1,6 +1,6 @@
 """The round loop: draft, verify in ONE target pass, accept a prefix, emit a correction or bonus.
 
-A round (Leviathan et al. 2023, Alg. 1; Xia et al. 2022, Fig. 1; Jeon et al. 2024 for trees), the
+A round (Leviathan et al. 2023, Alg. 1; Xia et al. 2023, Fig. 1; Jeon et al. 2024 for trees), the
 same for every drafter through its two verbs (``propose``, ``update``):
   1. draft: the drafter proposes k <= gamma tokens (a chain) or a tree of at most tree_depth levels;
   2. verify: one target forward over the uncached context tail + the drafted tokens gives the

@@ -42,7 +42,9 @@ class DraftPosition:
     accepted: bool
     status: str  # accepted | rejected | not_verified (after the first rejection)
     overlap: float  # sum_x min(p(x), q(x)): what speculative sampling would accept here
-    alpha: float  # the probability THIS round's rule accepts a fresh draft here (verify.Rule.acceptance_alpha)
+    alpha: (
+        float  # the probability THIS round's rule accepts a fresh draft here (rules.acceptance.Rule.acceptance_alpha)
+    )
     target_top: TopTokens
     draft_top: TopTokens
     candidates: TopTokens | None = None  # top-beta: the target's beta best tokens

@@ -1,6 +1,6 @@
 """Forward passes with a KV cache: the full model, a draft model (lean Llama body, FR-Spec trimmed head),
 the target's hidden states (for parallel drafters), and tree-shaped inputs; the layer-skip self-draft's is
-:mod:`specviz.models.layer_skip`'s.
+:mod:`specviz.models.skipping_forward`'s.
 
 Every forward has one signature, ``forward(model, new_ids, cache, cached, n_last, layout=None) ->
 logits (n_last, V)``, so drafters, the verification pass and trees run any of them through

@@ -1,6 +1,6 @@
 """A round as the seed diagrams draw it, in HTML: rows of token boxes with checks and crosses.
 
-Rows (Xia et al. 2022, Fig. 1; Zhang et al. 2023, Fig. 1): Prompt; Decoder input (prefix + [MASK]
+Rows (Xia et al. 2023, Fig. 1; Zhang et al. 2023, Fig. 1): Prompt; Decoder input (prefix + [MASK]
 per drafted slot); Draft; Verify (a check or a cross on each drafted token, the target's best
 candidates under it, a rejected token struck through with the correction above it, the bonus
 token when all were accepted); Output; Next input (output + [MASK] x gamma).

@@ -1,7 +1,7 @@
 """Greedy exact match: accept while the drafted token is argmax p; emit argmax p otherwise.
 
 The output is token-identical to the target's own greedy decoding (Leviathan et al. 2023, Sec. 2.3 with T -> 0;
-Xia et al. 2022 with beta = 1).
+Xia et al. 2023 with beta = 1).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ draft/target cost ratio c (time of one draft forward / time of one target forwar
   expected wall-time speedup = (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma*c + 1))   (Thm. 3.8)
 
 alpha is the probability that the rule in use accepts a fresh draft token, estimated from a trace as
-the mean over verified positions of each rule's own definition (verify.Rule.acceptance_alpha):
+the mean over verified positions of each rule's own definition (rules.acceptance.Rule.acceptance_alpha):
 speculative sampling sum_x min(p(x), q(x)); greedy 1[argmax q = argmax p]; top-beta + tau whether the
 draft's token passes. A trace's rounds do not all draft gamma tokens (trees draft their depth, parallel
 drafters min(gamma, k) and nothing in round 1, adaptive exit stops early, the last rounds are clipped

@@ -1,4 +1,4 @@
-"""SpecDec's relaxed verification (Xia et al. 2022, Sec. 3.2, "top-β + τ").
+"""SpecDec's relaxed verification (Xia et al. 2023, Sec. 3.2, "top-β + τ").
 
 Accept a drafted token x if x is among the target's β most likely tokens AND log p(top1) - log p(x) <= τ. At the
 first failure emit the target's top-1; after a fully accepted block emit the target's top-1 as the bonus (both

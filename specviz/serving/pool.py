@@ -16,7 +16,7 @@ from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
 from specviz.engine.trace import Trace
 from specviz.serving.jobs import Job
-from specviz.serving.models import LOADING_NOTE, describe_failure, pair_for
+from specviz.serving.pairs import LOADING_NOTE, describe_failure, pair_for
 from specviz.serving.sharedwork import Place, SharedWork
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from specviz.engine.trace import Trace
 from specviz.models.profile import model_profile
 from specviz.rules.registry import GREEDY
 from specviz.serving.jobs import ProgressFn
-from specviz.serving.models import pair_for, trace_key
+from specviz.serving.pairs import pair_for, trace_key
 from specviz.serving.pool import decoding, shared_work
 from specviz.settings import ConfigError
 
@@ -135,7 +135,7 @@ def precisions(config: DecodeConfig, prompt: str, params: tuple, on_progress: Pr
     ids, runs = ids_of(config, prompt), []
     for done, dtype in enumerate(dtypes):
         on_progress(done, len(dtypes), f"Decoding in {dtype}")
-        # the pair is not held past its run: the next precision's load may need its memory (serving.models)
+        # the pair is not held past its run: the next precision's load may need its memory (serving.pairs)
         runs.append(numerics.precision_run(config.replace(dtype=dtype), pair_for(config.replace(dtype=dtype)), ids))
     return runs
 

@@ -14,7 +14,7 @@ from specviz.config import DecodeConfig, field_params
 from specviz.drafters.registry import drafter_entry
 from specviz.limits import shipped_weights_fit
 from specviz.models.published import FETCH_COMMAND, PUBLISHED, fetched
-from specviz.serving.models import MACHINE_DEFAULTS, app_defaults, app_device, pair_defaults
+from specviz.serving.pairs import MACHINE_DEFAULTS, app_defaults, app_device, pair_defaults
 from specviz.serving.urlstate import to_query
 from specviz.settings import ConfigError
 from specviz.ui.fields import chosen_pair, config_value, draw_if_read, fields_read

@@ -11,7 +11,7 @@ import streamlit as st
 
 from specviz.analysis.defaults import PAIR_DEFAULTS
 from specviz.config import DecodeConfig, field_params
-from specviz.serving.models import pair_defaults
+from specviz.serving.pairs import pair_defaults
 from specviz.serving.urlstate import format_value, parse_query
 from specviz.ui.fields import field_enabled, fields_read, unshowable, widget_value
 from specviz.ui.presets import DEFAULT_PROMPT, pair_label

@@ -21,7 +21,7 @@ from specviz.models.profile import model_profile
 from specviz.models.rates import machine_rates
 from specviz.presentation.player import lesson_page, opened_at
 from specviz.presentation.verification_figures import roofline_figure
-from specviz.serving.models import app_defaults, pair_defaults
+from specviz.serving.pairs import app_defaults, pair_defaults
 from specviz.serving.pool import shared_work
 from specviz.ui.controls import write_url
 from specviz.ui.racing import shown_race

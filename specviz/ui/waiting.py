@@ -15,7 +15,7 @@ import streamlit as st
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair
 from specviz.engine.trace import Trace
-from specviz.serving.models import describe_failure, pair_for
+from specviz.serving.pairs import describe_failure, pair_for
 from specviz.serving.pool import (
     HALL_WAIT_SECONDS,
     HEARTBEAT_SECONDS,

@@ -38,7 +38,7 @@ left.markdown(
     "the prefix only through the target's own attention at t: **shared attention**."
 )
 right.markdown(
-    "**Spec-Drafter** (SpecDec, Xia et al. 2022). k learned **[MASK] queries** are appended after the "
+    "**Spec-Drafter** (SpecDec, Xia et al. 2023). k learned **[MASK] queries** are appended after the "
     "prefix; a small transformer block lets each query attend to the target's last states, to the pending "
     "token and to the other queries with **its own attention** (distinct attention), then predicts through "
     "the same frozen output embedding."
