@@ -9,12 +9,15 @@ Icons are streamlit's Material Symbols (a font streamlit ships), so they render 
 
 from __future__ import annotations
 
-import runpy
+import copy
+import functools
 from dataclasses import dataclass
 from pathlib import Path
+from types import CodeType
 
 import streamlit as st
 from streamlit.navigation.page import Page
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from specviz.presentation.player import VIEWS
 
@@ -53,13 +56,28 @@ PAGES = (
 
 def run_page(page_file: str) -> None:
     """Run the packaged page script named like ``page_file`` (a top-level ``pages/`` file) as streamlit runs a page:
-    afresh, as ``__main__``."""
-    runpy.run_path(str(PAGE_SCRIPTS / Path(page_file).name), run_name="__main__")
+    afresh, as ``__main__``, from its code compiled once per process."""
+    path = PAGE_SCRIPTS / Path(page_file).name
+    exec(compiled(path), {"__name__": "__main__", "__file__": str(path)})
+
+
+@functools.cache
+def compiled(script: Path) -> CodeType:
+    """A page script's code (a class opens hundreds of page runs at once: each compiles nothing)."""
+    return compile(script.read_text(encoding="utf-8"), str(script), "exec")
 
 
 def navigation() -> Page:
-    """streamlit's navigation over :data:`PAGES`, the first page the default."""
-    return st.navigation([st.Page(p.path, title=p.title, icon=p.icon, default=i == 0) for i, p in enumerate(PAGES)])
+    """streamlit's navigation over :data:`PAGES`, the first page the default. ``st.Page`` resolves its file on the
+    filesystem (a stat per path component, for every page, on every run): the pages are built once per main script
+    and each run navigates over its own copies (streamlit marks the copy it runs, so no two runs share one)."""
+    main_script = get_script_run_ctx(suppress_warning=True)
+    return st.navigation([copy.copy(page) for page in built_pages(main_script.main_script_path if main_script else "")])
+
+
+@functools.cache
+def built_pages(main_script: str) -> tuple[Page, ...]:
+    return tuple(st.Page(p.path, title=p.title, icon=p.icon, default=i == 0) for i, p in enumerate(PAGES))
 
 
 LESSON_PLAYER = "lesson_player"
