@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import urllib.parse
 from pathlib import Path
 
@@ -257,3 +258,18 @@ def test_the_packaged_main_script_serves_the_same_pages(tiny_params):
             assert not at.exception, (main, page.script, at.exception)
             titles.append([t.value for t in at.title])
         assert titles[0] == titles[1] and titles[0], page.script
+
+
+def test_every_costly_button_says_what_pressing_it_costs_here(tiny_params):
+    """#45: before pressing, a button says how long it will take, priced from the machine profile of the loaded
+    target (serving/prices.py): on every page that offers one."""
+    from specviz.ui.navigation import PAGES
+
+    labels = []
+    for page in PAGES:
+        at = make_app(tiny_params).run()
+        at.switch_page(page.path).run()
+        assert not at.exception, (page.script, at.exception)
+        labels += [(page.script, b.label) for b in at.button]
+    assert len({page for page, _ in labels}) >= 7  # the pages with costly buttons
+    assert [(page, label) for page, label in labels if not re.search(r"\(about .+ here(, plus .+)?\)$", label)] == []

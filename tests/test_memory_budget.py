@@ -9,7 +9,8 @@ from specviz.config import DecodeConfig
 from specviz.models.errors import ModelLoadError
 from specviz.models.loading import bytes_to_load, load_model
 from specviz.models.machine import memory_budget_bytes
-from specviz.serving.pairs import LOADED_PAIRS, BuiltOnce, pair_for
+from specviz.serving.built_once import BuiltOnce
+from specviz.serving.pairs import LOADED_PAIRS, pair_for
 from tests.tiny import make_tiny_model
 
 

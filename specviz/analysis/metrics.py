@@ -138,7 +138,10 @@ def machine_speedup(trace: Trace, pair: ModelPair) -> tuple[float, float]:
     )
 
 
-def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = 3, attempts: int = 1) -> SpeedupCheck:
+TIMED_PAIRS = 3  # the live check's alternating pairs of (target alone, speculative)
+
+
+def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = TIMED_PAIRS, attempts: int = 1) -> SpeedupCheck:
     """The target alone against the trace's speculative decoding (same target, prompt and length, this
     process), both timed now in ``pairs`` back-to-back pairs whose order alternates, each side reported
     as its median; with the theory's speedup at the trace's alpha, realised blocks and the profile's c.

@@ -1,7 +1,8 @@
-"""How long a session waits for shared work, estimated from past runs (pure: the pool's state in, seconds out).
+"""How long a session waits for shared work (pure: the pool's state in, seconds out).
 
-Each label keeps its recent run times; a queued newcomer waits for the jobs ahead of it to free a slot (each running
-one's remaining time, each queued one's mean run), then for its own mean run.
+A job's expected run is its price from the machine profile (:mod:`specviz.serving.prices`) or, unpriced, its label's
+mean over recent runs; a queued newcomer waits for the jobs ahead of it to free a slot (each running one's remaining
+time, each queued one's expected run), then for its own expected run.
 """
 
 from __future__ import annotations
@@ -23,15 +24,23 @@ def mean_run(durations: dict[str, list[float]], label: str) -> float | None:
     return sum(runs) / len(runs) if runs else None
 
 
-def remaining_seconds(job: Job, mean: float | None, now: float) -> float | None:
-    """Seconds until a job's result: from its own progress once it has made some (elapsed x the share still to do
-    over the share done), else from its label's ``mean`` run; None when neither is known yet."""
+def expected_run(job: Job, durations: dict[str, list[float]]) -> float | None:
+    """A job's run before it shows progress: its price when it has one, else its label's mean run."""
+    return job.priced_s if job.priced_s is not None else mean_run(durations, job.label)
+
+
+def remaining_seconds(job: Job, expected: float | None, now: float) -> float | None:
+    """Seconds until a job's result. Before it shows progress: its ``expected`` run less the time it has run. Once
+    it has: its own extrapolation (elapsed x the share still to do over the share done) weighed against that by the
+    share done, so the figure moves from the price to the measurement as the run goes and one slow first step (a
+    load, a warm-up) does not multiply it; None while neither is known."""
     done, total, _ = job.progress
-    if job.started is not None and 0 < done < total:
-        return (now - job.started) * (total - done) / done
-    if mean is None or job.started is None:
-        return mean
-    return max(0.0, mean - (now - job.started))
+    elapsed = now - job.started if job.started is not None else 0.0
+    before = None if expected is None else max(0.0, expected - elapsed)
+    if job.started is None or not 0 < done < total:
+        return before
+    measured = elapsed * (total - done) / done
+    return measured if before is None else done / total * measured + (1 - done / total) * before
 
 
 def queue_wait(remaining: list[float], workers: int) -> float:

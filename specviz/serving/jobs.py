@@ -20,6 +20,7 @@ class Job:
     label: str
     compute: Compute
     number: int  # arrival order: the queue is first come, first served
+    priced_s: float | None = None  # its cost priced before it runs (serving.prices); None: not priced
     waiters: set[str] = dataclasses.field(default_factory=set)
     unwanted_since: float | None = None  # when its last waiter left while it ran (None: someone waits)
     state: str = "queued"  # queued -> running -> done | failed; or dropped while queued

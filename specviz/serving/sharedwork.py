@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
-from specviz.serving.estimates import mean_run, queue_wait, record_run, remaining_seconds
+from specviz.serving.estimates import expected_run, queue_wait, record_run, remaining_seconds
 from specviz.serving.jobs import Abandoned, Compute, Job, Place
 from specviz.serving.store import ByteBoundedStore
 
@@ -87,8 +87,9 @@ class SharedWork:
                 return True
         return self.shared is not None and (self.shared.busy(key) or self.cached(key) is not None)
 
-    def submit(self, key: Hashable, compute: Compute, session: str, label: str) -> Job:
-        """The job computing ``key``, joined by ``session`` (a new one is queued if none is in flight).
+    def submit(self, key: Hashable, compute: Compute, session: str, label: str, priced_s: float | None = None) -> Job:
+        """The job computing ``key``, joined by ``session`` (a new one is queued if none is in flight; ``priced_s``:
+        what it costs, priced before it runs, where known).
 
         The session's previous job, if different, is left first: one session, one run in the queue.
         """
@@ -103,7 +104,7 @@ class SharedWork:
                 return done
             job = self.jobs.get(key)
             if job is None:
-                job = Job(key, label, compute, next(self.numbers))
+                job = Job(key, label, compute, next(self.numbers), priced_s=priced_s)
                 self.jobs[key] = job
                 self.queue.append(job)
                 self.lock.notify()
@@ -124,15 +125,15 @@ class SharedWork:
             if job.state != "queued":
                 return Place(job.state, 0, 0.0, len(job.waiters), job.progress)
             ahead = [j for j in self.queue if j.number < job.number]
-            estimates = [self._remaining(j) for j in self.running] + [mean_run(self.durations, j.label) for j in ahead]
-            known, own = [e for e in estimates if e is not None], mean_run(self.durations, job.label)
+            estimates = [self._remaining(j) for j in self.running] + [expected_run(j, self.durations) for j in ahead]
+            known, own = [e for e in estimates if e is not None], expected_run(job, self.durations)
             wait = None if len(known) < len(estimates) or own is None else queue_wait(known, self.workers) + own
             return Place("queued", len(self.running) + len(ahead), wait, len(job.waiters), job.progress)
 
     # -- internals ---------------------------------------------------------------------------------
 
     def _remaining(self, job: Job) -> float | None:
-        return remaining_seconds(job, mean_run(self.durations, job.label), time.monotonic())
+        return remaining_seconds(job, expected_run(job, self.durations), time.monotonic())
 
     def _leave(self, job: Job, session: str) -> None:
         job.waiters.discard(session)

@@ -21,6 +21,7 @@ from specviz.engine import prompt_ids_for
 from specviz.engine.trace import Trace
 from specviz.models.profile import model_profile
 from specviz.rules.registry import GREEDY
+from specviz.serving import prices
 from specviz.serving.jobs import ProgressFn
 from specviz.serving.pairs import pair_for, trace_key
 from specviz.serving.pool import decoding, shared_work
@@ -54,8 +55,18 @@ class Work:
     def compute(self, on_progress: ProgressFn) -> Any:
         return WORKS[self.name].compute(self.config, self.prompt, self.params, on_progress)
 
+    def priced_seconds(self, target_step_ms: float) -> float:
+        """At most what it costs here, from the machine profile's one-token step of its target
+        (:mod:`specviz.serving.prices`)."""
+        return WORKS[self.name].priced(self.config, self.params, target_step_ms)
+
+    @property
+    def loads_pairs(self) -> bool:
+        return WORKS[self.name].loads_pairs
+
 
 Compute = Callable[[DecodeConfig, str, tuple[Any, ...], ProgressFn], Any]
+Priced = Callable[[DecodeConfig, tuple[Any, ...], float], float]
 TRACE = "trace"
 
 
@@ -63,7 +74,9 @@ TRACE = "trace"
 class WorkEntry:
     label: str  # what a waiting page calls it
     compute: Compute
+    priced: Priced  # seconds before it runs: (config, params, the target's one-token step in ms) -> s
     measured: bool = False  # a live timing: measured again on request, one result per attempt
+    loads_pairs: bool = False  # it loads other pairs (other precisions): their load comes on top of its price
 
 
 def trace_of(config: DecodeConfig, prompt: str, on_progress: ProgressFn) -> Trace:
@@ -186,20 +199,26 @@ def tree_against_chain(config: DecodeConfig, prompt: str, params: tuple, on_prog
 
 
 WORKS: dict[str, WorkEntry] = {
-    TRACE: WorkEntry("Decoding", lambda config, prompt, params, on_progress: decoding(config, prompt)(on_progress)),
-    "speedup": WorkEntry("Live timing", live_speedup, measured=True),
-    "machine_speedup": WorkEntry("Pricing", priced_speedup),
-    "race": WorkEntry("Race", race, measured=True),
-    "sweep": WorkEntry("Sweeping γ", gamma_sweep, measured=True),
-    "vocab-sweep": WorkEntry("Comparing head sizes", vocab_sweep),
-    "rules": WorkEntry("Verifying", rules_on_draft),
-    "departures": WorkEntry("Decoding β", departures),
-    "exact-lab": WorkEntry("Sampling the first drafted token", exact_lab),
-    "lab-sequences": WorkEntry("Decoding the samples", lab_sequences),
-    "numerics": WorkEntry("Comparing precisions", precisions),
-    "numerics-presets": WorkEntry("Decoding the presets in bfloat16", preset_match_rate),
-    "draft-precisions": WorkEntry("Comparing the draft's precisions", draft_precisions),
-    "timing": WorkEntry("Timing", verification_timing, measured=True),
-    "drafters": WorkEntry("Comparing the drafters", drafter_comparison),
-    "tree_vs_chain": WorkEntry("Comparing tree and chain", tree_against_chain),
+    TRACE: WorkEntry(
+        "Decoding", lambda config, prompt, params, on_progress: decoding(config, prompt)(on_progress), prices.trace
+    ),
+    "speedup": WorkEntry("Live timing", live_speedup, prices.live_timing, measured=True),
+    "machine_speedup": WorkEntry("Pricing", priced_speedup, prices.trace),
+    "race": WorkEntry("Race", race, prices.raced, measured=True),
+    "sweep": WorkEntry("Sweeping γ", gamma_sweep, prices.swept, measured=True),
+    "vocab-sweep": WorkEntry("Comparing head sizes", vocab_sweep, prices.head_sizes),
+    "rules": WorkEntry("Verifying", rules_on_draft, prices.trace),
+    "departures": WorkEntry("Decoding β", departures, prices.departures),
+    "exact-lab": WorkEntry("Sampling the first drafted token", exact_lab, prices.first_position),
+    "lab-sequences": WorkEntry("Decoding the samples", lab_sequences, prices.sequences),
+    "numerics": WorkEntry("Comparing precisions", precisions, prices.each_precision, loads_pairs=True),
+    "numerics-presets": WorkEntry(
+        "Decoding the presets in bfloat16", preset_match_rate, prices.each_precision, loads_pairs=True
+    ),
+    "draft-precisions": WorkEntry(
+        "Comparing the draft's precisions", draft_precisions, prices.draft_precisions, loads_pairs=True
+    ),
+    "timing": WorkEntry("Timing", verification_timing, prices.verification_timing, measured=True),
+    "drafters": WorkEntry("Comparing the drafters", drafter_comparison, prices.drafters),
+    "tree_vs_chain": WorkEntry("Comparing tree and chain", tree_against_chain, prices.tree_against_chain),
 }

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz.analysis.race import Race, priced_seconds
+from specviz.analysis.race import Race
 from specviz.config import DecodeConfig
-from specviz.models.profile import model_profile
 from specviz.serving.pool import shared_work, shown_attempt, stored_attempts
 from specviz.serving.works import Work
-from specviz.ui.waiting import measured_again, page_pair
+from specviz.ui.waiting import measured_again
 
 RACE_PAGE = "pages/race.py"
 
@@ -26,12 +25,6 @@ def shown_race(config: DecodeConfig, prompt: str) -> Race | None:
     """The race the pages quote for this configuration and prompt (the latest quiet one), None before one ran."""
     attempts = stored_attempts(shared_work(), race_work(config, prompt).key)
     return shown_attempt(attempts, lambda race: race.disturbed)[0]
-
-
-def race_estimate_s(config: DecodeConfig, lanes: int) -> float | None:
-    """The race's cost before it runs, from the machine profile of the sidebar's target (None: not loaded)."""
-    pair = page_pair(config)
-    return priced_seconds(config.max_new_tokens, model_profile(pair.target).step_ms, lanes) if pair else None
 
 
 def raced(config: DecodeConfig, prompt: str, lanes: tuple[str, ...], start: str) -> tuple[Race | None, Race | None]:

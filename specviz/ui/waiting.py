@@ -15,7 +15,8 @@ import streamlit as st
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair
 from specviz.engine.trace import Trace
-from specviz.serving.pairs import describe_failure, pair_for
+from specviz.models.profile import model_profile
+from specviz.serving.pairs import describe_failure, loaded_target, pair_for
 from specviz.serving.pool import (
     HALL_WAIT_SECONDS,
     HEARTBEAT_SECONDS,
@@ -55,12 +56,18 @@ def shared_result(work: Work, button: str | None = None, button_key: str | None 
     A lecture being recorded notes every work a page offers, pressed or not.
     """
     record(work)
-    known = shared_work().known(work.key)
-    if button is not None and not known and not st.button(button, type="primary", key=button_key):
+    known, price = shared_work().known(work.key), priced(work)
+    if (
+        button is not None
+        and not known
+        and not st.button(
+            price_label(button, work, price), type="primary", key=button_key or page_key("run", work.name)
+        )
+    ):
         if hint:
             st.info(hint)
         return None
-    return remembered(work.key, work.compute, work.label)
+    return remembered(work.key, work.compute, work.label, price)
 
 
 def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str | None = None) -> tuple[Any, Any]:
@@ -72,17 +79,22 @@ def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str | No
     class saw is kept when a later one meets a busy machine.
     """
     record(work)
-    pool, label = shared_work(), work.label
+    pool, label, price = shared_work(), work.label, priced(work)
     attempts = stored_attempts(pool, work.key)
     following = work.key + (len(attempts),)
 
     def again() -> bool:
-        return st.button(f"Measure again: {label.lower()}", key=page_key("again", label))
+        return st.button(price_label(f"Measure again: {label.lower()}", work, price), key=page_key("again", label))
 
-    pressed = again() if attempts else start is None or st.button(start, type="primary", key=page_key("start", label))
+    if attempts:
+        pressed = again()
+    else:
+        pressed = start is None or st.button(
+            price_label(start, work, price), type="primary", key=page_key("start", label)
+        )
     if pressed or pool.known(following):
         first = not attempts
-        remembered(following, work.compute, label)
+        remembered(following, work.compute, label, price)
         attempts = stored_attempts(pool, work.key)
         if first and attempts:  # the first result is here: the button to measure it again is too
             again()
@@ -112,8 +124,23 @@ def let_the_hall_run_first() -> None:
         hall.finished.wait(HALL_WAIT_SECONDS)
 
 
-def remembered(key: tuple[Hashable, ...], compute: Callable[..., Any], label: str) -> Any:
-    """The shared result for ``key``, computed once for every session that asks (None on failure).
+def priced(work: Work) -> float | None:
+    """What ``work`` costs here before it runs, from its target's profile (None while its pair is not loaded)."""
+    target = loaded_target(work.config)
+    return work.priced_seconds(model_profile(target).step_ms) if target is not None else None
+
+
+def price_label(label: str, work: Work, price: float | None) -> str:
+    """A button's label with what pressing it costs here (as :func:`priced` prices it), when known."""
+    if price is None:
+        return label
+    duration = "under a second" if price < 1 else f"{price:.0f} s" if price < 90 else f"{price / 60:.0f} min"
+    return f"{label} (about {duration} here{', plus loading the models' if work.loads_pairs else ''})"
+
+
+def remembered(key: tuple[Hashable, ...], compute: Callable[..., Any], label: str, priced_s: float | None) -> Any:
+    """The shared result for ``key``, computed once for every session that asks (None on failure; ``priced_s``:
+    what it costs, priced before it runs, where known: the wait's first estimate).
 
     ``compute(on_progress)`` runs on the process's work pool: identical requests wait for one run, distinct ones
     queue first come first served, and the page shows its place in line or the run's progress until the result (or
@@ -124,7 +151,7 @@ def remembered(key: tuple[Hashable, ...], compute: Callable[..., Any], label: st
     if cached is not None:
         return cached
     session, box, shown, sent = _session_id(), st.empty(), None, 0.0
-    job = work.submit(key, compute, session, label)
+    job = work.submit(key, compute, session, label, priced_s)
     try:
         while not job.finished.wait(redraw_interval(len(job.waiters))):
             # redraw when the message changes, and now and then regardless: each redraw is also where

@@ -38,7 +38,7 @@ if config is not None and gammas and swept_pair is not None:
     result, disturbed = ui.measured_again(
         Work("sweep", config, prompt, (tuple(sorted(gammas)),)),
         lambda swept: bool(sweep.loaded_gammas(swept[0])),
-        start=f"Run the sweep (at most about {sweep.sweep_seconds(step_ms, tokens, len(gammas), cycles):.0f} s here)",
+        start="Run the sweep",
     )
     if result is None:
         st.info(

@@ -104,10 +104,9 @@ if config is not None:
         help="more decodes give the tests more power; the default is what this machine decodes in about "
         f"{BUTTON_BUDGET_S:.0f} s",
     )
-    about = f" (about {lab.sequence_seconds(samples, tokens, step_ms):.0f} s here)" if step_ms else ""
     table = ui.shared_result(
         Work("lab-sequences", lab_config, prompt, (samples, tokens)),
-        button=f"Decode the samples{about}",
+        button="Decode the samples",
         button_key=page_key("lab", "decode"),
     )
     if table is not None:

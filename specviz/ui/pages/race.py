@@ -10,7 +10,6 @@ from specviz.drafters.registry import drafter_entry
 from specviz.presentation.race import race_page
 from specviz.rules.registry import rule_for
 from specviz.ui.presets import PAIR_PRESETS, QWEN_CODER_PAIR, availability_mark
-from specviz.ui.racing import race_estimate_s
 from specviz.ui.state import page_key
 
 config, prompt, defaults = ui.shared_controls()
@@ -40,9 +39,7 @@ if config is not None:
             key=page_key("race", "lanes"),
         )
     )
-    estimate = race_estimate_s(config, 1 + len(extra))
-    about = f" (about {estimate:.0f} s on this machine)" if estimate is not None else ""
-    race, disturbed = ui.raced(config, prompt, extra, f"Start the race{about}")
+    race, disturbed = ui.raced(config, prompt, extra, "Start the race")
     if race is None:
         st.info("Press **Start the race**: the server measures both decoders once, and every student sees that race.")
     else:

@@ -1,0 +1,84 @@
+"""What each work costs before it runs, priced from the machine profile: ``(config, params, the target's one-token
+step in ms) -> seconds``, at most (a speculative decode costs no more than the target alone's where speculation
+pays; :func:`~specviz.analysis.common.decoding_seconds`). A button says it before it is pressed, and a waiting page
+starts its estimate from it (:mod:`specviz.serving.estimates`). Loading the models is not in it: a work that loads
+other pairs says so (``WorkEntry.loads_pairs``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specviz.analysis import lab, race, sweep
+from specviz.analysis.common import SWEEP_TOKENS_MAX, decoding_seconds
+from specviz.analysis.metrics import TIMED_PAIRS
+from specviz.analysis.rules import beta_values
+from specviz.config import DecodeConfig
+
+
+def trace(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
+    return decoding_seconds(1, config.max_new_tokens, step_ms)
+
+
+def live_timing(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
+    """The trace, then the target alone and speculative decoding in :data:`TIMED_PAIRS` alternating pairs."""
+    return decoding_seconds(1 + 2 * TIMED_PAIRS, config.max_new_tokens, step_ms)
+
+
+def raced(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
+    (lanes,) = params
+    return race.priced_seconds(config.max_new_tokens, step_ms, 1 + len(lanes))
+
+
+def swept(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
+    (gammas,) = params
+    tokens = min(config.max_new_tokens, SWEEP_TOKENS_MAX)
+    return sweep.sweep_seconds(step_ms, tokens, len(gammas), sweep.sweep_cycles(step_ms, tokens, len(gammas)))
+
+
+def head_sizes(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
+    """One decode per head size compared (:data:`~specviz.analysis.sweep.VOCAB_SIZES` and the shipped one)."""
+    return decoding_seconds(len(sweep.VOCAB_SIZES) + 1, min(config.max_new_tokens, SWEEP_TOKENS_MAX), step_ms)
+
+
+def departures(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
+    """The target's greedy reference, then one decode per β compared."""
+    return decoding_seconds(1 + len(beta_values()), config.max_new_tokens, step_ms)
+
+
+def first_position(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
+    return decoding_seconds(1, 2, step_ms)  # the target's and the drafter's pass at the prompt
+
+
+def sequences(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
+    samples, tokens = params
+    return lab.sequence_seconds(samples, tokens, step_ms)
+
+
+def each_precision(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
+    """The target alone and speculative decoding in each precision (or on each preset prompt)."""
+    (runs,) = params
+    return decoding_seconds(2 * len(runs), config.max_new_tokens, step_ms)
+
+
+def draft_precisions(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
+    """The target alone once, then one speculative decode per draft precision."""
+    (dtypes,) = params
+    return decoding_seconds(1 + len(dtypes), config.max_new_tokens, step_ms)
+
+
+def verification_timing(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
+    """The trace, then per repeat one pass over γ + 1 tokens and γ + 1 one-token passes (a pass over a few tokens
+    costs about one step while memory-bound), each side warmed up once."""
+    (repeats,) = params
+    return trace(config, params, step_ms) + decoding_seconds(repeats + 1, config.gamma + 2, step_ms)
+
+
+def drafters(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
+    """On each preset prompt, the target alone and one decode per drafter compared."""
+    kinds, presets = params
+    return decoding_seconds(len(presets) * (1 + len(kinds)), config.max_new_tokens, step_ms)
+
+
+def tree_against_chain(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
+    """The tree and two chains (a tree's pass over its budget costs more than a step: one more decode's worth)."""
+    return decoding_seconds(4, config.max_new_tokens, step_ms)
