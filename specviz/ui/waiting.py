@@ -134,8 +134,9 @@ def price_label(label: str, work: Work, price: float | None) -> str:
     """A button's label with what pressing it costs here (as :func:`priced` prices it), when known."""
     if price is None:
         return label
-    duration = "under a second" if price < 1 else f"{price:.0f} s" if price < 90 else f"{price / 60:.0f} min"
-    return f"{label} (about {duration} here{', plus loading the models' if work.loads_pairs else ''})"
+    duration = f"about {price:.0f} s" if price < 90 else f"about {price / 60:.0f} min"
+    duration = "under a second" if price < 1 else duration
+    return f"{label} ({duration} here{', plus loading the models' if work.loads_pairs else ''})"
 
 
 def remembered(key: tuple[Hashable, ...], compute: Callable[..., Any], label: str, priced_s: float | None) -> Any:
