@@ -1,4 +1,5 @@
-"""Benchmark: every costly button of every page, timed on each pair as the app opens it (prints seconds per button).
+"""Benchmark: every costly button of every page, timed on each pair as the app opens it (prints seconds per button,
+and beside them the price the button shows before it is pressed).
 
 Each page's computation is a named work (:mod:`specviz.serving.works`); this runs each with the parameters a page
 offers by default, on the app's default prompt and each pair's measured defaults, one after the other in one
@@ -67,10 +68,13 @@ def bench(name: str) -> None:
     started = time.perf_counter()
     step_ms = model_profile(pair_for(config).target).step_ms  # no pair held: a page's work may need its memory
     print(f"\n## {name}: {config.dtype}, draft in {config.draft_precision}, γ = {config.gamma}")
+    print(f"  {'button':34s} {'took':>8s} {'priced':>8s}  (the price its button shows, serving/prices.py)")
     print(f"  {'first load':34s} {time.perf_counter() - started:6.1f} s")
-    print(f"  {'Round view: the trace':34s} {timed(Work(TRACE, config, DEFAULT_PROMPT)):6.1f} s")
-    for page, work in page_works(config, DEFAULT_PROMPT, step_ms):
-        print(f"  {page:34s} {timed(work):6.1f} s", flush=True)
+    for page, work in [("Round view: the trace", Work(TRACE, config, DEFAULT_PROMPT))] + page_works(
+        config, DEFAULT_PROMPT, step_ms
+    ):
+        price = work.priced_seconds(step_ms)
+        print(f"  {page:34s} {timed(work):6.1f} s {price:6.1f} s{'  + loads' if work.loads_pairs else ''}", flush=True)
 
 
 def main() -> None:

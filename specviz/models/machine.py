@@ -3,6 +3,7 @@ slopes: :mod:`specviz.models.rates`)."""
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import math
 import os
@@ -138,6 +139,16 @@ def resident_bytes() -> int:
         return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
+
+
+def give_back_freed_heap() -> None:
+    """Return the C heap's freed pages to the system (glibc's ``malloc_trim``): a dropped model's tensors are freed
+    to the allocator, which keeps them, so the process's resident memory, what the memory budget reads, would stay
+    as high as before. Nothing happens where the C library has no ``malloc_trim``."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 STORED_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I8": 1, "U8": 1}  # per safetensors dtype

@@ -20,7 +20,7 @@ from specviz.limits import EMBEDDED
 from specviz.models.errors import ModelLoadError, VocabularyMismatchError
 from specviz.models.loaded import LoadedModel
 from specviz.models.loading import bytes_to_load, forget_loaded_models
-from specviz.models.machine import memory_budget_bytes, resident_bytes, resolve_device
+from specviz.models.machine import give_back_freed_heap, memory_budget_bytes, resident_bytes, resolve_device
 from specviz.serving.built_once import BuiltOnce
 from specviz.settings import ConfigError
 
@@ -118,6 +118,7 @@ def make_room(config: DecodeConfig) -> None:
         gc.unfreeze()
         gc.collect()
         gc.freeze()
+        give_back_freed_heap()
 
     release()
     if not LOADED_PAIRS.evict_until(lambda: resident_bytes() + LOAD_HEADROOM * needed() <= budget, release):

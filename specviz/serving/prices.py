@@ -10,6 +10,7 @@ from typing import Any
 
 from specviz.analysis import lab, race, sweep
 from specviz.analysis.common import SWEEP_TOKENS_MAX, decoding_seconds
+from specviz.analysis.drafters import COMPARE_PROMPTS_MAX
 from specviz.analysis.metrics import TIMED_PAIRS
 from specviz.analysis.rules import beta_values
 from specviz.config import DecodeConfig
@@ -74,9 +75,11 @@ def verification_timing(config: DecodeConfig, params: tuple[Any, ...], step_ms: 
 
 
 def drafters(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
-    """On each preset prompt, the target alone and one decode per drafter compared."""
+    """On each prompt compared (:data:`~specviz.analysis.drafters.COMPARE_PROMPTS_MAX` of the presets), the target
+    alone and one decode per drafter."""
     kinds, presets = params
-    return decoding_seconds(len(presets) * (1 + len(kinds)), config.max_new_tokens, step_ms)
+    prompts, tokens = min(len(presets), COMPARE_PROMPTS_MAX), min(config.max_new_tokens, SWEEP_TOKENS_MAX)
+    return decoding_seconds(prompts * (1 + len(kinds)), tokens, step_ms)
 
 
 def tree_against_chain(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:

@@ -56,18 +56,18 @@ def shared_result(work: Work, button: str | None = None, button_key: str | None 
     A lecture being recorded notes every work a page offers, pressed or not.
     """
     record(work)
-    known, price = shared_work().known(work.key), priced(work)
+    known = shared_work().known(work.key)
     if (
         button is not None
         and not known
         and not st.button(
-            price_label(button, work, price), type="primary", key=button_key or page_key("run", work.name)
+            price_label(button, work, priced(work)), type="primary", key=button_key or page_key("run", work.name)
         )
     ):
         if hint:
             st.info(hint)
         return None
-    return remembered(work.key, work.compute, work.label, price)
+    return remembered(work.key, work.compute, work.label, lambda: priced(work))
 
 
 def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str | None = None) -> tuple[Any, Any]:
@@ -94,7 +94,7 @@ def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str | No
         )
     if pressed or pool.known(following):
         first = not attempts
-        remembered(following, work.compute, label, price)
+        remembered(following, work.compute, label, lambda: price)
         attempts = stored_attempts(pool, work.key)
         if first and attempts:  # the first result is here: the button to measure it again is too
             again()
@@ -139,9 +139,11 @@ def price_label(label: str, work: Work, price: float | None) -> str:
     return f"{label} ({duration} here{', plus loading the models' if work.loads_pairs else ''})"
 
 
-def remembered(key: tuple[Hashable, ...], compute: Callable[..., Any], label: str, priced_s: float | None) -> Any:
-    """The shared result for ``key``, computed once for every session that asks (None on failure; ``priced_s``:
-    what it costs, priced before it runs, where known: the wait's first estimate).
+def remembered(
+    key: tuple[Hashable, ...], compute: Callable[..., Any], label: str, priced_s: Callable[[], float | None]
+) -> Any:
+    """The shared result for ``key``, computed once for every session that asks (None on failure; ``priced_s()``:
+    what it costs, priced before it runs, where known: the wait's first estimate, asked only when it must run).
 
     ``compute(on_progress)`` runs on the process's work pool: identical requests wait for one run, distinct ones
     queue first come first served, and the page shows its place in line or the run's progress until the result (or
@@ -152,7 +154,7 @@ def remembered(key: tuple[Hashable, ...], compute: Callable[..., Any], label: st
     if cached is not None:
         return cached
     session, box, shown, sent = _session_id(), st.empty(), None, 0.0
-    job = work.submit(key, compute, session, label, priced_s)
+    job = work.submit(key, compute, session, label, priced_s())
     try:
         while not job.finished.wait(redraw_interval(len(job.waiters))):
             # redraw when the message changes, and now and then regardless: each redraw is also where
