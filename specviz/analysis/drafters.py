@@ -7,15 +7,35 @@ import numpy as np
 import pandas as pd
 import torch
 
-from specviz.analysis.common import SWEEP_TOKENS_MAX, Progress, _tick, stats_of
+from specviz.analysis.common import BUTTON_BUDGET_S, SWEEP_TOKENS_MAX, Progress, _tick, decoding_seconds, stats_of
 from specviz.analysis.metrics import pooled_acceptance_by_position
 from specviz.config import DecodeConfig
 from specviz.drafters.parallel import drafter_inputs
 from specviz.drafters.registry import DRAFTERS
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.trace import NOT_VERIFIED, Trace
+from specviz.models.profile import model_profile
 
-COMPARE_PROMPTS_MAX = 2  # with every drafter and the target alone on each: about 13 s for the embedded pair here
+COMPARE_PROMPTS_MAX = 2  # every drafter and the target alone decode each
+COMPARE_TOKENS_MIN = 8
+# target steps a new token costs at most under a drafter that pays little (blockwise heads accept about one token a
+# round: one pass over γ + 1 tokens and the drafter's own, for little more than one token)
+WEAK_DRAFTER_STEPS = 1.5
+
+
+def compared_seconds(kinds: int, prompts: int, tokens: int, target_step_ms: float) -> float:
+    """What :func:`compare_drafters` costs at most, priced from the machine profile: on each prompt the target alone
+    and each drafter, ``tokens`` new tokens each at :data:`WEAK_DRAFTER_STEPS` target steps a token."""
+    return WEAK_DRAFTER_STEPS * decoding_seconds(
+        min(prompts, COMPARE_PROMPTS_MAX) * (1 + kinds), tokens, target_step_ms
+    )
+
+
+def compared_tokens(config: DecodeConfig, kinds: int, prompts: int, target_step_ms: float) -> int:
+    """New tokens per decode in the comparison: the config's, at most :data:`SWEEP_TOKENS_MAX` and as many as
+    :data:`BUTTON_BUDGET_S` holds by :func:`compared_seconds` on this machine (at least :data:`COMPARE_TOKENS_MIN`)."""
+    fits = int(BUTTON_BUDGET_S // compared_seconds(kinds, prompts, 1, target_step_ms))
+    return min(config.max_new_tokens, SWEEP_TOKENS_MAX, max(COMPARE_TOKENS_MIN, fits))
 
 
 def drafter_attention(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], kind: str) -> np.ndarray:
@@ -58,8 +78,9 @@ def compare_drafters(
 
     Summary: mean tokens per round, acceptance, draft milliseconds and draft passes per round, and
     end-to-end tokens/s against the target alone (autoregressive, same process)."""
+    step_ms = model_profile(pair.target).step_ms
+    config = config.replace(max_new_tokens=compared_tokens(config, len(kinds), len(prompts_ids), step_ms))
     prompts_ids = prompts_ids[:COMPARE_PROMPTS_MAX]
-    config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX))
     total, done = len(prompts_ids) * (len(kinds) + 1), 0
     ar_tokens, ar_seconds = 0, 0.0
     for ids in prompts_ids:

@@ -27,6 +27,7 @@ from specviz.analysis.paired import PairedTimes, load_signs, timed_in_cycles
 from specviz.config import DecodeConfig
 from specviz.drafters.registry import DRAFT_MODEL
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
+from specviz.models.profile import model_profile
 from specviz.rules.theory import expected_speedup_for_blocks, expected_tokens_for_blocks
 
 
@@ -160,6 +161,15 @@ def gammas_tied_with(table: pd.DataFrame, gamma: int) -> list[int]:
 
 
 VOCAB_SIZES = (1024, 2048, 4096, 8192, 16384, 0)  # FR-Spec head sizes compared (0: the whole vocabulary)
+HEAD_SIZE_TOKENS_MIN = 16  # new tokens per head size at least: enough drafted tokens for an estimate of alpha
+
+
+def head_size_tokens(config: DecodeConfig, target_step_ms: float) -> int:
+    """New tokens per head size compared: the config's, at most :data:`SWEEP_TOKENS_MAX` and as many as
+    :data:`BUTTON_BUDGET_S` holds here, one decode per size (:data:`VOCAB_SIZES` and the shipped one)."""
+    fits = int(BUTTON_BUDGET_S // decoding_seconds(len(VOCAB_SIZES) + 1, 1, target_step_ms))
+    wanted = min(config.max_new_tokens, SWEEP_TOKENS_MAX)
+    return min(wanted, max(HEAD_SIZE_TOKENS_MIN, fits))
 
 
 def vocab_sweep(
@@ -172,7 +182,8 @@ def vocab_sweep(
     """What the draft head's size K does (Zhao et al. 2025): c measured here, the rule's alpha on this
     prompt, and the theory's speedup at the config's gamma for each K (draft-model drafter only). By default
     the sizes are ``VOCAB_SIZES`` and the size the draft ships with."""
-    config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX), drafter=DRAFT_MODEL)
+    tokens = head_size_tokens(config, model_profile(pair.target).step_ms)
+    config = config.replace(max_new_tokens=tokens, drafter=DRAFT_MODEL)
     if sizes is None:
         shipped = pair.draft.vocab_ranking.recommended if pair.draft and pair.draft.vocab_ranking else 0
         sizes = sorted(set(VOCAB_SIZES) | {shipped}, key=lambda k: k or math.inf)

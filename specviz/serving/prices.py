@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from specviz.analysis import lab, race, sweep
+from specviz.analysis import lab, numerics, race, sweep
 from specviz.analysis.common import SWEEP_TOKENS_MAX, decoding_seconds
-from specviz.analysis.drafters import COMPARE_PROMPTS_MAX
+from specviz.analysis.drafters import compared_seconds, compared_tokens
 from specviz.analysis.metrics import TIMED_PAIRS
 from specviz.analysis.rules import beta_values
 from specviz.config import DecodeConfig
+
+WIDE_ROUND_STEPS = 2  # a pass over a tree or a 16-token chain, and its drafting, for a few tokens a round
 
 
 def trace(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
@@ -38,7 +40,7 @@ def swept(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> floa
 
 def head_sizes(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
     """One decode per head size compared (:data:`~specviz.analysis.sweep.VOCAB_SIZES` and the shipped one)."""
-    return decoding_seconds(len(sweep.VOCAB_SIZES) + 1, min(config.max_new_tokens, SWEEP_TOKENS_MAX), step_ms)
+    return decoding_seconds(len(sweep.VOCAB_SIZES) + 1, sweep.head_size_tokens(config, step_ms), step_ms)
 
 
 def departures(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
@@ -56,9 +58,15 @@ def sequences(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> 
 
 
 def each_precision(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
-    """The target alone and speculative decoding in each precision (or on each preset prompt)."""
+    """The target alone and speculative decoding in each precision."""
     (runs,) = params
     return decoding_seconds(2 * len(runs), config.max_new_tokens, step_ms)
+
+
+def presets(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
+    """The target alone and speculative decoding on each preset decoded (as many as fit the budget here)."""
+    (named,) = params
+    return decoding_seconds(2 * numerics.presets_fitting(len(named), config, step_ms), config.max_new_tokens, step_ms)
 
 
 def draft_precisions(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
@@ -75,13 +83,13 @@ def verification_timing(config: DecodeConfig, params: tuple[Any, ...], step_ms: 
 
 
 def drafters(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
-    """On each prompt compared (:data:`~specviz.analysis.drafters.COMPARE_PROMPTS_MAX` of the presets), the target
-    alone and one decode per drafter."""
+    """:func:`~specviz.analysis.drafters.compared_seconds` at the tokens the comparison runs here."""
     kinds, presets = params
-    prompts, tokens = min(len(presets), COMPARE_PROMPTS_MAX), min(config.max_new_tokens, SWEEP_TOKENS_MAX)
-    return decoding_seconds(prompts * (1 + len(kinds)), tokens, step_ms)
+    tokens = compared_tokens(config, len(kinds), len(presets), step_ms)
+    return compared_seconds(len(kinds), len(presets), tokens, step_ms)
 
 
 def tree_against_chain(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
-    """The tree and two chains (a tree's pass over its budget costs more than a step: one more decode's worth)."""
-    return decoding_seconds(4, config.max_new_tokens, step_ms)
+    """The tree and two chains, one as deep as the tree and one as long as its budget: a round that verifies a tree or
+    a chain that long costs up to :data:`WIDE_ROUND_STEPS` target steps a token."""
+    return WIDE_ROUND_STEPS * decoding_seconds(3, config.max_new_tokens, step_ms)

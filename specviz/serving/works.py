@@ -158,6 +158,7 @@ def preset_match_rate(config: DecodeConfig, prompt: str, params: tuple, on_progr
     (presets,) = params
     bf16 = config.replace(dtype="bfloat16")
     pair, runs = pair_for(bf16), []
+    presets = presets[: numerics.presets_fitting(len(presets), config, model_profile(pair.target).step_ms)]
     for done, (name, text) in enumerate(presets):
         on_progress(done, len(presets), f"{name} ({done + 1} of {len(presets)})")
         runs.append(numerics.precision_run(bf16, pair, prompt_ids_for(pair, bf16, text, None)))
@@ -213,7 +214,7 @@ WORKS: dict[str, WorkEntry] = {
     "lab-sequences": WorkEntry("Decoding the samples", lab_sequences, prices.sequences),
     "numerics": WorkEntry("Comparing precisions", precisions, prices.each_precision, loads_pairs=True),
     "numerics-presets": WorkEntry(
-        "Decoding the presets in bfloat16", preset_match_rate, prices.each_precision, loads_pairs=True
+        "Decoding the presets in bfloat16", preset_match_rate, prices.presets, loads_pairs=True
     ),
     "draft-precisions": WorkEntry(
         "Comparing the draft's precisions", draft_precisions, prices.draft_precisions, loads_pairs=True

@@ -8,6 +8,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from specviz import ui
 from specviz.analysis import numerics
+from specviz.analysis.common import BUTTON_BUDGET_S
 from specviz.analysis.defaults import PRECISIONS
 from specviz.analysis.draft_precision import draft_precisions_on
 from specviz.config import DecodeConfig
@@ -103,15 +104,19 @@ def show_preset_match_rate(config: DecodeConfig) -> None:
     runs = ui.shared_result(
         Work("numerics-presets", config, "", (tuple(presets),)),
         button="Measure the match rate over the presets (bfloat16)",
-        hint=f"Press the button: each of the {len(presets)} preset prompts is decoded greedily in "
-        "bfloat16 by the target alone and speculatively, "
+        hint=f"Press the button: the {len(presets)} preset prompts (as many as this machine decodes in about "
+        f"{BUTTON_BUDGET_S:.0f} s) are decoded greedily in bfloat16 by the target alone and speculatively, "
         "with the sidebar's pair, γ and max new tokens.",
     )
     if not runs:
         return
     rate = numerics.match_rate(runs)
     left, right = st.columns(2)
-    left.metric("outputs identical to the target's own bfloat16 generate", f"{rate['identical']} of {rate['prompts']}")
+    left.metric(
+        "outputs identical to the target's own bfloat16 generate",
+        f"{rate['identical']} of {rate['prompts']}",
+        help=f"{len(runs)} of the {len(presets)} presets decoded: as many as fit about {BUTTON_BUDGET_S:.0f} s here",
+    )
     right.metric(
         "new tokens before the first departure",
         f"{rate['matching_tokens']} of {rate['tokens']} ({rate['matching_share']:.0%})",

@@ -84,7 +84,8 @@ elif config is not None:
         kinds = [*state_drafters(), chain_drafter(False)] + ([chain_drafter(True)] if pair.draft else [])
         st.markdown(
             f"Each drafter decodes the same {drafters.COMPARE_PROMPTS_MAX} preset prompts (at most "
-            f"{common.SWEEP_TOKENS_MAX} new tokens each) with the sidebar's rule and γ; the target alone "
+            f"{common.SWEEP_TOKENS_MAX} new tokens each, fewer where this machine would take more than "
+            f"{common.BUTTON_BUDGET_S:.0f} s) with the sidebar's rule and γ; the target alone "
             "decodes them too, for the end-to-end speedup. Draft cost is per round that drafted: the parallel "
             "drafters make one small pass, EAGLE γ passes of one layer, the autoregressive drafts γ passes "
             "of a full (or nearly full) model."
