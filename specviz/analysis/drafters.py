@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from specviz.analysis.common import BUTTON_BUDGET_S, SWEEP_TOKENS_MAX, Progress, _tick, decoding_seconds, stats_of
+from specviz.analysis.common import SWEEP_TOKENS_MAX, Progress, _tick, decoding_seconds, stats_of, units_in_budget
 from specviz.analysis.metrics import pooled_acceptance_by_position
 from specviz.config import DecodeConfig
 from specviz.drafters.parallel import drafter_inputs
@@ -34,8 +34,8 @@ def compared_seconds(kinds: int, prompts: int, tokens: int, target_step_ms: floa
 def compared_tokens(config: DecodeConfig, kinds: int, prompts: int, target_step_ms: float) -> int:
     """New tokens per decode in the comparison: the config's, at most :data:`SWEEP_TOKENS_MAX` and as many as
     :data:`BUTTON_BUDGET_S` holds by :func:`compared_seconds` on this machine (at least :data:`COMPARE_TOKENS_MIN`)."""
-    fits = int(BUTTON_BUDGET_S // compared_seconds(kinds, prompts, 1, target_step_ms))
-    return min(config.max_new_tokens, SWEEP_TOKENS_MAX, max(COMPARE_TOKENS_MIN, fits))
+    unit = compared_seconds(kinds, prompts, 1, target_step_ms)
+    return units_in_budget(unit, COMPARE_TOKENS_MIN, min(config.max_new_tokens, SWEEP_TOKENS_MAX))
 
 
 def drafter_attention(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], kind: str) -> np.ndarray:

@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 from scipy.stats import chi2, chi2_contingency, chisquare, ncx2
 
-from specviz.analysis.common import BUTTON_BUDGET_S, Progress, decoding_seconds
+from specviz.analysis.common import Progress, decoding_seconds, units_in_budget
 from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock
 from specviz.drafters.modules import make_drafter
@@ -183,8 +183,7 @@ def sequence_seconds(samples: int, tokens: int, target_step_ms: float) -> float:
 def default_sequence_samples(tokens: int, target_step_ms: float) -> int:
     """The decodes per arm a press runs by default: as many tens as :data:`BUTTON_BUDGET_S` holds on this machine,
     within the slider's range (more samples give the test more power; the page says how long they take)."""
-    fits = int(BUTTON_BUDGET_S // sequence_seconds(10, tokens, target_step_ms)) * 10
-    return max(SEQUENCE_SAMPLES_MIN, min(100, fits))
+    return 10 * units_in_budget(sequence_seconds(10, tokens, target_step_ms), SEQUENCE_SAMPLES_MIN // 10, 10)
 
 
 def sample_sequences(

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from specviz.analysis.common import BUTTON_BUDGET_S, decoding_seconds
+from specviz.analysis.common import decoding_seconds, units_in_budget
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
 from specviz.engine.trace import TopTokens, Trace
@@ -168,5 +168,4 @@ def match_rate(runs: list[PrecisionRun]) -> dict:
 def presets_fitting(presets: int, config: DecodeConfig, target_step_ms: float) -> int:
     """How many preset prompts the match rate decodes (the target alone and speculatively, each): as many as
     :data:`~specviz.analysis.common.BUTTON_BUDGET_S` holds by the machine profile, at least one."""
-    each = decoding_seconds(2, config.max_new_tokens, target_step_ms)
-    return max(1, min(presets, int(BUTTON_BUDGET_S // each)))
+    return units_in_budget(decoding_seconds(2, config.max_new_tokens, target_step_ms), 1, presets)

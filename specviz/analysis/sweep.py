@@ -13,13 +13,13 @@ from typing import Any
 import pandas as pd
 
 from specviz.analysis.common import (
-    BUTTON_BUDGET_S,
     SWEEP_GAMMAS_MAX,
     SWEEP_PAIRS,
     SWEEP_TOKENS_MAX,
     TextProgress,
     decoding_seconds,
     stats_of,
+    units_in_budget,
 )
 from specviz.analysis.cost import cost_ratio, machine_cost_ratio, quiet_verification_costs
 from specviz.analysis.metrics import realised_blocks, timed_trace
@@ -39,7 +39,7 @@ def sweep_seconds(target_step_ms: float, tokens: int, gammas: int, cycles: int) 
 
 def sweep_cycles(target_step_ms: float, tokens: int, gammas: int) -> int:
     """The cycles a sweep runs: as many as :data:`BUTTON_BUDGET_S` holds, at least one, at most ``SWEEP_PAIRS``."""
-    return max(1, min(SWEEP_PAIRS, int(BUTTON_BUDGET_S // sweep_seconds(target_step_ms, tokens, gammas, 1))))
+    return units_in_budget(sweep_seconds(target_step_ms, tokens, gammas, 1), 1, SWEEP_PAIRS)
 
 
 def gamma_sweep(
@@ -167,9 +167,8 @@ HEAD_SIZE_TOKENS_MIN = 16  # new tokens per head size at least: enough drafted t
 def head_size_tokens(config: DecodeConfig, target_step_ms: float) -> int:
     """New tokens per head size compared: the config's, at most :data:`SWEEP_TOKENS_MAX` and as many as
     :data:`BUTTON_BUDGET_S` holds here, one decode per size (:data:`VOCAB_SIZES` and the shipped one)."""
-    fits = int(BUTTON_BUDGET_S // decoding_seconds(len(VOCAB_SIZES) + 1, 1, target_step_ms))
-    wanted = min(config.max_new_tokens, SWEEP_TOKENS_MAX)
-    return min(wanted, max(HEAD_SIZE_TOKENS_MIN, fits))
+    unit = decoding_seconds(len(VOCAB_SIZES) + 1, 1, target_step_ms)
+    return units_in_budget(unit, HEAD_SIZE_TOKENS_MIN, min(config.max_new_tokens, SWEEP_TOKENS_MAX))
 
 
 def vocab_sweep(

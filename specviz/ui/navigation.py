@@ -77,6 +77,7 @@ def navigation() -> Page:
 
 @functools.cache
 def built_pages(main_script: str) -> tuple[Page, ...]:
+    """The pages as ``st.Page`` builds them for ``main_script`` (the cache's key: st.Page resolves against it)."""
     return tuple(st.Page(p.path, title=p.title, icon=p.icon, default=i == 0) for i, p in enumerate(PAGES))
 
 
