@@ -3,6 +3,8 @@ computation holds is never dropped; what cannot fit even then is refused with a 
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from specviz.config import DecodeConfig
@@ -65,3 +67,62 @@ def test_freed_heap_pages_go_back_to_the_system_so_the_budget_sees_them_gone():
     before = resident_bytes()
     give_back_freed_heap()
     assert before - resident_bytes() > 100 * 2**20 and kept
+
+
+def test_threads_asking_for_one_pair_at_once_build_it_once():
+    """#53: a class's first minute: eight sessions ask for one pair together; one build, one copy held."""
+    import time
+
+    builds: list[str] = []
+
+    def build(key: str) -> Value:
+        builds.append(key)
+        time.sleep(0.05)
+        return Value(key)
+
+    cache = BuiltOnce(build, kept=2)
+    got: list[Value] = []
+    threads = [threading.Thread(target=lambda: got.append(cache.get("pair"))) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert builds == ["pair"] and len({id(v) for v in got}) == 1 and len(cache.values()) == 1
+
+
+class NewcomerAtRelease:
+    """The holder's lock, instrumented: the first time it is released after the build has returned, a newcomer asks
+    for the key (in its own thread, to its end) before the builder goes on: the moment a session arriving just as
+    the build ends meets."""
+
+    def __init__(self, cache: BuiltOnce, built: threading.Event) -> None:
+        self.inner, self.cache, self.built, self.handed = threading.Lock(), cache, built, False
+
+    def __enter__(self) -> None:
+        self.inner.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.inner.release()
+        if self.built.is_set() and not self.handed:
+            self.handed = True
+            newcomer = threading.Thread(target=self.cache.get, args=("pair",))
+            newcomer.start()
+            newcomer.join()
+
+
+def test_a_session_arriving_as_the_build_ends_gets_the_built_pair():
+    """#53: ``get`` let go of its lock between the build's end and storing the value, so a session arriving in that
+    window found the pair neither built nor building and loaded a second copy (a class's first minute, on a 24 GB
+    machine). The newcomer is placed exactly there."""
+    builds: list[str] = []
+    built = threading.Event()
+
+    def build(key: str) -> Value:
+        builds.append(key)
+        built.set()
+        return Value(key)
+
+    cache = BuiltOnce(build, kept=2)
+    cache._lock = NewcomerAtRelease(cache, built)  # type: ignore[assignment]
+    cache.get("pair")
+    assert builds == ["pair"], f"{len(builds)} builds of one pair"

@@ -40,10 +40,12 @@ class BuiltOnce(Generic[V]):
                     return self._values[key]
             try:
                 value = self._build(*key)
-            finally:
+            except BaseException:
                 with self._lock:
                     self._building.pop(key, None)
-            with self._lock:
+                raise
+            with self._lock:  # stored and no longer building in one step: no thread finds it neither
+                self._building.pop(key, None)
                 self._values[key] = value
                 while len(self._values) > self._kept:
                     self._values.popitem(last=False)
