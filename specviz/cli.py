@@ -6,6 +6,7 @@ Examples::
     python -m specviz trace --target ./big --draft ./small --drafter model --rule sample --samples 100
     python -m specviz generate --prompt "Write a haiku" --drafter ngram
     python -m specviz html --out lesson.html    # the app's default lesson, its race as the speed slide
+    python -m specviz race --target qwen-coder-1.5b --draft qwen-coder-0.5b --fastest --out -
     python -m specviz train-drafter --kind blockwise --seed 0
     python -m specviz train-draft --seed 0
     python -m specviz train-eagle --answers 5000 --steps 7000
@@ -17,9 +18,10 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from functools import partial
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from specviz.config import DecodeConfig, field_params
 from specviz.limits import DEFAULT_PROMPT
@@ -32,6 +34,9 @@ from specviz.serving.urlstate import FieldValue, parse_value
 from specviz.settings import ConfigError
 from specviz.training.commands import TRAINING_COMMANDS
 from specviz.training.options import add_training_commands, int_list
+
+if TYPE_CHECKING:
+    from specviz.engine import ModelPair
 
 USER_ERRORS = (ConfigError, ModelLoadError, VocabularyMismatchError, FetchError)
 
@@ -50,6 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
         "presenter view and quiz, openable with no server and no network",
     )
     lesson.add_argument("--out", required=True, help="the HTML file to write")
+    race = commands.add_parser(
+        "race",
+        help="time the target alone and speculative decoding one after the other, as the Race page does, and write "
+        "JSON: each lane's output ids, wall seconds and tokens/s, the speedup, identical, the process's peak RSS",
+    )
+    race.add_argument("--out", default="-", help="output file ('-' = stdout)")
     lesson.add_argument("--title", default=None, help="the lesson's title (default: models, rule and gamma)")
     lesson.add_argument("--no-race", dest="race", action="store_false", help="leave the race (the speed slide) out")
     machine = commands.add_parser(
@@ -58,9 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
         "the passes over 1..9 tokens, bandwidth, v(k), the best gamma",
     )
     add_config_options(machine)
-    for sub in (trace, generate, lesson):
+    for sub in (trace, generate, lesson, race):
         add_config_options(sub)
-        prompt = sub.add_mutually_exclusive_group(required=sub is not lesson)  # a lesson opens on the app's prompt
+        # a lesson or a race opens on the app's prompt
+        prompt = sub.add_mutually_exclusive_group(required=sub not in (lesson, race))
         prompt.add_argument("--prompt", help="prompt text (the chat template is applied for chat models)")
         prompt.add_argument("--prompt-ids", type=int_list, help="raw prompt token ids, comma-separated (no template)")
         sub.add_argument(
@@ -133,8 +145,9 @@ def run(args: argparse.Namespace) -> None:
     from specviz.serving.pairs import with_pair_defaults
 
     config = config_from_args(args)
-    if args.command == "html":  # the lesson the app would show: its prompt and the pair's measured defaults
+    if args.command == "html":  # the lesson the app would show: the pair's measured defaults
         config = with_pair_defaults(config)
+    if args.command in ("html", "race"):  # the app's prompt unless one is given
         args.prompt = args.prompt if args.prompt or args.prompt_ids else DEFAULT_PROMPT
     if args.fastest:
         from specviz.analysis.defaults import fastest_config
@@ -142,6 +155,9 @@ def run(args: argparse.Namespace) -> None:
         config, chosen = fastest_config(config)
         print(chosen, file=sys.stderr)
     pair = load_pair(config)
+    if args.command == "race":
+        write_race(config, pair, args)
+        return
     if args.command in ("generate", "html"):
         trace = speculative_decode(config, prompt=args.prompt, prompt_ids=args.prompt_ids, pair=pair)
         if args.command == "generate":
@@ -171,6 +187,22 @@ def run(args: argparse.Namespace) -> None:
     finally:
         if out is not sys.stdout:
             out.close()
+
+
+def write_race(config: DecodeConfig, pair: ModelPair, args: argparse.Namespace) -> None:
+    """``python -m specviz race``: the race's summary as JSON, with this process's peak resident memory."""
+    import resource
+
+    from specviz.analysis.race import run_race
+
+    summary = run_race([(config, pair)], args.prompt, args.prompt_ids).summary()
+    summary["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # Linux: kB
+    text = json.dumps(summary, indent=2) + "\n"
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.out, "w", encoding="utf-8") as out:
+            out.write(text)
 
 
 COMMANDS = {

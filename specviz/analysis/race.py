@@ -87,6 +87,31 @@ class Race:
     def disturbed(self) -> bool:
         return bool(self.load)
 
+    def summary(self) -> dict[str, object]:
+        """The race as plain data (``python -m specviz race``): each lane's output ids, wall seconds and tokens per
+        second, the headline speedup, whether the first speculative lane wrote the target's own ids, and the load
+        signs (empty: quiet)."""
+        target, speculative = self.lanes[0], self.lanes[1]
+        return {
+            "target_alone": lane_summary(target),
+            "speculative": lane_summary(speculative),
+            "speedup": self.headline,
+            "identical": speculative.output_ids == target.output_ids,
+            "verdict": self.verdicts[0],
+            "machine": self.machine,
+            "load": list(self.load),
+        }
+
+
+def lane_summary(lane: Lane) -> dict[str, object]:
+    wall_s = lane.total_ms / 1e3
+    return {
+        "name": lane.name,
+        "output_ids": list(lane.output_ids),
+        "wall_s": wall_s,
+        "tokens_per_s": len(lane.output_ids) / wall_s if wall_s else 0.0,
+    }
+
 
 def target_lane(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> Lane:
     """The target alone, one token per forward, each token's commit time recorded."""
