@@ -31,7 +31,11 @@ def gated(gate: threading.Event, value, calls: list | None = None):
 
 
 def wait_until(predicate) -> None:
+    """Poll ``predicate`` until it holds; a pool that never gets there fails the test after NO_HANG seconds (a broken
+    pool must fail the suite, not hang it)."""
+    deadline = time.monotonic() + NO_HANG
     while not predicate():
+        assert time.monotonic() < deadline, f"not reached within {NO_HANG} s"
         threading.Event().wait(0.01)
 
 
