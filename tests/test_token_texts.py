@@ -55,3 +55,40 @@ def test_a_trace_of_a_prompt_with_split_characters_shows_no_replacement_characte
         + [p.text for r in trace.rounds for p in r.draft]
     )
     assert not any("\ufffd" in t for t in shown), shown
+
+
+def test_a_byte_token_deep_in_a_tree_reads_as_the_text_after_its_path(tokenizer):
+    """#53: tree nodes took the round's texts, not the texts after their path, so the byte that completes "日" at
+    depth 3 read "⟨A5⟩". A chain root -> E6 -> 97 -> A5 with a sibling at depth 3, every node the target's argmax
+    (greedy): the nodes, the checks and the bonus read as the text after their own path."""
+    import torch
+
+    from specviz.drafters.base import DraftTree, TreeNode
+    from specviz.engine.verification import walk_tree
+    from specviz.rules.registry import rule_for
+
+    byte_token = {b: tokenizer.convert_tokens_to_ids(c) for c, b in BYTE_LEVEL.items()}
+    e6, x97, a5 = (byte_token[b] for b in "日".encode())
+    sibling = tokenizer.convert_tokens_to_ids("a")
+    vocab = len(tokenizer)
+    tokens = [tokenizer.eos_token_id, e6, x97, sibling, a5]  # node 3 (a) and node 4 (A5) are siblings under 97
+    parents = [-1, 0, 1, 2, 2]
+    nodes = [TreeNode(i, parents[i], i if i < 3 else 3, t, 1.0, int(i == 4)) for i, t in enumerate(tokens)]
+    for node in nodes[1:]:
+        nodes[node.parent].children.append(node.index)
+
+    def onehot(token: int) -> torch.Tensor:
+        dist = torch.full((vocab,), 1e-9)
+        dist[token] = 1.0
+        return dist / dist.sum()
+
+    argmax_after = {0: e6, 1: x97, 2: a5, 3: e6, 4: e6}  # the target wants A5 after 97: the sibling "a" is rejected
+    target_probs = [onehot(argmax_after[i]) for i in range(len(nodes))]
+    tree = DraftTree(nodes, [[1], [2], [3, 4]], {i: onehot(argmax_after[i]) for i in range(3)})
+    config = DecodeConfig(rule="greedy", top_n=3)
+    outcome = walk_tree(tree, target_probs, rule_for(config), torch.Generator(), TokenTexts(tokenizer), config)
+    assert outcome.accepted_path == [1, 2, 4]
+    record = {n.index: n for n in outcome.tree.nodes}
+    assert [record[i].text for i in (1, 2, 4)] == ["⟨E6⟩", "⟨97⟩", "日"]  # the byte completing 日 shows 日
+    assert record[2].target_top.texts[0] == "日"  # node 2's candidates read after E6 97
+    assert [p.text for p in outcome.positions] == ["⟨E6⟩", "⟨97⟩", "a", "日"]

@@ -72,6 +72,10 @@ class DraftTree:
             index = self.nodes[index].parent
         return path[::-1]
 
+    def tokens_to(self, index: int) -> list[int]:
+        """The drafted tokens from depth 1 down to ``index`` (none for the root): the text before its children."""
+        return [self.nodes[i].token_id for i in self.path_to(index)]
+
     @property
     def size(self) -> int:
         return len(self.nodes) - 1  # drafted tokens (the root is not drafted)

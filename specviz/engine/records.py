@@ -86,25 +86,29 @@ def tree_record(
     config: DecodeConfig,
 ) -> TreeRecord:
     status = {c.node: ACCEPTED if c.verdict.accepted else REJECTED for c in checks}
+    # a node reads as the text after its parent's path; its children's candidates, after its own path
+    after = {n.index: texts.after(tree.tokens_to(n.index)) for n in tree.nodes}
     nodes = [
         TreeNodeRecord(
             index=n.index,
             parent=n.parent,
             depth=n.depth,
             token_id=n.token_id,
-            text=texts(n.token_id),
+            text=(after[n.parent] if n.index else texts)(n.token_id),
             q=n.draft_prob,
             sibling_rank=n.sibling_rank,
             status=ACCEPTED if n.index == 0 else status.get(n.index, NOT_VERIFIED),
-            draft_top=texts.top(tree.draft_probs[n.index], config.top_n) if n.index in tree.draft_probs else None,
-            target_top=texts.top(target_probs[n.index], config.top_n),
+            draft_top=after[n.index].top(tree.draft_probs[n.index], config.top_n)
+            if n.index in tree.draft_probs
+            else None,
+            target_top=after[n.index].top(target_probs[n.index], config.top_n),
         )
         for n in tree.nodes
     ]
     residuals = [  # under a rule that corrects from the residual, the next sibling's p_{i+1} (Jeon et al. 2024)
         None
         if c.verdict.accepted or rule.correction_source != RESIDUAL
-        else texts.top(rule.correction_distribution(c.target_probs, c.draft_probs), config.top_n)
+        else after[c.parent].top(rule.correction_distribution(c.target_probs, c.draft_probs), config.top_n)
         for c in checks
     ]
     return TreeRecord(

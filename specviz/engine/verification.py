@@ -157,23 +157,23 @@ def walk_tree(
             c.draft_probs,
             c.verdict,
             rule,
-            texts,
+            texts.after(tree.tokens_to(c.parent)),  # a sibling reads as it would after its parent's path
             config.top_n,
         )
         for c in checks
     ]
-    node_p = target_probs[path[-1] if path else 0]
+    end = path[-1] if path else 0
+    node_p, after_path = target_probs[end], texts.after(tree.tokens_to(end))
     record = tree_record(tree, checks, path, target_probs, rule, texts, config)
-    leaf = not tree.nodes[path[-1] if path else 0].children
-    if leaf:
-        bonus = emitted_token(rule.bonus(node_p, generator), node_p, node_p, TARGET, texts, config.top_n)
+    if not tree.nodes[end].children:  # an accepted leaf: the bonus
+        bonus = emitted_token(rule.bonus(node_p, generator), node_p, node_p, TARGET, after_path, config.top_n)
         return Outcome(positions, correction=None, bonus=bonus, accepted_path=path, tree=record)
     last = checks[-1]
     token = rule.correction(last.target_probs, last.draft_probs, generator)
     drawn_from = rule.correction_distribution(last.target_probs, last.draft_probs)
     source = rule.correction_source
     rejected = (last.target_probs, last.draft_probs) if source == RESIDUAL else None
-    correction = emitted_token(token, drawn_from, node_p, source, texts, config.top_n, rejected)
+    correction = emitted_token(token, drawn_from, node_p, source, after_path, config.top_n, rejected)
     return Outcome(positions, correction=correction, bonus=None, accepted_path=path, tree=record)
 
 
