@@ -76,7 +76,7 @@ def accepted_lengths(trace: Trace) -> pd.DataFrame:
 
 def realised_blocks(trace: Trace) -> list[int]:
     """Tokens each round drafted in a chain (trees: their depth, the longest path a round can accept)."""
-    return [max((n.depth for n in r.tree.nodes), default=0) if r.tree else len(r.draft) for r in trace.rounds]
+    return [r.realised_block for r in trace.rounds]
 
 
 @dataclass(frozen=True)

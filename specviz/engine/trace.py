@@ -121,6 +121,12 @@ class Round:
     def accepted_count(self) -> int:
         return sum(pos.accepted for pos in self.draft)
 
+    @property
+    def realised_block(self) -> int:
+        """The most tokens this round could accept (its realised block size k_r): a chain's drafted tokens, a tree's
+        depth (its longest path)."""
+        return max((n.depth for n in self.tree.nodes), default=0) if self.tree else len(self.draft)
+
 
 @dataclass
 class Stats:
