@@ -24,6 +24,7 @@ from functools import partial
 from typing import TYPE_CHECKING, TextIO
 
 from specviz.config import DecodeConfig, field_params
+from specviz.engine_report_command import add_engine_report_command, engine_report_command
 from specviz.limits import DEFAULT_PROMPT
 from specviz.machine_commands import fetch_command, machine_command
 from specviz.models.errors import ModelLoadError, VocabularyMismatchError
@@ -82,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
             "draft model, its precision and γ (measured once, then stored)",
         )
     add_training_commands(commands)
+    add_engine_report_command(commands)
     fetch = commands.add_parser("fetch", help="download, check and de-quantise a published model pair into the cache")
     fetch.add_argument(
         "bundle", choices=sorted(BUNDLES), help="qwen-coder: Qwen2.5-Coder-0.5B-Instruct and -1.5B-Instruct"
@@ -208,6 +210,7 @@ def write_race(config: DecodeConfig, pair: ModelPair, args: argparse.Namespace) 
 COMMANDS = {
     "fetch": fetch_command,
     "machine": lambda args: machine_command(config_from_args(args)),
+    "engine-report": engine_report_command,
     **TRAINING_COMMANDS,
 }
 

@@ -1,0 +1,274 @@
+"""What serving engines report, read and explained (#54): each engine's format from its fixture
+(tests/data/engine_reports, README there) against numbers computed by hand, bad input as a message, the explanation
+against specviz.rules.theory, the app's own export read back, and ``python -m specviz engine-report``."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from specviz.analysis.engine_explain import explain, iid_alpha
+from specviz.analysis.engine_export import vllm_prometheus, vllm_request_json
+from specviz.analysis.engine_report import read_engine_report
+from specviz.cli import main
+from specviz.config import DecodeConfig
+from specviz.rules.theory import best_gamma, expected_speedup, expected_tokens_per_round
+from specviz.settings import ConfigError
+
+DATA = Path(__file__).parent / "data" / "engine_reports"
+PROMPT = [3, 7, 5, 9, 3, 7]
+
+# file: (engine, drafts, drafted, accepted, acceptance rate, mean acceptance length, per position, k), by hand
+EXPECTED = {
+    # 100 drafts of 4; 80, 60, 40, 20 accepted at positions 0..3 (sum 200)
+    "vllm_metrics.prom": ("vllm", 100, 400, 200, 200 / 400, 1 + 200 / 100, (0.8, 0.6, 0.4, 0.2), 4),
+    # two windows of k = 4: 400 / 4 = 100 drafts and 200 / 4 = 50; rates weighed by them
+    "vllm_log.txt": (
+        "vllm",
+        150,
+        600,
+        315,
+        315 / 600,
+        1 + 315 / 150,
+        (
+            (0.8 * 100 + 0.9 * 50) / 150,
+            (0.6 * 100 + 0.7 * 50) / 150,
+            (0.35 * 100 + 0.5 * 50) / 150,
+            (0.15 * 100 + 0.4 * 50) / 150,
+        ),
+        4,
+    ),  # fmt: skip
+    # vLLM PR #24127's own line: 295 drafted / k = 5 = 59 drafts
+    "vllm_log_pr24127.txt": ("vllm", 59, 295, 262, 262 / 295, 1 + 262 / 59, (0.983, 0.949, 0.915, 0.881, 0.712), 5),
+    # per_step_accepted 3,1,0,2,3,3,0,1: 6 steps accepted >= 1, 4 >= 2, 3 >= 3
+    "vllm_request.json": ("vllm", 8, 24, 13, 13 / 24, 1 + 13 / 8, (6 / 8, 4 / 8, 3 / 8), 3),
+    # the vLLM docs' example: histogram [39, 1, 0, 3]
+    "vllm_request_docs.json": ("vllm", 43, 129, 10, 10 / 129, 1 + 10 / 43, (4 / 43, 3 / 43, 3 / 43), 3),
+    # three windows: accept len 3.2, 2.8, 3.0 and rate 0.55, 0.45, 0.50; (L - 1) / r = 4 drafted per round
+    "sglang_decode.log": ("sglang", None, None, None, 0.5, 3.0, None, 4),
+    "sglang_metrics.prom": ("sglang", None, None, None, 0.55, 3.2, None, 4),
+    # llama.cpp PR #24536's own statistics line
+    "llamacpp_server_pr24536.log": ("llama.cpp", 87, 259, 167, 167 / 259, 1 + 167 / 87, (0.805, 0.632, 0.483), 3),
+    "llamacpp_server.log": ("llama.cpp", None, 150, 90, 0.6, 2.8, (0.76, 0.64, 0.40), 3),
+    "llamacpp_speculative.log": ("llama.cpp", None, 120, 76, 76 / 120, None, None, 5),
+    # llama.cpp PR #12603's timings
+    "llamacpp_completion.json": ("llama.cpp", None, 347, 65, 65 / 347, None, None, None),
+}
+
+
+def read(name: str, **changes: str) -> str:
+    text = (DATA / name).read_text()
+    for old, new in changes.items():
+        text = text.replace(old, new)
+    return text
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_format_gives_the_numbers_computed_by_hand(name):
+    engine, drafts, drafted, accepted, rate, length, per_position, k = EXPECTED[name]
+    report = read_engine_report(read(name))
+    assert (report.engine, report.drafts, report.draft_tokens, report.accepted_tokens) == (
+        engine,
+        drafts,
+        drafted,
+        accepted,
+    )
+    assert report.acceptance_rate == pytest.approx(rate, abs=1e-12)
+    assert report.mean_acceptance_length == (None if length is None else pytest.approx(length, abs=1e-12))
+    assert report.per_position == (None if per_position is None else pytest.approx(per_position, abs=1e-12))
+    assert report.draft_length == k
+    assert read_engine_report(read(name), engine).to_dict() == report.to_dict()  # the engine named: the same
+
+
+def test_vllm_counters_read_without_total_and_summed_over_engines():
+    plain = read_engine_report(read("vllm_metrics.prom", _total=""))
+    assert plain.to_dict() == read_engine_report(read("vllm_metrics.prom")).to_dict()
+    text = read("vllm_metrics.prom")
+    two_engines = text + "\n".join(line.replace('engine="0"', 'engine="1"') for line in text.splitlines())
+    doubled = read_engine_report(two_engines)
+    assert (doubled.drafts, doubled.draft_tokens, doubled.accepted_tokens) == (200, 800, 400)
+    assert doubled.per_position == pytest.approx((0.8, 0.6, 0.4, 0.2))
+
+
+def test_older_formats_of_the_same_lines():
+    old_llama = "slot print_timing: id  0 | task 5 | draft acceptance rate = 0.71901 (  174 accepted /   242 generated)"
+    report = read_engine_report(old_llama)
+    assert (report.draft_tokens, report.accepted_tokens, report.mean_acceptance_length) == (242, 174, None)
+    # SGLang from PR #11572 to #23530 printed accept len / (k + 1): 3.2 / 5 = 0.64 is k = 4, 2.2 / 4 = 0.55 accepted
+    older = read_engine_report(
+        read("sglang_decode.log").splitlines()[1].replace("accept rate: 0.55", "accept rate: 0.64")
+    )
+    assert (older.draft_length, older.acceptance_rate) == (4, pytest.approx(0.55))
+    gauges = 'sglang:spec_accept_length{tp_rank="0"} 3.2\nsglang:spec_num_draft_tokens{tp_rank="0"} 5\n'
+    newer = read_engine_report(gauges)  # k = 5 - 1 drafted tokens, 2.2 of them accepted per pass
+    assert (newer.draft_length, newer.acceptance_rate, newer.mean_acceptance_length) == (4, pytest.approx(0.55), 3.2)
+    old_vllm = (
+        "SpecDecoding metrics: Draft acceptance rate: 100.0%, Accepted: 66 tokens, Drafted: 66 tokens"  # PR #15902
+    )
+    report = read_engine_report(old_vllm)
+    assert (report.drafts, report.acceptance_rate, report.mean_acceptance_length, report.per_position) == (
+        None,
+        1.0,
+        None,
+        None,
+    )
+
+
+CUT_LOG = read("vllm_log.txt").splitlines()[1]
+
+
+@pytest.mark.parametrize(
+    ("text", "engine", "message"),
+    [
+        ("   ", None, "Nothing to read"),
+        ("hello, this is not a report", None, "not a speculative decoding report"),
+        (read("vllm_metrics.prom"), "llama.cpp", "reads as vllm's /metrics text"),
+        (read("vllm_request.json")[:300], None, "does not parse at line"),
+        (read("vllm_request.json", **{'"num_spec_steps": 8': '"num_spec_steps": 9'}), None, "sums to 8 steps"),
+        (read("vllm_request.json", **{"[2, 2, 1, 3]": "[2, 3, 0, 3]"}), None, "holds 12 accepted drafts"),
+        (
+            read("vllm_request.json", **{'"num_draft_tokens": 24': '"num_draft_tokens": -24'}),
+            None,
+            "cannot be negative",
+        ),
+        (read("vllm_metrics.prom", **{"} 200.0": "} -200.0"}), None, "cannot be negative"),
+        (read("vllm_metrics.prom")[:-70], None, "not a whole sample"),
+        (
+            read("vllm_metrics.prom", num_accepted_tokens_total="x"),
+            None,
+            "expected vllm:spec_decode_num_accepted_tokens",
+        ),
+        (read("vllm_metrics.prom", **{"} 400.0": "} 100.0"}), None, "impossible"),
+        (CUT_LOG[: CUT_LOG.index("Drafted:")], None, "expected 'Drafted: N tokens'"),
+        (CUT_LOG[: CUT_LOG.index("0.350")], None, "a list cut short"),
+        ('{"metrics": {"speculative_decoding": null}}', None, "is null"),
+        ('{"a": ' * 5000 + '{"speculative_decoding": 1}' + "}" * 5000, None, "nested too deeply"),
+        ('{"content": "hi", "timings": {"prompt_n": 3, "predicted_n": 8}}', None, "carry no draft_n"),
+        (read("llamacpp_server.log").replace("(   90 accepted", "(   90 acc\n"), None, "N accepted / M generated"),
+        (read("llamacpp_server_pr24536.log").replace(", #acc tokens", "\n"), "llama.cpp", "expected '#acc tokens'"),
+        (
+            "[2026-03-02 10:14:06 TP0] Decode batch, #running-req: 1, accept len: 0.50, accept rate: 0.5",
+            None,
+            "below 1",
+        ),
+    ],
+)
+def test_bad_input_is_a_message_saying_what_was_expected(text, engine, message):
+    with pytest.raises(ConfigError, match="(?s).*" + message.replace("(", r"\(").replace("?", r"\?")):
+        read_engine_report(text, engine)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_a_paste_cut_anywhere_reads_or_says_why(name):
+    """Never another exception: every cut of every fixture either reads or raises a ConfigError."""
+    text = read(name)
+    for end in range(1, len(text), 5):
+        try:
+            read_engine_report(text[:end])
+        except ConfigError as exc:
+            assert str(exc)
+
+
+def test_the_explanation_is_the_theory_at_the_reported_alpha():
+    report = read_engine_report(read("vllm_metrics.prom"))  # 3 tokens per pass at k = 4
+    explained = explain(report, c=0.6, gammas=(3, 5), verify_costs=(1.1, 1.3))
+    alpha = explained.alpha
+    assert expected_tokens_per_round(alpha, 4) == pytest.approx(3.0, abs=1e-12) and alpha == iid_alpha(3.0, 4)
+    assert [p.theory for p in explained.positions] == pytest.approx([alpha**i for i in (1, 2, 3, 4)])
+    assert [p.conditional for p in explained.positions] == pytest.approx([0.8, 0.6 / 0.8, 0.4 / 0.6, 0.2 / 0.4])
+    for price, gamma, v in zip(explained.prices, (3, 5), (1.1, 1.3), strict=True):
+        assert price.tokens_per_pass == expected_tokens_per_round(alpha, gamma)
+        assert price.speedup == expected_speedup(alpha, gamma, 0.6, v) and price.cost == pytest.approx(gamma * 0.6 + v)
+    assert explained.best_gamma == best_gamma(alpha, 0.6)
+    assert explained.cliff is None
+    # alpha = 0.74 at c = 0.6, v = 1.3: 3.22 tokens per pass for 4.3 target steps
+    assert (
+        "your acceptance is fine (alpha = 0.74); your draft costs c = 0.6 of a target step, so gamma 5 cannot pay"
+        in (explain(report, c=0.6, gammas=(5,), verify_costs=(1.3,)).verdict)
+    )
+    assert "cannot pay even at alpha = 1" in explain(report, c=1.2, gammas=(4,)).verdict  # 5 tokens for 4 c + 1 = 5.8
+
+
+def test_a_curve_that_falls_off_at_one_position_is_a_cliff_there():
+    # 100 drafts of 4 accepting 0.9, then 0.9 of those, then 0.1 / 0.81: the third position is broken
+    changes = {
+        "length: 2.90": "length: 2.86",
+        "Accepted: 190": "Accepted: 186",
+        "0.800, 0.600, 0.350, 0.150": "0.900, 0.810, 0.100, 0.050",
+    }
+    line = CUT_LOG
+    for old, new in changes.items():
+        line = line.replace(old, new)
+    explained = explain(read_engine_report(line))
+    assert explained.cliff is not None and explained.cliff.position == 3
+    assert explained.cliff.conditional == pytest.approx(0.1 / 0.81)
+    assert "falls off a cliff at position 3" in explained.verdict
+
+
+def test_bad_costs_are_messages():
+    report = read_engine_report(read("vllm_metrics.prom"))
+    for bad in (dict(c=-0.1), dict(c=0.4, gammas=(0,)), dict(c=0.4, gammas=(3, 5), verify_costs=(1.0, 1.0, 1.0))):
+        with pytest.raises(ConfigError):
+            explain(report, **bad)
+
+
+@pytest.fixture(scope="module", params=["chain", "tree"])
+def trace(request, tiny_dirs, tiny_pair):
+    from specviz.engine import speculative_decode
+
+    config = DecodeConfig(
+        target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", rule="sample", gamma=4,
+        max_new_tokens=30, seed=2, device="cpu",
+    )  # fmt: skip
+    if request.param == "tree":
+        config = config.replace(drafter="tree", rule="greedy", tree_mode="constant", branching=2, tree_depth=3)
+    return speculative_decode(config, prompt_ids=PROMPT, pair=tiny_pair)
+
+
+def test_the_apps_own_export_reads_back_to_the_traces_numbers(trace):
+    stats = trace.stats
+    accepted = [r.accepted_count for r in trace.rounds if r.drafted_count]
+    assert stats.accepted_tokens > 0 and len(set(accepted)) > 1  # the run accepted some drafts, not all
+    for text in (vllm_prometheus(trace), vllm_request_json(trace)):
+        report = read_engine_report(text, "vllm")
+        assert report.acceptance_rate == stats.acceptance_rate
+        assert report.mean_acceptance_length == stats.mean_acceptance_length
+        assert (report.draft_tokens, report.accepted_tokens, report.drafts) == (
+            stats.drafted_tokens, stats.accepted_tokens, len(accepted))  # fmt: skip
+        k = report.draft_length
+        assert report.per_position == tuple(sum(a >= i for a in accepted) / len(accepted) for i in range(1, k + 1))
+    exported = json.loads(vllm_request_json(trace))["metrics"]["speculative_decoding"]
+    assert exported["per_step_accepted"] == accepted
+    assert exported["acceptance_histogram"] == [accepted.count(j) for j in range(exported["num_spec_tokens"] + 1)]
+
+
+def test_the_command_prints_the_one_shape_or_the_explanation(capsys):
+    assert main(["engine-report", str(DATA / "llamacpp_server_pr24536.log"), "--json"]) == 0
+    shape = json.loads(capsys.readouterr().out)
+    assert shape == read_engine_report(read("llamacpp_server_pr24536.log")).to_dict()
+    assert list(shape) == [
+        "engine", "source", "drafts", "draft_tokens", "accepted_tokens", "acceptance_rate", "mean_acceptance_length",
+        "per_position", "draft_length",
+    ]  # fmt: skip
+    assert main(["engine-report", str(DATA / "vllm_metrics.prom"), "--c", "0.6", "--gamma", "5", "--v", "1.3"]) == 0
+    out = capsys.readouterr().out
+    assert "mean acceptance length 3.00" in out and "so gamma 5 cannot pay" in out
+
+
+def test_the_command_reads_stdin(capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO(read("sglang_decode.log")))
+    assert main(["engine-report", "-", "--json", "--engine", "sglang"]) == 0
+    assert json.loads(capsys.readouterr().out)["mean_acceptance_length"] == pytest.approx(3.0)
+
+
+def test_the_command_says_what_is_wrong(capsys, tmp_path):
+    for args in (
+        [str(tmp_path / "missing.txt")],
+        [str(DATA / "vllm_metrics.prom"), "--engine", "sglang"],
+        [str(DATA / "vllm_metrics.prom"), "--c", "-1"],
+    ):
+        assert main(["engine-report", *args]) == 2
+        assert capsys.readouterr().err.startswith("error: ")
