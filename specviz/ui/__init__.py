@@ -21,14 +21,14 @@ from specviz.ui.fields import UNSET, config_value, draw_field, field_enabled, wi
 from specviz.ui.navigation import PAGES, navigation, open_lesson_view
 from specviz.ui.opening import init_state_from_url
 from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, EMBEDDED_PAIR, PAIR_PRESETS, PROMPT_PRESETS
-from specviz.ui.racing import headline_text, race_link, raced
+from specviz.ui.racing import race_link, raced, show_headline
 from specviz.ui.views import (
     linked_round,
     pair_defaults_text,
     precision_caption,
+    priced_story_text,
     roofline_panel,
     show_player,
-    speed_story_text,
 )
 from specviz.ui.waiting import (
     get_trace,
@@ -53,7 +53,6 @@ __all__ = [
     "draw_shared_sidebar",
     "field_enabled",
     "get_trace",
-    "headline_text",
     "init_state_from_url",
     "let_the_hall_run_first",
     "linked_round",
@@ -63,15 +62,16 @@ __all__ = [
     "page_pair",
     "pair_defaults_text",
     "precision_caption",
+    "priced_story_text",
     "race_link",
     "raced",
     "roofline_panel",
     "shared_controls",
     "shared_result",
+    "show_headline",
     "show_player",
     "show_user_errors",
     "sidebar_controls",
-    "speed_story_text",
     "summary_line",
     "widget_value",
     "write_url",
