@@ -8,7 +8,7 @@ import urllib.parse
 from specviz.config import DecodeConfig
 from specviz.models.profile import PassProfile
 from specviz.serving.works import TRACE, Work
-from specviz.ui import waiting
+from specviz.ui import offers, waiting
 
 from .test_app import make_app, player_of
 from .test_pages import press
@@ -42,7 +42,7 @@ def test_a_student_session_starts_no_race_and_cannot_measure_it_again(tiny_param
     student = make_app({**params, "student": "1"})
     student.switch_page("pages/race.py").run()
     assert not student.exception and not any(b.label.startswith("Measure") for b in student.button)
-    assert any(i.value == waiting.NOT_PREPARED for i in student.info)
+    assert any(i.value == offers.NOT_PREPARED for i in student.info)
     teacher = make_app(params)
     teacher.switch_page("pages/race.py").run()
     press(teacher, "Measure the race on this server")
@@ -59,7 +59,7 @@ def test_a_student_session_shows_no_start_button_for_costly_work(tiny_params):
         at.switch_page(f"pages/{page}.py").run()
         assert not at.exception and not at.error, (page, [e.value for e in at.error])
         assert not any(b.label.startswith(button) for b in at.button), page
-        assert any(i.value == waiting.NOT_PREPARED for i in at.info), page
+        assert any(i.value == offers.NOT_PREPARED for i in at.info), page
 
 
 def test_a_trace_priced_past_the_limit_waits_for_a_press(tiny_params, monkeypatch):
@@ -69,7 +69,7 @@ def test_a_trace_priced_past_the_limit_waits_for_a_press(tiny_params, monkeypatc
     params = {**tiny_params, "max_new_tokens": "5", "seed": "13"}
     student = make_app({**params, "student": "1"}).run()
     assert not student.exception and not student.get("iframe")
-    assert any(i.value == waiting.NOT_PREPARED for i in student.info)
+    assert any(i.value == offers.NOT_PREPARED for i in student.info)
     at = make_app(params).run()
     assert not at.exception and not at.get("iframe")
     decode = next(b for b in at.button if b.label.startswith("Decode this trace"))

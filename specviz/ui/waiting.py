@@ -16,7 +16,6 @@ from specviz.analysis.common import BUTTON_BUDGET_S
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair
 from specviz.engine.trace import Trace
-from specviz.models.profile import model_profile
 from specviz.serving.pairs import describe_failure, loaded_target, pair_for
 from specviz.serving.pool import (
     HALL_WAIT_SECONDS,
@@ -30,16 +29,13 @@ from specviz.serving.pool import (
 )
 from specviz.serving.sharedwork import key_digest
 from specviz.serving.works import TRACE, Work
+from specviz.ui.offers import NOT_PREPARED, price_label, priced
 from specviz.ui.state import Session, page_key, session
 
 R = TypeVar("R")
 # a page's own trace starts on opening while it costs no more than a costly button's default work: past that a person
 # decides to wait for it (a press that says its price), as for that button, and a link cannot start it for a class
 TRACE_ON_OPEN_S = BUTTON_BUDGET_S
-NOT_PREPARED = (
-    "Your teacher has not prepared this yet: it appears here once it is computed (a student's link starts no costly "
-    "computation)."
-)
 
 
 def _session_id() -> str:
@@ -136,24 +132,6 @@ def let_the_hall_run_first() -> None:
     hall = hall_run(shared_work())
     if hall is not None:
         hall.finished.wait(HALL_WAIT_SECONDS)
-
-
-def priced(work: Work) -> float | None:
-    """What ``work`` costs here before it runs, from its target's profile and its prompt's tokens (None while its
-    pair is not loaded)."""
-    target = loaded_target(work.config)
-    if target is None:
-        return None
-    return work.priced_seconds(model_profile(target), len(target.tokenizer.encode(work.prompt)))
-
-
-def price_label(label: str, work: Work, price: float | None) -> str:
-    """A button's label with what pressing it costs here (as :func:`priced` prices it), when known."""
-    if price is None:
-        return label
-    duration = f"about {price:.0f} s" if price < 90 else f"about {price / 60:.0f} min"
-    duration = "under a second" if price < 1 else duration
-    return f"{label} ({duration} here{', plus loading the models' if work.loads_pairs else ''})"
 
 
 def remembered(

@@ -151,8 +151,10 @@ if config is not None and trace is not None and trace.rounds:
             signs = metrics.load_signs(timing)
             if signs:
                 st.warning(
-                    "This timing measured the server's load, not speculation: " + "; ".join(signs) + ". "
-                    "**Measure again** when the machine is quiet; a quiet timing replaces this one for every visitor."
+                    "This timing measured the server's load, not speculation: "
+                    + "; ".join(signs)
+                    + "."
+                    + ui.measure_again_hint()
                 )
             elif disturbed is not None:
                 st.warning(

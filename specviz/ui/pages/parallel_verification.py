@@ -36,7 +36,7 @@ if config is not None and trace is not None and trace.output_ids:
         if timing.timed_under_load(measured):
             st.warning(
                 f"These timings measured the server's load: the repeats' ratios disagree "
-                f"({', '.join(f'{r:.2f}×' for r in measured['ratios'])}). **Measure again** when the machine is quiet."
+                f"({', '.join(f'{r:.2f}×' for r in measured['ratios'])})." + ui.measure_again_hint()
             )
         elif disturbed is not None:
             st.warning("The latest timing was disturbed by other work on the server: the quiet one before it is shown.")

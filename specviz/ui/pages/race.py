@@ -62,8 +62,7 @@ if config is not None:
                 f"the quiet race of {race.measured_at.replace('T', ' ')} is shown."
             )
         elif race.load:
-            again = "" if session.student else ": **Measure again** when the machine is quiet"
-            st.warning(f"Measured under load ({'; '.join(race.load)}){again}.")
+            st.warning(f"Measured under load ({'; '.join(race.load)})." + ui.measure_again_hint())
         page = race_page(race)
         st.iframe(page, height="content")
         columns = st.columns(len(race.lanes))
