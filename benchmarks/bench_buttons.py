@@ -15,11 +15,12 @@ import argparse
 import time
 
 from benchmarks.bench_machine import PAIRS
-from specviz.analysis import lab
+from specviz.analysis import lab, lab_sequences
 from specviz.analysis.defaults import PRECISIONS
 from specviz.analysis.draft_precision import draft_precisions_on
 from specviz.config import DecodeConfig
 from specviz.drafters.registry import chain_drafter, drafter_entry, state_drafters
+from specviz.engine import prompt_ids_for
 from specviz.limits import DEFAULT_PROMPT, EMBEDDED, PROMPT_PRESETS
 from specviz.models.machine import cpu_name, matrix_units_in_words
 from specviz.models.profile import model_profile
@@ -29,11 +30,10 @@ from specviz.serving.works import TRACE, Work
 SWEPT = (1, 2, 3, 4, 6, 8)  # the Gamma sweep page's default block sizes
 
 
-def page_works(config: DecodeConfig, prompt: str, step_ms: float) -> list[tuple[str, Work]]:
-    """(page, work) for every costly button, with the parameters each page offers by default (the lab's decodes
-    per arm are sized by the target's step, ``step_ms``, as its page sizes them)."""
+def page_works(config: DecodeConfig, prompt: str, samples: int) -> list[tuple[str, Work]]:
+    """(page, work) for every costly button, with the parameters each page offers by default (``samples``: the lab's
+    decodes per arm, as its page sizes them from the power they have)."""
     sampled, presets = lab.sampling(config), tuple(PROMPT_PRESETS.values())
-    samples = lab.default_sequence_samples(2, step_ms)
     works = [
         ("Metrics", Work("speedup", config, prompt)),
         ("Race", Work("race", config, prompt, ((),))),
@@ -55,6 +55,14 @@ def page_works(config: DecodeConfig, prompt: str, step_ms: float) -> list[tuple[
     return works
 
 
+def lab_samples(config: DecodeConfig, prompt: str) -> int:
+    """The lab's default decodes per arm on this pair and prompt (the fewest with the power its page asks)."""
+    sampled = lab.sampling(config)
+    pair = pair_for(sampled)
+    laws = lab_sequences.first_position_laws(sampled, pair, prompt_ids_for(pair, sampled, prompt, None))
+    return lab_sequences.default_sequence_samples(lab_sequences.power_by_decodes(laws))
+
+
 def timed(work: Work) -> float:
     started = time.perf_counter()
     work.compute(lambda done, total, text=None: None)
@@ -66,14 +74,17 @@ def bench(name: str) -> None:
     base = DecodeConfig(target=target, draft=draft, drafter="model", device="cpu", max_new_tokens=32)
     config = with_pair_defaults(base)
     started = time.perf_counter()
-    step_ms = model_profile(pair_for(config).target).step_ms  # no pair held: a page's work may need its memory
+    target = pair_for(config).target  # the pair itself not held: a page's work may need its memory
+    profile, prompt_tokens = model_profile(target), len(target.tokenizer.encode(DEFAULT_PROMPT))
+    samples = lab_samples(config, DEFAULT_PROMPT)
+    del target
     print(f"\n## {name}: {config.dtype}, draft in {config.draft_precision}, γ = {config.gamma}")
     print(f"  {'button':34s} {'took':>8s} {'priced':>8s}  (the price its button shows, serving/prices.py)")
     print(f"  {'first load':34s} {time.perf_counter() - started:6.1f} s")
     for page, work in [("Round view: the trace", Work(TRACE, config, DEFAULT_PROMPT))] + page_works(
-        config, DEFAULT_PROMPT, step_ms
+        config, DEFAULT_PROMPT, samples
     ):
-        price = work.priced_seconds(step_ms)
+        price = work.priced_seconds(profile, prompt_tokens)
         print(f"  {page:34s} {timed(work):6.1f} s {price:6.1f} s{'  + loads' if work.loads_pairs else ''}", flush=True)
 
 

@@ -228,15 +228,15 @@ def test_gamma_sweep_progress_counts_its_real_steps(config, tiny_pair):
     # the median within its cycles
     assert ((table.speedup_low <= table.speedup) & (table.speedup <= table.speedup_high)).all()
     fig = sweep_figures.gamma_sweep_figure(table, 2, 2)
-    bars = next(t for t in fig.data if t.name == "measured speedup").error_y
+    bars = next(t for t in fig.data if t.name == "the sweep's timed ratio").error_y
     assert list(bars.array) == pytest.approx(list(table.speedup_high - table.speedup))
     assert list(bars.arrayminus) == pytest.approx(list(table.speedup - table.speedup_low))
     # the legend speaks words, not column names
     assert [t.name for t in fig.data][:4] == [
         "measured tokens per round",
         "theory tokens per round",
-        "measured speedup",
-        "theory speedup",
+        "the sweep's timed ratio",
+        "theory speedup (v = 1)",
     ]
 
 

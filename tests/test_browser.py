@@ -4,6 +4,7 @@ chromium (the wheel's `specviz app`: tests/test_package.py)."""
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import time
 from pathlib import Path
@@ -18,15 +19,22 @@ ARTIFACTS = ROOT / "artifacts"
 
 
 @contextlib.contextmanager
-def running_app():
+def running_server():
     """A plain `streamlit run app.py` in the checkout (Streamlit reads .streamlit/config.toml there) on a free port,
-    on the CPU; yields its URL once it answers."""
+    on the CPU, logging every shared computation; yields it once it answers."""
     server = Server(free_port(), serve=[sys.executable, "-m", "streamlit", "run", "app.py"], cwd=ROOT)
     try:
         server.wait_healthy()
-        yield server.url
+        yield server
     finally:
         server.stop()
+
+
+@contextlib.contextmanager
+def running_app():
+    """:func:`running_server`'s URL."""
+    with running_server() as server:
+        yield server.url
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +56,7 @@ def test_a_page_link_opened_first_on_a_fresh_server_keeps_the_prompt_at_the_next
         prompt = page.get_by_label("Prompt").input_value()
         assert prompt.strip()
         run.click()
-        outcome = page.get_by_text("best γ measured").or_(page.get_by_text("The prompt is empty"))
+        outcome = page.get_by_text("fastest γ, timed").or_(page.get_by_text("The prompt is empty"))
         outcome.or_(page.locator('[data-testid="stException"]')).first.wait_for()  # whichever comes: fail fast
         assert "prompt is empty" not in page.inner_text("body")
         assert page.get_by_label("Prompt").input_value() == prompt
@@ -238,3 +246,55 @@ def test_the_present_view_fits_a_projector_in_the_app(app_url):
         assert seen["rowsBottom"] <= seen["testBottom"] <= 720, seen
         assert seen["smallest"] >= 16, seen
         page.screenshot(path=str(ARTIFACTS / "present-1280x720.png"))
+
+
+LOGGED = re.compile(r"(computed|abandoned|received from another replica) (.+) ([0-9a-f]{12}) in [0-9.]+ s for")
+PRICED = re.compile(r"\((about \d+ (s|min)|under a second) here")
+
+
+def logged_computations(server: Server) -> list[tuple[str, str]]:
+    """(label, key digest) of every shared computation the server logged (specviz.serving.sharedwork)."""
+    return [(m[2], m[3]) for m in map(LOGGED.search, list(server.lines)) if m]
+
+
+def test_opening_a_page_as_a_fresh_visitor_starts_no_computation_but_its_round(embedded):
+    """Parallel verification, Recursive and What if opened by typed links on a fresh server: each shows its costly
+    work's button with the estimate, and the server's log shows no computation but the link's one round trace (and the
+    headline's pricing of it, a profile lookup)."""
+    pages = (
+        ("parallel_verification", "Time the passes now"),
+        ("recursive", "Decode with the tree"),
+        ("what_if", "Decode the second run"),
+    )
+    with running_server() as server, chromium_page(1280, 900) as page:
+        for path, button in pages:
+            page.goto(f"{server.url}/{path}?max_new_tokens=8")
+            start = page.get_by_role("button", name=re.compile(re.escape(button)))
+            start.wait_for(timeout=300_000)
+            assert PRICED.search(start.inner_text()), (path, start.inner_text())  # its estimate, before the press
+        page.wait_for_timeout(3_000)  # a computation started on opening would be running by now
+        assert page.locator('[data-testid="stProgress"]').count() == 0
+        logged = logged_computations(server)
+    assert {label for label, _ in logged} <= {"Decoding", "Pricing"}, logged
+    assert len({digest for label, digest in logged if label == "Decoding"}) == 1, logged  # the round's trace, once
+
+
+def test_a_students_link_reads_the_class_results_and_cannot_re_time_the_race(app_url):
+    """A student's link (student=1, as the sidebar's Copy link for students writes it) starts no race and offers no
+    Measure again, before the teacher's link measured the race and after; a sidebar click keeps it a student's."""
+    link = f"{app_url}/race?max_new_tokens=8&seed=5"
+    measure = re.compile("^Measure")
+    with chromium_page(1366, 768) as student:
+        student.goto(f"{link}&student=1")
+        student.get_by_text("Your teacher has not prepared this yet").first.wait_for(timeout=300_000)
+        assert student.get_by_role("button", name=measure).count() == 0
+        teacher = student.context.new_page()
+        teacher.set_default_timeout(300_000)
+        teacher.goto(link)
+        teacher.get_by_role("button", name=re.compile("Measure the race on this server")).click()
+        teacher.get_by_role("button", name=re.compile("Measure again")).wait_for()  # the teacher's link can re-time
+        student.goto(f"{link}&student=1")
+        student.frame_locator("iframe").first.get_by_role("button", name=re.compile("Replay the race")).wait_for()
+        assert student.get_by_role("button", name=measure).count() == 0  # the class's race, shown, not re-timed
+        student.get_by_role("link", name="Metrics and theory").click()
+        student.wait_for_url(re.compile(r"/metrics\?.*student=1"), timeout=300_000)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
-from specviz.analysis import lab
+from specviz.analysis import lab, lab_sequences
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
 from specviz.rules.acceptance import RESIDUAL, TARGET
@@ -94,7 +95,7 @@ def test_parallel_drafters_are_tested_at_their_first_drafted_token(embedded):
 
 
 def test_sequences_have_one_row_per_arm_sample_and_position(config, tiny_pair):
-    table = lab.sample_sequences(config, tiny_pair, PROMPT, samples=30, tokens=2)
+    table = lab_sequences.sample_sequences(config, tiny_pair, PROMPT, samples=30, tokens=2)
     assert (table.position == 1).sum() == 3 * 30  # every decode has a first token (a second unless it was EOS)
     assert set(table.position) == {1, 2} and table.groupby(["arm", "sample"]).size().max() == 2
     assert set(table.arm) == set(lab.ARMS)
@@ -114,3 +115,45 @@ def test_each_lab_arm_records_where_its_corrections_were_drawn_from(config, tiny
         assert corrections and {c.source for c in corrections} == {source}, arm
         if source == TARGET:
             assert all(c.prob == pytest.approx(c.target_prob) for c in corrections)  # drawn from p itself
+
+
+def test_the_two_sample_power_is_the_rate_at_which_the_test_rejects():
+    """The power the lab says before a press is what the test it runs does: 400 simulated experiments of n draws per
+    arm reject the broken law about as often as the noncentral chi-square says."""
+    p, q = hand_made()
+    broken = lab.output_law(BrokenResidualRule(), p, q)
+    n = 150
+    said = lab_sequences.two_sample_power(p, broken, n)
+    assert 0.3 < said < 0.95  # a power between the extremes, where a wrong formula would show
+    rng, laws = np.random.default_rng(0), [law / law.sum() for law in (broken.double().numpy(), p.double().numpy())]
+    rejected = [
+        lab_sequences.two_sample_p(*(rng.choice(4, n, p=law).tolist() for law in laws)) < lab_sequences.LEVEL
+        for _ in range(400)
+    ]
+    assert np.mean(rejected) == pytest.approx(said, abs=0.08)
+    assert lab_sequences.two_sample_power(p, p, n) == pytest.approx(lab_sequences.LEVEL, abs=1e-6)
+
+
+def test_the_labs_default_decodes_catch_the_broken_rule_at_the_apps_default(embedded):
+    """The lab's second part at its default (the app's configuration and prompt) has the power it promises: its
+    decodes draft confidently, where the broken rule's error is large; with the draft as it is, its old default of
+    ten decodes had almost none."""
+    from specviz.engine import prompt_ids_for
+    from specviz.limits import DEFAULT_PROMPT
+    from specviz.serving.pairs import LESSON_TEMPERATURE, pair_for
+
+    config = lab.sampling(DecodeConfig(device="cpu", temperature=LESSON_TEMPERATURE))  # the app's, in float32
+    pair = pair_for(config)
+    ids = prompt_ids_for(pair, config, DEFAULT_PROMPT, None)
+    power = lab_sequences.power_by_decodes(lab_sequences.first_position_laws(config, pair, ids))
+    samples = lab_sequences.default_sequence_samples(power)
+    assert power(samples) >= lab_sequences.POWER_TARGET, (samples, power(samples))
+    natural = lab.first_drafted_position(config, pair, ids)  # the draft as it is: the broken rule nearly hidden
+    hidden = lab.output_law(lab.lab_rules(config)["broken rule"], natural.target_probs, natural.draft_probs)
+    assert lab_sequences.two_sample_power(natural.target_probs, hidden, samples) < 0.5
+    confident = lab_sequences.sequence_rules(config)["speculative sampling"]
+    exact = lab.first_drafted_position(config, pair, ids, confident)
+    assert exact.draft_probs.max() > natural.draft_probs.max()  # the confident draft is sharper
+    assert torch.allclose(
+        lab.output_law(confident, exact.target_probs, exact.draft_probs), exact.target_probs, atol=1e-5
+    )

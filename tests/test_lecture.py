@@ -68,9 +68,9 @@ def test_after_preparing_every_recorded_page_runs_without_starting_a_computation
         assert not lecture.exception and not lecture.error, (page, lecture.exception)
         shown = {m.label for m in lecture.metric}
         if page == "metrics":
-            assert "speedup, live" in shown  # the live timing is there with no press
+            assert "timed ratio" in shown  # the live timing is there with no press
         if page == "race":
             assert "target alone" in shown
         if page == "gamma_sweep":
-            assert "best γ measured" in shown
+            assert "fastest γ, timed" in shown
     assert computations() == before  # nothing was computed in front of the class

@@ -123,7 +123,7 @@ def test_the_race_page_measures_once_for_every_session(tiny_params):
     at = make_app(params).run()
     at.switch_page("pages/race.py").run()
     assert not at.exception, at.exception
-    start = next(b for b in at.button if b.label.startswith("Start the race"))
+    start = next(b for b in at.button if b.label.startswith("Measure the race on this server"))
     assert re.search(r"\((about \d+ s|under a second) here\)", start.label)  # priced before it runs
     start.click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
@@ -146,7 +146,7 @@ def test_every_speed_page_quotes_the_races_speedup_once_a_race_was_run(tiny_para
     at.switch_page("pages/metrics.py").run()
     assert any(", priced** from this machine's profile" in i.value for i in at.info)  # before a race: labelled
     at.switch_page("pages/race.py").run()
-    next(b for b in at.button if b.label.startswith("Start the race")).click().run()
+    next(b for b in at.button if b.label.startswith("Measure the race on this server")).click().run()
     measured = next(m for m in at.metric if m.label.startswith("speculative")).delta.split("×")[0]
     for page in ("metrics", "parallel_verification"):
         at.switch_page(f"pages/{page}.py").run()

@@ -10,7 +10,7 @@ u < min(1, p(x)/q(x)), else a draw from c), so 10^4-10^5 samples cost millisecon
 Each arm has its own random stream: two-sample and goodness-of-fit tests assume independent samples.
 
 Later positions (M > 1) need the real decoder (the context then depends on earlier tokens):
-``sample_sequences`` decodes N short continuations per arm with independent seeds per arm.
+:mod:`specviz.analysis.lab_sequences`.
 """
 
 from __future__ import annotations
@@ -19,24 +19,21 @@ from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import torch
-from scipy.stats import chi2, chi2_contingency, chisquare, ncx2
+from scipy.stats import chi2, chisquare, ncx2
 
-from specviz.analysis.common import Progress, decoding_seconds, units_in_budget
 from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock
 from specviz.drafters.modules import make_drafter
 from specviz.drafters.registry import drafter_entry
-from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
+from specviz.engine import ModelPair
 from specviz.models.forwards import KVCachedSequence, full_forward, states_forward
 from specviz.rules.acceptance import Rule
 from specviz.rules.registry import SAMPLING, rule_for
+from specviz.rules.sampling import build as build_sampling
 from specviz.rules.sampling import build_broken
 
 LAB_SAMPLES_MAX = 100_000  # exact-law arm: vectorised draws, no model call per sample
-SEQUENCE_SAMPLES_MIN, SEQUENCE_SAMPLES_MAX = 10, 300  # real decoding per arm
-SEQUENCE_TOKENS_MAX = 3
 ARMS = ("speculative sampling", "target sampling", "broken rule")
 ARM_SEED_STRIDE = 1_000_003  # arm a uses seeds a * stride + s: no two arms share a random stream
 MIN_EXPECTED = 5  # chi-square bins with fewer expected counts are pooled (Cochran's rule)
@@ -47,9 +44,13 @@ def sampling(config: DecodeConfig) -> DecodeConfig:
     return config.replace(rule=SAMPLING)
 
 
-def lab_rules(config: DecodeConfig) -> dict[str, Rule]:
-    """The correct and the broken sampler, both with the config's temperature, top-k and top-p."""
-    return {"speculative sampling": rule_for(sampling(config)), "broken rule": build_broken(config)}
+def lab_rules(config: DecodeConfig, draft_temperature: float | None = None) -> dict[str, Rule]:
+    """The correct and the broken sampler, both with the config's temperature, top-k and top-p (and the draft at
+    ``draft_temperature`` where given: both stay what they are for any q they draw from)."""
+    return {
+        "speculative sampling": build_sampling(config, draft_temperature),
+        "broken rule": build_broken(config, draft_temperature),
+    }
 
 
 @dataclass(frozen=True)
@@ -61,15 +62,18 @@ class DraftedPosition:
     draft_probs: torch.Tensor | None  # None: the drafter proposes nothing here (n-gram without a match)
 
 
-def first_drafted_position(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> DraftedPosition:
-    """The target's p and the drafter's q at its first drafted token, as the engine computes them.
+def first_drafted_position(
+    config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], rule: Rule | None = None
+) -> DraftedPosition:
+    """The target's p and the drafter's q at its first drafted token, as the engine computes them (under ``rule``,
+    the config's by default).
 
     Parallel drafters read the target's states, which exist only after a first verification, so they
     first draft at the prompt plus one token; the lab fixes that token to the target's most likely one.
     Tree drafters draw their first level from the draft model (or the layer-skip draft) at the prompt.
     """
     config = drafter_entry(config.drafter).chain_config(sampling(config))
-    rule = rule_for(config)
+    rule = rule or rule_for(config)
     parallel = drafter_entry(config.drafter).requires_model_outputs
     state = KVCachedSequence()
     forward = states_forward if parallel else full_forward
@@ -172,58 +176,3 @@ def exact_lab(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], n: i
         samples[arm] = ids.tolist()
     p_values = {arm: goodness_of_fit(ids, p) for arm, ids in samples.items()}
     return ExactLab(position, samples, laws, p_values, chi_square_power(p, laws["broken rule"], n), n)
-
-
-def sequence_seconds(samples: int, tokens: int, target_step_ms: float) -> float:
-    """What :func:`sample_sequences` costs, priced from the machine profile: per sample and arm one short decode,
-    about ``tokens`` + 2 target steps (the prompt's pass and the extra drafted token included)."""
-    return decoding_seconds(samples * len(ARMS), tokens + 2, target_step_ms)
-
-
-def default_sequence_samples(tokens: int, target_step_ms: float) -> int:
-    """The decodes per arm a press runs by default: as many tens as :data:`BUTTON_BUDGET_S` holds on this machine,
-    within the slider's range (more samples give the test more power; the page says how long they take)."""
-    return 10 * units_in_budget(sequence_seconds(10, tokens, target_step_ms), SEQUENCE_SAMPLES_MIN // 10, 10)
-
-
-def sample_sequences(
-    config: DecodeConfig,
-    pair: ModelPair,
-    prompt_ids: list[int],
-    samples: int,
-    tokens: int,
-    on_progress: Progress | None = None,
-) -> pd.DataFrame:
-    """``samples`` real decodes per arm of the first ``tokens`` tokens; arm a uses seeds a * stride + s.
-
-    Speculative runs generate tokens + 1 so the first round really drafts at least ``tokens`` tokens.
-    """
-    samples, tokens = min(samples, SEQUENCE_SAMPLES_MAX), min(tokens, SEQUENCE_TOKENS_MAX)
-    config = sampling(config).replace(max_new_tokens=tokens + 1, gamma=max(config.gamma, tokens))
-    rules = lab_rules(config)
-    rows = []
-    for s in range(samples):
-        for arm_index, arm in enumerate(ARMS):
-            seeded = config.replace(seed=arm_index * ARM_SEED_STRIDE + s)
-            if arm == "target sampling":
-                ids = autoregressive_decode(seeded.replace(max_new_tokens=tokens), pair, prompt_ids)[0]
-            else:
-                ids = speculative_decode(seeded, prompt_ids=prompt_ids, pair=pair, rule=rules[arm]).output_ids
-            rows += [dict(arm=arm, sample=s, position=i + 1, token_id=t) for i, t in enumerate(ids[:tokens])]
-        if on_progress:
-            on_progress(s + 1, samples)
-    return pd.DataFrame(rows)
-
-
-def two_sample_p(a: list[int], b: list[int]) -> float:
-    """Chi-square test of homogeneity between two independent samples of token ids (sparse tokens pooled)."""
-    ca, cb = Counter(a), Counter(b)
-    tokens = [t for t in set(ca) | set(cb) if ca[t] + cb[t] >= 10]
-    table = [
-        [ca[t] for t in tokens] + [len(a) - sum(ca[t] for t in tokens)],
-        [cb[t] for t in tokens] + [len(b) - sum(cb[t] for t in tokens)],
-    ]
-    table = [list(col) for col in zip(*table) if sum(col) > 0]
-    if len(table) < 2:
-        return 1.0
-    return float(chi2_contingency(np.array(table).T)[1])

@@ -107,6 +107,24 @@ def theory_check(trace: Trace) -> TheoryCheck:
     )
 
 
+def two_counts_reconciled(trace: Trace) -> str:
+    """Why vLLM's acceptance length and the tokens per round differ, in words, from the trace's own rounds: the first
+    counts 1 + accepted drafts over the rounds that drafted, the second the tokens emitted over every round; they part
+    by the rounds that drafted nothing and by the accepted or bonus tokens cut where the output ended."""
+    stats, drafting = stats_of(trace), [r for r in trace.rounds if r.drafted_count]
+    counted = len(drafting) + sum(r.accepted_count for r in drafting)
+    cut = counted - sum(len(r.emitted_ids) for r in drafting)
+    idle = len(trace.rounds) - len(drafting)
+    return (
+        f"Acceptance length {stats.mean_acceptance_length:.2f} = (drafting rounds + accepted drafts) / drafting "
+        f"rounds = {counted} / {len(drafting)}; tokens per round {stats.mean_tokens_per_round:.2f} = new tokens / "
+        f"rounds = {stats.new_tokens} / {len(trace.rounds)}. They part by {idle} round{'s' * (idle != 1)} that "
+        f"drafted nothing (one token each, counted only in the second) and {cut} accepted or bonus "
+        f"token{'s' * (cut != 1)} cut where the output ended ({stats.stop_reason.replace('_', ' ')}; counted only "
+        "in the first)."
+    )
+
+
 @dataclass(frozen=True)
 class SpeedupCheck:
     speculative_s: float

@@ -57,6 +57,21 @@ def speed_sentence(profile: PassProfile) -> str:
         f"{profile.step_ms:.1f} ms in {profile.dtype} on {KERNEL_WORDS.get(profile.kernels, profile.kernels)} "
         f"({profile.bandwidth_gbs:.1f} GB/s of weights), and its pass over k + 1 tokens costs v(k) = "
         f"{', '.join(f'{v:.2f}' for v in costs.values())} one-token steps for k = 1..{max(costs)}: {shape}."
+        + below_one_sentence(costs)
+    )
+
+
+def below_one_sentence(costs: dict[int, float]) -> str:
+    """What a v(k) below 1 means, in words (empty where none is): a pass over k + 1 tokens measured cheaper than
+    the one-token step, which the roofline says cannot be (the same weights read, more arithmetic) unless the
+    kernel for a single row is slower than the one for several, as it is on some CPUs' matrix libraries."""
+    cheaper = [k for k, v in costs.items() if v < 1]
+    if not cheaper:
+        return ""
+    return (
+        f" v(k) below 1 (k = {', '.join(map(str, cheaper))}): a pass over k + 1 tokens measured cheaper than over one "
+        "token. On this machine the one-row kernel is slower than the batched one, so the one-token step, not the "
+        "wider pass, is the slow case; the theory priced with v(k) takes that as measured."
     )
 
 
@@ -97,12 +112,14 @@ def best_priced_gamma(alpha: float, c: float, profile: PassProfile) -> int:
 
 
 def speculation_summary(alpha: float, c: float, profile: PassProfile) -> str:
-    """What the roofline means for speculation here at a measured alpha and c."""
+    """What the roofline means for speculation here at a measured alpha and c: the block size the theory picks at
+    that one alpha, said to be that (the Gamma sweep's picks come from each block size's own runs)."""
     gamma = best_priced_gamma(alpha, c, profile)
     return (
-        f"At α = {alpha:.2f} and c = {c:.3f}, the theory priced at this machine's v(k) is best at γ = {gamma} "
-        f"({expected_speedup(alpha, gamma, c, profile.verify_cost(gamma)):.2f}× over the target alone); "
-        f"v(k) stays flat (≤ {FLAT}) up to k = {profile.flat_until()}."
+        f"The theory at this trace's α = {alpha:.2f} and c = {c:.3f}, priced at this machine's v(k), is best at "
+        f"γ = {gamma} ({expected_speedup(alpha, gamma, c, profile.verify_cost(gamma)):.2f}× over the target alone, "
+        f"full blocks); v(k) stays flat (≤ {FLAT}) up to k = {profile.flat_until()}. A prediction at one α for every "
+        "γ: the Gamma sweep decodes each γ, whose own α and clipped last rounds may pick another γ."
     )
 
 
@@ -177,16 +194,13 @@ def measured_defaults(profiles: dict[str, tuple[PassProfile, PassProfile]], alph
     )
 
 
-def speed_story(priced: float, alpha: float, gamma: int, c: float, target: PassProfile) -> str:
-    """The one speed figure every speed page tells for a run, with where it comes from."""
-    verdict = (
-        f"**{priced:.2f}× faster than the target alone on this machine**"
-        if priced >= 1
-        else f"**slower than the target alone on this machine ({priced:.2f}×)**"
-    )
+def priced_story(priced: float, alpha: float, gamma: int, c: float, target: PassProfile) -> str:
+    """The theory's speedup for a run, priced with this machine's profile, named for what it is: a prediction beside
+    the configuration's one speed figure (the race's measurement, quoted by every speed page), never in its place."""
     return (
-        f"Speculative decoding of this run is {verdict} (α = {alpha:.2f}, γ = {gamma}, c = {c:.3f}): the theory "
-        f"priced with this machine's profile, measured once when the models were loaded ({target.model} in "
-        f"{target.dtype} on {KERNEL_WORDS.get(target.kernels, target.kernels)}, {target.cpu}). It is the "
-        "configuration's headline until a race measures one, and what live timings are checked against."
+        f"**The theory at this α and c**, priced with this machine's profile: {priced:.2f}× over the target alone "
+        f"(α = {alpha:.2f}, γ = {gamma}, c = {c:.3f}; {target.model} in {target.dtype} on "
+        f"{KERNEL_WORDS.get(target.kernels, target.kernels)}, {target.cpu}, profiled once when the models were "
+        "loaded). A prediction, not a measurement: the configuration's speedup is the race's, in the headline above "
+        "(before a race, this priced figure, labelled so). Live timings are checked against it."
     )

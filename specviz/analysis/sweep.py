@@ -126,11 +126,11 @@ READABLE = {
     "mean_block": "mean block",
     "tokens_per_round": "tokens per round",
     "expected_tokens_per_round": "tokens per round, theory",
-    "speedup": "speedup, measured",
+    "speedup": "timed ratio",
     "speedup_low": "slowest pair",
     "speedup_high": "fastest pair",
-    "expected_speedup": "speedup, theory (v = 1)",
-    "expected_speedup_verify_measured": "speedup on this machine",
+    "expected_speedup": "theory, v = 1",
+    "expected_speedup_verify_measured": "theory, v(k) here",
     "verify_cost": "v(k)",
     "target_passes": "target passes",
     "new_tokens": "new tokens",
@@ -142,15 +142,26 @@ READABLE = {
 
 
 def readable(table: pd.DataFrame) -> pd.DataFrame:
-    """The sweep's table as a reader wants it: named columns, two decimals (three for α)."""
-    return table.round({column: 3 if column in ("alpha", "acceptance_rate") else 2 for column in table.columns}).rename(
-        columns=READABLE
-    )
+    """The sweep's table as a reader wants it: named columns, two decimals (three for α); a γ sweep's rows say which
+    timings measured the server's load (:func:`loaded_gammas`)."""
+    shown = table.round({column: 3 if column in ("alpha", "acceptance_rate") else 2 for column in table.columns})
+    if "speedup_low" in table.columns:
+        loaded = loaded_gammas(table)
+        shown["timing"] = ["under load" if gamma in loaded else "quiet" for gamma in table.gamma]
+    return shown.rename(columns=READABLE)
 
 
 def best_gamma_by(table: pd.DataFrame, column: str) -> int:
-    """The swept block size with the highest ``column`` (a measured or a theoretical speedup)."""
+    """The swept block size with the highest ``column`` (a theoretical speedup)."""
     return int(table.loc[table[column].idxmax(), "gamma"])
+
+
+def fastest_quiet_gamma(table: pd.DataFrame) -> int | None:
+    """The swept block size whose timing gave the highest ratio among those that measured speculation, not the
+    server's load (:func:`loaded_gammas`); None when every timing measured the load: a load-flagged timing is never
+    a result."""
+    quiet = table[~table.gamma.isin(loaded_gammas(table))]
+    return best_gamma_by(quiet, "speedup") if len(quiet) else None
 
 
 def gammas_tied_with(table: pd.DataFrame, gamma: int) -> list[int]:

@@ -11,7 +11,7 @@ import numpy as np
 
 from specviz.analysis.common import TIMING_REPEATS_MAX
 from specviz.analysis.cost import primed_state, timed_feeds
-from specviz.analysis.paired import timed_in_alternating_pairs
+from specviz.analysis.paired import disagree, timed_in_alternating_pairs
 from specviz.engine import ModelPair
 from specviz.models.forwards import full_forward
 
@@ -47,7 +47,14 @@ def verification_timing(pair: ModelPair, prefix: list[int], block: list[int], re
         parallel_ms=times.first_median * 1e3,
         sequential_ms=times.second_median * 1e3,
         repeats=len(times.first_seconds),
+        ratios=[1 / ratio for ratio in times.ratios],  # each repeat's sequential / parallel
     )
+
+
+def timed_under_load(timed: dict) -> bool:
+    """Whether a :func:`verification_timing` measured the machine's load: its repeats, each a back-to-back pair,
+    disagree (:func:`~specviz.analysis.paired.disagree`; one repeat cannot tell)."""
+    return disagree(timed["ratios"])
 
 
 def verification_mask(prefix_len: int, gamma: int) -> np.ndarray:

@@ -37,11 +37,15 @@ class SpeculativeSamplingRule:
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
+    # the draft's own temperature where it differs from the target's (None: the same): the rule stays exact for any q
+    # it draws from, and the losslessness lab drafts confidently so that a broken correction shows
+    draft_temperature: float | None = None
     stochastic = True
     correction_source = RESIDUAL
 
     def draft_distribution(self, logits: torch.Tensor) -> torch.Tensor:
-        return sampling_distribution(logits, self.temperature, self.top_k, self.top_p)
+        temperature = self.temperature if self.draft_temperature is None else self.draft_temperature
+        return sampling_distribution(logits, temperature, self.top_k, self.top_p)
 
     def target_distribution(self, logits: torch.Tensor) -> torch.Tensor:
         return sampling_distribution(logits, self.temperature, self.top_k, self.top_p)
@@ -104,10 +108,11 @@ class BrokenResidualRule(SpeculativeSamplingRule):
         return target_probs, without_token(draft_probs, rejected)
 
 
-def build(config: DecodeConfig) -> SpeculativeSamplingRule:
-    return SpeculativeSamplingRule(**asdict(settings_of(config, SamplingSettings)))
+def build(config: DecodeConfig, draft_temperature: float | None = None) -> SpeculativeSamplingRule:
+    """Speculative sampling with the config's warps (the draft at ``draft_temperature`` where given)."""
+    return SpeculativeSamplingRule(**asdict(settings_of(config, SamplingSettings)), draft_temperature=draft_temperature)
 
 
-def build_broken(config: DecodeConfig) -> BrokenResidualRule:
+def build_broken(config: DecodeConfig, draft_temperature: float | None = None) -> BrokenResidualRule:
     """The broken twin with the config's warps (the lab's "broken rule" arm)."""
-    return BrokenResidualRule(**asdict(settings_of(config, SamplingSettings)))
+    return BrokenResidualRule(**asdict(settings_of(config, SamplingSettings)), draft_temperature=draft_temperature)

@@ -31,7 +31,8 @@ PAIRS_KEPT = 6  # model pairs held in memory at once, least recently used droppe
 LOAD_HEADROOM = 1.1  # a load's peak over its estimate (bytes_to_load): the interpreter's own allocations on top
 LOADING_NOTE = (
     "Loading the models (once per server; the first load on a machine also measures its matrix kernels and "
-    "each pass over 1 to 9 tokens: seconds for the embedded pair, about a minute for a 1.5B model) …"
+    "each pass over 1 to 9 tokens: seconds for the embedded pair, one to three minutes for a 1.5B model, longer "
+    "while the machine is busy) …"
 )
 
 

@@ -2,24 +2,36 @@
 step in ms) -> seconds``, at most (a speculative decode costs no more than the target alone's where speculation
 pays; :func:`~specviz.analysis.common.decoding_seconds`). A button says it before it is pressed, and a waiting page
 starts its estimate from it (:mod:`specviz.serving.estimates`). Loading the models is not in it: a work that loads
-other pairs says so (``WorkEntry.loads_pairs``)."""
+other pairs says so (``WorkEntry.loads_pairs``). Reading the prompt comes on top, once (:func:`prompt_seconds`): a
+long prompt is what makes a trace long."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from specviz.analysis import lab, numerics, race, sweep
+from specviz.analysis import lab_sequences, numerics, race, sweep
 from specviz.analysis.common import SWEEP_TOKENS_MAX, decoding_seconds
 from specviz.analysis.drafters import compared_seconds, compared_tokens
 from specviz.analysis.metrics import TIMED_PAIRS
 from specviz.analysis.rules import beta_values
 from specviz.config import DecodeConfig
+from specviz.drafters.registry import drafter_entry
+from specviz.models.profile import PassProfile
 
 WIDE_ROUND_STEPS = 2  # a pass over a tree or a 16-token chain, and its drafting, for a few tokens a round
 
 
+def prompt_seconds(tokens: int, target: PassProfile) -> float:
+    """The target's pass over a prompt of ``tokens`` tokens, priced from its profile: each token at its share of the
+    widest pass the profile measured, T(9) / 9 (a long prompt is read in wide passes, which a CPU's few cores make
+    compute-bound: the cost per token falls little past a few tokens)."""
+    return tokens * target.pass_ms[-1] / len(target.pass_ms) / 1e3
+
+
 def trace(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
-    return decoding_seconds(1, config.max_new_tokens, step_ms)
+    """One decode; a round that verifies a tree costs up to :data:`WIDE_ROUND_STEPS` target steps a token."""
+    wide = WIDE_ROUND_STEPS if drafter_entry(config.drafter).drafts_tree(config) else 1
+    return wide * decoding_seconds(1, config.max_new_tokens, step_ms)
 
 
 def live_timing(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
@@ -49,12 +61,13 @@ def departures(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) ->
 
 
 def first_position(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
-    return decoding_seconds(1, 2, step_ms)  # the target's and the drafter's pass at the prompt
+    """The target's and the drafter's pass at the prompt, once for each part's draft (the lab's two parts)."""
+    return decoding_seconds(2, 2, step_ms)
 
 
 def sequences(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
     samples, tokens = params
-    return lab.sequence_seconds(samples, tokens, step_ms)
+    return lab_sequences.sequence_seconds(samples, tokens, step_ms)
 
 
 def each_precision(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:

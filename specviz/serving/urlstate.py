@@ -60,6 +60,19 @@ def url_fields() -> tuple[str, ...]:
 
 
 PROMPT_CHARS_MAX = 4000
+STUDENT = "student"  # the parameter of a student's link: the session reads the class's results, starts no costly work
+
+
+def parse_student(params: Mapping[str, str]) -> tuple[bool, list[str]]:
+    """Whether the link opens a student session (``student=1``; absent or ``0``: the teacher's), with a message for a
+    value that is neither (it falls back to the teacher's, as any bad value falls back to its default)."""
+    raw = params.get(STUDENT)
+    if raw is None:
+        return False, []
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "0", "false"):
+        return text in ("1", "true"), []
+    return False, [f"URL parameter {STUDENT}={str(raw)[:20]!r} ignored (must be 1 or 0): a teacher's session"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +80,7 @@ class UrlState:
     config: DecodeConfig
     prompt: str | None  # None: the parameter is absent
     round: int  # 1-based round to show
+    student: bool  # a student's link (:data:`STUDENT`)
     messages: tuple[str, ...]  # one line per value that was ignored, and why
 
 
@@ -119,11 +133,14 @@ def parse_query(params: Mapping[str, str], defaults: DecodeConfig) -> UrlState:
         except ValueError:
             messages.append(f"URL parameter round={str(params['round'])[:20]!r} ignored (must be a positive integer)")
             round_index = 1
-    return UrlState(config, prompt, round_index, tuple(messages))
+    student, student_messages = parse_student(params)
+    return UrlState(config, prompt, round_index, student, tuple(messages + student_messages))
 
 
-def to_query(config: DecodeConfig, prompt: str, round_index: int, defaults: DecodeConfig) -> dict[str, str]:
-    """The query parameters that reproduce ``config``, ``prompt`` and the shown round."""
+def to_query(
+    config: DecodeConfig, prompt: str, round_index: int, defaults: DecodeConfig, student: bool = False
+) -> dict[str, str]:
+    """The query parameters that reproduce ``config``, ``prompt``, the shown round and a student's session."""
     query: dict[str, str] = {}
     for name in url_fields():
         value = config.value(name)
@@ -133,4 +150,6 @@ def to_query(config: DecodeConfig, prompt: str, round_index: int, defaults: Deco
     query["prompt"] = prompt
     if round_index > 1:
         query["round"] = str(round_index)
+    if student:
+        query[STUDENT] = "1"
     return query

@@ -12,14 +12,14 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from specviz.analysis import drafters, lab, metrics, numerics, rules, sweep, timing, tree_vs_chain
+from specviz.analysis import drafters, lab, lab_sequences, metrics, numerics, rules, sweep, timing, tree_vs_chain
 from specviz.analysis.common import SWEEP_TOKENS_MAX
 from specviz.analysis.draft_precision import draft_precision_row
 from specviz.analysis.race import run_race
 from specviz.config import DecodeConfig
 from specviz.engine import prompt_ids_for
 from specviz.engine.trace import Trace
-from specviz.models.profile import model_profile
+from specviz.models.profile import PassProfile, model_profile
 from specviz.rules.registry import GREEDY
 from specviz.serving import prices
 from specviz.serving.jobs import ProgressFn
@@ -55,10 +55,11 @@ class Work:
     def compute(self, on_progress: ProgressFn) -> Any:
         return WORKS[self.name].compute(self.config, self.prompt, self.params, on_progress)
 
-    def priced_seconds(self, target_step_ms: float) -> float:
-        """At most what it costs here, from the machine profile's one-token step of its target
-        (:mod:`specviz.serving.prices`)."""
-        return WORKS[self.name].priced(self.config, self.params, target_step_ms)
+    def priced_seconds(self, target: PassProfile, prompt_tokens: int) -> float:
+        """What it costs here, from its target's machine profile (:mod:`specviz.serving.prices`): its work at the
+        one-token step, and reading its prompt of ``prompt_tokens`` tokens once."""
+        work = WORKS[self.name].priced(self.config, self.params, target.step_ms)
+        return work + prices.prompt_seconds(prompt_tokens, target)
 
     @property
     def loads_pairs(self) -> bool:
@@ -68,6 +69,7 @@ class Work:
 Compute = Callable[[DecodeConfig, str, tuple[Any, ...], ProgressFn], Any]
 Priced = Callable[[DecodeConfig, tuple[Any, ...], float], float]
 TRACE = "trace"
+PRICED_SPEEDUP = "machine_speedup"  # (c, the speedup priced from the profile): the headline's figure before a race
 
 
 @dataclass(frozen=True)
@@ -134,12 +136,15 @@ def departures(config: DecodeConfig, prompt: str, params: tuple, on_progress: Pr
 def exact_lab(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
     (samples,) = params
     pair = pair_for(config)
-    return lab.exact_lab(config, pair, ids_of(config, prompt), samples, seed=config.seed), pair.target.tokenizer
+    ids = ids_of(config, prompt)
+    exact = lab.exact_lab(config, pair, ids, samples, seed=config.seed)
+    return exact, pair.target.tokenizer, lab_sequences.first_position_laws(config, pair, ids)  # and part 2's power
 
 
-def lab_sequences(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+def lab_decodes(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
     samples, tokens = params
-    return lab.sample_sequences(config, pair_for(config), ids_of(config, prompt), samples, tokens, on_progress)
+    pair = pair_for(config)
+    return lab_sequences.sample_sequences(config, pair, ids_of(config, prompt), samples, tokens, on_progress)
 
 
 def precisions(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
@@ -204,14 +209,14 @@ WORKS: dict[str, WorkEntry] = {
         "Decoding", lambda config, prompt, params, on_progress: decoding(config, prompt)(on_progress), prices.trace
     ),
     "speedup": WorkEntry("Live timing", live_speedup, prices.live_timing, measured=True),
-    "machine_speedup": WorkEntry("Pricing", priced_speedup, prices.trace),
+    PRICED_SPEEDUP: WorkEntry("Pricing", priced_speedup, prices.trace),
     "race": WorkEntry("Race", race, prices.raced, measured=True),
     "sweep": WorkEntry("Sweeping γ", gamma_sweep, prices.swept, measured=True),
     "vocab-sweep": WorkEntry("Comparing head sizes", vocab_sweep, prices.head_sizes),
     "rules": WorkEntry("Verifying", rules_on_draft, prices.trace),
     "departures": WorkEntry("Decoding β", departures, prices.departures),
     "exact-lab": WorkEntry("Sampling the first drafted token", exact_lab, prices.first_position),
-    "lab-sequences": WorkEntry("Decoding the samples", lab_sequences, prices.sequences),
+    "lab-sequences": WorkEntry("Decoding the samples", lab_decodes, prices.sequences),
     "numerics": WorkEntry("Comparing precisions", precisions, prices.each_precision, loads_pairs=True),
     "numerics-presets": WorkEntry(
         "Decoding the presets in bfloat16", preset_match_rate, prices.presets, loads_pairs=True

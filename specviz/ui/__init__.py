@@ -4,7 +4,8 @@
 script per page; ``navigation``: the page list; ``presets``: the model pairs and prompts offered; ``state``: the
 session's state, typed, every key listed; ``opening``: what a session opens on (its link); ``controls``: the
 sidebar, mirrored in the URL; ``fields``: the widget each config field becomes; ``waiting``: what a page shows while
-the work every session shares runs (:mod:`specviz.serving`); ``racing``: the race and the one speed figure every
+the work every session shares runs (:mod:`specviz.serving`); ``offers``: a costly work's price and who may start it
+(a student's session may not); ``racing``: the race and the one speed figure every
 page quotes; ``views``: the trace's summary line, the round a link names and the lesson player that steps the rounds
 in the browser (:mod:`specviz.presentation.player`). Pages use these through ``from specviz import ui``.
 """
@@ -19,16 +20,17 @@ from specviz.ui.controls import (
 )
 from specviz.ui.fields import UNSET, config_value, draw_field, field_enabled, widget_value
 from specviz.ui.navigation import PAGES, navigation, open_lesson_view
+from specviz.ui.offers import measure_again_hint
 from specviz.ui.opening import init_state_from_url
 from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, EMBEDDED_PAIR, PAIR_PRESETS, PROMPT_PRESETS
-from specviz.ui.racing import headline_text, race_link, raced
+from specviz.ui.racing import race_link, raced, show_headline
 from specviz.ui.views import (
     linked_round,
     pair_defaults_text,
     precision_caption,
+    priced_story_text,
     roofline_panel,
     show_player,
-    speed_story_text,
 )
 from specviz.ui.waiting import (
     get_trace,
@@ -53,25 +55,26 @@ __all__ = [
     "draw_shared_sidebar",
     "field_enabled",
     "get_trace",
-    "headline_text",
     "init_state_from_url",
     "let_the_hall_run_first",
     "linked_round",
+    "measure_again_hint",
     "measured_again",
     "navigation",
     "open_lesson_view",
     "page_pair",
     "pair_defaults_text",
     "precision_caption",
+    "priced_story_text",
     "race_link",
     "raced",
     "roofline_panel",
     "shared_controls",
     "shared_result",
+    "show_headline",
     "show_player",
     "show_user_errors",
     "sidebar_controls",
-    "speed_story_text",
     "summary_line",
     "widget_value",
     "write_url",

@@ -71,15 +71,22 @@ def shared_controls() -> tuple[DecodeConfig | None, str, DecodeConfig]:
     defaults = defaults or app_defaults()
     if config is not None:
         write_url(config, prompt, session.round, defaults)
-        with st.sidebar.expander("Copy link for students (quiz)"):
-            st.caption("Opens the lesson player's quiz at this round: no verdict shows before it is answered.")
-            st.code(students_link(to_query(config, prompt, session.round, defaults)), language=None, wrap_lines=True)
+        if not session.student:
+            with st.sidebar.expander("Copy link for students (quiz)"):
+                st.caption(
+                    "Opens the lesson player's quiz at this round: no verdict shows before it is answered. A student "
+                    "session reads the results you prepared: it starts no costly computation and measures nothing "
+                    "again."
+                )
+                query = to_query(config, prompt, session.round, defaults, student=True)
+                st.code(students_link(query), language=None, wrap_lines=True)
     return config, prompt, defaults
 
 
 def students_link(query: dict[str, str]) -> str:
-    """The quiz link of a page's settings: the lesson player's quiz view on the same server (its address as the
-    browser reached it), or a path from the server's root where the address is not known."""
+    """The quiz link of a page's settings (``query``: with ``student=1``, :data:`~specviz.serving.urlstate.STUDENT`):
+    the lesson player's quiz view on the same server (its address as the browser reached it), or a path from the
+    server's root where the address is not known."""
     return urljoin(st.context.url or "/", "lesson_player") + "?" + urlencode({**query, "view": "quiz"})
 
 
@@ -170,7 +177,7 @@ def write_url(
     config: DecodeConfig, prompt: str, round_index: int, defaults: DecodeConfig, extra: dict[str, str] | None = None
 ) -> None:
     """Mirror the state into the address bar so a copied link reopens this exact view (``extra``: a
-    page's own parameters, such as the lesson player's view)."""
-    query = {**to_query(config, prompt, round_index, defaults), **(extra or {})}
+    page's own parameters, such as the lesson player's view); a student's session keeps its mark in every link."""
+    query = {**to_query(config, prompt, round_index, defaults, student=session.student), **(extra or {})}
     if query != st.query_params.to_dict():
         st.query_params.from_dict(query)

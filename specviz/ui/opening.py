@@ -27,6 +27,7 @@ def init_state_from_url(defaults: DecodeConfig) -> None:
     state = parse_query(query, defaults)
     config, unshown = opening_config(state.config, query, defaults)
     seed_widgets(config, state.prompt if state.prompt is not None else DEFAULT_PROMPT, state.round)
+    session.student = state.student
     session.pair_defaults = {name: config.value(name) for name in PAIR_DEFAULTS if name not in query}
     session.link_messages = [
         *state.messages,

@@ -11,8 +11,8 @@ import streamlit as st
 from specviz.analysis.race import Race
 from specviz.config import DecodeConfig
 from specviz.serving.pool import shared_work, shown_attempt, stored_attempts
-from specviz.serving.works import Work
-from specviz.ui.waiting import measured_again
+from specviz.serving.works import PRICED_SPEEDUP, TRACE, Work
+from specviz.ui.waiting import measured_again, shared_result
 
 RACE_PAGE = "pages/race.py"
 
@@ -29,16 +29,16 @@ def shown_race(config: DecodeConfig, prompt: str) -> Race | None:
 
 def raced(config: DecodeConfig, prompt: str, lanes: tuple[str, ...], start: str) -> tuple[Race | None, Race | None]:
     """The race of the sidebar's configuration against the target alone (with ``lanes``: other drafters beside it),
-    measured once for every session on the work pool when someone presses ``start``, measured again on request."""
+    measured once for every session on the work pool when the teacher presses ``start``, measured again on request
+    (a student's session shows the class's race: :func:`~specviz.ui.waiting.measured_again`)."""
 
     return measured_again(race_work(config, prompt, lanes), lambda race: race.disturbed, start)
 
 
-def headline_text(config: DecodeConfig, prompt: str, priced: float | None) -> str:
-    """The configuration's one speed figure, the same on every page: the race's measured speedup, or before a race
-    was run the profile-priced figure (``priced``: the theory at the trace's α, priced with this machine's c and
-    v(k); None where the page has none), labelled as such. A page's other figures are read against it."""
-    race = shown_race(config, prompt)
+def headline_text(race: Race | None, priced: float | None) -> str:
+    """The configuration's one speed figure, the same on every page: the ``race``'s measured speedup, or before a
+    race was run the profile-priced figure (``priced``: the theory at the trace's α, priced with this machine's c and
+    v(k); None where it is not known), labelled as such. A page's other figures are named for what they are."""
     beside = f" (priced from this machine's profile: {priced:.2f}×)" if priced is not None else ""
     if race is not None:
         return (
@@ -51,6 +51,17 @@ def headline_text(config: DecodeConfig, prompt: str, priced: float | None) -> st
         f"**Speedup of this configuration: {priced:.2f}×, priced** from this machine's profile at this trace's α; no "
         "race measured yet (the Race page runs the two decoders on one clock). The figures below are read against it."
     )
+
+
+def show_headline(config: DecodeConfig, prompt: str) -> tuple[float, float] | None:
+    """Draw the configuration's one speed figure (:func:`headline_text`), priced from one source on every page: the
+    shared pricing of its trace (a profile lookup, and c timed where a drafter has no profile; asked only once the
+    trace is stored or under way, so this starts no decode). Returns that pricing, (c, the priced speedup), for the
+    page's own figures (None where there is none)."""
+    traced = shared_work().known(Work(TRACE, config, prompt).key)
+    speed = shared_result(Work(PRICED_SPEEDUP, config, prompt)) if traced else None
+    st.info(headline_text(shown_race(config, prompt), speed[1] if speed else None))
+    return speed
 
 
 def race_link() -> None:

@@ -72,6 +72,9 @@ class Session:
     initialized: Entry[bool] = Entry(bool)
     link_messages: Entry[list[str]] = Entry(list)  # what the link asked for that could not be set, and why
     round: Entry[int] = Entry(_first_round)  # the 1-based round the link names; every page's link carries it
+    # a student's link (``student=1``, read once): the class's results are shown, costly work never starts here, and
+    # every link the session writes carries it (the teacher's link has none)
+    student: Entry[bool] = Entry(bool)
     # the sidebar: its pair and prompt widgets (the config fields' widgets: field_state)
     pair: Entry[str] = Entry(str)
     custom_target: Entry[str] = Entry(str)

@@ -9,10 +9,10 @@ from specviz.analysis.race import Race
 from specviz.analysis.roofline import (
     cost_coefficient,
     pair_profiles,
+    priced_story,
     roofline_table,
     speculation_summary,
     speed_sentence,
-    speed_story,
 )
 from specviz.config import DecodeConfig
 from specviz.engine.trace import Trace
@@ -62,9 +62,9 @@ def pair_defaults_text(config: DecodeConfig) -> str:
     return f"**This pair's default precision here: {measured.dtype}, γ = {measured.gamma}.** {measured.reason}"
 
 
-def speed_story_text(config: DecodeConfig, pair: ModelPair, priced: float, alpha: float, c: float) -> str:
-    """The run's one speed figure in words (:func:`~specviz.analysis.roofline.speed_story`)."""
-    return speed_story(priced, alpha, config.gamma, c, model_profile(pair.target))
+def priced_story_text(config: DecodeConfig, pair: ModelPair, priced: float, alpha: float, c: float) -> str:
+    """The theory's speedup for the run, priced here, in words (:func:`~specviz.analysis.roofline.priced_story`)."""
+    return priced_story(priced, alpha, config.gamma, c, model_profile(pair.target))
 
 
 def roofline_panel(config: DecodeConfig, alpha: float | None = None) -> None:

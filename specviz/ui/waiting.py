@@ -12,10 +12,10 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from specviz.analysis.common import BUTTON_BUDGET_S
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair
 from specviz.engine.trace import Trace
-from specviz.models.profile import model_profile
 from specviz.serving.pairs import describe_failure, loaded_target, pair_for
 from specviz.serving.pool import (
     HALL_WAIT_SECONDS,
@@ -27,10 +27,15 @@ from specviz.serving.pool import (
     shown_attempt,
     stored_attempts,
 )
+from specviz.serving.sharedwork import key_digest
 from specviz.serving.works import TRACE, Work
+from specviz.ui.offers import NOT_PREPARED, price_label, priced
 from specviz.ui.state import Session, page_key, session
 
 R = TypeVar("R")
+# a page's own trace starts on opening while it costs no more than a costly button's default work: past that a person
+# decides to wait for it (a press that says its price), as for that button, and a link cannot start it for a class
+TRACE_ON_OPEN_S = BUTTON_BUDGET_S
 
 
 def _session_id() -> str:
@@ -51,47 +56,52 @@ def _draw_message(box: Any, message: tuple[str, float | None, str]) -> None:
 def shared_result(work: Work, button: str | None = None, button_key: str | None = None, hint: str | None = None) -> Any:
     """``work``'s result, computed once and shown to every session that asks; None until it exists.
 
-    A costly computation names a ``button``: it starts when someone presses it (``hint`` says so meanwhile),
-    and a page whose result is already stored, or under way for another session, shows it without a press.
+    A costly computation names a ``button``: it starts when someone presses it (``hint`` says so meanwhile), and a
+    page whose result is already stored, or under way for another session, shows it without a press. A student's
+    session has no such button: it shows what the teacher prepared, or says it is not there yet.
     A lecture being recorded notes every work a page offers, pressed or not.
     """
     record(work)
-    known = shared_work().known(work.key)
-    if (
-        button is not None
-        and not known
-        and not st.button(
-            price_label(button, work, priced(work)), type="primary", key=button_key or page_key("run", work.name)
-        )
-    ):
-        if hint:
-            st.info(hint)
-        return None
+    if button is not None and not shared_work().known(work.key):
+        if session.student:
+            st.info(NOT_PREPARED)
+            return None
+        label = price_label(button, work, priced(work))
+        if not st.button(label, type="primary", key=button_key or page_key("run", work.name)):
+            if hint:
+                st.info(hint)
+            return None
     return remembered(work.key, work.compute, work.label, lambda: priced(work))
 
 
-def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str | None = None) -> tuple[Any, Any]:
+def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str) -> tuple[Any, Any]:
     """A live timing every session shares, with a "Measure again" button: (the attempt to show, the latest attempt
     when it was ``disturbed`` and a quiet one is shown instead) (:func:`~specviz.serving.pool.shown_attempt`).
 
-    The first attempt starts when someone presses ``start`` (at once when None); one under way for another session
-    is waited for without a press. Each attempt is its own shared result (``work.key + (n,)``), so the quiet one a
-    class saw is kept when a later one meets a busy machine.
+    The first attempt starts when someone presses ``start`` (with its price); one under way for another session is
+    waited for without a press. Each attempt is its own shared result (``work.key + (n,)``), so the quiet one a class
+    saw is kept when a later one meets a busy machine. A student's session neither starts nor repeats one: it shows
+    the class's attempts, or says none was measured yet.
     """
     record(work)
     pool, label, price = shared_work(), work.label, priced(work)
     attempts = stored_attempts(pool, work.key)
     following = work.key + (len(attempts),)
+    teacher = not session.student
 
     def again() -> bool:
-        return st.button(price_label(f"Measure again: {label.lower()}", work, price), key=page_key("again", label))
+        return teacher and st.button(
+            price_label(f"Measure again: {label.lower()}", work, price), key=page_key("again", label)
+        )
 
     if attempts:
         pressed = again()
+    elif teacher:
+        pressed = st.button(price_label(start, work, price), type="primary", key=page_key("start", label))
     else:
-        pressed = start is None or st.button(
-            price_label(start, work, price), type="primary", key=page_key("start", label)
-        )
+        pressed = False
+        if not pool.known(following):
+            st.info(NOT_PREPARED)
     if pressed or pool.known(following):
         first = not attempts
         remembered(following, work.compute, label, lambda: price)
@@ -122,21 +132,6 @@ def let_the_hall_run_first() -> None:
     hall = hall_run(shared_work())
     if hall is not None:
         hall.finished.wait(HALL_WAIT_SECONDS)
-
-
-def priced(work: Work) -> float | None:
-    """What ``work`` costs here before it runs, from its target's profile (None while its pair is not loaded)."""
-    target = loaded_target(work.config)
-    return work.priced_seconds(model_profile(target).step_ms) if target is not None else None
-
-
-def price_label(label: str, work: Work, price: float | None) -> str:
-    """A button's label with what pressing it costs here (as :func:`priced` prices it), when known."""
-    if price is None:
-        return label
-    duration = f"about {price:.0f} s" if price < 90 else f"about {price / 60:.0f} min"
-    duration = "under a second" if price < 1 else duration
-    return f"{label} ({duration} here{', plus loading the models' if work.loads_pairs else ''})"
 
 
 def remembered(
@@ -172,9 +167,21 @@ def remembered(
     return job.result
 
 
-def get_trace(config: DecodeConfig, prompt: str) -> Trace | None:
-    """The shared trace of ``config`` on ``prompt``, with a progress bar over rounds; failures become messages."""
-    return shared_result(Work(TRACE, config, prompt))
+def get_trace(config: DecodeConfig, prompt: str, button: str | None = None) -> Trace | None:
+    """The shared trace of ``config`` on ``prompt``, with a progress bar over rounds; failures become messages.
+
+    A page's own trace starts as the page opens, unless it is priced above :data:`TRACE_ON_OPEN_S` here (a long
+    prompt, a large pair, many tokens: its pair is loaded first to price it); then it waits for a press, as does
+    every other trace a page shows beside its own (``button``)."""
+    work = Work(TRACE, config, prompt)
+    if button is None and not shared_work().known(work.key):
+        if loaded_target(config) is None and page_pair(config) is None:
+            return None  # the pair could not be loaded: page_pair said why
+        price = priced(work)
+        if price is not None and price > TRACE_ON_OPEN_S:
+            button = "Decode this trace"
+    hint = "Press to decode it: every session of this link then shares it." if button else None
+    return shared_result(work, button=button, button_key=page_key("decode", key_digest(work.key)), hint=hint)
 
 
 def show_user_errors(fn: Callable[[], R]) -> R | None:

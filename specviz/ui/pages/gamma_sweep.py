@@ -4,12 +4,13 @@ import streamlit as st
 
 from specviz import ui
 from specviz.analysis import common, sweep
+from specviz.analysis.roofline import below_one_sentence
 from specviz.drafters.registry import drafter_entry
 from specviz.models.profile import model_profile
 from specviz.presentation import sweep_figures
 from specviz.rules.registry import rule_entry
 from specviz.serving.works import Work
-from specviz.ui.state import page_key
+from specviz.ui.state import page_key, session
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Gamma sweep: which block size pays?")
@@ -40,7 +41,7 @@ if config is not None and gammas and swept_pair is not None:
         lambda swept: bool(sweep.loaded_gammas(swept[0])),
         start="Run the sweep",
     )
-    if result is None:
+    if result is None and not session.student:
         st.info(
             f"Press the button to run the sweep ({cycles} cycle{'s' if cycles > 1 else ''} of the target alone and "
             "each γ, priced from this machine's profile)."
@@ -49,15 +50,8 @@ if config is not None and gammas and swept_pair is not None:
         st.warning("The latest sweep was disturbed by other work on the server: the quiet one before it is shown.")
     if result is not None:
         table, c = result
-        at_sidebar = table[table.gamma == config.gamma]
-        st.info(
-            ui.headline_text(
-                config,
-                prompt,
-                float(at_sidebar.expected_speedup_verify_measured.iloc[0]) if len(at_sidebar) else None,
-            )
-        )
-        best_measured = sweep.best_gamma_by(table, "speedup")
+        ui.show_headline(config, prompt)
+        best_measured = sweep.fastest_quiet_gamma(table)
         alpha = float(table.alpha.mean())
         best_priced = sweep.best_gamma_by(table, "expected_speedup_verify_measured")
         cols = st.columns(5)
@@ -68,31 +62,33 @@ if config is not None and gammas and swept_pair is not None:
             f"mean α ({config.rule})", f"{alpha:.3f}", help=f"over the runs: {rule_entry(config.rule).alpha}"
         )
         cols[2].metric(
-            "best γ measured",
-            best_measured,
-            help="the highest speedup: the target alone's median time over the speculative median time",
+            "fastest γ, timed",
+            best_measured if best_measured is not None else "none quiet",
+            help="the highest timed ratio (the target alone's median time over the speculative median time) among "
+            "the γ whose timing measured speculation, not the server's load; not the configuration's speedup",
         )
         cols[3].metric(
-            "best γ, Thm. 3.8",
+            "best γ, theory v = 1",
             sweep.best_gamma_by(table, "expected_speedup"),
             help="the highest of Thm. 3.8's curve (v = 1) over the swept γ, at each run's α and c",
         )
         cols[4].metric(
-            "best γ on this machine",
+            "best γ, theory v(k)",
             best_priced,
-            help="the highest of the dotted curve over the swept γ: "
-            "the target's pass over k + 1 tokens at its measured cost (the machine profile)",
+            help="the highest of the dotted curve over the swept γ: the target's pass over k + 1 tokens at its "
+            "measured cost (the machine profile), each γ at the α its own run measured (the Parallel verification "
+            "page prices every γ at the trace's one α, with full blocks, so it may pick another γ)",
         )
         loaded = sweep.loaded_gammas(table)
         if loaded:
             st.warning(
-                f"The live timings of γ = {', '.join(map(str, loaded))} measure this server's load, not "
+                f"The timings of γ = {', '.join(map(str, loaded))} measure this server's load, not "
                 "speculation: their pairs disagree by more than 30%, or they beat what Thm. 3.8 allows at "
-                "their α and c. Read the dotted curve, this machine's figure from its quiet profile; other "
-                "sessions share the server's cores."
+                "their α and c. They are no result (none is starred); read the dotted curve, this machine's figure "
+                "from its quiet profile; other sessions share the server's cores."
             )
         st.plotly_chart(sweep_figures.gamma_sweep_figure(table, best_measured, best_priced), width="stretch")
-        tied = sweep.gammas_tied_with(table, best_measured)
+        tied = sweep.gammas_tied_with(table, best_measured) if best_measured is not None else []
         if tied:
             st.caption(
                 f"A tie on this machine: the fastest pair of γ = {', '.join(map(str, tied))} reaches the "
@@ -105,6 +101,9 @@ if config is not None and gammas and swept_pair is not None:
             "slow as the target) the best γ is the smallest, and no γ beats autoregressive decoding."
         )
         st.dataframe(sweep.readable(table), width="stretch", hide_index=True)
+        below_one = below_one_sentence(model_profile(swept_pair.target).verify_costs).strip()
+        if below_one:
+            st.caption(f"The v(k) column prices each run's rounds from this machine's profile. {below_one}")
         st.download_button("Download sweep (CSV)", table.to_csv(index=False), "specviz-gamma-sweep.csv", "text/csv")
 
 st.subheader("Draft vocabulary: what the head size K does (FR-Spec)")

@@ -5,10 +5,8 @@ from collections import Counter
 import streamlit as st
 
 from specviz import ui
-from specviz.analysis import lab
-from specviz.analysis.common import BUTTON_BUDGET_S
+from specviz.analysis import lab, lab_sequences
 from specviz.drafters.registry import drafter_entry
-from specviz.models.profile import model_profile
 from specviz.presentation import figures
 from specviz.serving.works import Work
 from specviz.ui.state import page_key
@@ -37,7 +35,7 @@ if config is not None:
 
     computed = ui.shared_result(Work("exact-lab", lab_config, prompt, (n,)))
     if computed is not None:
-        result, tokenizer = computed
+        result, tokenizer, _ = computed
         if result is None:
             st.info(
                 "This drafter proposes nothing at this prompt (no n-gram match), so there is no drafted token to test."
@@ -87,23 +85,40 @@ if config is not None:
     st.subheader("2 · Later positions: real decoding")
     st.markdown(
         "From the second token on, the context depends on earlier draws, so each sample is a real decode (at "
-        f"most {lab.SEQUENCE_SAMPLES_MAX} per arm and {lab.SEQUENCE_TOKENS_MAX} tokens). Each position is "
-        "compared with plain sampling by a two-sample χ² test."
+        f"most {lab_sequences.SEQUENCE_SAMPLES_MAX} per arm and {lab_sequences.SEQUENCE_TOKENS_MAX} tokens; a tree "
+        "drafter as its chain). Each position is compared with plain sampling by a two-sample χ² test. These decodes "
+        f"draft **confidently** (the draft's logits at {lab_sequences.CONFIDENT_DRAFT:g} of the temperature): "
+        "speculative sampling is exact for any q it draws from, and the broken rule's error is largest where the "
+        "draft is sure of a token (after rejecting it, the broken rule draws it again from p), so a hundred or two "
+        "decodes can catch what the draft as it is would hide for thousands."
     )
-    lab_pair = ui.page_pair(lab_config)
-    step_ms = model_profile(lab_pair.target).step_ms if lab_pair else 0.0
+    power = lab_sequences.power_by_decodes(computed[2] if computed is not None else None)
     left, right = st.columns(2)
-    tokens = right.slider("Tokens per decode (M)", 2, lab.SEQUENCE_TOKENS_MAX, 2, key=page_key("lab", "tokens"))
+    tokens = right.slider(
+        "Tokens per decode (M)", 2, lab_sequences.SEQUENCE_TOKENS_MAX, 2, key=page_key("lab", "tokens")
+    )
     samples = left.slider(
         "Decodes per arm",
-        lab.SEQUENCE_SAMPLES_MIN,
-        lab.SEQUENCE_SAMPLES_MAX,
-        lab.default_sequence_samples(tokens, step_ms) if step_ms else 100,
+        lab_sequences.SEQUENCE_SAMPLES_MIN,
+        lab_sequences.SEQUENCE_SAMPLES_MAX,
+        lab_sequences.default_sequence_samples(power),
         step=10,
         key=page_key("lab", "samples"),
-        help="more decodes give the tests more power; the default is what this machine decodes in about "
-        f"{BUTTON_BUDGET_S:.0f} s",
+        help="more decodes give the tests more power; the default is the fewest that catch the broken rule at the "
+        f"first position with probability {lab_sequences.POWER_TARGET:.0%} (computed below)",
     )
+    if power is not None:
+        caught = power(samples)
+        short = (
+            ""
+            if caught >= lab_sequences.POWER_TARGET
+            else " Short of the target here: the target is nearly certain at this prompt, so a broken correction "
+            "changes little; part 1 tells them apart."
+        )
+        st.markdown(
+            f"**Power, before you press**: with {samples} decodes per arm, the test at position 1 catches the broken "
+            f"rule with probability **{caught:.0%}** (at the 1% level, from both laws there, exact).{short}"
+        )
     table = ui.shared_result(
         Work("lab-sequences", lab_config, prompt, (samples, tokens)),
         button="Decode the samples",
@@ -117,21 +132,19 @@ if config is not None:
             rows.append(
                 {
                     "position": position,
-                    "speculative vs plain (χ² p)": lab.two_sample_p(
+                    "speculative vs plain (χ² p)": lab_sequences.two_sample_p(
                         at[at.arm == "speculative sampling"].token_id.tolist(), plain
                     ),
-                    "broken vs plain (χ² p)": lab.two_sample_p(at[at.arm == "broken rule"].token_id.tolist(), plain),
+                    "broken vs plain (χ² p)": lab_sequences.two_sample_p(
+                        at[at.arm == "broken rule"].token_id.tolist(), plain
+                    ),
                 }
             )
         st.dataframe(rows, hide_index=True)
-        if computed is not None and computed[0] is not None:
-            power = lab.chi_square_power(computed[0].position.target_probs, computed[0].laws["broken rule"], samples)
-            st.markdown(
-                f"**When the broken rule passes here**: with {samples} decodes per arm, a test of the first "
-                f"position against p itself would catch the broken rule with probability **{power:.0%}** "
-                f"(computed from its exact law above, against {computed[0].broken_power:.0%} at N = "
-                f"{computed[0].n:,}); a two-sample test, as here, needs more. So a broken-rule p above 1% "
-                "in this table means these samples were too few to see the difference, not that the rule is "
-                "right: raise the decodes per arm, or read part 1, where N is large enough to tell."
-            )
+        st.markdown(
+            "**Reading the table**: a broken-rule p below 1% is the bug caught; one above it at a position means these "
+            "samples were too few to see the difference there (the power above says how likely that was at position "
+            "1), not that the rule is right. The speculative rule's p-values are spread evenly: below 1% about one "
+            "time in a hundred."
+        )
         st.download_button("Download samples (CSV)", table.to_csv(index=False), "specviz-samples.csv", "text/csv")

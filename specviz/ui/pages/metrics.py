@@ -47,7 +47,7 @@ if config is not None and trace is not None and trace.rounds:
     st.caption(
         f"{rule_entry(config.rule).alpha}. The theory uses it with each round's realised block size: rounds "
         "near max new tokens are clipped, trees draft their depth, drafters on the target's states nothing in "
-        "round 1."
+        f"round 1. {metrics.two_counts_reconciled(trace)}"
     )
 
     by_position = metrics.acceptance_by_position(trace)
@@ -77,17 +77,23 @@ if config is not None and trace is not None and trace.rounds:
         "vLLM reports the same as the mean acceptance length, 1 + the mean of this histogram."
     )
     right.dataframe(
-        by_position.rename(
-            columns={
-                "acceptance_rate": "conditional acceptance (given 1..i−1 accepted)",
-                "accepted_per_draft": "accepted per drafting round (vLLM)",
-            }
-        ),
+        by_position,
         hide_index=True,
         width="stretch",
+        column_config={
+            "acceptance_rate": st.column_config.NumberColumn(
+                "conditional",
+                help="conditional acceptance: accepted among the rounds whose drafts 1..i−1 were all "
+                "accepted (the bars above)",
+                format="%.3f",
+            ),
+            "accepted_per_draft": st.column_config.NumberColumn(
+                "per round (vLLM)", help="accepted per drafting round that drafted at least i tokens", format="%.3f"
+            ),
+        },
     )
 
-    st.subheader("Wall-clock speedup, measured in this process")
+    st.subheader("Speed: the configuration's one figure, and the checks beside it")
     ui.race_link()
     st.page_link(
         "pages/parallel_verification.py",
@@ -95,69 +101,66 @@ if config is not None and trace is not None and trace.rounds:
         label="Why it pays on this machine: the measured roofline (Parallel verification)",
     )
     pair = ui.page_pair(config)
-    timing = disturbed = None
-    if pair is not None:
-        _, priced = metrics.machine_speedup(trace, pair)
-        st.info(ui.headline_text(config, prompt, priced))
-        attempts = ui.measured_again(
+    speed = ui.show_headline(config, prompt) if pair is not None else None
+    if pair is not None and speed is not None:
+        c, priced = speed
+        st.markdown(ui.priced_story_text(config, pair, priced, check.alpha, c))
+        timing, disturbed = ui.measured_again(
             Work("speedup", config, prompt),
             lambda check: bool(metrics.load_signs(check)),
             start="Time both decoders now, in alternating pairs",
         )
-        timing, disturbed = attempts
-    if pair is not None and timing:
-        assert trace.stats is not None, "a decoded trace has its stats"
-        st.markdown(
-            ui.speed_story_text(
-                config, pair, timing.expected_verify_measured, trace.stats.alpha_estimate, timing.cost_ratio
+        if timing:
+            speed_cols = st.columns(6)
+            speed_cols[0].metric("speculative, timed", f"{timing.speculative_s:.2f} s")
+            speed_cols[1].metric("target alone, timed", f"{timing.autoregressive_s:.2f} s")
+            speed_cols[2].metric(
+                "timed ratio",
+                f"{timing.measured:.2f}×",
+                help="the target alone's median time over the speculative median time, timed now in alternating "
+                "pairs: a check of the theory under this server's load, not the configuration's speedup (the race's)",
             )
-        )
-        speed_cols = st.columns(6)
-        speed_cols[0].metric("speculative, live", f"{timing.speculative_s:.2f} s")
-        speed_cols[1].metric("target alone, live", f"{timing.autoregressive_s:.2f} s")
-        speed_cols[2].metric(
-            "speedup, live",
-            f"{timing.measured:.2f}×",
-            help="a check of the headline: the target alone's median time over the speculative median time, timed "
-            "in alternating pairs",
-        )
-        speed_cols[3].metric(
-            "cost ratio c",
-            f"{timing.cost_ratio:.3f}",
-            help="draft / target cost of a token, from this machine's profile: the drafter's quiet "
-            "one-token step over the target's",
-        )
-        speed_cols[4].metric(
-            "Thm. 3.8 (v = 1)",
-            f"{timing.expected:.2f}×",
-            help="Σ_r (1 − α^(k_r+1)) / (1 − α) over Σ_r (k_r c + 1): Leviathan et al. Thm. 3.8 at the realised blocks",
-        )
-        speed_cols[5].metric(
-            "on this machine",
-            f"{timing.expected_verify_measured:.2f}×",
-            help="Σ_r (1 − α^(k_r+1)) / (1 − α) over Σ_r (k_r c + v(k_r)), v(k) = the target's pass over "
-            "k + 1 tokens in one-token steps, from this machine's profile",
-        )
-        st.markdown(
-            f"Relative to the headline above: the live check decodes {len(trace.output_ids)} tokens of the same "
-            f"prompt with the same target on {trace.models['device']}, in three back-to-back pairs (medians): "
-            f"{', '.join(f'{r:.2f}×' for r in timing.pair_speedups)}. In theory the speedup is "
-            "(1 − α^(k+1)) / ((1 − α)(kc + 1)) for blocks of k, where c is the draft/target cost ratio: a "
-            "draft that costs nearly as much as the target (a layer-skip draft that skips few layers) cannot "
-            "pay, however often it is accepted. The theorem (Thm. 3.8) prices the target's pass over k + 1 tokens "
-            "as one step; *on this machine* prices it at the measured v(k)."
-        )
-        signs = metrics.load_signs(timing)
-        if signs:
-            st.warning(
-                "The live timings measure the server's load, not speculation: " + "; ".join(signs) + ". "
-                "**Measure again** when the machine is quiet; a quiet timing replaces this one for every visitor."
+            speed_cols[3].metric(
+                "cost ratio c",
+                f"{timing.cost_ratio:.3f}",
+                help="draft / target cost of a token, from this machine's profile: the drafter's quiet "
+                "one-token step over the target's",
             )
-        elif disturbed is not None:
-            st.warning(
-                "The latest live timing was disturbed (" + "; ".join(metrics.load_signs(disturbed)) + "): the "
-                "quiet one before it is shown."
+            speed_cols[4].metric(
+                "theory, v = 1",
+                f"{timing.expected:.2f}×",
+                help="Σ_r (1 − α^(k_r+1)) / (1 − α) over Σ_r (k_r c + 1): Leviathan et al. Thm. 3.8 at the realised "
+                "blocks, this α and c",
             )
+            speed_cols[5].metric(
+                "theory, v(k) here",
+                f"{timing.expected_verify_measured:.2f}×",
+                help="Σ_r (1 − α^(k_r+1)) / (1 − α) over Σ_r (k_r c + v(k_r)), v(k) = the target's pass over "
+                "k + 1 tokens in one-token steps, from this machine's profile",
+            )
+            st.markdown(
+                f"The timed check decodes {len(trace.output_ids)} tokens of the same prompt with the same target on "
+                f"{trace.models['device']}, in three back-to-back pairs (medians); each pair's own ratio: "
+                f"{', '.join(f'{r:.2f}×' for r in timing.pair_speedups)}. It checks the theory under whatever load "
+                "this server has now; it is not the configuration's speedup (the race measures that). In theory the "
+                "speedup is (1 − α^(k+1)) / ((1 − α)(kc + 1)) for blocks of k, where c is the draft/target cost "
+                "ratio: a draft that costs nearly as much as the target (a layer-skip draft that skips few layers) "
+                "cannot pay, however often it is accepted. Thm. 3.8 prices the target's pass over k + 1 tokens as "
+                "one step (v = 1); *v(k) here* prices it at the measured v(k)."
+            )
+            signs = metrics.load_signs(timing)
+            if signs:
+                st.warning(
+                    "This timing measured the server's load, not speculation: "
+                    + "; ".join(signs)
+                    + "."
+                    + ui.measure_again_hint()
+                )
+            elif disturbed is not None:
+                st.warning(
+                    "The latest timing was disturbed (" + "; ".join(metrics.load_signs(disturbed)) + "): the "
+                    "quiet one before it is shown."
+                )
     st.download_button(
         "Download metrics (CSV)",
         pd.concat(

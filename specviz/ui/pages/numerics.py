@@ -159,8 +159,7 @@ def show_draft_precisions(config: DecodeConfig) -> None:
     )
     if not rows:
         return
-    own = next((r for r in rows if r.draft_dtype == config.draft_precision), None)
-    st.info(ui.headline_text(config, prompt, own.priced_speedup if own else None))
+    ui.show_headline(config, prompt)
     st.dataframe(
         pd.DataFrame(
             [

@@ -13,22 +13,33 @@ st.title("Parallel verification, measured")
 if config is not None:
     ui.precision_caption(config)
 st.markdown(
-    "The target checks all γ drafted tokens in ONE forward pass (seed 004; Leviathan et al. 2023; Chen et al. "
-    "2023) over γ + 1 tokens, the last accepted token and the γ drafts: with a causal mask, position i only "
-    "sees the prefix and drafted tokens before it, so one pass yields p at every drafted position and for the "
+    "The target checks all γ drafted tokens in ONE forward pass (Leviathan et al. 2023; Chen et al. 2023) "
+    "over γ + 1 tokens, the last accepted token and the γ drafts: with a causal mask, position i only sees the "
+    "prefix and drafted tokens before it, so one pass yields p at every drafted position and for the "
     "bonus token at once. Autoregressive decoding needs γ + 1 passes for the same p's. The times below are "
-    "measured live on this device."
+    "measured live on this device, when you press the button."
 )
 trace = ui.get_trace(config, prompt) if config else None
 if config is not None and trace is not None and trace.output_ids:
     assert trace.stats is not None, "a decoded trace has its stats"
     repeats = st.slider("Timing repeats (median)", 1, common.TIMING_REPEATS_MAX, 5)
-    measured, _ = ui.measured_again(Work("timing", config, prompt, (repeats,)), lambda timing: False)
+    measured, disturbed = ui.measured_again(
+        Work("timing", config, prompt, (repeats,)),
+        lambda timed: timing.timed_under_load(timed),
+        start="Time the passes now",
+    )
     if measured is not None:
         cols = st.columns(3)
         cols[0].metric(f"1 forward over {measured['tokens']} tokens", f"{measured['parallel_ms']:.1f} ms")
         cols[1].metric(f"{measured['tokens']} one-token forwards", f"{measured['sequential_ms']:.1f} ms")
         cols[2].metric("sequential / parallel", f"{measured['sequential_ms'] / measured['parallel_ms']:.2f}×")
+        if timing.timed_under_load(measured):
+            st.warning(
+                f"These timings measured the server's load: the repeats' ratios disagree "
+                f"({', '.join(f'{r:.2f}×' for r in measured['ratios'])})." + ui.measure_again_hint()
+            )
+        elif disturbed is not None:
+            st.warning("The latest timing was disturbed by other work on the server: the quiet one before it is shown.")
         arrows = parallel_arrows_figure(measured["tokens"], measured["parallel_ms"], measured["sequential_ms"])
         st.plotly_chart(arrows, width="stretch")
         st.markdown(
@@ -56,12 +67,10 @@ if config is not None and trace is not None and trace.output_ids:
     if pair is not None:
         target, draft = roofline.pair_profiles(config, pair)
         draft_ms, verify_ms = metrics.profile_timeline(trace, target, draft)
-        # a drafter without a profile of its own is timed live: once per trace, on the work pool, for every session
-        speed = ui.shared_result(Work("machine_speedup", config, prompt))
+        speed = ui.show_headline(config, prompt)
         if speed is not None:
             c, priced = speed
-            st.info(ui.headline_text(config, prompt, priced))
-            st.markdown(ui.speed_story_text(config, pair, priced, trace.stats.alpha_estimate, c))
+            st.markdown(ui.priced_story_text(config, pair, priced, trace.stats.alpha_estimate, c))
         st.plotly_chart(
             timeline_figure(draft_ms, verify_ms, [len(r.emitted_ids) for r in trace.rounds], target.step_ms),
             width="stretch",

@@ -9,24 +9,34 @@ from specviz.analysis.race import lane_choices
 from specviz.drafters.registry import drafter_entry
 from specviz.presentation.race import race_page
 from specviz.rules.registry import rule_for
+from specviz.serving.urlstate import STUDENT
 from specviz.ui.presets import PAIR_PRESETS, QWEN_CODER_PAIR, availability_mark
-from specviz.ui.state import page_key
+from specviz.ui.state import page_key, session
+
+MEASURE = "Measure the race on this server"  # the server's run; the browser's replay has its own button
+SAMPLED_LANES = (
+    "Under sampling the two lanes draw different random numbers (the target alone samples each token; speculative "
+    "sampling draws a draft, a uniform per check and a correction), so **they write different texts**: that is "
+    "expected, and it is the same model. What stays equal is the distribution each token is drawn from "
+    "(Leviathan et al. 2023, Thm. 3.5), which the Losslessness lab tests; greedy decoding writes the same text."
+)
 
 config, prompt, defaults = ui.shared_controls()
 st.title("The race: the target alone against speculative decoding")
 st.caption(
-    "Seed 001 draws autoregressive decoding beside draft-and-verify. Here both run for real on this server, on the "
-    "same prompt, settings and kernels, one after the other (never both at once on shared cores), and every "
-    "token's commit time is recorded. Your browser replays those times on one clock: the target alone writes a "
-    "token per step, speculative decoding lands a verified block at once (a rejected draft struck for a moment, "
-    "the target's correction after it). The speedup at the finish is the ratio of the two measured wall times. "
-    "Space starts (and restarts) the race."
+    "Autoregressive decoding beside draft-and-verify, both run for real on this server, on the same prompt, settings "
+    "and kernels, one after the other (never both at once on shared cores), every token's commit time recorded: "
+    f"**{MEASURE}** does that once for the class. Your browser then replays those times on one clock (**Replay the "
+    "race**, or space): the target alone writes a token per step, speculative decoding lands a verified block at once "
+    "(a rejected draft struck for a moment, the target's correction after it). The speedup at the finish is the ratio "
+    "of the two measured wall times."
 )
 widest = PAIR_PRESETS[QWEN_CODER_PAIR]  # the published pair: the race is won by the widest margin there
+student = {STUDENT: "1"} if session.student else {}  # a student's link stays a student's
 if config is not None and widest and config.target != widest[0] and availability_mark(*widest) == "✓":
     st.info(
         f"The {QWEN_CODER_PAIR} pair is fetched on this server: a 1.5B target on a CPU is where speculative decoding "
-        f"wins by the widest margin. [Race it](race?{urlencode({'target': widest[0], 'draft': widest[1]})})"
+        f"wins by the widest margin. [Race it](race?{urlencode({'target': widest[0], 'draft': widest[1], **student})})"
     )
 if config is not None:
     ui.precision_caption(config)
@@ -39,9 +49,12 @@ if config is not None:
             key=page_key("race", "lanes"),
         )
     )
-    race, disturbed = ui.raced(config, prompt, extra, "Start the race")
+    race, disturbed = ui.raced(config, prompt, extra, MEASURE)
+    if rule_for(config).stochastic:
+        st.info(SAMPLED_LANES)
     if race is None:
-        st.info("Press **Start the race**: the server measures both decoders once, and every student sees that race.")
+        if not session.student:  # a student's session said the race is not prepared yet
+            st.info(f"Press **{MEASURE}**: the server measures both decoders once, and every student sees that race.")
     else:
         if disturbed is not None:
             st.warning(
@@ -49,7 +62,7 @@ if config is not None:
                 f"the quiet race of {race.measured_at.replace('T', ' ')} is shown."
             )
         elif race.load:
-            st.warning(f"Measured under load ({'; '.join(race.load)}): **Measure again** when the machine is quiet.")
+            st.warning(f"Measured under load ({'; '.join(race.load)})." + ui.measure_again_hint())
         page = race_page(race)
         st.iframe(page, height="content")
         columns = st.columns(len(race.lanes))

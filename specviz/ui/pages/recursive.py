@@ -11,7 +11,7 @@ linked_round = ui.linked_round()  # read before the sidebar rewrites the URL
 config, prompt, defaults = ui.shared_controls()
 st.title("Recursive Speculative Decoding: a tree of drafts")
 st.markdown(
-    "Jeon et al. 2024 (seed 002). Each **draft iteration** expands the tree one level with one draft forward "
+    "Jeon et al. 2024. Each **draft iteration** expands the tree one level with one draft forward "
     "pass: RSD-C gives every node the same number of children, drawn **without replacement** from q "
     "(Gumbel-top-k); RSD-S keeps the best paths of a **stochastic beam search** under a node budget. The "
     "target then scores **every node in one forward pass** (a tree attention mask: each node sees the prefix "
@@ -22,11 +22,13 @@ st.markdown(
     "*tree*); the drafts come from the pair's draft model, or from the layer-skip self-draft for the embedded "
     "model. With **EAGLE** chosen in the sidebar the tree is **EAGLE-2's dynamic tree** instead: the nodes "
     "where the product of the draft's confidences is highest are expanded and kept. Every round is in the "
-    "page: step with the buttons, the slider or the arrow keys."
+    "page: step with the buttons, the slider or the arrow keys (a press decodes the tree's rounds where the "
+    "sidebar's drafter is no tree)."
 )
 if config is not None:
     tree_config = drafter_entry(config.drafter).tree_config(config)
-    trace = ui.get_trace(tree_config, prompt)
+    own = tree_config == config  # the sidebar's drafter is a tree: this is the round's own trace
+    trace = ui.get_trace(tree_config, prompt, button=None if own else "Decode with the tree")
     if trace is not None and trace.rounds:
         st.markdown(ui.summary_line(trace))
         ui.show_player(trace, config, prompt, defaults, linked_round)  # the link keeps the sidebar's config

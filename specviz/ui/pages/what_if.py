@@ -37,7 +37,7 @@ if config is not None:
     )
     second = config.replace(gamma=gamma, temperature=temperature, rule=rule)
     first_trace = ui.get_trace(config, prompt)
-    second_trace = ui.get_trace(second, prompt) if first_trace is not None else None
+    second_trace = ui.get_trace(second, prompt, button="Decode the second run") if first_trace is not None else None
     if first_trace is not None and second_trace is not None:
         changed = whatif.changed_settings(first_trace, second_trace)
         st.markdown(
@@ -60,7 +60,9 @@ if config is not None:
             column.markdown(ui.summary_line(trace))
         diff = whatif.run_difference(first_trace, second_trace)
         st.subheader("The outputs")
-        st.markdown(render.CSS + comparison.difference_html(diff), unsafe_allow_html=True)
+        st.html(
+            render.CSS + comparison.difference_html(diff)
+        )  # as HTML: markdown would read an output's indented line as code
         st.subheader("Round by round")
         st.markdown(
             f"{diff.rounds[0]} rounds against {diff.rounds[1]}; {diff.tokens_per_round[0]:.2f} against "

@@ -1,0 +1,37 @@
+"""What a page offers before costly work runs: its price here (said on its button), and who may start it (a
+student's session may not: it reads what the class already has)."""
+
+from __future__ import annotations
+
+from specviz.models.profile import model_profile
+from specviz.serving.pairs import loaded_target
+from specviz.serving.works import Work
+from specviz.ui.state import session
+
+NOT_PREPARED = (
+    "Your teacher has not prepared this yet: it appears here once it is computed (a student's link starts no costly "
+    "computation)."
+)
+
+
+def priced(work: Work) -> float | None:
+    """What ``work`` costs here before it runs, from its target's profile and its prompt's tokens (None while its
+    pair is not loaded)."""
+    target = loaded_target(work.config)
+    if target is None:
+        return None
+    return work.priced_seconds(model_profile(target), len(target.tokenizer.encode(work.prompt)))
+
+
+def price_label(label: str, work: Work, price: float | None) -> str:
+    """A button's label with what pressing it costs here (as :func:`priced` prices it), when known."""
+    if price is None:
+        return label
+    duration = f"about {price:.0f} s" if price < 90 else f"about {price / 60:.0f} min"
+    duration = "under a second" if price < 1 else duration
+    return f"{label} ({duration} here{', plus loading the models' if work.loads_pairs else ''})"
+
+
+def measure_again_hint() -> str:
+    """What a page says after a timing that measured the load: the teacher may measure it again, a student may not."""
+    return "" if session.student else " **Measure again** when the machine is quiet."

@@ -1,0 +1,105 @@
+"""A student's link reads the class's results and starts no costly work; a long trace waits for a press (AppTest on
+the tiny real pair: the logic; tests/test_browser.py: the same promises as a person meets them)."""
+
+from __future__ import annotations
+
+import urllib.parse
+
+from specviz.config import DecodeConfig
+from specviz.models.profile import PassProfile
+from specviz.serving.works import TRACE, Work
+from specviz.ui import offers, waiting
+
+from .test_app import make_app, player_of
+from .test_pages import press
+
+
+def student_link(teacher) -> dict[str, str]:
+    """The query of the "Copy link for students" link the teacher's sidebar shows."""
+    link = next(c.value for c in teacher.code if "view=quiz" in c.value)
+    return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(link).query))
+
+
+def test_the_students_link_marks_a_student_session_that_every_link_it_writes_keeps(tiny_params):
+    teacher = make_app({**tiny_params, "max_new_tokens": "9"}).run()
+    query = student_link(teacher)
+    assert query["student"] == "1" and "student" not in teacher.query_params  # the teacher's link has no mark
+    student = make_app(query).run()
+    assert not student.exception and player_of(student)[2]["view"] == "quiz"  # the round's own trace is shown
+    student.switch_page("pages/metrics.py").run()
+    assert not student.exception and student.query_params["student"] == "1"  # every page's link keeps it
+    assert not any("view=quiz" in c.value for c in student.code)  # a student gets no link to hand out
+
+
+def test_a_bad_student_value_falls_back_to_the_teachers_session_with_a_message(tiny_params):
+    at = make_app({**tiny_params, "student": "maybe"}).run()
+    assert not at.exception and any("student='maybe' ignored (must be 1 or 0)" in w.value for w in at.warning)
+    assert "student" not in at.query_params
+
+
+def test_a_student_session_starts_no_race_and_cannot_measure_it_again(tiny_params):
+    params = {**tiny_params, "max_new_tokens": "7", "seed": "11"}  # a race no other test ran
+    student = make_app({**params, "student": "1"})
+    student.switch_page("pages/race.py").run()
+    assert not student.exception and not any(b.label.startswith("Measure") for b in student.button)
+    assert any(i.value == offers.NOT_PREPARED for i in student.info)
+    teacher = make_app(params)
+    teacher.switch_page("pages/race.py").run()
+    press(teacher, "Measure the race on this server")
+    assert any(b.label.startswith("Measure again") for b in teacher.button)  # the teacher's link can re-time it
+    student.run()  # the student's page now reads the class's race
+    assert not student.exception and "target alone" in {m.label for m in student.metric}
+    assert not any(b.label.startswith("Measure") for b in student.button)
+
+
+def test_a_student_session_shows_no_start_button_for_costly_work(tiny_params):
+    params = {**tiny_params, "max_new_tokens": "6", "seed": "12", "student": "1"}
+    for page, button in (("what_if", "Decode the second run"), ("parallel_verification", "Time the passes")):
+        at = make_app(params)
+        at.switch_page(f"pages/{page}.py").run()
+        assert not at.exception and not at.error, (page, [e.value for e in at.error])
+        assert not any(b.label.startswith(button) for b in at.button), page
+        assert any(i.value == offers.NOT_PREPARED for i in at.info), page
+
+
+def test_a_trace_priced_past_the_limit_waits_for_a_press(tiny_params, monkeypatch):
+    """The round's own trace starts as its page opens unless its estimate is long; then a press starts it (a
+    student's session says it is not prepared). The limit is lowered here: the tiny pair decodes in no time."""
+    monkeypatch.setattr(waiting, "TRACE_ON_OPEN_S", 0.0)
+    params = {**tiny_params, "max_new_tokens": "5", "seed": "13"}
+    student = make_app({**params, "student": "1"}).run()
+    assert not student.exception and not student.get("iframe")
+    assert any(i.value == offers.NOT_PREPARED for i in student.info)
+    at = make_app(params).run()
+    assert not at.exception and not at.get("iframe")
+    decode = next(b for b in at.button if b.label.startswith("Decode this trace"))
+    assert "here)" in decode.label  # its estimate, said on the button
+    decode.click().run()
+    assert not at.exception and player_of(at)[0]["rounds"]
+
+
+def test_a_long_prompt_prices_a_trace_past_what_opens_on_its_own():
+    """The estimate a trace waits on (serving/prices.py): the work at the one-token step plus the prompt's pass, so a
+    4,000-character prompt on a 1.5B target waits for a press while the default prompt on the embedded pair opens."""
+    config = DecodeConfig(device="cpu", max_new_tokens=64)
+    large = profile(step_ms=120.0)  # about a 1.5B target on a laptop's CPU
+    small = profile(step_ms=8.0)  # about the embedded 135M target
+    trace = Work(TRACE, config, "x")
+    assert trace.priced_seconds(small, 40) < waiting.TRACE_ON_OPEN_S < trace.priced_seconds(large, 4000 // 3)
+    assert trace.priced_seconds(large, 4000 // 3) > trace.priced_seconds(large, 40) + 10  # the prompt is priced
+
+
+def profile(step_ms: float) -> PassProfile:
+    """A machine profile whose pass over n = 1..9 tokens costs one step, then grows (a CPU's usual shape)."""
+    return PassProfile(
+        "m",
+        "full",
+        "float32",
+        "default",
+        "cpu",
+        "cpu",
+        "torch",
+        64,
+        tuple(step_ms * max(1, n / 3) for n in range(1, 10)),
+        1,
+    )
