@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from specviz.config import DecodeConfig
-from specviz.serving.lecture import LecturePlan, prepare
+from specviz.serving.lecture import MAX_RECORDINGS, LecturePlan, new_recording, prepare, recording
 from specviz.serving.pool import shared_work
 from specviz.serving.works import TRACE, Work
 from specviz.settings import ConfigError
@@ -43,18 +43,20 @@ def test_a_plan_file_round_trips_and_refuses_what_it_cannot_run(tiny_dirs):
 
 def test_after_preparing_every_recorded_page_runs_without_starting_a_computation(tiny_params):
     params = {**tiny_params, "prompt": "w5 w9 w5 w9 w5", "max_new_tokens": "8", "seed": "7"}  # nothing stored yet
-    rehearsal = make_app(params)
-    rehearsal.session_state[Session.recording.key] = True
-    rehearsal.run()
+    rehearsal = make_app(params).run()
+    rehearsal.switch_page("pages/lecture.py").run()
+    rehearsal.toggle[0].set_value(True).run()
+    assert rehearsal.toggle[0].value
     for page in PAGES:
         rehearsal.switch_page(f"pages/{page}.py").run()
         assert not rehearsal.exception, (page, rehearsal.exception)
-    recorded = rehearsal.session_state[Session.plan.key]
-    names = {work.name for work in recorded.values()}
-    assert {TRACE, "speedup", "sweep", "race", "rules", "departures"} <= names  # offered, pressed or not
-    plan = LecturePlan.from_json(
-        LecturePlan(tuple(rehearsal.session_state[Session.links.key]), tuple(recorded.values())).to_json()
-    )
+    rehearsal.switch_page("pages/lecture.py").run()
+    assert rehearsal.toggle[0].value  # the recording, not the toggle's state, which the other pages dropped
+    rehearsal.toggle[0].set_value(False).run()
+    assert not rehearsal.toggle[0].value
+    recorded = recording(rehearsal.session_state[Session.recorder.key]).plan()  # off: the plan is kept
+    assert {TRACE, "speedup", "sweep", "race", "rules", "departures"} <= {w.name for w in recorded.works}
+    plan = LecturePlan.from_json(recorded.to_json())  # offered, pressed or not
     assert plan.links and all("prompt=w5" in link for link in plan.links)  # (AppTest gives every page one path)
 
     preparation = prepare(plan, shared_work())
@@ -74,3 +76,20 @@ def test_after_preparing_every_recorded_page_runs_without_starting_a_computation
         if page == "gamma_sweep":
             assert "fastest γ, timed" in shown
     assert computations() == before  # nothing was computed in front of the class
+
+
+def test_a_recording_notes_each_work_and_link_once_and_only_while_on(tiny_dirs):
+    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", device="cpu")
+    trace, sweep = Work(TRACE, config, "w3"), Work("sweep", config, "w3", ((1, 2),))
+    recorder, taken = new_recording()
+    taken.note(trace, "/metrics?a=1")  # off: nothing
+    taken.on = True
+    for work, link in [(trace, "/metrics?a=1"), (sweep, "/gamma_sweep?a=1"), (trace, "/metrics?a=1")]:
+        taken.note(work, link)
+    taken.on = False
+    taken.note(Work(TRACE, config, "w5"), "/?a=2")
+    assert recording(recorder) is taken and recording("not an id") is None and recording("") is None
+    assert taken.plan() == LecturePlan(("/metrics?a=1", "/gamma_sweep?a=1"), (trace, sweep))
+    for _ in range(MAX_RECORDINGS):
+        new_recording()
+    assert recording(recorder) is None  # the server keeps the latest recordings only

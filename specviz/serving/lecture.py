@@ -5,6 +5,10 @@ recorded while the teacher rehearses or loaded from a plan file. :func:`prepare`
 other on the process's work pool, in the background, into the shared store (and, with Redis, every replica's): in
 front of the class every press on those pages finds its result stored and shows it at once, for every student.
 
+A plan is recorded server-side, by the teacher's :class:`Recording`: every session of the teacher's browser (a page
+opened by a sidebar click or by a typed link, which is a new session) finds it by the recorder id its cookie carries
+(:func:`recording`), so the plan gathers the works of all of them and outlives any one page's widgets.
+
 A plan file is JSON (never pickle): each work by its name, its config's settings by their flat names, its prompt
 and its parameters. Reading one checks every name and setting, so a hand-edited or foreign file becomes a message.
 """
@@ -12,9 +16,12 @@ and its parameters. Reading one checks every name and setting, so a hand-edited 
 from __future__ import annotations
 
 import json
+import secrets
 import statistics
 import threading
 import time
+from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +31,7 @@ from specviz.serving.works import WORKS, Work
 from specviz.settings import ConfigError
 
 PLAN_FORMAT = "specviz lecture plan 1"
+MAX_RECORDINGS = 64  # the recordings a server keeps, the least recently used dropped first (each is a few works)
 SESSION = "lecture"  # the waiter a preparation's jobs are computed for (a queued job nobody waits for is dropped)
 
 
@@ -126,3 +134,57 @@ def prepare(plan: LecturePlan, pool: SharedWork) -> Preparation:
 
 
 PREPARATIONS: list[Preparation] = []  # the server's latest preparation, which every session's Lecture page follows
+
+
+class Recording:
+    """One teacher's lecture being recorded: whether recording is on, the works the pages offered and the links they
+    were opened at, in order, each once. Every session of the teacher's browser notes into it, from its own thread."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.on = False
+        self.works: dict[tuple[Hashable, ...], Work] = {}  # by where each work's first result is stored
+        self.links: list[str] = []
+
+    def note(self, work: Work, link: str) -> None:
+        """``work``, offered by the page at ``link``, joins the plan while recording is on."""
+        with self.lock:
+            if self.on:
+                self.works.setdefault(work.first_key, work)
+                if link not in self.links:
+                    self.links.append(link)
+
+    def plan(self) -> LecturePlan:
+        with self.lock:
+            return LecturePlan(tuple(self.links), tuple(self.works.values()))
+
+    def replace(self, plan: LecturePlan) -> None:
+        """The plan becomes ``plan`` (a loaded file; an empty plan clears it). Recording stays as it was."""
+        with self.lock:
+            self.works = {w.first_key: w for w in plan.works}
+            self.links = list(plan.links)
+
+
+RECORDINGS: OrderedDict[str, Recording] = OrderedDict()  # the server's recordings, by recorder id
+RECORDINGS_LOCK = threading.Lock()
+
+
+def recording(recorder: str | None) -> Recording | None:
+    """The recording of ``recorder`` (an id a browser's cookie carries: anything), None when the server has none."""
+    if not recorder:
+        return None
+    with RECORDINGS_LOCK:
+        found = RECORDINGS.get(recorder)
+        if found is not None:
+            RECORDINGS.move_to_end(recorder)
+        return found
+
+
+def new_recording() -> tuple[str, Recording]:
+    """A new recording and its recorder id (random, unguessable: it is the teacher's key to the plan)."""
+    recorder, made = secrets.token_urlsafe(16), Recording()
+    with RECORDINGS_LOCK:
+        RECORDINGS[recorder] = made
+        while len(RECORDINGS) > MAX_RECORDINGS:
+            RECORDINGS.popitem(last=False)
+    return recorder, made

@@ -172,6 +172,7 @@ class SharedWork:
 
         def compute() -> Any:
             job.computed_here = True
+            log.info("started %s %s for %d session(s)", job.label, key_digest(job.key), len(job.waiters))
             return job.compute(on_progress)
 
         def waiting_elsewhere() -> None:
@@ -194,22 +195,14 @@ class SharedWork:
         assert job.started is not None, "a job ends after the worker started it"
         seconds = time.monotonic() - job.started
         how = "abandoned" if abandoned else "computed" if job.computed_here else "received from another replica"
-        log.info(
-            "%s %s %s in %.2f s for %d session(s)%s",
-            how,
-            job.label,
-            key_digest(job.key),
-            seconds,
-            len(job.waiters),
-            "" if error is None or abandoned else f": {error}",
-        )
+        digest, failure = key_digest(job.key), "" if error is None or abandoned else f": {error}"
+        log.info("%s %s %s in %.2f s for %d session(s)%s", how, job.label, digest, seconds, len(job.waiters), failure)
         with self.lock:
             self.running.remove(job)
             if self.jobs.get(job.key) is job:  # an abandoned job left the table when it stopped
                 del self.jobs[job.key]
             if not abandoned:  # a run cut short computed nothing and says nothing of how long one takes
                 record_run(self.durations, job.label, seconds)
-                digest = key_digest(job.key)
                 self.computed[digest] = self.computed.get(digest, 0) + job.computed_here
             job.result, job.error = result, error
             job.state = "dropped" if abandoned else "done" if error is None else "failed"

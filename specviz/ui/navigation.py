@@ -70,9 +70,11 @@ def compiled(script: Path) -> CodeType:
 def navigation() -> Page:
     """streamlit's navigation over :data:`PAGES`, the first page the default. ``st.Page`` resolves its file on the
     filesystem (a stat per path component, for every page, on every run): the pages are built once per main script
-    and each run navigates over its own copies (streamlit marks the copy it runs, so no two runs share one)."""
+    and each run navigates over its own copies (streamlit marks the copy it runs, so no two runs share one). The list
+    is always whole: folded, streamlit would hide the pages past the tenth under "View N more"."""
     main_script = get_script_run_ctx(suppress_warning=True)
-    return st.navigation([copy.copy(page) for page in built_pages(main_script.main_script_path if main_script else "")])
+    pages = built_pages(main_script.main_script_path if main_script else "")
+    return st.navigation([copy.copy(page) for page in pages], expanded=True)
 
 
 @functools.cache

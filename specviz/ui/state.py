@@ -21,7 +21,6 @@ import streamlit as st
 
 if TYPE_CHECKING:
     from specviz.config import DecodeConfig
-    from specviz.serving.works import Work
 
 T = TypeVar("T")
 PREFIX = "sv_"
@@ -90,10 +89,8 @@ class Session:
     # the server's side of the session
     session_id: Entry[str] = Entry(str)  # a random id, set on the session's first wait (the queue counts sessions)
     arrived: Entry[bool] = Entry(bool)  # a first page run has begun (it may have waited for the hall's run)
-    # a lecture being rehearsed (:mod:`specviz.ui.pages.lecture`): recording on, the works and the links recorded
-    recording: Entry[bool] = Entry(bool)
-    plan: Entry[dict[tuple[Any, ...], Work]] = Entry(dict)
-    links: Entry[list[str]] = Entry(list)
+    # the teacher's lecture recording this session started (:mod:`specviz.ui.recorder`): its id on the server
+    recorder: Entry[str] = Entry(str)
 
 
 session = Session()

@@ -30,6 +30,7 @@ from specviz.serving.pool import (
 from specviz.serving.sharedwork import key_digest
 from specviz.serving.works import TRACE, Work
 from specviz.ui.offers import NOT_PREPARED, price_label, priced
+from specviz.ui.recorder import teachers_recording
 from specviz.ui.state import Session, page_key, session
 
 R = TypeVar("R")
@@ -112,13 +113,11 @@ def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str) -> 
 
 
 def record(work: Work) -> None:
-    """While the teacher rehearses a lecture (:mod:`specviz.ui.lecture`), every work a page offers joins its plan."""
-    if session.recording:
-        if work.first_key not in session.plan:
-            session.plan = {**session.plan, work.first_key: work}
-        link = f"{st.context.url or '/'}?{urlencode(st.query_params.to_dict())}"  # the page's address
-        if link not in session.links:
-            session.links = [*session.links, link]
+    """While the teacher rehearses a lecture (:mod:`specviz.ui.recorder`), every work a page offers joins its plan,
+    with the page's address."""
+    recording = teachers_recording()
+    if recording is not None and recording.on:
+        recording.note(work, f"{st.context.url or '/'}?{urlencode(st.query_params.to_dict())}")
 
 
 def let_the_hall_run_first() -> None:

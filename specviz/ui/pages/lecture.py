@@ -7,18 +7,21 @@ from specviz import ui
 from specviz.serving.lecture import PREPARATIONS, LecturePlan, prepare
 from specviz.serving.pool import shared_work
 from specviz.settings import ConfigError
-from specviz.ui.state import Session, session
+from specviz.ui.recorder import keep_recorder_in_browser, own_recording, record_pages, teachers_recording
 
 ui.shared_controls()  # the sidebar's settings are not read here: the recorded pages keep their own
 st.title("Prepare a lecture")
 st.markdown(
-    "Rehearse the lecture with **recording** on: every page you open notes the computations it offers (its trace, "
-    "its baseline, sweep, lab decodes or comparisons, pressed or not) with the settings it had. **Prepare** then "
-    "computes all of them in the background into the server's shared store; during the lecture every press on "
-    "those pages shows its result at once, for you and every student. Save the plan to prepare the same lecture "
-    "on another day or server."
+    "Rehearse the lecture with **recording** on: every page you open in this browser, by the sidebar or by a link, "
+    "notes the computations it offers (its trace, its baseline, sweep, lab decodes or comparisons, pressed or not) "
+    "with the settings it had; turning recording off keeps them. **Prepare** then computes all of them in the "
+    "background into the server's shared store; during the lecture every press on those pages shows its result at "
+    "once, for you and every student. Save the plan to prepare the same lecture on another day or server."
 )
-st.toggle("Record the pages I open", key=Session.recording.key)
+recording = teachers_recording()
+recording_on = recording is not None and recording.on  # the toggle shows the recording, whichever page started it
+st.toggle("Record the pages I open", value=recording_on, on_change=record_pages, args=(not recording_on,))
+keep_recorder_in_browser()
 uploaded = st.file_uploader("Load a lecture plan (JSON)", type=["json"])
 if uploaded is not None:
     try:
@@ -26,10 +29,10 @@ if uploaded is not None:
     except ConfigError as exc:
         st.error(str(exc))
     else:
-        session.plan = {w.first_key: w for w in loaded.works}
-        session.links = list(loaded.links)
+        own_recording().replace(loaded)
         st.success(f"Loaded {len(loaded.works)} computations from {len(loaded.links)} links.")
-plan = LecturePlan(tuple(session.links), tuple(session.plan.values()))
+recording = teachers_recording()
+plan = recording.plan() if recording is not None else LecturePlan((), ())
 if not plan.works:
     st.info("No computation recorded yet: turn recording on and open the lecture's pages (with their settings).")
 else:
@@ -53,7 +56,7 @@ else:
         prepare(plan, pool)
     middle.download_button("Save the lecture plan (JSON)", plan.to_json(), "specviz-lecture.json", "application/json")
     if right.button("Clear the plan"):
-        session.plan, session.links = {}, []
+        own_recording().replace(LecturePlan((), ()))
         st.rerun()
     if plan.links:
         with st.expander(f"The lecture's links ({len(plan.links)})"):
