@@ -20,7 +20,7 @@ from specviz.ui.controls import (
 )
 from specviz.ui.fields import UNSET, config_value, draw_field, field_enabled, widget_value
 from specviz.ui.navigation import PAGES, navigation, open_lesson_view
-from specviz.ui.offers import measure_again_hint
+from specviz.ui.offers import may_start, measure_again_hint
 from specviz.ui.opening import init_state_from_url
 from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, EMBEDDED_PAIR, PAIR_PRESETS, PROMPT_PRESETS
 from specviz.ui.racing import race_link, raced, show_headline
@@ -58,6 +58,7 @@ __all__ = [
     "init_state_from_url",
     "let_the_hall_run_first",
     "linked_round",
+    "may_start",
     "measure_again_hint",
     "measured_again",
     "navigation",

@@ -32,6 +32,12 @@ def price_label(label: str, work: Work, price: float | None) -> str:
     return f"{label} ({duration} here{', plus loading the models' if work.loads_pairs else ''})"
 
 
+def may_start() -> bool:
+    """Whether this session may start costly work: a teacher's may; a student's link (``student=1``) reads what the
+    class already has."""
+    return not session.student
+
+
 def measure_again_hint() -> str:
     """What a page says after a timing that measured the load: the teacher may measure it again, a student may not."""
-    return "" if session.student else " **Measure again** when the machine is quiet."
+    return " **Measure again** when the machine is quiet." if may_start() else ""

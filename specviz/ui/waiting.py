@@ -29,7 +29,7 @@ from specviz.serving.pool import (
 )
 from specviz.serving.sharedwork import key_digest
 from specviz.serving.works import TRACE, Work
-from specviz.ui.offers import NOT_PREPARED, price_label, priced
+from specviz.ui.offers import NOT_PREPARED, may_start, price_label, priced
 from specviz.ui.recorder import teachers_recording
 from specviz.ui.state import Session, page_key, session
 
@@ -64,7 +64,7 @@ def shared_result(work: Work, button: str | None = None, button_key: str | None 
     """
     record(work)
     if button is not None and not shared_work().known(work.key):
-        if session.student:
+        if not may_start():
             st.info(NOT_PREPARED)
             return None
         label = price_label(button, work, priced(work))
@@ -88,7 +88,7 @@ def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str) -> 
     pool, label, price = shared_work(), work.label, priced(work)
     attempts = stored_attempts(pool, work.key)
     following = work.key + (len(attempts),)
-    teacher = not session.student
+    teacher = may_start()
 
     def again() -> bool:
         return teacher and st.button(

@@ -10,7 +10,7 @@ from specviz.models.profile import model_profile
 from specviz.presentation import sweep_figures
 from specviz.rules.registry import rule_entry
 from specviz.serving.works import Work
-from specviz.ui.state import page_key, session
+from specviz.ui.state import page_key
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Gamma sweep: which block size pays?")
@@ -41,7 +41,7 @@ if config is not None and gammas and swept_pair is not None:
         lambda swept: bool(sweep.loaded_gammas(swept[0])),
         start="Run the sweep",
     )
-    if result is None and not session.student:
+    if result is None and ui.may_start():
         st.info(
             f"Press the button to run the sweep ({cycles} cycle{'s' if cycles > 1 else ''} of the target alone and "
             "each γ, priced from this machine's profile)."

@@ -11,7 +11,7 @@ from specviz.presentation.race import race_page
 from specviz.rules.registry import rule_for
 from specviz.serving.urlstate import STUDENT
 from specviz.ui.presets import PAIR_PRESETS, QWEN_CODER_PAIR, availability_mark
-from specviz.ui.state import page_key, session
+from specviz.ui.state import page_key
 
 MEASURE = "Measure the race on this server"  # the server's run; the browser's replay has its own button
 SAMPLED_LANES = (
@@ -32,7 +32,7 @@ st.caption(
     "of the two measured wall times."
 )
 widest = PAIR_PRESETS[QWEN_CODER_PAIR]  # the published pair: the race is won by the widest margin there
-student = {STUDENT: "1"} if session.student else {}  # a student's link stays a student's
+student = {} if ui.may_start() else {STUDENT: "1"}  # a student's link stays a student's
 if config is not None and widest and config.target != widest[0] and availability_mark(*widest) == "✓":
     st.info(
         f"The {QWEN_CODER_PAIR} pair is fetched on this server: a 1.5B target on a CPU is where speculative decoding "
@@ -53,7 +53,7 @@ if config is not None:
     if rule_for(config).stochastic:
         st.info(SAMPLED_LANES)
     if race is None:
-        if not session.student:  # a student's session said the race is not prepared yet
+        if ui.may_start():  # a student's session said the race is not prepared yet
             st.info(f"Press **{MEASURE}**: the server measures both decoders once, and every student sees that race.")
     else:
         if disturbed is not None:
