@@ -98,7 +98,7 @@ def test_every_drafted_token_is_asked_and_the_round_travels_to_the_race(app_url)
     revealed Verify row; once the whole quiz is answered the other views open, and the round the student stands on
     travels to the Race view and to the Race page (round=k stays k)."""
     with chromium_page(1366, 768) as page:
-        page.goto(f"{app_url}/lesson_player?max_new_tokens=24&gamma=8&view=quiz")
+        page.goto(f"{app_url}/lesson_player?max_new_tokens=32&gamma=8&view=quiz")
         settled(page)
         frame = page.frame_locator("iframe").first
         count = int(re.search(r"of (\d+)", page.evaluate(PLAYER)["title"]).group(1))
