@@ -23,6 +23,7 @@ from tests.tiny import make_tiny_pair
 LANES = {
     "test_browser": ("browser", "slow"),
     "test_player": ("browser", "slow"),
+    "test_quiz_browser": ("browser", "slow"),
     "test_race_browser": ("browser", "slow"),
     "test_redisshare": ("redis", "slow"),
     "test_qwen_coder": ("published", "slow"),

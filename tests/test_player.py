@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import html
 import json
 import re
@@ -120,24 +121,24 @@ def test_the_quiz_scores_known_answers_and_reveals_the_verdicts(sampled_trace, o
         (i, r) for i, r in enumerate(sampled_trace.rounds, start=1) if any(p.status == "rejected" for p in r.draft)
     )
     page = open_lesson(context, path, f"#round={index}&view=quiz")
-    verified = [p for p in rnd.draft if p.status != "not_verified"]
-    assert page.locator("#rows .mark").all_inner_texts() == ["?"] * len(rnd.draft)  # hidden until answered
+    asked = len(rnd.draft)  # every drafted token, the never checked ones after the rejection too
+    assert page.locator("#rows .mark").all_inner_texts() == ["?"] * asked  # hidden until answered
     assert page.locator(".test").count() == 0
     assert page.locator("#cards svg line").count() == 0  # the draw u is the verdict: not drawn before the answer
-    for position in verified:  # answer every token right
-        guess = "accepted" if position.status == "accepted" else "rejected"
-        page.locator(f'button[data-quiz="{index}:{position.index}"][data-guess="{guess}"]').click()
-    assert page.locator("#score").inner_text() == f"Score: {len(verified)} / {len(verified)}"
+    for position in rnd.draft:  # answer every token right
+        page.locator(f'button[data-quiz="{index}:{position.index}"][data-guess="{position.status}"]').click()
+    assert page.locator("#score").inner_text() == f"Score: {asked} / {asked}"
     assert "✗" in verdict_marks(page)  # revealed
-    assert page.locator(".verdict-ok").count() == len(verified)
-    assert page.locator("#cards svg line").count() == len(verified)  # and each check's draw u with it
+    assert page.locator(".verdict-ok").count() == asked
+    checked = sum(p.status != "not_verified" for p in rnd.draft)
+    assert page.locator("#cards svg line").count() == checked  # and each check's draw u with it
     other = next(i for i, r in enumerate(sampled_trace.rounds, start=1) if i != index and r.draft)
     page.keyboard.press("Home")
     for _ in range(other - 1):
         page.keyboard.press("ArrowRight")
     wrong = sampled_trace.rounds[other - 1].draft[0]
     page.locator(f'button[data-quiz="{other}:0"][data-guess="{"rejected" if wrong.accepted else "accepted"}"]').click()
-    assert page.locator("#score").inner_text() == f"Score: {len(verified)} / {len(verified) + 1}"
+    assert page.locator("#score").inner_text() == f"Score: {asked} / {asked + 1}"
     assert page.locator(".verdict-bad").count() == 1
 
 
@@ -376,36 +377,46 @@ PROJECTOR = """() => {
       && b.bottom <= window.innerHeight; });
   const shown = [...document.querySelectorAll('#cards .card')].filter((c) => getComputedStyle(c).display !== 'none');
   const test = shown[0].querySelector('.test');
+  // the px a text is drawn at: an SVG text at its size times the SVG's drawn scale, the rest times the fit's zoom
+  const drawn = (e) => { const svg = e.closest('svg'), px = parseFloat(getComputedStyle(e).fontSize) || 0;
+    return svg ? px * svg.getBoundingClientRect().width / svg.viewBox.baseVal.width : px * e.currentCSSZoom; };
+  const texts = [...shown[0].querySelectorAll('*')]
+    .filter((e) => e.children.length === 0 && e.textContent.trim() && e.getClientRects().length);
   return {drafted: drafted.length, visible: visible.length, cards: shown.length,
           testOnScreen: test.getBoundingClientRect().bottom <= window.innerHeight,
-          testPx: parseFloat(getComputedStyle(test).fontSize), hint: shown[0].querySelector('.card-hint').textContent,
-          largest: Math.max(...[...shown[0].querySelectorAll('*')].filter((e) => e.children.length === 0)
-                                .map((e) => parseFloat(getComputedStyle(e).fontSize) || 0)),
-          smallest: Math.min(...[...shown[0].querySelectorAll('*')]
-            .filter((e) => e.children.length === 0 && e.textContent.trim() && e.getClientRects().length)
-            .map((e) => { const svg = e.closest('svg');  // an SVG text is drawn at its size times the SVG's scale
-              const scale = svg ? svg.getBoundingClientRect().width / svg.viewBox.baseVal.width : 1;
-              return parseFloat(getComputedStyle(e).fontSize) * scale; }))};
+          testPx: drawn(test), hint: shown[0].querySelector('.card-hint').textContent,
+          largest: Math.max(...texts.map(drawn)), smallest: Math.min(...texts.map(drawn))};
 }"""
 
 
-def test_the_projector_view_fits_a_1280x720_screen(embedded, offline_browser, tmp_path):
-    """The teacher's projector (#37, #45): at 1280x720 the Present view shows every drafted token of the round (the
-    chat template's tokens no longer take the width), one card at a time stepped with ↑/↓, its acceptance test on the
-    screen, at least 20 px and the largest text of the card, and no text of the card under 16 px."""
+@pytest.fixture(scope="module")
+def projector_trace(embedded):
+    """The embedded pair at γ = 8 on a code prompt: eight drafted tokens a round, the widest rows a profile picks."""
     from specviz.config import DecodeConfig
     from specviz.engine import load_pair
 
     config = DecodeConfig(device="cpu", gamma=8, max_new_tokens=12)
-    trace = speculative_decode(
+    return speculative_decode(
         config, prompt="Write a Python function that returns the n-th Fibonacci number.", pair=load_pair(config)
     )
-    context, _ = offline_browser
+
+
+def projected(context, path):
+    """The lesson at ``path`` in its Present view on a 1280x720 screen, once drawn and fitted."""
     page = context.new_page()
     page.set_viewport_size({"width": 1280, "height": 720})
     page.set_default_timeout(600_000)
-    page.goto(write_lesson(tmp_path / "projector.html", trace).as_uri() + "#round=1&view=present")
+    page.goto(path.as_uri() + "#round=1&view=present")
     page.wait_for_selector("#seed .sv-rows")
+    return page
+
+
+def test_the_projector_view_fits_a_1280x720_screen(projector_trace, offline_browser, tmp_path):
+    """The teacher's projector (#37, #45): at 1280x720 the Present view shows every drafted token of the round (the
+    chat template's tokens no longer take the width), one card at a time stepped with ↑/↓, its acceptance test on the
+    screen, at least 20 px and the largest text of the card, and no text of the card under 16 px."""
+    trace = projector_trace
+    page = projected(offline_browser[0], write_lesson(tmp_path / "projector.html", trace))
     seen = page.evaluate(PROJECTOR)
     assert seen["drafted"] == len(trace.rounds[0].draft) == seen["visible"]  # every drafted token, on screen
     assert seen["cards"] == 1 and seen["hint"].startswith("card 1 of")
@@ -414,6 +425,22 @@ def test_the_projector_view_fits_a_1280x720_screen(embedded, offline_browser, tm
     page.keyboard.press("ArrowDown")
     assert page.evaluate(PROJECTOR)["hint"].startswith("card 2 of")
     page.screenshot(path=str(ARTIFACTS / "projector.png"))
+
+
+def test_the_projector_view_shrinks_to_fit_long_tokens(projector_trace, offline_browser, tmp_path):
+    """A vocabulary of long tokens (a code model's identifiers and indentation runs): the same round with each of
+    its eight drafted tokens 14 characters long is wider than the screen at full size, so the view shrinks until
+    every drafted token and the card's test are on the 1280x720 screen, its test still in large type."""
+    trace = copy.deepcopy(projector_trace)
+    for position in trace.rounds[0].draft:
+        position.text = f"_{position.text.strip()}_identifier"[:14].ljust(14, "_")
+    page = projected(offline_browser[0], write_lesson(tmp_path / "long.html", trace))
+    seen = page.evaluate(PROJECTOR)
+    zoom = page.evaluate("document.querySelector('main').currentCSSZoom")
+    assert zoom < 1, zoom  # at full size it did not fit
+    assert seen["drafted"] == len(trace.rounds[0].draft) == seen["visible"], (seen, zoom)
+    assert seen["testOnScreen"] and seen["testPx"] >= 16, (seen, zoom)
+    page.screenshot(path=str(ARTIFACTS / "projector-long-tokens.png"))
 
 
 def test_a_greedy_quiz_question_does_not_mark_the_argmax_before_the_answer(
@@ -426,9 +453,7 @@ def test_a_greedy_quiz_question_does_not_mark_the_argmax_before_the_answer(
     context, _ = offline_browser
     page = open_lesson(context, write_lesson(tmp_path / "greedy-quiz.html", trace, view="quiz"), "#round=1&view=quiz")
     assert "argmax" not in page.locator("#cards").inner_text() and "drafted" in page.locator("#cards").inner_text()
-    first = trace.rounds[0].draft[0]
-    page.locator(f'button[data-quiz="1:0"][data-guess="{first.status}"]').click()
-    for position in trace.rounds[0].draft[1:]:
-        if position.status != "not_verified":
-            page.locator(f'button[data-quiz="1:{position.index}"][data-guess="{position.status}"]').click()
+    for position in trace.rounds[0].draft:
+        assert "argmax" not in page.locator("#cards").inner_text()  # while any of the round's questions waits
+        page.locator(f'button[data-quiz="1:{position.index}"][data-guess="{position.status}"]').click()
     assert "argmax" in page.locator("#cards").inner_text()  # answered: the verdict's marks are back

@@ -6,9 +6,12 @@ chain round; a tree round's draft iterations, the tree picture (SVG), the recurs
 its output chain (seed 002). The page's own script swaps rounds and draws the p-vs-q bars, the
 residual bars and the acceptance test of each drafted token with its numbers, so stepping costs no
 server round trip. Views: ``step``, ``present`` (large type for a projector, the rule's formula under
-the round) and ``quiz`` (predict each verdict before it is revealed; a running score). The URL's hash
+the round, the whole shrunk until the round's rows and the shown card's test fit the screen) and ``quiz`` (for each
+drafted token of a round: accepted, rejected or never checked, before its verdicts are revealed; a running score; a
+tab opened on the quiz keeps it, and its other views closed, until every question is answered). The URL's hash
 keeps the round and the view (``#round=3&view=quiz``); inside the app (an ``about:srcdoc`` frame of the
-app's origin) the player writes the round into the page's own address instead, so a copied link reopens it.
+app's origin) the player writes the round into the page's own address instead, so a copied link reopens it, and
+tells the page where it is (:mod:`specviz.ui.player_place`), so the next page's link carries it.
 A round downloads as SVG or PNG for slides. No network access is needed to open the file: every script and
 style is inline.
 """

@@ -18,7 +18,7 @@ from specviz.serving.pairs import MACHINE_DEFAULTS, app_defaults, app_device, pa
 from specviz.serving.urlstate import to_query
 from specviz.settings import ConfigError
 from specviz.ui.fields import chosen_pair, config_value, draw_if_read, fields_read
-from specviz.ui.navigation import navigation
+from specviz.ui.navigation import LESSON_VIEWS, navigation
 from specviz.ui.opening import init_state_from_url
 from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, PAIR_PRESETS, PROMPT_PRESETS, pair_option
 from specviz.ui.state import Session, field_state, session, set_field_states
@@ -70,7 +70,7 @@ def shared_controls() -> tuple[DecodeConfig | None, str, DecodeConfig]:
     config, prompt, defaults = session.config, session.chosen_prompt or DEFAULT_PROMPT, session.defaults
     defaults = defaults or app_defaults()
     if config is not None:
-        write_url(config, prompt, session.round, defaults)
+        write_url(config, prompt, session.round, defaults, extra=linked_view())
         if not session.student:
             with st.sidebar.expander("Copy link for students (quiz)"):
                 st.caption(
@@ -81,6 +81,14 @@ def shared_controls() -> tuple[DecodeConfig | None, str, DecodeConfig]:
                 query = to_query(config, prompt, session.round, defaults, student=True)
                 st.code(students_link(query), language=None, wrap_lines=True)
     return config, prompt, defaults
+
+
+def linked_view() -> dict[str, str] | None:
+    """The lesson view the link names (``view=quiz``, ``present`` or ``race``), kept in every rewrite of the link: a
+    rewrite without it would leave an entry in the tab's history (streamlit pushes each new address) that opens the
+    step view, so one Back would show a quiz's verdicts."""
+    view = st.query_params.get("view")
+    return {"view": view} if view in LESSON_VIEWS else None
 
 
 def students_link(query: dict[str, str]) -> str:

@@ -20,6 +20,7 @@ from streamlit.navigation.page import Page
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from specviz.presentation.player import VIEWS
+from specviz.ui.state import session
 
 PAGE_SCRIPTS = Path(__file__).resolve().parent / "pages"
 
@@ -91,6 +92,9 @@ def open_lesson_view(page: Page) -> None:
     """A link naming a lesson view (``view=quiz``, ``present`` or ``race``) opens the lesson player on that view and
     the link's round, with the link's settings, whichever page path it names: the Round view's ``/``, another page,
     or an unknown or differently-cased path (which streamlit opens as the default page). A quiz link never opens a
-    page that shows the verdicts."""
+    page that shows the verdicts. The switch comes before the sidebar is drawn, so streamlit drops the sidebar widgets'
+    states: in a session already open (a Back or Forward to such a link) the lesson player seeds them from the link
+    again, as a session's first run does."""
     if st.query_params.get("view") in LESSON_VIEWS and page.url_path != LESSON_PLAYER:
+        session.initialized = False
         st.switch_page(f"pages/{LESSON_PLAYER}.py", query_params=st.query_params.to_dict())

@@ -24,6 +24,7 @@ from specviz.presentation.verification_figures import roofline_figure
 from specviz.serving.pairs import app_defaults, pair_defaults
 from specviz.serving.pool import shared_work
 from specviz.ui.controls import write_url
+from specviz.ui.player_place import keep_players_place
 from specviz.ui.racing import shown_race
 from specviz.ui.state import page_key, session
 from specviz.ui.waiting import page_pair
@@ -105,11 +106,12 @@ def roofline_panel(config: DecodeConfig, alpha: float | None = None) -> None:
 def linked_round() -> int:
     """The 1-based round the page's link names: the lesson player writes it into the address bar as it
     steps, so a copied link reopens that round (the server itself does not see those steps; the player
-    remembers them for its own reruns). No or a bad value means round 1 (a bad one is reported once, with
-    the link's other values, by the sidebar). Read it before ``shared_controls`` rewrites the URL; it is
-    kept in the session so the other pages' links carry it."""
+    remembers them for its own reruns). A bad value means round 1 (reported once, with the link's other values,
+    by the sidebar); none (a page opened from the navigation, whose address streamlit empties) the round the
+    session carries, so the player reopens where this tab left it. Read it before ``shared_controls`` rewrites the
+    URL; it is kept in the session so the other pages' links carry it."""
     try:
-        shown = max(1, int(st.query_params.get("round", "1")))
+        shown = max(1, int(st.query_params.get("round", str(session.round))))
     except ValueError:
         shown = 1
     session.round = shown
@@ -139,5 +141,17 @@ def show_player(
     write_url(config, prompt, shown, defaults, extra={"view": view} if view != "step" else None)
     race = shown_race(config, prompt)
     page = opened_at(shared_lesson_page(trace, race), view, shown)
+    st.html(PROJECTOR_STYLE)
     st.iframe(page, height="content")  # streamlit sizes the frame to the player's content
+    keep_players_place(config, prompt, defaults)
     return page
+
+
+# The player marks its frame with its view (data-view); in the present view the page gives the screen to the player
+# alone, however the view was opened (a link or the player's Present button): the page's other elements (its title,
+# caption, summary, buttons) leave, and the player starts just below Streamlit's header (3.75rem), not under it.
+PRESENT = '[data-testid="stMainBlockContainer"]:has(iframe[data-view="present"])'
+PROJECTOR_STYLE = (
+    f"<style>{PRESENT} {{padding-top: 3.75rem; padding-bottom: 0;}} "
+    f'{PRESENT} [data-testid="stElementContainer"]:not(:has(iframe[data-view="present"])) {{display: none;}}</style>'
+)

@@ -8,30 +8,24 @@ from specviz.presentation.player import VIEWS
 requested_view = st.query_params.get("view", "step")  # read before the sidebar rewrites the URL
 linked_round = ui.linked_round()
 config, prompt, defaults = ui.shared_controls()
-header = st.empty()  # cleared below in the presenter's view, which gives the screen to the round
-with header.container():
-    st.title("Lesson player")
-    st.caption(
-        "Every round of the trace is sent to the page once and drawn there: First/Prev/Next/Last, the slider, "
-        "the arrow keys, Home/End and space (autoplay) need no server round trip. The player's View buttons switch "
-        "views: **Present** shows one round "
-        "in large type with the rule's formula and each acceptance test spelled out; **Quiz** asks for each "
-        "drafted token whether the target will accept it before revealing the verdict, and keeps a score. A "
-        "teacher's link with `view=quiz` or `view=present` (on any page) opens straight into that view; **Race** "
-        "replays the race of these settings once the Race page measured one."
-    )
+st.title("Lesson player")  # the present view gives the screen to the round: ui.show_player hides the rest
+st.caption(
+    "Every round of the trace is sent to the page once and drawn there: First/Prev/Next/Last, the slider, "
+    "the arrow keys, Home/End and space (autoplay) need no server round trip. The player's View buttons switch "
+    "views: **Present** shows one round in large type, fitted to the screen, with the rule's formula and each "
+    "acceptance test spelled out; **Quiz** asks for each drafted token whether the target will accept it, reject it "
+    "or never check it before revealing the verdicts, and keeps a score. A teacher's link with `view=quiz` or "
+    "`view=present` (on any page) opens straight into that view; a quiz link keeps its tab in the quiz until every "
+    "question is answered. **Race** replays the race of these settings once the Race page measured one."
+)
 if requested_view not in VIEWS:
     st.warning(
         f"URL parameter view={str(requested_view)[:20]!r} ignored (must be one of {', '.join(VIEWS)}); showing step"
     )
     requested_view = "step"
 view = requested_view  # the player's own buttons switch views, and write the view into this page's link
-if view == "present":  # a projector shows the round, not the settings: the sidebar and the page's header hide
-    st.html(
-        "<style>[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'] {display: none;} "
-        "[data-testid='stMainBlockContainer'] {padding-top: 2.5rem;}</style>"
-    )
-    header.empty()
+if view == "present":  # a projector shows the round, not the settings (the player's Present button folds them)
+    st.html("<style>[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'] {display: none;}</style>")
 trace = ui.get_trace(config, prompt) if config else None
 if trace is not None and not trace.rounds:
     st.info("Nothing was generated (the model ended at once).")

@@ -1,0 +1,209 @@
+"""The lesson player in the app as a student and a teacher meet it (issue #51), in Chromium, driven only by clicks,
+keys, typed links, Back/Forward and reload: a quiz link shows no verdict before its questions are answered, however
+the student tries to leave it; every drafted token is asked (the never checked ones too); the student's round
+travels with them; and the present view fits a 1280x720 projector however it was opened, for every block size a
+machine's profile may pick. Each measure is taken once the page has settled, and fails with the numbers it saw."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from .test_browser import ARTIFACTS, chromium_page, running_app
+
+WAIT_MS = 300_000  # a trace of the embedded pair on a busy 2-core machine: minutes at worst, never forever
+
+
+@pytest.fixture(scope="module")
+def app_url(embedded):  # the embedded fixture makes sure the de-quantised cache exists
+    with running_app() as url:
+        yield url
+
+
+def settled(page) -> None:
+    """The page's script run has ended and the player is drawn in its frame (bounded waits)."""
+    page.wait_for_function(
+        "() => document.querySelector('.stApp')?.dataset.testScriptState === 'notRunning'", timeout=WAIT_MS
+    )
+    page.frame_locator("iframe").first.locator("#title").wait_for(timeout=WAIT_MS)
+
+
+# What the player shows: its pressed view, its title, the verdicts on screen (a ✓ or ✗ over a drafted token, an
+# acceptance test spelled out) and which of its view buttons are closed, and why.
+PLAYER = """() => { const doc = document.querySelector('iframe').contentDocument;
+  const shown = (e) => e.getClientRects().length, tests = [...doc.querySelectorAll('.test')].filter(shown);
+  const marks = [...doc.querySelectorAll('#seed .sv-verify .sv-mark span')].filter(shown).map((m) => m.textContent);
+  return {view: doc.querySelector('button.view[aria-pressed=true]').dataset.view,
+          title: doc.getElementById('title').textContent,
+          verdicts: marks.filter((m) => m === '✓' || m === '✗').length + tests.length,
+          closed: [...doc.querySelectorAll('button.view')].filter((b) => b.disabled).map((b) => b.dataset.view),
+          held: doc.getElementById('held')?.textContent ?? ''}; }"""
+
+
+def assert_quiz_waits(page, round_index: int) -> None:
+    """The quiz at ``round_index``, its verdicts hidden."""
+    seen = page.evaluate(PLAYER)
+    assert seen["view"] == "quiz" and seen["title"].startswith(f"Round {round_index} of"), seen
+    assert seen["verdicts"] == 0 and "accepted" not in seen["title"], seen
+
+
+@pytest.mark.parametrize("path", ["lesson_player", "metrics"])
+def test_a_quiz_link_shows_no_verdict_before_its_answers(app_url, path):
+    """A student's quiz link (typed into the lesson player's path, or into another page's, which the app turns into
+    the lesson player) cannot be made to show a verdict by Step, Present or Race, the keys, a reload or Back: the
+    link's every history entry opens the quiz (streamlit pushes an entry for each new address: the canonical link
+    keeps view=quiz)."""
+    with chromium_page(1366, 768) as page:
+        page.goto(f"{app_url}/{path}?max_new_tokens=16&view=quiz&round=2")
+        settled(page)
+        assert_quiz_waits(page, 2)
+        frame = page.frame_locator("iframe").first
+        for view in ("step", "present", "race"):
+            frame.locator(f"#view-{view}").click(force=True)  # a closed button: the click does nothing
+            assert_quiz_waits(page, 2)
+        seen = page.evaluate(PLAYER)  # and the student is told why
+        assert seen["closed"] == ["step", "present", "race"] and "every question is answered" in seen["held"], seen
+        page.locator("h1").first.click()  # the keys, from the page around the frame
+        page.keyboard.press("ArrowRight")
+        assert_quiz_waits(page, 3)
+        page.wait_for_function("() => location.search.includes('round=3')")
+        page.reload()  # the link as the address bar now holds it
+        settled(page)
+        assert_quiz_waits(page, 3)
+        assert "view=quiz" in page.url
+        backs = 0
+        while page.url.startswith(app_url) and backs < 3:  # every entry opening made, back to the typed link
+            page.go_back()
+            backs += 1
+            if not page.url.startswith(app_url):
+                break  # before the link: the tab's blank page
+            settled(page)
+            assert "view=quiz" in page.url, (backs, page.url)
+            assert page.evaluate(PLAYER)["verdicts"] == 0, (backs, page.url)
+            assert page.evaluate(PLAYER)["view"] == "quiz", (backs, page.url)
+        assert backs >= 1
+
+
+MARK_COLOURS = {"rgb(46, 125, 50)": "accept", "rgb(198, 40, 40)": "reject", "rgb(158, 158, 158)": "never checked"}
+VERDICTS = """() => { const doc = document.querySelector('iframe').contentDocument;
+  return [...doc.querySelectorAll('#seed .sv-verify .sv-mark span')].filter((m) => m.textContent !== '+')
+    .map((m) => getComputedStyle(m).color); }"""
+
+
+def test_every_drafted_token_is_asked_and_the_round_travels_to_the_race(app_url):
+    """At γ = 8 a round's first rejection leaves tokens the target never checks: each is asked all the same, with
+    "never checked" among the answers. Answered as never checked, every question's verdict matches the round's
+    revealed Verify row; once the whole quiz is answered the other views open, and the round the student stands on
+    travels to the Race view and to the Race page (round=k stays k)."""
+    with chromium_page(1366, 768) as page:
+        page.goto(f"{app_url}/lesson_player?max_new_tokens=32&gamma=8&view=quiz")
+        settled(page)
+        frame = page.frame_locator("iframe").first
+        count = int(re.search(r"of (\d+)", page.evaluate(PLAYER)["title"]).group(1))
+        asked = never_checked = 0
+        for index in range(1, count + 1):
+            title = page.evaluate(PLAYER)["title"]
+            drafted = int(re.search(r": (\d+) drafted tokens", title).group(1))
+            questions = frame.locator("button[data-guess='not_verified']")
+            assert questions.count() == drafted == frame.locator("#rows .tok.draft").count(), (index, title)
+            for _ in range(drafted):
+                questions.first.click()  # each answered question leaves the list
+            asked += drafted
+            verdicts = [MARK_COLOURS[colour] for colour in page.evaluate(VERDICTS)]
+            said = frame.locator(".quiz").all_inner_texts()
+            assert len(verdicts) == len(said) == drafted, (index, verdicts, said)
+            for verdict, line in zip(verdicts, said):  # right exactly where the target never checked the token
+                assert line.endswith("right.") == (verdict == "never checked"), (index, verdict, line)
+                assert line.endswith("right.") or line.endswith(f"answer: {verdict}."), (index, verdict, line)
+            never_checked += verdicts.count("never checked")
+            assert frame.locator("#score").inner_text().endswith(f"/ {asked}")
+            if index < count:
+                assert page.evaluate(PLAYER)["closed"] == ["step", "present", "race"]
+                page.keyboard.press("ArrowRight")
+        assert never_checked > 0  # a round went on after its first rejection, and its tokens were asked
+        assert page.evaluate(PLAYER)["closed"] == [] and page.evaluate(PLAYER)["held"] == ""
+        stand = count - 1
+        page.keyboard.press("ArrowLeft")
+        frame.locator("#view-race").click()
+        page.wait_for_function(
+            f"() => /[?&]round={stand}(&|$)/.test(location.search) && /view=race/.test(location.search)"
+        )
+        time.sleep(1)  # the player tells the server its place a moment after the stepping stops
+        page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Race").click()
+        page.wait_for_function(  # the Race page has written its link (its first act, before any work)
+            "() => location.pathname.endsWith('/race') && location.search.includes('prompt=')", timeout=WAIT_MS
+        )
+        assert f"round={stand}" in page.url, page.url
+
+
+PRESENT_FIT = """() => { const PAGE_HEADINGS = '[data-testid="stMain"] :is([data-testid="stHeading"], '
+    + '[data-testid="stCaptionContainer"])';
+  const frame = document.querySelector('iframe'), doc = frame.contentDocument;
+  const at = frame.getBoundingClientRect(), box = (e) => { const b = e.getBoundingClientRect();
+    return {left: b.left + at.left, top: b.top + at.top, right: b.right + at.left, bottom: b.bottom + at.top}; };
+  const shown = (e) => e.getClientRects().length > 0, card = doc.querySelector('#cards .card.shown');
+  const rows = [...doc.querySelectorAll('#seed .sv-row')].filter(shown).map(box);
+  const draft = [...doc.querySelectorAll('#seed .sv-row')]
+    .find((r) => r.querySelector('.sv-label').textContent === 'Draft');
+  const drafted = [...draft.querySelectorAll('.sv-tok')].filter((t) => t.title.startsWith('q=')).map(box);
+  const size = (e) => { const svg = e.closest('svg'), px = parseFloat(doc.defaultView.getComputedStyle(e).fontSize);
+    return svg ? px * svg.getBoundingClientRect().width / svg.viewBox.baseVal.width : px * e.currentCSSZoom; };
+  const texts = [...card.querySelectorAll('*')]
+    .filter((e) => e.children.length === 0 && e.textContent.trim() && shown(e));
+  const title = box(doc.querySelector('header h1')), header = document.querySelector('[data-testid="stHeader"]');
+  return {rows: rows.length, rowsBottom: Math.max(...rows.map((r) => r.bottom)), drafted: drafted.length,
+          draftedRight: Math.max(...drafted.map((t) => t.right)), test: box(card.querySelector('.test')),
+          testPx: size(card.querySelector('.test')), smallestPx: Math.min(...texts.map(size)),
+          zoom: doc.querySelector('main').currentCSSZoom, title, headerBottom: header.getBoundingClientRect().bottom,
+          pageHeadings: [...document.querySelectorAll(PAGE_HEADINGS)].filter(shown).length,
+          frameHeight: at.height, playerHeight: doc.body.getBoundingClientRect().height,
+          screen: [window.innerWidth, window.innerHeight]}; }"""
+
+
+def measured_once_settled(page) -> dict:
+    """The present view's measures once two readings half a second apart agree (the fit and the page's layout have
+    settled), or the last reading after 30 s."""
+    settled(page)
+    page.frame_locator("iframe").first.locator("#cards .card.shown .test").wait_for(timeout=WAIT_MS)
+    seen = page.evaluate(PRESENT_FIT)
+    for _ in range(60):
+        time.sleep(0.5)
+        seen, before = page.evaluate(PRESENT_FIT), seen
+        if seen == before:
+            break
+    return seen
+
+
+def assert_fits_the_projector(seen: dict, drafted: int) -> None:
+    width, height = seen["screen"]
+    assert seen["rows"] == 6 and seen["drafted"] == drafted, seen  # the round's six rows, every drafted token
+    assert seen["rowsBottom"] <= height and seen["draftedRight"] <= width, seen
+    test = seen["test"]
+    assert 0 <= test["top"] and test["bottom"] <= height and test["right"] <= width, seen  # the test, on screen
+    assert seen["title"]["top"] >= seen["headerBottom"] - 1 and seen["title"]["bottom"] > seen["title"]["top"], seen
+    assert seen["pageHeadings"] == 0, seen  # the page's title and caption leave the screen to the round
+    assert abs(seen["frameHeight"] - seen["playerHeight"]) <= 2, seen  # the frame holds the player, no blank band
+    assert seen["testPx"] >= 20 and seen["smallestPx"] >= 12, seen  # read from the back of the room
+
+
+@pytest.mark.parametrize("gamma", range(2, 9))
+def test_the_present_view_fits_a_projector_in_the_app(app_url, gamma):
+    """A teacher's projector at 1280x720, for every block size a machine's profile may pick (γ = 2..8, set by the
+    link): opened by the player's Present button and by a `view=present` link, the round's six rows with every
+    drafted token and the shown card's acceptance test are on the screen with no scrolling, the lesson's title below
+    streamlit's header, the page's own title and caption gone, the test in large type."""
+    link = f"{app_url}/lesson_player?max_new_tokens=16&gamma={gamma}&round=2"
+    with chromium_page(1280, 720) as page:
+        page.goto(link)
+        settled(page)
+        drafted = page.frame_locator("iframe").first.locator("#seed .sv-row .sv-tok[title^='q=']").count()
+        page.frame_locator("iframe").first.locator("#view-present").click()
+        by_button = measured_once_settled(page)
+        page.screenshot(path=str(ARTIFACTS / f"present-button-gamma{gamma}.png"))
+        page.goto(f"{link}&view=present")
+        by_link = measured_once_settled(page)
+        page.screenshot(path=str(ARTIFACTS / f"present-link-gamma{gamma}.png"))
+    assert_fits_the_projector(by_button, drafted)
+    assert_fits_the_projector(by_link, drafted)
