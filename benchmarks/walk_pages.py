@@ -3,13 +3,13 @@ started a computation.
 
 Usage: ``.venv/bin/python -m benchmarks.walk_pages [--pairs embedded,qwen] [--tokens 32] [--timeout 300]``
 
-One ``streamlit run app.py`` in the checkout (its log at INFO: the work pool logs every shared computation it ends).
+One ``streamlit run app.py`` in the checkout (its log at INFO: the work pool logs every shared computation it starts).
 For each pair, the pair is first loaded and its round-view trace computed once by a warm-up visitor (what a teacher
 opening the link before class does); then each page of the navigation is opened in a new browser context (a fresh
 visitor: no session, no cookies) at 1280x720. Per page it prints the seconds from navigation until the page is
-usable (its title drawn and Streamlit's script run over: no "Running" status), the computations the server logged
-while it opened (their labels: a page that starts work by being opened shows here; the round's own trace, computed
-once per link, is expected on the round view and the lesson player), and any error box or traceback on the page.
+usable (its title drawn and Streamlit's script run over: no status widget for 1.5 s), the computations the server
+started while it opened (their labels: a page that starts work by being opened shows here; the round's own trace,
+computed once per link, is expected on the round view and the lesson player), and any error box or traceback on it.
 A benchmark, not a test: nothing is asserted, the figures are printed from one run.
 """
 
@@ -31,12 +31,9 @@ from specviz.ui.presets import PAIR_PRESETS, QWEN_CODER_PAIR
 ROOT = Path(__file__).resolve().parent.parent
 PAIRS = {"embedded": {}, "qwen": dict(zip(("target", "draft"), PAIR_PRESETS[QWEN_CODER_PAIR] or ()))}
 ERRORS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
-# the page is usable: a title is drawn and streamlit's script run has ended (its status widget says "Running" while
-# a run is under way, a wait for shared work included)
-USABLE = """() => document.querySelector('h1') !== null &&
-  !document.querySelector('[data-testid="stStatusWidget"]')?.innerText.includes('Running')"""
-LOGGED = re.compile(r"(computed|abandoned) (.+) (\w+) in [\d.]+ s for \d+ session")
-SETTLED_S = 1.0  # the page must stay usable this long (a rerun may follow a first run at once)
+# the work pool's line as a computation starts (specviz.serving.sharedwork)
+STARTED = re.compile(r" started (.+) \w+ for \d+ session")
+QUIET_CHECKS, CHECK_MS = 3, 500  # usable: a title drawn and streamlit's status widget (shown while a run) gone 1.5 s
 
 
 def page_url(base: str, script: str, query: dict[str, str]) -> str:
@@ -45,24 +42,24 @@ def page_url(base: str, script: str, query: dict[str, str]) -> str:
 
 
 def wait_usable(page: Page, timeout_s: float) -> float | None:
-    """Seconds until the page is usable and stays so for :data:`SETTLED_S` (None: not within ``timeout_s``)."""
-    start = time.monotonic()
-    while time.monotonic() - start < timeout_s:
-        try:
-            page.wait_for_function(USABLE, timeout=max(1.0, timeout_s - (time.monotonic() - start)) * 1000)
-        except Exception:  # noqa: BLE001 - a benchmark reports a timeout instead of stopping
+    """Seconds until the page is usable: its title drawn and no script run under way (streamlit's status widget
+    absent for :data:`QUIET_CHECKS` checks in a row, counted from the first of them); None when not within
+    ``timeout_s``."""
+    start, quiet_since, quiet = time.monotonic(), 0.0, 0
+    while quiet < QUIET_CHECKS:
+        if time.monotonic() - start > timeout_s:
             return None
-        usable_at = time.monotonic() - start
-        page.wait_for_timeout(SETTLED_S * 1000)
-        if page.evaluate(USABLE):
-            return usable_at
-    return None
+        running = page.locator('[data-testid="stStatusWidget"]').count() or not page.locator("h1").count()
+        if not running and not quiet:
+            quiet_since = time.monotonic() - start
+        quiet = 0 if running else quiet + 1
+        page.wait_for_timeout(CHECK_MS)
+    return quiet_since
 
 
-def computed_labels(server: Server, since: int) -> list[str]:
-    """The labels of the computations the server logged after line ``since`` (the work pool's
-    ``computed LABEL KEY in S s for N session(s)``, or ``abandoned ...``)."""
-    return [m[2] for m in map(LOGGED.search, server.lines[since:]) if m]
+def started_labels(server: Server, since: int) -> list[str]:
+    """The labels of the computations the server started after its log line ``since``."""
+    return [m[1] for m in map(STARTED.search, server.lines[since:]) if m]
 
 
 def walk(base: str, server: Server, browser, pair: str, query: dict[str, str], timeout_s: float) -> None:
@@ -81,7 +78,7 @@ def walk(base: str, server: Server, browser, pair: str, query: dict[str, str], t
         errors = page.locator(ERRORS).count()
         context.close()
         time.sleep(0.5)  # the log's last lines
-        labels = computed_labels(server, since)
+        labels = started_labels(server, since)
         started = ", ".join(labels) if labels else "none"
         print(f"  {entry.script:<24} {fmt(usable):>10}  {started}{f'  ({errors} error box(es))' if errors else ''}")
 
