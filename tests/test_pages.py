@@ -53,7 +53,7 @@ def test_metrics_page(params, tiny_dirs, tiny_pair):
     check = metrics.theory_check(trace)
     assert values["α (greedy)"] == f"{trace.stats.alpha_estimate:.3f}"
     assert values["tokens per round"] == f"{trace.stats.mean_tokens_per_round:.2f}"
-    assert values["tokens per round, Eq. 1"] == f"{check.expected_tokens_per_round:.2f}"
+    assert values["tokens/round, Eq. 1"] == f"{check.expected_tokens_per_round:.2f}"
     assert values["acceptance length"] == f"{trace.stats.mean_acceptance_length:.2f}"
     assert max(len(label) for label in values) <= 24  # fits a sixth of the page at 1280 px: no label cut off
     assert values["target passes"] == str(trace.stats.target_forward_passes)

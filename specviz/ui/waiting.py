@@ -87,17 +87,17 @@ def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str) -> 
     pool, label, price = shared_work(), work.label, priced(work)
     attempts = stored_attempts(pool, work.key)
     following = work.key + (len(attempts),)
-    teacher = may_start()
+    teacher, slot = may_start(), st.empty()  # one button's place: the start, then Measure again
 
     def again() -> bool:
-        return teacher and st.button(
+        return teacher and slot.button(
             price_label(f"Measure again: {label.lower()}", work, price), key=page_key("again", label)
         )
 
     if attempts:
         pressed = again()
     elif teacher:
-        pressed = st.button(price_label(start, work, price), type="primary", key=page_key("start", label))
+        pressed = slot.button(price_label(start, work, price), type="primary", key=page_key("start", label))
     else:
         pressed = False
         if not pool.known(following):
@@ -106,7 +106,7 @@ def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str) -> 
         first = not attempts
         remembered(following, work.compute, label, lambda: price)
         attempts = stored_attempts(pool, work.key)
-        if first and attempts:  # the first result is here: the button to measure it again is too
+        if first and attempts:  # the first result is here: Measure again takes the start button's place
             again()
     return shown_attempt(attempts, disturbed)
 
