@@ -318,6 +318,7 @@ def test_the_what_if_page_compares_two_settings_on_one_prompt(params, tiny_dirs,
     assert figure["data"][3]["y"] == [pytest.approx(second.stats.mean_tokens_per_round)]  # the run's own point
     assert at.slider(key=page_key("what_if", "temperature")).disabled  # greedy reads no temperature
     at.radio(key=page_key("what_if", "rule")).set_value("topbeta").run()  # a lossy rule: now the outputs may part
+    press(at, "Decode the second run")  # another second run: another press
     assert not at.exception and "rule greedy → topbeta" in " ".join(m.value for m in at.markdown)
     at.radio(key=page_key("what_if", "rule")).set_value("sample").run()
     assert not at.slider(key=page_key("what_if", "temperature")).disabled
