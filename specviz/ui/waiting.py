@@ -12,7 +12,6 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from specviz.analysis.common import BUTTON_BUDGET_S
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair
 from specviz.engine.trace import Trace
@@ -33,9 +32,10 @@ from specviz.ui.offers import NOT_PREPARED, may_start, price_label, priced
 from specviz.ui.state import Session, page_key, session
 
 R = TypeVar("R")
-# a page's own trace starts on opening while it costs no more than a costly button's default work: past that a person
-# decides to wait for it (a press that says its price), as for that button, and a link cannot start it for a class
-TRACE_ON_OPEN_S = BUTTON_BUDGET_S
+# a page's own trace (the page is that trace) starts on opening while priced within a minute here, about as long as a
+# class waits for its lesson without anyone choosing to; past that (a long prompt on a large pair, many tokens on a
+# slow machine) the teacher presses, knowing the price, and a link cannot make the server spend it for a class
+TRACE_ON_OPEN_S = 60.0
 
 
 def _session_id() -> str:
