@@ -62,16 +62,20 @@ def shared_result(work: Work, button: str | None = None, button_key: str | None 
     A lecture being recorded notes every work a page offers, pressed or not.
     """
     record(work)
+    slot = None
     if button is not None and not shared_work().known(work.key):
         if not may_start():
             st.info(NOT_PREPARED)
             return None
-        label = price_label(button, work, priced(work))
-        if not st.button(label, type="primary", key=button_key or page_key("run", work.name)):
+        label, slot = price_label(button, work, priced(work)), st.empty()
+        if not slot.button(label, type="primary", key=button_key or page_key("run", work.name)):
             if hint:
                 st.info(hint)
             return None
-    return remembered(work.key, work.compute, work.label, lambda: priced(work))
+    result = remembered(work.key, work.compute, work.label, lambda: priced(work))
+    if slot is not None:
+        slot.empty()  # the result is here: the button that started it goes
+    return result
 
 
 def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str) -> tuple[Any, Any]:
