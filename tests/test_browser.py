@@ -132,6 +132,8 @@ def test_round_view_in_chromium(app_url):
         # the lesson page and the recursive page's taller tree rounds: their frames fit the player too
         for path in ("lesson_player", "recursive"):
             page.goto(f"{app_url}/{path}?max_new_tokens=8")
+            if path == "recursive":  # the sidebar's drafter is a chain: the tree's rounds are a press away
+                page.get_by_role("button", name=re.compile("Decode with the tree")).click()
             page.frame_locator("iframe").first.locator("#cards .card").first.wait_for(timeout=600_000)
             assert_frame_fits(page)
         page.goto(f"{app_url}/?max_new_tokens=16&rule=sample")
