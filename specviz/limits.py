@@ -36,7 +36,7 @@ PROMPT_PRESETS = {
     "A fact: France's capital (short)": "What is the capital of France? Answer in one sentence.",
     "Explain: a hash map": "Explain what a hash map is in two sentences.",
     "Open prose: a haiku (low acceptance)": "Write a haiku about the sea.",
-    "Translation (seed 000's sentence; too hard for the 135M model)": (
+    "Translation (too hard for the 135M model)": (
         "Translate to English: Machen sich Hunderte Millionen von Autofahrern Sorgen über ihre Privatsphäre?"
     ),
 }

@@ -53,7 +53,7 @@ def test_metrics_page(params, tiny_dirs, tiny_pair):
     check = metrics.theory_check(trace)
     assert values["α (greedy)"] == f"{trace.stats.alpha_estimate:.3f}"
     assert values["tokens per round"] == f"{trace.stats.mean_tokens_per_round:.2f}"
-    assert values["tokens per round, Eq. 1"] == f"{check.expected_tokens_per_round:.2f}"
+    assert values["tokens/round, Eq. 1"] == f"{check.expected_tokens_per_round:.2f}"
     assert values["acceptance length"] == f"{trace.stats.mean_acceptance_length:.2f}"
     assert max(len(label) for label in values) <= 24  # fits a sixth of the page at 1280 px: no label cut off
     assert values["target passes"] == str(trace.stats.target_forward_passes)
@@ -318,6 +318,7 @@ def test_the_what_if_page_compares_two_settings_on_one_prompt(params, tiny_dirs,
     assert figure["data"][3]["y"] == [pytest.approx(second.stats.mean_tokens_per_round)]  # the run's own point
     assert at.slider(key=page_key("what_if", "temperature")).disabled  # greedy reads no temperature
     at.radio(key=page_key("what_if", "rule")).set_value("topbeta").run()  # a lossy rule: now the outputs may part
+    press(at, "Decode the second run")  # another second run: another press
     assert not at.exception and "rule greedy → topbeta" in " ".join(m.value for m in at.markdown)
     at.radio(key=page_key("what_if", "rule")).set_value("sample").run()
     assert not at.slider(key=page_key("what_if", "temperature")).disabled

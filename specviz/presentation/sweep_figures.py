@@ -39,7 +39,11 @@ def gamma_sweep_figure(table: pd.DataFrame, best_measured: int | None, best_expe
     where it was quiet: ``best_measured`` None marks none)."""
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens per round", "speedup over autoregressive"))
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("tokens per round", "the target alone's time over each γ's: timed and in theory"),
+    )
     spread = dict(
         type="data",
         symmetric=False,

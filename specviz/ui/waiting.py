@@ -12,7 +12,6 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from specviz.analysis.common import BUTTON_BUDGET_S
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair
 from specviz.engine.trace import Trace
@@ -34,9 +33,10 @@ from specviz.ui.recorder import teachers_recording
 from specviz.ui.state import Session, page_key, session
 
 R = TypeVar("R")
-# a page's own trace starts on opening while it costs no more than a costly button's default work: past that a person
-# decides to wait for it (a press that says its price), as for that button, and a link cannot start it for a class
-TRACE_ON_OPEN_S = BUTTON_BUDGET_S
+# a page's own trace (the page is that trace) starts on opening while priced within a minute here, about as long as a
+# class waits for its lesson without anyone choosing to; past that (a long prompt on a large pair, many tokens on a
+# slow machine) the teacher presses, knowing the price, and a link cannot make the server spend it for a class
+TRACE_ON_OPEN_S = 60.0
 
 
 def _session_id() -> str:
@@ -63,16 +63,20 @@ def shared_result(work: Work, button: str | None = None, button_key: str | None 
     A lecture being recorded notes every work a page offers, pressed or not.
     """
     record(work)
+    slot = None
     if button is not None and not shared_work().known(work.key):
         if not may_start():
             st.info(NOT_PREPARED)
             return None
-        label = price_label(button, work, priced(work))
-        if not st.button(label, type="primary", key=button_key or page_key("run", work.name)):
+        label, slot = price_label(button, work, priced(work)), st.empty()
+        if not slot.button(label, type="primary", key=button_key or page_key("run", work.name)):
             if hint:
                 st.info(hint)
             return None
-    return remembered(work.key, work.compute, work.label, lambda: priced(work))
+    result = remembered(work.key, work.compute, work.label, lambda: priced(work))
+    if slot is not None:
+        slot.empty()  # the result is here: the button that started it goes
+    return result
 
 
 def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str) -> tuple[Any, Any]:
@@ -88,17 +92,17 @@ def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str) -> 
     pool, label, price = shared_work(), work.label, priced(work)
     attempts = stored_attempts(pool, work.key)
     following = work.key + (len(attempts),)
-    teacher = may_start()
+    teacher, slot = may_start(), st.empty()  # one button's place: the start, then Measure again
 
     def again() -> bool:
-        return teacher and st.button(
+        return teacher and slot.button(
             price_label(f"Measure again: {label.lower()}", work, price), key=page_key("again", label)
         )
 
     if attempts:
         pressed = again()
     elif teacher:
-        pressed = st.button(price_label(start, work, price), type="primary", key=page_key("start", label))
+        pressed = slot.button(price_label(start, work, price), type="primary", key=page_key("start", label))
     else:
         pressed = False
         if not pool.known(following):
@@ -107,7 +111,7 @@ def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str) -> 
         first = not attempts
         remembered(following, work.compute, label, lambda: price)
         attempts = stored_attempts(pool, work.key)
-        if first and attempts:  # the first result is here: the button to measure it again is too
+        if first and attempts:  # the first result is here: Measure again takes the start button's place
             again()
     return shown_attempt(attempts, disturbed)
 

@@ -28,7 +28,7 @@ if config is not None and trace is not None and trace.rounds:
         help="measured: new tokens over rounds in this trace",
     )
     cols[2].metric(
-        "tokens per round, Eq. 1",
+        "tokens/round, Eq. 1",
         f"{check.expected_tokens_per_round:.2f}",
         help=f"(1 − α^(k+1)) / (1 − α) at each round's realised block size k "
         f"(mean k = {check.mean_block:.2f}, configured γ = {config.gamma})",

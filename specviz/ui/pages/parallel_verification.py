@@ -25,7 +25,7 @@ if config is not None and trace is not None and trace.output_ids:
     repeats = st.slider("Timing repeats (median)", 1, common.TIMING_REPEATS_MAX, 5)
     measured, disturbed = ui.measured_again(
         Work("timing", config, prompt, (repeats,)),
-        lambda timed: timing.timed_under_load(timed),
+        timing.timed_under_load,
         start="Time the passes now",
     )
     if measured is not None:
