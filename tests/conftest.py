@@ -24,6 +24,7 @@ LANES = {
     "test_browser": ("browser", "slow"),
     "test_player": ("browser", "slow"),
     "test_race_browser": ("browser", "slow"),
+    "test_lecture_browser": ("browser", "slow"),
     "test_redisshare": ("redis", "slow"),
     "test_qwen_coder": ("published", "slow"),
     "test_load_client": ("slow",),
