@@ -25,6 +25,7 @@ LANES = {
     "test_player": ("browser", "slow"),
     "test_quiz_browser": ("browser", "slow"),
     "test_race_browser": ("browser", "slow"),
+    "test_lecture_browser": ("browser", "slow"),
     "test_redisshare": ("redis", "slow"),
     "test_qwen_coder": ("published", "slow"),
     "test_load_client": ("slow",),

@@ -29,9 +29,9 @@ if uploaded is not None:
     except ConfigError as exc:
         st.error(str(exc))
     else:
-        own_recording().replace(loaded)
+        recording = own_recording()
+        recording.replace(loaded)
         st.success(f"Loaded {len(loaded.works)} computations from {len(loaded.links)} links.")
-recording = teachers_recording()
 plan = recording.plan() if recording is not None else LecturePlan((), ())
 if not plan.works:
     st.info("No computation recorded yet: turn recording on and open the lecture's pages (with their settings).")

@@ -1,0 +1,114 @@
+"""Prepare a lecture as a teacher clicks it (#51): recording on, the lecture's pages opened by sidebar clicks and by
+typed links (each a new session of the same browser), back to the lecture page, Prepare; then every recorded link,
+opened by a fresh visitor, starts no computation (the server's work-pool log says so)."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from urllib.parse import urljoin
+
+from playwright.sync_api import sync_playwright
+
+from specviz.serving.processes import CHROMIUM_ARGS, Server, free_port
+
+from .test_browser import ROOT
+
+LECTURE = {  # the pages a lecture uses, by script, with their titles in the navigation
+    "race": "Race",
+    "metrics": "Metrics and theory",
+    "gamma_sweep": "Gamma sweep",
+    "losslessness": "Losslessness lab",
+}
+BY_SIDEBAR, BY_LINK = "max_new_tokens=4", "max_new_tokens=5"  # each way of opening a page records its own works
+STARTED = re.compile(r" started (.+) \w+ for \d+ session")  # the work pool's line as a computation starts
+SETTLE_MS = 300_000  # a page run that computes on a busy 2-core machine: slow, never endless
+# a server's first page run loads the pair and, where no quiet measurement is stored, measures the machine's defaults:
+# seconds on an idle machine, 23 minutes seen on a 2-core machine running four other suites
+FIRST_RUN_MS = 1_800_000
+PREPARE_MS = 1_800_000  # the plan's computations (about 20 on the embedded pair at 4 and 5 tokens), one by one
+
+
+def settled(page, title: str) -> None:
+    """Wait (bounded) until the page ``title`` names in the navigation has drawn its heading (which names it too) and
+    its run has ended (the state streamlit writes on its app's root for tests, ``notRunning`` for 1 s)."""
+    page.locator("h1", has_text=re.compile(title.split()[0], re.IGNORECASE)).first.wait_for(timeout=SETTLE_MS)
+    deadline, quiet = time.monotonic() + SETTLE_MS / 1000, 0
+    while quiet < 3:
+        assert time.monotonic() < deadline, f"{title}'s page still runs after {SETTLE_MS / 1000:.0f} s"
+        idle = page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').count() == 1
+        quiet = quiet + 1 if idle else 0
+        page.wait_for_timeout(500)
+
+
+def recording_switch(page, timeout_ms: int = SETTLE_MS):
+    """The lecture page's switch, once drawn (the page follows a preparation every second: it never settles)."""
+    page.wait_for_url(re.compile(r"/lecture(\?|$)"), timeout=timeout_ms)
+    switch = page.get_by_role("switch", name="Record the pages I open")
+    switch.wait_for(timeout=timeout_ms)
+    return switch
+
+
+def started(server: Server) -> list[str]:
+    """The computations the server's work pool has started so far, by label, in order."""
+    return [m[1] for m in map(STARTED.search, list(server.lines)) if m]
+
+
+def test_a_lecture_recorded_by_clicks_and_links_is_prepared_and_its_links_then_compute_nothing(embedded):
+    server = Server(free_port(), serve=[sys.executable, "-m", "streamlit", "run", "app.py"], cwd=ROOT)  # log: INFO
+    try:
+        server.wait_healthy()
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            teacher = browser.new_context(viewport={"width": 1280, "height": 720})
+            page = teacher.new_page()
+            page.set_default_timeout(SETTLE_MS)
+            page.goto(f"{server.url}/lecture?{BY_SIDEBAR}")
+            recording_switch(page, FIRST_RUN_MS)
+            page.get_by_text("Record the pages I open").click()  # its label: streamlit draws the switch over it
+            page.wait_for_function("() => document.cookie.includes('specviz_recorder=')", timeout=SETTLE_MS)
+            assert recording_switch(page).is_checked()
+
+            nav = page.locator('[data-testid="stSidebarNav"]')
+            for title in LECTURE.values():
+                nav.get_by_role("link", name=title).click()
+                settled(page, title)
+            for script, title in LECTURE.items():
+                page.goto(f"{server.url}/{script}?{BY_LINK}")  # a typed link: a new session
+                settled(page, title)
+            back = nav.get_by_role("link", name="Prepare a lecture")
+            assert back.is_visible(), nav.inner_text()  # listed, not folded under "View N more"
+            back.click()
+            assert recording_switch(page).is_checked()  # the recording's state, which no page's widget kept
+            listed = page.locator('[data-testid="stExpander"]').filter(has_text="The lecture's links")
+            listed.get_by_text("The lecture's links").click()
+            listed.locator('[data-testid="stCode"]').first.wait_for()
+            links = listed.locator('[data-testid="stCode"]').all_inner_texts()
+            for script in LECTURE:
+                for opened in (BY_SIDEBAR, BY_LINK):
+                    assert any(f"/{script}?" in link and opened in link for link in links), (script, opened, links)
+            prepare = page.get_by_role("button", name=re.compile(r"Prepare the lecture \(\d+ computations\)"))
+            count = int(re.search(r"\((\d+) computations", prepare.inner_text())[1])
+            assert count >= 2 * len(LECTURE), prepare.inner_text()
+            before = len(started(server))
+            prepare.click()
+            page.get_by_text(re.compile(r"Prepared: \d+ of \d+ computations are stored")).wait_for(timeout=PREPARE_MS)
+            assert f"Prepared: {count} of {count}" in page.inner_text("body")
+            assert page.locator('[data-testid="stAlertContentError"]').count() == 0, page.inner_text("body")
+            assert len(started(server)) > before  # the log shows what starts: preparing did start computations
+
+            for link in links:
+                prepared = len(started(server))
+                visitor = browser.new_context(viewport={"width": 1280, "height": 720})  # a student, fresh
+                student = visitor.new_page()
+                student.set_default_timeout(SETTLE_MS)
+                student.goto(urljoin(server.url, link))
+                settled(student, LECTURE[link.split("?")[0].rsplit("/", 1)[-1]])
+                assert student.locator('[data-testid="stException"]').count() == 0, link
+                student.wait_for_timeout(2_000)  # a computation the page run queued has started by now
+                assert started(server)[prepared:] == [], link
+                visitor.close()
+            browser.close()
+    finally:
+        server.stop()
