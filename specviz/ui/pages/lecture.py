@@ -18,6 +18,9 @@ st.markdown(
     "background into the server's shared store; during the lecture every press on those pages shows its result at "
     "once, for you and every student. Save the plan to prepare the same lecture on another day or server."
 )
+if not ui.may_start():  # a student's link prepares nothing: the lecture is the teacher's
+    st.info("This is a student's link: preparing a lecture is for the teacher's own link.")
+    st.stop()
 recording = teachers_recording()
 recording_on = recording is not None and recording.on  # the toggle shows the recording, whichever page started it
 st.toggle("Record the pages I open", value=recording_on, on_change=record_pages, args=(not recording_on,))
