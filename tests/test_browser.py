@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
 from specviz.serving.processes import CHROMIUM_ARGS, Server, free_port
@@ -85,10 +86,11 @@ FRAME_FIT = """() => { const frame = document.querySelector('iframe'), doc = fra
 
 def assert_frame_fits(page) -> None:
     """The player's frame shows the whole player: no scrollbar inside it, no blank band of more than 40 px below."""
-    page.wait_for_function(
-        f"() => {{ const [h, content, bottom] = ({FRAME_FIT})(); return content <= h + 1 && h - bottom <= 40; }}",
-        timeout=600_000,
-    )
+    with contextlib.suppress(PlaywrightTimeout):  # the frame follows its content within moments: then it is measured
+        page.wait_for_function(
+            f"() => {{ const [h, content, bottom] = ({FRAME_FIT})(); return content <= h + 1 && h - bottom <= 40; }}",
+            timeout=60_000,
+        )
     height, content, bottom = page.evaluate(FRAME_FIT)
     assert content <= height + 1 and height - bottom <= 40, (height, content, bottom)
 
