@@ -16,7 +16,6 @@ A benchmark, not a test: nothing is asserted, the figures are printed from one r
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from pathlib import Path
@@ -31,8 +30,6 @@ from specviz.ui.presets import PAIR_PRESETS, QWEN_CODER_PAIR
 ROOT = Path(__file__).resolve().parent.parent
 PAIRS = {"embedded": {}, "qwen": dict(zip(("target", "draft"), PAIR_PRESETS[QWEN_CODER_PAIR] or ()))}
 ERRORS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
-# the work pool's line as a computation starts (specviz.serving.sharedwork)
-STARTED = re.compile(r" started (.+) \w+ for \d+ session")
 QUIET_CHECKS, CHECK_MS = 3, 500  # usable: a title drawn and streamlit's status widget (shown while a run) gone 1.5 s
 
 
@@ -57,11 +54,6 @@ def wait_usable(page: Page, timeout_s: float) -> float | None:
     return quiet_since
 
 
-def started_labels(server: Server, since: int) -> list[str]:
-    """The labels of the computations the server started after its log line ``since``."""
-    return [m[1] for m in map(STARTED.search, server.lines[since:]) if m]
-
-
 def walk(base: str, server: Server, browser, pair: str, query: dict[str, str], timeout_s: float) -> None:
     print(f"\n{pair}: {urlencode(query) or 'the default link'}")
     warm = browser.new_context(viewport={"width": 1280, "height": 720})
@@ -78,7 +70,7 @@ def walk(base: str, server: Server, browser, pair: str, query: dict[str, str], t
         errors = page.locator(ERRORS).count()
         context.close()
         time.sleep(0.5)  # the log's last lines
-        labels = started_labels(server, since)
+        labels = server.started(since)
         started = ", ".join(labels) if labels else "none"
         print(f"  {entry.script:<24} {fmt(usable):>10}  {started}{f'  ({errors} error box(es))' if errors else ''}")
 

@@ -22,7 +22,6 @@ LECTURE = {  # the pages a lecture uses, by script, with their titles in the nav
     "losslessness": "Losslessness lab",
 }
 BY_SIDEBAR, BY_LINK = "max_new_tokens=4", "max_new_tokens=5"  # each way of opening a page records its own works
-STARTED = re.compile(r" started (.+) \w+ for \d+ session")  # the work pool's line as a computation starts
 SETTLE_MS = 300_000  # a page run that computes on a busy 2-core machine: slow, never endless
 # a server's first page run loads the pair and, where no quiet measurement is stored, measures the machine's defaults:
 # seconds on an idle machine, 23 minutes seen on a 2-core machine running four other suites
@@ -48,11 +47,6 @@ def recording_switch(page, timeout_ms: int = SETTLE_MS):
     switch = page.get_by_role("switch", name="Record the pages I open")
     switch.wait_for(timeout=timeout_ms)
     return switch
-
-
-def started(server: Server) -> list[str]:
-    """The computations the server's work pool has started so far, by label, in order."""
-    return [m[1] for m in map(STARTED.search, list(server.lines)) if m]
 
 
 def test_a_lecture_recorded_by_clicks_and_links_is_prepared_and_its_links_then_compute_nothing(embedded):
@@ -91,15 +85,15 @@ def test_a_lecture_recorded_by_clicks_and_links_is_prepared_and_its_links_then_c
             prepare = page.get_by_role("button", name=re.compile(r"Prepare the lecture \(\d+ computations\)"))
             count = int(re.search(r"\((\d+) computations", prepare.inner_text())[1])
             assert count >= 2 * len(LECTURE), prepare.inner_text()
-            before = len(started(server))
+            before = len(server.started())
             prepare.click()
             page.get_by_text(re.compile(r"Prepared: \d+ of \d+ computations are stored")).wait_for(timeout=PREPARE_MS)
             assert f"Prepared: {count} of {count}" in page.inner_text("body")
             assert page.locator('[data-testid="stAlertContentError"]').count() == 0, page.inner_text("body")
-            assert len(started(server)) > before  # the log shows what starts: preparing did start computations
+            assert len(server.started()) > before  # the log shows what starts: preparing did start computations
 
             for link in links:
-                prepared = len(started(server))
+                prepared = len(server.started())
                 visitor = browser.new_context(viewport={"width": 1280, "height": 720})  # a student, fresh
                 student = visitor.new_page()
                 student.set_default_timeout(SETTLE_MS)
@@ -107,7 +101,7 @@ def test_a_lecture_recorded_by_clicks_and_links_is_prepared_and_its_links_then_c
                 settled(student, LECTURE[link.split("?")[0].rsplit("/", 1)[-1]])
                 assert student.locator('[data-testid="stException"]').count() == 0, link
                 student.wait_for_timeout(2_000)  # a computation the page run queued has started by now
-                assert started(server)[prepared:] == [], link
+                assert server.started()[prepared:] == [], link
                 visitor.close()
             browser.close()
     finally:

@@ -29,6 +29,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 COMPUTED = re.compile(r"computed (Decoding) (\w+) in ([\d.]+) s for (\d+) session")
+STARTED = re.compile(r" started (.+) \w+ for \d+ session")  # the work pool's line as a computation starts
 
 
 def free_port() -> int:
@@ -112,6 +113,10 @@ class Server:
     def computations(self) -> list[tuple[str, float, int]]:
         """(key digest, seconds, sessions) of every trace this server computed, in order."""
         return [(m[2], float(m[3]), int(m[4])) for m in map(COMPUTED.search, list(self.lines)) if m]
+
+    def started(self, since: int = 0) -> list[str]:
+        """The labels of the computations this server started after its log line ``since``."""
+        return [m[1] for m in map(STARTED.search, self.lines[since:]) if m]
 
     def stop(self) -> None:
         if self.process.poll() is None:
