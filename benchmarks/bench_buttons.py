@@ -43,7 +43,7 @@ def page_works(config: DecodeConfig, prompt: str, samples: int) -> list[tuple[st
         ("Compare rules: β = 1..5", Work("departures", config, prompt)),
         ("Losslessness lab: first token", Work("exact-lab", sampled, prompt, (20_000,))),
         ("Losslessness lab: decodes", Work("lab-sequences", sampled, prompt, (samples, 2))),
-        ("Precision: four outputs", Work("numerics", config, prompt, (PRECISIONS,))),
+        ("Precision: an output per precision", Work("numerics", config, prompt, (PRECISIONS,))),
         ("Precision: draft precisions", Work("draft-precisions", config, prompt, (draft_precisions_on("cpu"),))),
         ("Parallel verification", Work("timing", config, prompt, (5,))),
         ("Recursive: tree vs chain", Work("tree_vs_chain", drafter_entry(config.drafter).tree_config(config), prompt)),

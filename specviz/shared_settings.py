@@ -116,10 +116,12 @@ class SharedSettings(RuleSettings):
         widget="radio",
         section="Models",
         choices=limits.DTYPES,
-        choice_labels=("float32 (exact)", "bfloat16", "float16"),
+        choice_labels=("float32 (exact)", "bfloat16", "float16", "int8 (exact to the int8 target; CPU)"),
         help="the models' weights and activations (every probability a rule uses is float32 either way). float32: "
         "greedy output token-identical to the target's own generate. bfloat16 / float16: half the memory traffic, "
-        "but a pass over k + 1 tokens rounds unlike k + 1 one-token steps: lossless only up to rounding",
+        "but a pass over k + 1 tokens rounds unlike k + 1 one-token steps: lossless only up to rounding. int8: a "
+        "quarter of float32's bytes, products summed exactly in int32, so a pass over k + 1 tokens gives the bits of "
+        "k + 1 steps: exact to the int8 target, which is a coarser model than the float32 one",
     )
     draft_dtype: str | None = param(
         None,

@@ -138,6 +138,6 @@ def test_packing_keeps_one_copy_of_each_weight_and_a_tied_one_shared(tiny_dirs):
     assert list(tied.state_dict()) == ["0.weight", "1.weight", "1.bias"]
 
 
-def test_an_int8_layer_counts_a_byte_per_weight():
+def test_an_int8_layer_counts_a_byte_per_weight_and_a_float_per_row():
     layer = Int8Linear(nn.Linear(64, 32))
-    assert layer.matrix_bytes == 64 * 32 and layer.weight.shape == (32, 64) and layer.weight.is_meta
+    assert layer.matrix_bytes == 64 * 32 + 4 * 32 and layer.weight.shape == (32, 64) and layer.weight.is_meta

@@ -36,10 +36,11 @@ from specviz.settings import check
 from specviz.training.draft_model import HELDOUT_FILE, heldout_acceptance
 from specviz.training.teacher_text import read_prompt_file
 
-PRECISIONS = ("float32", "bfloat16")  # the precisions the app offers, each with its profile and rounding lesson
+LESSON_PRECISIONS = ("float32", "bfloat16")  # a pair's default precision: exact, or the lesson of rounding
+PRECISIONS = (*LESSON_PRECISIONS, "int8")  # each profiled with every draft precision: --fastest knows them all
 ACCEPTANCE_PROMPTS = 3  # held-out prompts of each file (prose and code) the acceptance is measured on
 ACCEPTANCE_GAMMA, ACCEPTANCE_TOKENS = 4, 32
-CHOICES = 2  # bumped when what a pair's defaults choose changes (2: the draft's precision), so they are measured again
+CHOICES = 3  # bumped when what a pair's defaults choose changes (2: the draft's precision; 3: int8 targets)
 PAIR_DEFAULTS = ("dtype", "gamma", "draft_dtype")  # the settings a pair's measured defaults set
 
 
@@ -103,8 +104,8 @@ def measure_pair_defaults(config: DecodeConfig, release: bool = False) -> Measur
         if release:
             forget_loaded_models()
             gc.collect()
-    own = {dtype: profiles[(dtype, dtype)] for dtype in PRECISIONS}  # the draft at the target's own precision
-    measured = measured_defaults(own, alphas[PRECISIONS[0]])
+    own = {dtype: profiles[(dtype, dtype)] for dtype in LESSON_PRECISIONS}  # the draft at the target's own precision
+    measured = measured_defaults(own, alphas[LESSON_PRECISIONS[0]])
     fastest = fastest_drafts(profiles, alphas)
     draft_dtype, gamma, speedup = fastest[measured.dtype]
     measured = dataclasses.replace(

@@ -1,66 +1,141 @@
-"""A draft's int8 precision: int8 weight matrices, activations quantised to 8 bits on the fly (dynamic quantisation).
+"""The int8 precision: int8 weight matrices, each activation row quantised to 8 bits on the fly, products in int32.
 
-A draft only proposes and the target decides every token, so a coarser draft changes how often its tokens are
-accepted, never the output; and a step that streams a quarter of float32's bytes costs about a quarter on a CPU
-whose steps are memory-bound. torch's x86 quantised engine (fbgemm or oneDNN, with VNNI dot products where the CPU
-has them) multiplies an int8 row by an int8 matrix and rescales to float32.
+    y_r = s_r * (q(x_r) . Q_j) * w_j + b_j,    q(x_r) = round(x_r / s_r),  s_r = max_i |x_ri| / 127,
+                                                Q_j = round(W_j / w_j),    w_j = max_i |W_ji| / 127
+
+Weights are quantised per output row (vector-wise, Dettmers et al. 2022, LLM.int8 without the outliers) and every
+activation row by its own scale (per-token, Yao et al. 2022, ZeroQuant; Xiao et al. 2023, SmoothQuant). The dot
+products of int8 by int8 are summed in int32, which is exact: no rounding, so no summation order can change them,
+and the rescale to float32 is element by element. Every row of a pass is therefore computed exactly as it would be
+alone: a verification pass over k + 1 rows gives, row for row, the bits of k + 1 one-row steps (tested). That is
+what lets the int8 TARGET be exact to itself: greedy speculative output token-identical to the int8 target's own
+autoregressive output. (torch's dynamic quantisation shares one activation scale among all rows of a pass, so a
+row's result depends on its neighbours: it cannot serve a target.) The product runs through oneDNN on weights
+packed once (VNNI or AMX dot products where the CPU has them; ``torch._int_mm`` where torch has no oneDNN), so a
+pass over a few rows streams the weights once, at about the cost of one row: a step reads a quarter of float32's
+bytes and the pass stays flat.
 """
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from specviz.models.machine import cpu_flags
 from specviz.models.mapped_pages import replace_linear_layers
+
+INT8_MAX = 127  # symmetric: [-127, 127], so negation never overflows
+UNSIGNED_ZERO = 128  # oneDNN takes activations as unsigned bytes: q + 128, its zero point 128
+DOT_PRODUCT_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")  # one-instruction int8 dot products into int32
 
 
 def int8_runs_on(device: torch.device) -> bool:
-    """Whether :class:`Int8Linear` runs on ``device``: a CPU whose torch has a quantised engine (fbgemm or oneDNN on
-    x86, with VNNI where the CPU has it)."""
-    return device.type == "cpu" and torch.backends.quantized.engine in ("x86", "fbgemm", "onednn")
+    """Whether :class:`Int8Linear` runs on ``device``: a CPU (``torch._int_mm`` on CUDA needs more than 16 rows)."""
+    return device.type == "cpu"
 
 
-def prepack_int8(weight: torch.Tensor, bias: torch.Tensor | None) -> Any:
-    """W (out, in) as int8 rows packed for the engine: symmetric per row, W ~ s[:, None] * Q with s = max_j |W_ij| /
-    127 and Q = round(W / s) in [-127, 127] (vector-wise quantisation, Dettmers et al. 2022, LLM.int8 without the
-    outliers); float ``bias`` (out,) added after the product."""
-    w = weight.detach().float()
-    scales = w.abs().amax(dim=1).clamp(min=1e-12) / 127  # (out,)
-    zeros = torch.zeros(w.shape[0], dtype=torch.long)
-    with warnings.catch_warnings():  # torch marks its quantised tensors for removal in a later release
-        warnings.simplefilter("ignore", UserWarning)
-        q = torch.quantize_per_channel(w, scales.double(), zeros, 0, torch.qint8)
-    return torch.ops.quantized.linear_prepack(q, None if bias is None else bias.detach().float())
+def packs_int8() -> bool:
+    """Whether oneDNN's int8 product on packed weights is here (torch's CPU build with oneDNN)."""
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.onednn, "qlinear_prepack")
 
 
-def int8_linear(x: torch.Tensor, packed: Any, out_features: int) -> torch.Tensor:
-    """x (..., in) @ W^T + b on :func:`prepack_int8`-ed W: each row of x quantised to 8 bits on the fly (dynamic
-    quantisation, Jacob et al. 2018), the products summed in int32 and rescaled to float32 (..., out)."""
-    rows = x.reshape(-1, x.shape[-1]).float()
-    return torch.ops.quantized.linear_dynamic(rows, packed, True).view(*x.shape[:-1], out_features)
+def weight_levels(flags: frozenset[str]) -> int:
+    """The largest |Q| of a weight: 127 where the CPU has int8 dot-product instructions; 63 without them, where the
+    x86 kernels add two u8 x s8 products in 16 bits (``vpmaddubsw``), which 255 * 127 * 2 overflows and
+    255 * 63 * 2 = 32130 does not: 7-bit weights keep every sum exact (oneDNN's int8 notes; fbgemm's
+    ``reduce_range`` for the same reason)."""
+    return INT8_MAX if any(flag in flags for flag in DOT_PRODUCT_FLAGS) else 63
+
+
+@dataclass(frozen=True)
+class Int8Matrix:
+    """W (out, in) ~ scales[:, None] * Q, with a float32 ``bias`` (out,) added after the product. ``weights`` holds
+    Q once: packed by oneDNN (opaque, (in, out)) where :func:`packs_int8`, else plain (out, in) int8."""
+
+    weights: torch.Tensor
+    scales: torch.Tensor  # (out,) float32
+    zero_points: torch.Tensor  # (out,) zeros: oneDNN's weight zero points (symmetric)
+    bias: torch.Tensor | None = None
+
+    @classmethod
+    def quantise(cls, weight: torch.Tensor, bias: torch.Tensor | None = None) -> Int8Matrix:
+        """Symmetric per-row quantisation of a float matrix: w_j = max_i |W_ji| / L, Q_j = round(W_j / w_j) with L
+        from :func:`weight_levels`."""
+        return cls.of_values(*quantise_rows(weight.detach().float(), weight_levels(cpu_flags())), bias)
+
+    @classmethod
+    def of_values(cls, values: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None) -> Int8Matrix:
+        """The matrix of int8 ``values`` (out, in) and their row ``scales`` (out, 1), packed where oneDNN is."""
+        weights = torch.ops.onednn.qlinear_prepack(values, [1, values.shape[1]]) if packs_int8() else values
+        zeros = torch.zeros(values.shape[0], dtype=torch.long)
+        return cls(weights, scales.reshape(-1).contiguous(), zeros, None if bias is None else bias.detach().float())
+
+    @property
+    def values(self) -> torch.Tensor:
+        """Q (out, in) int8 (unpacked: a new tensor where the weights are packed)."""
+        return self.weights.to_dense().t().contiguous() if self.weights.is_mkldnn else self.weights
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        out, inp = self.scales.shape[0], self.weights.shape[0 if self.weights.is_mkldnn else 1]
+        return out, inp
+
+    def rows(self, ids: torch.Tensor) -> Int8Matrix:
+        """The output rows ``ids`` only (each keeps its own scale: no re-quantisation)."""
+        bias = None if self.bias is None else self.bias[ids]
+        return Int8Matrix.of_values(self.values[ids].contiguous(), self.scales[ids], bias)
+
+    @property
+    def nbytes(self) -> int:
+        return self.shape[0] * self.shape[1] + 4 * self.shape[0]
+
+
+def quantise_rows(x: torch.Tensor, levels: int = INT8_MAX) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row of ``x`` (M, in) by its own scale: (int8 values in [-levels, levels] (M, in), scales (M, 1))."""
+    scales = x.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / levels
+    return torch.round(x / scales).clamp(-levels, levels).to(torch.int8), scales
+
+
+def int8_products(rows: torch.Tensor, matrix: Int8Matrix) -> torch.Tensor:
+    """float32 (M, out): the exact int32 sums q(x_r) . Q_j, each times w_j (one rounding per element)."""
+    if not matrix.weights.is_mkldnn:
+        return torch._int_mm(rows, matrix.weights.t()).float() * matrix.scales
+    unsigned = (rows.to(torch.int16) + UNSIGNED_ZERO).to(torch.uint8)
+    return torch.ops.onednn.qlinear_pointwise(
+        unsigned, 1.0, UNSIGNED_ZERO, matrix.weights, matrix.scales, matrix.zero_points,
+        None, 1.0, 0, torch.float32, "none", [], "",
+    )  # fmt: skip
+
+
+def int8_linear(x: torch.Tensor, matrix: Int8Matrix) -> torch.Tensor:
+    """x (..., in) @ W^T + b on an :class:`Int8Matrix`, in float32 (..., out): each row of x quantised by its own
+    scale, the int8 products summed exactly in int32, then rescaled element by element."""
+    rows, scales = quantise_rows(x.reshape(-1, x.shape[-1]).float())
+    y = int8_products(rows, matrix) * scales
+    if matrix.bias is not None:
+        y = y + matrix.bias
+    return y.view(*x.shape[:-1], matrix.shape[0])
 
 
 class Int8Linear(nn.Module):
-    """A Linear layer on int8 weights (:func:`prepack_int8`; one packed copy, no float one) and dynamically quantised
-    activations (:func:`int8_linear`): a quarter of float32's bytes per step. Lossy, so only drafts take it. Its
+    """A Linear layer on an :class:`Int8Matrix` (one int8 copy, no float one) through :func:`int8_linear`. Its
     ``weight`` has the matrix's shape only (a tensor on the "meta" device: reading its values fails loudly)."""
 
     def __init__(self, linear: nn.Linear) -> None:
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.packed = prepack_int8(linear.weight, linear.bias)
-        self.weight = torch.empty(self.out_features, self.in_features, device="meta")  # the shape; values in packed
+        self.matrix = Int8Matrix.quantise(linear.weight, linear.bias)
+        self.weight = torch.empty(self.out_features, self.in_features, device="meta")  # the shape; values in matrix
 
     @property
     def matrix_bytes(self) -> int:
-        """Bytes of the weight held outside the model's parameters: a byte per weight."""
-        return self.in_features * self.out_features
+        """Bytes of the weight held outside the model's parameters: a byte per weight, a float per row's scale."""
+        return self.matrix.nbytes
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return int8_linear(x, self.packed, self.out_features)
+        return int8_linear(x, self.matrix).to(x.dtype)
 
 
 def quantize_int8(model: nn.Module) -> int:

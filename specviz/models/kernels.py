@@ -14,9 +14,9 @@ belongs to a loaded model, chosen once at load (by the machine profile, :mod:`sp
 caller of that model (the engine, the drafts' lean step, transformers' ``generate``) multiplies through it.
 
 Paths: ``default`` (torch's own choice: MKL for float32, oneDNN for bfloat16) and ``onednn`` (packed weights), both
-exact in the model's precision; and ``int8`` (int8 matrices, activations quantised on the fly:
-:mod:`specviz.models.int8`), a precision of its own that only a draft takes: the draft proposes and the target
-decides, so a coarser draft changes how often drafts are accepted, never the output.
+exact in the model's precision; and ``int8`` (int8 matrices, each activation row quantised on the fly, products
+in int32: :mod:`specviz.models.int8`), a precision of its own: a draft on it changes how often its tokens are
+accepted, never the output, and a target on it is exact to itself (the int8 target as run decides every token).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from specviz.models.int8 import Int8Linear, int8_linear, prepack_int8
+from specviz.models.int8 import Int8Linear, Int8Matrix, int8_linear
 from specviz.models.mapped_pages import replace_linear_layers
 
 DEFAULT, ONEDNN, INT8 = "default", "onednn", "int8"
@@ -128,11 +128,11 @@ class Projection:
     weight: torch.Tensor  # (out, in); its shape only (on "meta") where ``packed`` or ``int8`` holds the values
     bias: torch.Tensor | None = None  # (out,)
     packed: torch.Tensor | None = None  # the weight as :func:`pack` made it, or None
-    int8: Any = None  # the weight and bias as :func:`prepack_int8` made them (:class:`Int8Linear`), or None
+    int8: Int8Matrix | None = None  # the weight and bias of an :class:`Int8Linear`, or None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.int8 is not None:
-            return int8_linear(x, self.int8, self.weight.shape[0])
+            return int8_linear(x, self.int8).to(x.dtype)
         if self.packed is None:
             return F.linear(x, self.weight, self.bias)
         return packed_linear(x, self.packed, self.bias)
@@ -140,7 +140,7 @@ class Projection:
     @classmethod
     def of(cls, linear: nn.Module) -> Projection:
         if isinstance(linear, Int8Linear):
-            return cls(linear.weight, int8=linear.packed)
+            return cls(linear.weight, int8=linear.matrix)
         assert isinstance(linear, nn.Linear | PackedLinear), "a projection is a Linear layer's"
         bias = linear.bias.detach() if linear.bias is not None else None
         if isinstance(linear, PackedLinear):  # the weight's shape only: its values are the packed copy's
@@ -150,9 +150,7 @@ class Projection:
     def rows(self, ids: torch.Tensor) -> Projection:
         """The projection onto the output rows ``ids`` only (FR-Spec's trimmed head), on the same kernel path."""
         if self.int8 is not None:
-            weight, bias = torch.ops.quantized.linear_unpack(self.int8)
-            rows = weight.dequantize()[ids]  # re-quantised: each row's scale is its own
-            return Projection(rows, int8=prepack_int8(rows, bias[ids] if bias is not None else None))
+            return Projection(torch.empty(len(ids), self.weight.shape[1], device="meta"), int8=self.int8.rows(ids))
         weight = (self.packed.to_dense() if self.packed is not None else self.weight)[ids].clone()
         bias = self.bias[ids].clone() if self.bias is not None else None
         return Projection(weight, bias, pack(weight) if self.packed is not None else None)

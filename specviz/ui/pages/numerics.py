@@ -50,10 +50,11 @@ def show_preference(column: DeltaGenerator, title: str, said: numerics.Preferenc
 def show_four_outputs(config: DecodeConfig) -> None:
     runs = ui.shared_result(
         Work("numerics", config, prompt, (PRECISIONS,)),
-        button="Decode in float32 and in bfloat16",
-        hint="Press the button: the sidebar's pair decodes the prompt greedily four times (target "
-        "alone and speculative, in each precision). Both precisions of the pair are loaded once "
-        "per server and kept.",
+        button=f"Decode in {', '.join(PRECISIONS)}",
+        hint="Press the button: the sidebar's pair decodes the prompt greedily in each precision, by the target "
+        "alone and speculatively (each speculative run against the target in ITS precision: int8 is exact to the "
+        "int8 target, a coarser model than the float32 one). Each precision of the pair is loaded once per "
+        "server and kept.",
     )
     if not runs:
         return
