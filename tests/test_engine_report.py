@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from specviz.analysis.engine_explain import explain, iid_alpha
-from specviz.analysis.engine_export import vllm_prometheus, vllm_request_json
+from specviz.analysis.engine_export import drafting_run, vllm_prometheus, vllm_request_json
 from specviz.analysis.engine_report import read_engine_report
 from specviz.cli import main
 from specviz.config import DecodeConfig
@@ -232,7 +232,8 @@ def test_the_apps_own_export_reads_back_to_the_traces_numbers(trace):
     stats = trace.stats
     accepted = [r.accepted_count for r in trace.rounds if r.drafted_count]
     assert stats.accepted_tokens > 0 and len(set(accepted)) > 1  # the run accepted some drafts, not all
-    for text in (vllm_prometheus(trace), vllm_request_json(trace)):
+    run = drafting_run(trace)
+    for text in (vllm_prometheus(run), vllm_request_json(run)):
         report = read_engine_report(text, "vllm")
         assert report.acceptance_rate == stats.acceptance_rate
         assert report.mean_acceptance_length == stats.mean_acceptance_length
@@ -240,7 +241,7 @@ def test_the_apps_own_export_reads_back_to_the_traces_numbers(trace):
             stats.drafted_tokens, stats.accepted_tokens, len(accepted))  # fmt: skip
         k = report.draft_length
         assert report.per_position == tuple(sum(a >= i for a in accepted) / len(accepted) for i in range(1, k + 1))
-    exported = json.loads(vllm_request_json(trace))["metrics"]["speculative_decoding"]
+    exported = json.loads(vllm_request_json(run))["metrics"]["speculative_decoding"]
     assert exported["per_step_accepted"] == accepted
     assert exported["acceptance_histogram"] == [accepted.count(j) for j in range(exported["num_spec_tokens"] + 1)]
 
