@@ -16,7 +16,7 @@ from specviz.analysis.engine_report import read_engine_report
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
 from specviz.models.profile import model_profile
-from specviz.presentation.engine_figures import REPORTED, THEORY
+from specviz.presentation.engine_figures import REPORTED, THEORY, per_position_figure
 from specviz.ui.state import page_key
 
 from .test_app import make_app
@@ -128,6 +128,8 @@ def test_the_round_views_export_reads_back_here_to_the_traces_numbers(tiny_param
     labels = [b.label for b in at.get("download_button")]
     assert "vLLM's /metrics of this run (Prometheus)" in labels
     assert "vLLM's per-request metrics of this run (JSON)" in labels
+    player = make_app(tiny_params).run().switch_page("pages/lesson_player.py").run()
+    assert [b.label for b in player.get("download_button") if b.label.startswith("vLLM's")] == labels[-2:]
     config = DecodeConfig(
         target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", max_new_tokens=12, gamma=3, device="cpu"
     )
@@ -141,3 +143,17 @@ def test_the_round_views_export_reads_back_here_to_the_traces_numbers(tiny_param
         assert values["accepted tokens"] == str(stats.accepted_tokens)
         assert values["acceptance rate"] == f"{stats.acceptance_rate:.3f}"
         assert values["mean acceptance length"] == f"{stats.mean_acceptance_length:.2f}"
+
+
+def test_the_curve_names_the_position_where_it_falls_off_a_cliff():
+    # 100 drafts of 4: 0.9, 0.81, then 0.10: the third position accepted 12% of the time once the two before passed
+    line = (
+        "SpecDecoding metrics: Mean acceptance length: 2.86, Accepted: 186 tokens, Drafted: 400 tokens, "
+        "Per-position acceptance rate: 0.900, 0.810, 0.100, 0.050"
+    )
+    explained = explain(read_engine_report(line))
+    figure = per_position_figure(explained)
+    assert [a.text for a in figure.layout.annotations] == ["cliff at position 3"]
+    assert figure.layout.annotations[0].x == 3 and figure.layout.annotations[0].y == 0.1
+    bars = next(trace for trace in figure.data if trace.type == "bar")
+    assert bars.y == pytest.approx((0.9, 0.9, 0.1 / 0.81, 0.5))  # each position given the ones before it

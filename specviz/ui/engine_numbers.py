@@ -81,8 +81,8 @@ def show_what_was_read(report: EngineReport) -> None:
         ("mean acceptance length", shown(report.mean_acceptance_length, "{:.2f}"), "tokens per target pass, bonus in"),
         ("k (draft length)", shown(report.draft_length), "the most tokens a draft holds"),
     )
-    for column, (label, value, help) in zip(st.columns(len(cells)), cells):
-        column.metric(label, value, help=help)
+    for column, (label, value, meaning) in zip(st.columns(len(cells)), cells):
+        column.metric(label, value, help=meaning)
 
 
 @dataclass(frozen=True)
