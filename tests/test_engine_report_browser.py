@@ -1,6 +1,7 @@
-""" "Your engine's numbers" in chromium, driven as a person drives it (typing, clicks, an upload): a pasted llama.cpp
-log shows its per-position curve and the verdict, a malformed paste a message; and the round view's downloads in
-vLLM's names, uploaded and pasted into the page, read back to the trace's own numbers (its downloaded JSON)."""
+"""The page "Your engine's numbers" in chromium, driven as a person drives it (typing, clicks, an upload): a real
+llama.cpp server log pasted shows its per-position curve and the verdict, a paste cut short a message; and the round
+view's downloads in vLLM's names, uploaded and pasted into the page, read back to the trace's own numbers (its
+downloaded JSON)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def paste(page, text: str) -> None:
 
 
 def test_a_pasted_llamacpp_log_shows_its_curve_and_verdict_and_a_malformed_one_a_message(app_url):
-    log = (DATA / "llamacpp_server.log").read_text()  # 90 of 150 accepted, mean len 2.80, (0.76, 0.64, 0.40)
+    log = (DATA / "llamacpp_qwen_server.log").read_text()  # captured here (README): the whole server log
     with chromium_page(1400, 1100) as page:
         page.set_default_timeout(PAGE_S)  # every action bounded: a missing element fails in minutes, not hours
         page.goto(f"{app_url}/engine_report")
@@ -50,17 +51,18 @@ def test_a_pasted_llamacpp_log_shows_its_curve_and_verdict_and_a_malformed_one_a
         page.get_by_text("Verdict.").wait_for(timeout=PAGE_S)
         page.locator(".js-plotly-plot .legendtext").first.wait_for(timeout=PAGE_S)
         values = shown_metrics(page)
-        read = ("drafted tokens", "accepted tokens", "acceptance rate", "mean acceptance length", "k (draft length)")
-        assert [values[label] for label in read] == ["150", "90", "0.600", "2.80", "3"]
-        assert values["α (i.i.d.)"] == "0.765"  # (1 - a^4) / (1 - a) = 2.80 tokens per pass at k = 3
+        read = ("drafts", "drafted tokens", "accepted tokens", "acceptance rate", "mean acceptance length")
+        # its last statistics line: 27 drafts, 92 of 106 accepted, 1 + 92 / 27 = 4.41 tokens per pass at k = 4
+        assert [values[label] for label in read] == ["27", "106", "92", "0.868", "4.41"]
+        assert (values["k (draft length)"], values["α (i.i.d.)"]) == ("4", "0.937")  # (1 - a^5) / (1 - a) = 4.41
         legend = page.locator(".js-plotly-plot .legendtext").all_text_contents()
         assert "reported by the engine" in legend and any(t.startswith("i.i.d. theory α^i") for t in legend), legend
         assert page.locator(".js-plotly-plot .scatterlayer .trace").count() == 2  # the engine's curve and alpha^i
-        assert page.locator(".js-plotly-plot .scatterlayer .point").count() == 6  # three positions each
-        assert "Your acceptance is fine (alpha = 0.77)." in page.inner_text("main")
-        # a paste cut inside its counts: what was expected, no traceback, no stale curve
-        paste(page, log[: log.index("(   90 accepted") + 5])
-        message = page.locator('[data-testid="stAlert"]', has_text="expected 'draft acceptance = R (N accepted")
+        assert page.locator(".js-plotly-plot .scatterlayer .point").count() == 8  # four positions each
+        assert "Your acceptance is fine (alpha = 0.94)." in page.inner_text("main")
+        # a paste cut inside its last counts: what was expected, no traceback, no stale curve
+        paste(page, log[: log.rindex("#acc tokens =") + len("#acc tokens =")])
+        message = page.locator('[data-testid="stAlert"]', has_text="'#acc tokens =' is not followed by its value")
         message.wait_for(timeout=PAGE_S)
         page.get_by_text("Verdict.").wait_for(state="detached", timeout=PAGE_S)
         assert page.locator('[data-testid="stException"]').count() == 0
