@@ -85,5 +85,5 @@ def report_text(report: EngineReport, explained: Explanation) -> str:
         ]
     if not explained.prices:
         lines.append("give --c (your draft's step over your target's) and --gamma to price the speedup")
-    lines.append(explained.verdict[:1].upper() + explained.verdict[1:] + ".")
+    lines.append(explained.sentence)
     return "\n".join(lines)

@@ -26,6 +26,7 @@ LANES = {
     "test_quiz_browser": ("browser", "slow"),
     "test_race_browser": ("browser", "slow"),
     "test_lecture_browser": ("browser", "slow"),
+    "test_engine_report_browser": ("browser", "slow"),
     "test_redisshare": ("redis", "slow"),
     "test_qwen_coder": ("published", "slow"),
     "test_load_client": ("slow",),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from specviz.analysis.engine_explain import explain, iid_alpha
-from specviz.analysis.engine_export import vllm_prometheus, vllm_request_json
+from specviz.analysis.engine_export import drafting_run, vllm_prometheus, vllm_request_json
 from specviz.analysis.engine_report import read_engine_report
 from specviz.cli import main
 from specviz.config import DecodeConfig
@@ -56,6 +56,19 @@ EXPECTED = {
     "llamacpp_speculative.log": ("llama.cpp", None, 120, 76, 76 / 120, None, None, 5),
     # llama.cpp PR #12603's timings
     "llamacpp_completion.json": ("llama.cpp", None, 347, 65, 65 / 347, None, None, None),
+    # captured here (README): the server's last statistics line, cumulative over its two requests (27 accept calls)
+    "llamacpp_qwen_server.log": (
+        "llama.cpp",
+        27,
+        106,
+        92,
+        92 / 106,
+        1 + 92 / 27,
+        (0.963, 0.889, 0.778, 0.778),
+        4,
+    ),  # fmt: skip
+    # its two responses: the last one's timings
+    "llamacpp_qwen_responses.json": ("llama.cpp", None, 52, 43, 43 / 52, None, None, None),
 }
 
 
@@ -81,6 +94,29 @@ def test_each_format_gives_the_numbers_computed_by_hand(name):
     assert report.per_position == (None if per_position is None else pytest.approx(per_position, abs=1e-12))
     assert report.draft_length == k
     assert read_engine_report(read(name), engine).to_dict() == report.to_dict()  # the engine named: the same
+
+
+def test_the_captured_llamacpp_run_agrees_with_itself_request_by_request():
+    """The real run (two greedy requests, k = 4; README): each response's timings, each request's print_timing lines
+    and the cumulative statistics line, computed by hand from the counts they print."""
+    log = read("llamacpp_qwen_server.log")
+    first, second = (read_engine_report(json.dumps(r)) for r in json.loads(read("llamacpp_qwen_responses.json")))
+    assert (first.draft_tokens, first.accepted_tokens, second.draft_tokens, second.accepted_tokens) == (54, 49, 52, 43)
+    # the log up to the second request's lines: the first request's statistics, 14 drafts (accept calls)
+    alone = read_engine_report(log[: log.index("task 16 | draft acceptance")])
+    assert (alone.drafts, alone.draft_tokens, alone.accepted_tokens) == (14, 54, 49)
+    assert alone.mean_acceptance_length == 1 + 49 / 14 == 4.5
+    assert alone.per_position == pytest.approx((14 / 14, 13 / 14, 11 / 14, 11 / 14), abs=0.0005)
+    # the second request's print_timing lines alone: 43 of 52, mean len 4.31 = 1 + 43 / 13 (27 - 14 accept calls)
+    timing = read_engine_report("\n".join(line for line in log.splitlines() if "task 16" in line))
+    assert (timing.source, timing.draft_tokens, timing.accepted_tokens) == ("server print_timing", 52, 43)
+    assert timing.mean_acceptance_length == 4.31 == round(1 + 43 / 13, 2)
+    assert timing.per_position == pytest.approx((12 / 13, 11 / 13, 10 / 13, 10 / 13), abs=0.0005)
+    # the cumulative line is the two requests summed: 54 + 52 drafted, 49 + 43 accepted, 14 + 13 drafts
+    whole = read_engine_report(log)
+    assert (whole.draft_tokens, whole.accepted_tokens, whole.drafts) == (54 + 52, 49 + 43, 14 + 13)
+    assert whole.per_position == pytest.approx((26 / 27, 24 / 27, 21 / 27, 21 / 27), abs=0.0005)
+    assert explain(whole).verdict.startswith("your acceptance is fine")  # 4.41 tokens per pass at k = 4
 
 
 def test_vllm_counters_read_without_total_and_summed_over_engines():
@@ -232,7 +268,8 @@ def test_the_apps_own_export_reads_back_to_the_traces_numbers(trace):
     stats = trace.stats
     accepted = [r.accepted_count for r in trace.rounds if r.drafted_count]
     assert stats.accepted_tokens > 0 and len(set(accepted)) > 1  # the run accepted some drafts, not all
-    for text in (vllm_prometheus(trace), vllm_request_json(trace)):
+    run = drafting_run(trace)
+    for text in (vllm_prometheus(run), vllm_request_json(run)):
         report = read_engine_report(text, "vllm")
         assert report.acceptance_rate == stats.acceptance_rate
         assert report.mean_acceptance_length == stats.mean_acceptance_length
@@ -240,7 +277,7 @@ def test_the_apps_own_export_reads_back_to_the_traces_numbers(trace):
             stats.drafted_tokens, stats.accepted_tokens, len(accepted))  # fmt: skip
         k = report.draft_length
         assert report.per_position == tuple(sum(a >= i for a in accepted) / len(accepted) for i in range(1, k + 1))
-    exported = json.loads(vllm_request_json(trace))["metrics"]["speculative_decoding"]
+    exported = json.loads(vllm_request_json(run))["metrics"]["speculative_decoding"]
     assert exported["per_step_accepted"] == accepted
     assert exported["acceptance_histogram"] == [accepted.count(j) for j in range(exported["num_spec_tokens"] + 1)]
 

@@ -8,6 +8,8 @@ import re
 
 import pytest
 
+from specviz.analysis.engine_export import drafting_run, vllm_prometheus
+from specviz.analysis.engine_report import read_engine_report
 from specviz.analysis.race import Lane, Race, lane_choices, load_signs, run_race
 from specviz.analysis.race_verdicts import verdict
 from specviz.config import DecodeConfig
@@ -73,6 +75,19 @@ def test_the_page_embeds_the_race_it_replays(race):
     assert "<script" not in json.dumps(data)  # the prompt and tokens cannot close the data's script element
 
 
+def test_each_speculative_lane_keeps_its_rounds_as_vllm_counts_them(race, race_config, tiny_pair):
+    """A lane's export (the Race page's downloads in vLLM's names) is its own run's: the engine's trace counted as
+    vLLM counts it, read back to that trace's acceptance."""
+    again = speculative_decode(race_config, prompt=TINY_TEXT_PROMPT, pair=tiny_pair)
+    assert race.lanes[0].drafting is None and race.lanes[1].drafting == drafting_run(again)
+    for lane in race.lanes[1:]:
+        run = lane.drafting
+        report = read_engine_report(vllm_prometheus(run), "vllm")
+        counts = (report.draft_tokens, report.accepted_tokens, report.drafts)
+        assert counts == (run.drafted, run.accepted, len(run.rounds))
+    assert race.lanes[1].drafting.accepted == again.stats.accepted_tokens > 0
+
+
 def test_a_race_goes_through_the_replicas_json_store(race):
     assert jsoncodec.decode(json.loads(json.dumps(jsoncodec.encode(race)))) == race
 
@@ -132,6 +147,8 @@ def test_the_race_page_measures_once_for_every_session(tiny_params):
     assert metrics["speculative: draft model, γ = 3"].delta.endswith("× faster")
     assert any(m.value.startswith("**speculative: draft model, γ = 3**: Identical: 10 of 10") for m in at.markdown)
     assert len(at.get("iframe")) == 1
+    exports = [b.label for b in at.get("download_button") if b.label.startswith("vLLM's")]
+    assert exports == ["vLLM's /metrics of this run (Prometheus)", "vLLM's per-request metrics of this run (JSON)"]
     # a second session on the same link sees the same race, with no press and no second computation
     other = make_app(params).run()
     other.switch_page("pages/race.py").run()

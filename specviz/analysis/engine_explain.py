@@ -47,6 +47,11 @@ class Explanation:
     best_gamma: int | None  # at this alpha and c, with v = 1
     verdict: str
 
+    @property
+    def sentence(self) -> str:
+        """The verdict as a sentence: the command's last line, the page's verdict."""
+        return self.verdict[:1].upper() + self.verdict[1:] + "."
+
 
 def iid_alpha(mean_acceptance_length: float, draft_length: int) -> float:
     """The alpha whose Eq. 1, (1 - a^(k+1)) / (1 - a) tokens per pass at k = ``draft_length``, is the reported mean

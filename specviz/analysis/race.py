@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from specviz import limits
 from specviz.analysis import common
+from specviz.analysis.engine_export import DraftingRun, drafting_run
 from specviz.analysis.metrics import profile_timeline
 from specviz.analysis.paired import disagree
 from specviz.analysis.race_verdicts import verdict
@@ -58,6 +59,7 @@ class Lane:
     output_ids: tuple[int, ...]
     text: str
     slowdown: float  # its measured steps over this machine's quiet profile of them (1.0: as quiet as the profile)
+    drafting: DraftingRun | None = None  # a speculative lane's rounds as vLLM counts them (its export)
 
     @property
     def drafting_share(self) -> float:
@@ -155,6 +157,7 @@ def speculative_lane(name: str, trace: Trace, pair: ModelPair) -> Lane:
         tuple(trace.output_ids),
         trace.output_text,
         measured / priced if priced else 1.0,
+        drafting_run(trace),
     )
 
 

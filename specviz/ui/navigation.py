@@ -51,6 +51,7 @@ PAGES = (
     PageEntry("parallel_verification", "Parallel verification", ":material/timer:"),
     PageEntry("recursive", "Recursive (tree) drafts", ":material/account_tree:"),
     PageEntry("parallel_drafters", "Parallel drafters", ":material/extension:"),
+    PageEntry("engine_report", "Your engine's numbers", ":material/dns:"),
     PageEntry("lecture", "Prepare a lecture", ":material/event_available:"),
 )
 

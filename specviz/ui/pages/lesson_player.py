@@ -3,7 +3,9 @@
 import streamlit as st
 
 from specviz import ui
+from specviz.analysis.engine_export import drafting_run
 from specviz.presentation.player import VIEWS
+from specviz.ui.engine_numbers import export_downloads
 
 requested_view = st.query_params.get("view", "step")  # read before the sidebar rewrites the URL
 linked_round = ui.linked_round()
@@ -34,3 +36,4 @@ elif config is not None and trace is not None:
     st.download_button(
         "Download this lesson (one HTML file, opens with no server)", lambda: page, "specviz-lesson.html", "text/html"
     )
+    export_downloads(drafting_run(trace), "trace")

@@ -10,6 +10,7 @@ from specviz.drafters.registry import drafter_entry
 from specviz.presentation.race import race_page
 from specviz.rules.registry import rule_for
 from specviz.serving.urlstate import STUDENT
+from specviz.ui.engine_numbers import export_downloads
 from specviz.ui.presets import PAIR_PRESETS, QWEN_CODER_PAIR, availability_mark
 from specviz.ui.state import page_key
 
@@ -74,8 +75,11 @@ if config is not None:
                 help=f"{len(lane.output_ids)} tokens, {len(lane.output_ids) / lane.total_ms * 1e3:.1f} tokens/s; "
                 f"drafting {100 * lane.drafting_share:.0f}% of the time",
             )
-        for lane, said in zip(race.lanes[1:], race.verdicts):
+        for number, (lane, said) in enumerate(zip(race.lanes[1:], race.verdicts)):
             st.markdown(f"**{lane.name}**: {said}")
+            if lane.drafting is not None:  # a race stored before lanes kept their drafting rounds has none
+                st.caption("What vLLM would report for this lane (read back by *Your engine's numbers*):")
+                export_downloads(lane.drafting, f"lane{number}")
         if rule_for(config).stochastic:
             st.page_link(
                 "pages/losslessness.py",

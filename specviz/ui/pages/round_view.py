@@ -4,7 +4,9 @@ stepped in the browser (the lesson player in its step view: no server round trip
 import streamlit as st
 
 from specviz import ui
+from specviz.analysis.engine_export import drafting_run
 from specviz.presentation import render, tables
+from specviz.ui.engine_numbers import export_downloads
 
 linked_round = ui.linked_round()  # read before the sidebar rewrites the URL
 config, prompt, defaults = ui.shared_controls()
@@ -36,3 +38,7 @@ elif config is not None and trace is not None:
     right.download_button(
         "Download the lesson (HTML, no server needed)", lambda: player, "specviz-lesson.html", "text/html"
     )
+    st.caption(
+        "What vLLM would report for this run (its metric names; the page *Your engine's numbers* reads them back):"
+    )
+    export_downloads(drafting_run(trace), "trace")
