@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from specviz.analysis.lab import chi_square_power, goodness_of_fit, output_law
+from specviz.analysis.race_verdicts import verdict
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
 from specviz.models.int8 import Int8Matrix, int8_linear, quantise_rows, weight_levels
@@ -131,3 +132,10 @@ def test_the_int8_precision_round_trips_in_a_link():
     assert state.config.dtype == "int8" and state.config.draft_precision == "int8" and not state.messages
     bad = parse_query({"dtype": "int3"}, defaults)
     assert bad.config.dtype == defaults.dtype and any("dtype" in m for m in bad.messages)
+
+
+def test_a_race_verdict_names_the_int8_target_as_the_one_that_decided():
+    config = DecodeConfig(dtype="int8", rule="greedy")
+    assert "int8 target as run" in verdict(config, (1, 2, 3), (1, 2, 3))
+    assert verdict(config, (1, 2, 3), (1, 2, 4)).startswith("2 of 3 tokens identical: greedy int8 should match")
+    assert "up to rounding" in verdict(config.replace(dtype="bfloat16"), (1, 2, 3), (1, 2, 4))

@@ -1,11 +1,17 @@
 """What a race's speculative lane promises about its text, beside the target alone's: identical under greedy
-float32 (Leviathan et al. 2023, Thm. 3.1 with the argmax rule), identical up to rounding in half precision, the same
-distribution, not the same text, under sampling, and no promise under a lossy rule."""
+float32 (Leviathan et al. 2023, Thm. 3.1 with the argmax rule) and to the int8 target as run in int8 (its products
+are summed exactly: :mod:`specviz.models.int8`), identical up to rounding in half precision, the same distribution,
+not the same text, under sampling, and no promise under a lossy rule."""
 
 from __future__ import annotations
 
 from specviz.config import DecodeConfig
 from specviz.rules.registry import rule_entry, rule_for
+
+EXACT_PRECISIONS = {
+    "float32": "as greedy decoding in float32 guarantees",
+    "int8": "to the int8 target as run (a coarser model than the float32 one), as its exact int32 sums guarantee",
+}
 
 
 def common_prefix(reference: tuple[int, ...], ids: tuple[int, ...]) -> int:
@@ -29,11 +35,11 @@ def verdict(config: DecodeConfig, reference: tuple[int, ...], ids: tuple[int, ..
         )
     if not rule_entry(config.rule).lossless:
         return f"A lossy rule: {same} of {total} tokens match the target's own output."
-    if same == total and config.dtype == "float32":
-        return f"Identical: {same} of {total} tokens, as greedy decoding in float32 guarantees."
-    if config.dtype != "float32":
+    if same == total and config.dtype in EXACT_PRECISIONS:
+        return f"Identical: {same} of {total} tokens, {EXACT_PRECISIONS[config.dtype]}."
+    if config.dtype not in EXACT_PRECISIONS:
         return (
             f"Identical up to rounding: {same} of {total} tokens match (in {config.dtype} a pass over several "
             "tokens rounds differently from a one-token step, so a near tie can flip)."
         )
-    return f"{same} of {total} tokens identical: greedy float32 should match every token."
+    return f"{same} of {total} tokens identical: greedy {config.dtype} should match every token."
