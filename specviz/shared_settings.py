@@ -129,7 +129,8 @@ class SharedSettings(RuleSettings):
         widget="radio",
         section="Models",
         choices=limits.DRAFT_DTYPES,
-        choice_labels=("as the target", "float32", "bfloat16", "int8 weights"),
-        help="the draft model's precision (int8: int8 matrices, activations quantised on the fly; CPU): the target "
-        "decides every token, so it changes how often drafts are accepted and what they cost, never the output",
+        choice_labels=("as the target", "float32", "bfloat16", "int8 weights", "int4 weights"),
+        help="the draft model's precision (int8: int8 matrices, activations quantised on the fly; int4: 4-bit "
+        "weights in groups of 32, bfloat16 activations, an int8 head; CPU): the target decides every token, so it "
+        "changes how often drafts are accepted and what they cost, never the output",
     )

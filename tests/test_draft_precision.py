@@ -18,8 +18,9 @@ from torch import nn
 from specviz.analysis.lab import chi_square_power, goodness_of_fit, output_law
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
+from specviz.models.int4 import Int4Linear
 from specviz.models.int8 import Int8Linear
-from specviz.models.kernels import INT8, ONEDNN, PackedLinear, kernels_of, use_kernels
+from specviz.models.kernels import INT4, INT8, ONEDNN, PackedLinear, kernels_of, use_kernels
 from specviz.models.llama_step import llama_weights
 from specviz.models.loaded import LoadedModel
 from specviz.models.loading import _load_pretrained
@@ -36,7 +37,7 @@ from .test_engine import PROMPT, tiny_config
 @pytest.fixture(scope="module")
 def drafts(tiny_dirs) -> dict[str, ModelPair]:
     """The tiny pair with its draft in each precision, the target in float32 (one shared target)."""
-    return {dtype: load_pair(tiny_config(tiny_dirs, draft_dtype=dtype)) for dtype in ("bfloat16", "int8")}
+    return {dtype: load_pair(tiny_config(tiny_dirs, draft_dtype=dtype)) for dtype in ("bfloat16", "int8", "int4")}
 
 
 def test_a_draft_loads_in_its_own_precision_beside_a_float32_target(drafts):
@@ -48,6 +49,10 @@ def test_a_draft_loads_in_its_own_precision_beside_a_float32_target(drafts):
     assert llama_weights(int8).layers[0].q.int8 is not None  # the draft's lean step multiplies in int8 too
     assert drafts["bfloat16"].draft.model.dtype == torch.bfloat16
     assert drafts["bfloat16"].target is drafts["int8"].target  # the target is loaded once
+    int4 = drafts["int4"].draft.model
+    assert kernels_of(int4) == INT4 and isinstance(int4.get_output_embeddings(), Int8Linear)  # int4 body, int8 head
+    assert sum(isinstance(m, Int4Linear) for m in int4.modules()) == 7 * int4.config.num_hidden_layers
+    assert llama_weights(int4).layers[0].q.int4 is not None  # the lean step multiplies in int4 too
 
 
 def test_an_int8_draft_is_close_to_its_float32_self_but_not_equal(tiny_dirs, tiny_pair, drafts):
@@ -59,7 +64,7 @@ def test_an_int8_draft_is_close_to_its_float32_self_but_not_equal(tiny_dirs, tin
     assert 0 < error < 0.1  # 8-bit weights and activations: about a percent off, never the same numbers
 
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "int8"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "int8", "int4"])
 @pytest.mark.parametrize("gamma", [2, 5])
 def test_greedy_with_a_cheaper_draft_is_the_float32_targets_own_greedy(tiny_dirs, drafts, dtype, gamma):
     pair = drafts[dtype]
@@ -69,7 +74,7 @@ def test_greedy_with_a_cheaper_draft_is_the_float32_targets_own_greedy(tiny_dirs
     assert trace.config.draft_dtype == dtype  # the trace records the draft's precision
 
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "int8"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "int8", "int4"])
 @pytest.mark.parametrize("depth", [2, 4])
 def test_greedy_trees_with_a_cheaper_draft_are_the_targets_own_greedy(tiny_dirs, drafts, dtype, depth):
     config = tiny_config(
@@ -100,7 +105,7 @@ def test_a_draft_precision_in_a_link_round_trips_and_a_bad_one_falls_back():
     config = defaults.replace(draft_dtype="int8")
     state = parse_query(to_query(config, "hello", 2, defaults), defaults)
     assert state.config.draft_dtype == "int8" and state.config.draft_precision == "int8" and not state.messages
-    bad = parse_query({"draft_dtype": "int4"}, defaults)
+    bad = parse_query({"draft_dtype": "int3"}, defaults)
     assert bad.config.draft_dtype is None and any("draft_dtype" in m for m in bad.messages)
     with pytest.raises(ConfigError, match="draft_dtype must be one of float32, bfloat16, int8"):
         DecodeConfig(draft_dtype="float64").validated()

@@ -16,8 +16,7 @@ from specviz.analysis.numerics import first_difference
 from specviz.analysis.roofline import cost_coefficient, pair_profiles
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
-from specviz.models.int8 import int8_runs_on
-from specviz.models.kernels import INT8
+from specviz.models.loading import QUANTISATIONS
 from specviz.models.machine import resolve_device
 from specviz.rules.registry import GREEDY
 from specviz.rules.theory import expected_speedup
@@ -26,9 +25,9 @@ DRAFT_PRECISIONS = tuple(d for d in limits.DRAFT_DTYPES if d)  # the draft model
 
 
 def draft_precisions_on(device: str) -> tuple[str, ...]:
-    """The draft precisions that run on ``device`` ("auto", "cpu", "cuda:0"...): int8 needs a CPU's quantised engine."""
-    runs_int8 = int8_runs_on(resolve_device(device))
-    return tuple(d for d in DRAFT_PRECISIONS if d != INT8 or runs_int8)
+    """The draft precisions that run on ``device`` ("auto", "cpu", "cuda:0"...): int8 and int4 need a CPU."""
+    resolved = resolve_device(device)
+    return tuple(d for d in DRAFT_PRECISIONS if d not in QUANTISATIONS or QUANTISATIONS[d].runs_on(resolved))
 
 
 @dataclass(frozen=True)

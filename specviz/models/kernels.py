@@ -28,10 +28,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from specviz.models.int4 import Int4Linear
 from specviz.models.int8 import Int8Linear, Int8Matrix, int8_linear
 from specviz.models.mapped_pages import replace_linear_layers
 
-DEFAULT, ONEDNN, INT8 = "default", "onednn", "int8"
+DEFAULT, ONEDNN, INT8, INT4 = "default", "onednn", "int8", "int4"
+QUANTISED = (INT8, INT4)  # precisions of their own: quantised weights, one kernel each
 KERNEL_PATHS = (DEFAULT, ONEDNN)  # the exact paths a model's profile chooses between (int8 is a precision)
 PACKABLE_DTYPES = (torch.float32, torch.bfloat16)  # oneDNN's packed inference kernels on x86 CPUs
 
@@ -112,8 +114,10 @@ def use_kernels(model: nn.Module, path: str) -> int:
 
 
 def kernels_of(model: nn.Module) -> str:
-    """The kernel path a model's Linear layers run on (``int8`` or ``onednn`` if any of them is so)."""
+    """The kernel path a model's Linear layers run on (``int4``, ``int8`` or ``onednn`` if any of them is so)."""
     modules = list(model.modules())
+    if any(isinstance(m, Int4Linear) for m in modules):
+        return INT4
     if any(isinstance(m, Int8Linear) for m in modules):
         return INT8
     return ONEDNN if any(isinstance(m, PackedLinear) for m in modules) else DEFAULT
@@ -129,10 +133,13 @@ class Projection:
     bias: torch.Tensor | None = None  # (out,)
     packed: torch.Tensor | None = None  # the weight as :func:`pack` made it, or None
     int8: Int8Matrix | None = None  # the weight and bias of an :class:`Int8Linear`, or None
+    int4: Int4Linear | None = None  # the layer itself where it is on int4 (a draft's body), or None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.int8 is not None:
             return int8_linear(x, self.int8).to(x.dtype)
+        if self.int4 is not None:
+            return self.int4(x)
         if self.packed is None:
             return F.linear(x, self.weight, self.bias)
         return packed_linear(x, self.packed, self.bias)
@@ -141,6 +148,8 @@ class Projection:
     def of(cls, linear: nn.Module) -> Projection:
         if isinstance(linear, Int8Linear):
             return cls(linear.weight, int8=linear.matrix)
+        if isinstance(linear, Int4Linear):
+            return cls(linear.weight, int4=linear)
         assert isinstance(linear, nn.Linear | PackedLinear), "a projection is a Linear layer's"
         bias = linear.bias.detach() if linear.bias is not None else None
         if isinstance(linear, PackedLinear):  # the weight's shape only: its values are the packed copy's
@@ -149,6 +158,7 @@ class Projection:
 
     def rows(self, ids: torch.Tensor) -> Projection:
         """The projection onto the output rows ``ids`` only (FR-Spec's trimmed head), on the same kernel path."""
+        assert self.int4 is None, "an int4 draft's output head stays int8 (specviz.models.int4)"
         if self.int8 is not None:
             return Projection(torch.empty(len(ids), self.weight.shape[1], device="meta"), int8=self.int8.rows(ids))
         weight = (self.packed.to_dense() if self.packed is not None else self.weight)[ids].clone()

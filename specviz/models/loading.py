@@ -14,8 +14,10 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 import torch
+from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from specviz.limits import EMBEDDED, EMBEDDED_DRAFT
@@ -23,8 +25,9 @@ from specviz.models import hub
 from specviz.models.embedded import EMBEDDED_NAME, embedded_model_dir
 from specviz.models.embedded_draft import EMBEDDED_DRAFT_NAME, embedded_draft_dir
 from specviz.models.errors import ModelLoadError, VocabularyMismatchError
+from specviz.models.int4 import int4_runs_on, quantize_int4
 from specviz.models.int8 import int8_runs_on, quantize_int8
-from specviz.models.kernels import DEFAULT, INT8
+from specviz.models.kernels import DEFAULT, INT4, INT8, QUANTISED
 from specviz.models.loaded import LoadedModel
 from specviz.models.machine import check_memory, resolve_device, share_kv_heads_in_masked_attention, weights_bytes
 from specviz.models.mapped_pages import own_remaining_weights
@@ -33,12 +36,22 @@ from specviz.models.published import PUBLISHED, fetched, not_fetched_message, pu
 from specviz.models.vocab_ranking import read_vocab_ranking
 
 
+class Quantisation(NamedTuple):
+    """A quantised precision: what puts a freshly loaded float32 model on it, and where it runs."""
+
+    apply: Callable[[nn.Module], int]
+    runs_on: Callable[[torch.device], bool]
+
+
+QUANTISATIONS = {INT8: Quantisation(quantize_int8, int8_runs_on), INT4: Quantisation(quantize_int4, int4_runs_on)}
+
+
 def torch_dtype(name: str) -> torch.dtype:
-    """A config's precision name ("float32", "bfloat16", "float16") as a torch dtype; "int8" (int8 matrices, the rest
-    float32: :mod:`specviz.models.int8`) as float32."""
-    dtype = torch.float32 if name == INT8 else getattr(torch, name, None)
+    """A config's precision name ("float32", "bfloat16", "float16") as a torch dtype; "int8" and a draft's "int4"
+    (quantised matrices, the rest float32: :mod:`specviz.models.int8`, :mod:`specviz.models.int4`) as float32."""
+    dtype = torch.float32 if name in QUANTISED else getattr(torch, name, None)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise ModelLoadError(f"Unknown precision {name!r}: use float32, bfloat16, float16 or int8")
+        raise ModelLoadError(f"Unknown precision {name!r}: use float32, bfloat16, float16, int8 or (a draft) int4")
     return dtype
 
 
@@ -133,9 +146,9 @@ def bytes_to_load(spec: str | None, device: str, dtype: str) -> tuple[int, int]:
         return 0, 0
     stored, converted = (
         weights_bytes(source),
-        weights_bytes(source, torch.float16 if dtype == INT8 else torch_dtype(dtype)),
+        weights_bytes(source, torch.float16 if dtype in QUANTISED else torch_dtype(dtype)),
     )
-    return (stored, stored) if converted == stored and dtype != INT8 else (stored + converted, converted)
+    return (stored, stored) if converted == stored and dtype not in QUANTISED else (stored + converted, converted)
 
 
 def _load_model_once(spec: str, device: str, dtype: str) -> LoadedModel:
@@ -161,14 +174,14 @@ def _build_model(spec: str, device: str, dtype: str) -> LoadedModel:
     resolved = resolve_device(device)
     share_kv_heads_in_masked_attention(resolved)
     source, name = load_location(spec)
-    if dtype == INT8 and not int8_runs_on(resolved):
-        raise ModelLoadError(f"int8 weights run on a CPU; on {resolved} pick bfloat16")
+    if dtype in QUANTISATIONS and not QUANTISATIONS[dtype].runs_on(resolved):
+        raise ModelLoadError(f"{dtype} weights run on a CPU; on {resolved} pick bfloat16")
     check_memory(source, torch_dtype(dtype), resolved)
     model, tokenizer = _load_pretrained(source, torch_dtype(dtype))
     model.to(resolved).eval()  # type: ignore[arg-type]  # functools.wraps on PreTrainedModel.to: its stub loses self
     model.requires_grad_(False)
-    if dtype == INT8:  # quantised from the float32 weights, each row's scale from the exact row
-        quantize_int8(model)
+    if dtype in QUANTISATIONS:  # quantised from the float32 weights, each scale from the exact weights
+        QUANTISATIONS[dtype].apply(model)
     ranking = read_vocab_ranking(Path(source)) if Path(source).is_dir() else None
     loaded = LoadedModel(
         spec=spec, name=name, model=model, tokenizer=tokenizer, device=resolved, vocab_ranking=ranking, precision=dtype

@@ -27,11 +27,12 @@ import torch
 
 from specviz.models.cache import cache_root, write_json_atomically
 from specviz.models.forwards import ForwardFn, full_forward
+from specviz.models.int4 import Int4Linear
 from specviz.models.int8 import Int8Linear
 from specviz.models.kernels import (
     DEFAULT,
-    INT8,
     KERNEL_PATHS,
+    QUANTISED,
     PackedLinear,
     can_pack,
     kernels_of,
@@ -115,7 +116,9 @@ def weight_bytes(loaded: LoadedModel) -> int:
     assert isinstance(embedding, torch.Tensor), "an input embedding holds its matrix as its weight"
     tied = embedding is loaded.model.get_output_embeddings().weight
     total = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
-    total += sum(m.matrix_bytes for m in loaded.model.modules() if isinstance(m, Int8Linear | PackedLinear))
+    total += sum(
+        m.matrix_bytes for m in loaded.model.modules() if isinstance(m, Int4Linear | Int8Linear | PackedLinear)
+    )
     return total if tied else total - embedding.numel() * embedding.element_size()
 
 
@@ -201,9 +204,10 @@ def choose_kernels(loaded: LoadedModel, on_progress: Callable[[int, int], None] 
     keep every measured profile on it (``loaded.profiles``). Only exact paths are compared: both multiply in the
     model's own precision; packing keeps one copy of each weight (:class:`~specviz.models.kernels.PackedLinear`).
     ``$SPECVIZ_KERNELS`` names a path to take instead (each still profiled)."""
-    if kernels_of(loaded.model) == INT8:  # quantised weights have one kernel: profile it
-        loaded.profiles[INT8] = pass_profile(loaded, full_forward, on_progress=on_progress)
-        return INT8
+    quantised = kernels_of(loaded.model)
+    if quantised in QUANTISED:  # quantised weights have one kernel: profile it
+        loaded.profiles[quantised] = pass_profile(loaded, full_forward, on_progress=on_progress)
+        return quantised
     paths = KERNEL_PATHS if can_pack(loaded.model.dtype, loaded.device) else (DEFAULT,)
     for path in paths:
         use_kernels(loaded.model, path)
