@@ -5,6 +5,7 @@ and v(k) or this server's, bad input as a message; and the app's own export of a
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from specviz.analysis.engine_explain import explain
 from specviz.analysis.engine_export import drafting_run, vllm_prometheus, vllm_request_json
 from specviz.analysis.engine_report import read_engine_report
 from specviz.config import DecodeConfig
-from specviz.engine import speculative_decode
+from specviz.engine import load_pair, speculative_decode
 from specviz.models.profile import model_profile
 from specviz.presentation.engine_figures import REPORTED, THEORY, per_position_figure
 from specviz.ui.state import page_key
@@ -109,13 +110,17 @@ def test_an_uploaded_file_is_read_and_wins_over_the_paste(page):
     assert len(said) == 1 and said[0].startswith("picture.png is not text (UTF-8): expected vLLM's /metrics text")
 
 
-def test_c_and_v_measured_here_for_the_sidebars_pair(page, tiny_dirs, tiny_pair):
+def test_c_and_v_measured_here_for_the_sidebars_pair(page, tiny_dirs):
     at = paste(page, LLAMA_LOG)
     at.toggle(key=key("measure")).set_value(True).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", device="cpu")
-    c, v = quiet_cost_ratio(config, tiny_pair), model_profile(tiny_pair.target).verify_cost(3)
     measured = next(m.value for m in at.caption if m.value.startswith("Measured on this server"))
+    dtype, draft_dtype = re.search(r" in (\w+) ← .* in (\w+): c = ", measured).groups()  # the pair's measured defaults
+    config = DecodeConfig(
+        target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", device="cpu", dtype=dtype
+    ).replace(draft_dtype=draft_dtype)
+    pair = load_pair(config)
+    c, v = quiet_cost_ratio(config, pair), model_profile(pair.target).verify_cost(3)
     assert f"c = {c:.3f}; v(3) = {v:.2f}." in measured
     verdict = next(m.value for m in at.markdown if m.value.startswith("**Verdict.**"))
     assert verdict == f"**Verdict.** {explain(read_engine_report(LLAMA_LOG), c, (), (v,)).sentence}"

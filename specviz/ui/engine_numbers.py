@@ -155,7 +155,8 @@ def measured_costs(config: DecodeConfig, gammas: tuple[int, ...]) -> tuple[float
         return None
     verify = tuple(profile.verify_cost(g) for g in gammas)
     said = ", ".join(f"v({g}) = {v:.2f}" for g, v in zip(gammas, verify))
-    st.caption(f"Measured on this server for {config.target} ← {config.draft or config.drafter}: c = {c:.3f}; {said}.")
+    pair_words = f"{config.target} in {config.dtype} ← {config.draft or config.drafter} in {config.draft_precision}"
+    st.caption(f"Measured on this server for {pair_words}: c = {c:.3f}; {said}.")
     return c, verify
 
 
