@@ -132,7 +132,12 @@ def statements_after_the_docstring(path: Path) -> list[str]:
 def test_the_top_level_scripts_only_start_the_packaged_code():
     """The card's top level (``app.py``, ``pages/``) holds no page code: each file starts the package's, so a page
     is written once and the wheel's ``specviz app`` serves the same code."""
-    assert statements_after_the_docstring(ROOT / "app.py") == ["from specviz.ui.app import main", "main()"]
+    assert statements_after_the_docstring(ROOT / "app.py") == [
+        "import streamlit as st",
+        "from specviz.ui.app import main",
+        "from specviz.ui.nested_paths import MIDDLEWARE",
+        "if __name__ == '__main__':\n    main()\nelse:\n    app = st.App(__file__, middleware=MIDDLEWARE)",
+    ]  # streamlit runs it as __main__ for each page run, and imports it once to find its server, `app`
     for page in (ROOT / "pages").glob("*.py"):
         assert statements_after_the_docstring(page) == [
             "from specviz.ui.navigation import run_page",

@@ -79,6 +79,42 @@ def test_streamlit_run_app_py_serves_every_page_in_pages(app_url):
             assert page.url.split("?")[0] == f"{app_url}/{path}", entry.script
 
 
+def test_the_sidebars_settings_stay_the_apps_across_page_switches(app_url):
+    """The sidebar's widgets are drawn after the page's first paint, and before a page waits for its trace
+    (specviz.ui.turns): they stay the app's, not that page's (streamlit drops a page's own widgets when another
+    page opens). A link's settings survive opening other pages by the sidebar, shown and in the address."""
+    with chromium_page(1280, 720) as page:
+        page.goto(f"{app_url}/?max_new_tokens=7&seed=3")  # a trace nobody computed: the page waits for it
+        page.frame_locator("iframe").first.locator("#title").wait_for(timeout=300_000)
+        pages = {"Race": "The race", "Metrics and theory": "Metrics", "Round view": "Speculative decoding, round"}
+        for name, heading in pages.items():
+            page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=name).click()
+            page.get_by_role("heading", name=heading).wait_for(timeout=300_000)
+            tokens = page.get_by_role("slider", name="Max new tokens")
+            tokens.wait_for(timeout=120_000)
+            page.wait_for_function("() => location.search.includes('seed=3')", timeout=120_000)
+            assert tokens.input_value() == "7", (name, page.url)
+            assert "max_new_tokens=7" in page.url and "seed=3" in page.url, (name, page.url)
+
+
+def test_a_typed_nested_path_opens_the_app_not_a_blank_page(app_url):
+    """A nested path no page has opens its nearest page path with the link's settings: Streamlit's "Page not found"
+    over the main page with every page's link, or the page it begins with; never a blank page. Streamlit's own
+    routes and assets still answer a page load themselves (specviz.ui.nested_paths)."""
+    with chromium_page(1280, 720) as page:
+        page.goto(f"{app_url}/a/nested/unknown/path?max_new_tokens=4")
+        page.get_by_text("Page not found").wait_for(timeout=120_000)
+        page.get_by_role("heading", name="Speculative decoding, round by round").wait_for(timeout=120_000)
+        assert page.get_by_role("link", name="Race").is_visible()
+        assert "max_new_tokens=4" in page.url
+        page.goto(f"{app_url}/race/extra?max_new_tokens=4")
+        page.get_by_role("heading", name="The race").wait_for(timeout=120_000)
+        assert page.url.startswith(f"{app_url}/race?max_new_tokens=4")
+        for own in ("_stcore/health", page.evaluate("document.querySelector('script[src]').getAttribute('src')")):
+            loaded = page.goto(f"{app_url}/{own.removeprefix('./')}")
+            assert loaded is not None and loaded.status == 200 and loaded.url == f"{app_url}/{own.removeprefix('./')}"
+
+
 FRAME_FIT = """() => { const frame = document.querySelector('iframe'), doc = frame.contentDocument;
   return [frame.clientHeight, doc.documentElement.scrollHeight,
           doc.querySelector('main').getBoundingClientRect().bottom]; }"""

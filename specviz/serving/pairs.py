@@ -132,10 +132,17 @@ def make_room(config: DecodeConfig) -> None:
 
 def pair_for(config: DecodeConfig) -> ModelPair:
     """The process's shared model pair for ``config`` (loaded on first use; what every session decodes with)."""
+    return LOADED_PAIRS.get(*_pair_key(config))
+
+
+def pair_loaded(config: DecodeConfig) -> bool:
+    """Whether :func:`pair_for` returns ``config``'s pair at once (loaded already)."""
+    return LOADED_PAIRS.has(*_pair_key(config))
+
+
+def _pair_key(config: DecodeConfig) -> tuple[str, str | None, str, str, str, str | None]:
     draft = config.draft_spec
-    return LOADED_PAIRS.get(
-        config.target, draft, config.drafter, config.device, config.dtype, config.draft_precision if draft else None
-    )
+    return config.target, draft, config.drafter, config.device, config.dtype, config.draft_precision if draft else None
 
 
 def loaded_target(config: DecodeConfig) -> LoadedModel | None:

@@ -24,6 +24,7 @@ from specviz.ui.offers import may_start, measure_again_hint
 from specviz.ui.opening import init_state_from_url
 from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, EMBEDDED_PAIR, PAIR_PRESETS, PROMPT_PRESETS
 from specviz.ui.racing import race_link, raced, show_headline
+from specviz.ui.turns import taking_turns
 from specviz.ui.views import (
     linked_round,
     pair_defaults_text,
@@ -77,6 +78,7 @@ __all__ = [
     "show_user_errors",
     "sidebar_controls",
     "summary_line",
+    "taking_turns",
     "widget_value",
     "write_url",
 ]

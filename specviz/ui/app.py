@@ -21,11 +21,12 @@ def main() -> None:
         logging.getLogger("specviz").addHandler(handler)
         logging.getLogger("specviz").setLevel(os.environ["SPECVIZ_LOG_LEVEL"].upper())
     ui.let_the_hall_run_first()  # a class waiting for one trace: it is computed before this page run takes the CPU
-    st.set_page_config(**ui.PAGE_CONFIG)
-    navigation = ui.navigation()
-    ui.open_lesson_view(navigation)
-    ui.draw_shared_sidebar()
-    navigation.run()
+    with ui.taking_turns():  # at most two page runs build at once, first paints first (specviz.serving.turns)
+        st.set_page_config(**ui.PAGE_CONFIG)
+        navigation = ui.navigation()
+        ui.open_lesson_view(navigation)
+        ui.draw_shared_sidebar()  # the config now; the widgets after the page's first paint
+        navigation.run()
 
 
 if __name__ == "__main__":  # streamlit runs its main script as __main__

@@ -7,6 +7,7 @@ from typing import Literal, TypedDict
 from urllib.parse import urlencode, urljoin
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 from streamlit.errors import StreamlitAPIException
 
 from specviz.analysis.defaults import PAIR_DEFAULTS, follow_pair
@@ -22,6 +23,7 @@ from specviz.ui.navigation import LESSON_VIEWS, navigation
 from specviz.ui.opening import init_state_from_url
 from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, PAIR_PRESETS, PROMPT_PRESETS, pair_option
 from specviz.ui.state import Session, field_state, session, set_field_states
+from specviz.ui.turns import defer
 
 
 class PageConfig(TypedDict):
@@ -37,14 +39,16 @@ PAGE_CONFIG = PageConfig(
 
 
 def draw_shared_sidebar() -> None:
-    """Draw the sidebar once per run (app.py does it before running the page) and keep its result. The first run on
-    a machine measures its defaults first (the embedded pair's passes: seconds), under a spinner."""
+    """Choose the sidebar's config once per run, for the page that runs next (app.py calls it before the page), and
+    keep it; the widgets are drawn after the page's first paint (:mod:`specviz.ui.turns`), in the sidebar's place
+    reserved here, above anything the page adds there. The first run on a machine measures its defaults first (the
+    embedded pair's passes: seconds), under a spinner."""
     if MACHINE_DEFAULTS.has(app_device()):
         defaults = app_defaults()
     else:
         with st.spinner("Measuring this machine once: the embedded pair's passes over 1 to 9 tokens …"):
             defaults = app_defaults()
-    session.config, session.chosen_prompt = sidebar_controls(defaults)
+    session.config, session.chosen_prompt = sidebar_controls(defaults, st.sidebar.container())
     session.defaults, session.sidebar_drawn = defaults, True
 
 
@@ -71,16 +75,20 @@ def shared_controls() -> tuple[DecodeConfig | None, str, DecodeConfig]:
     defaults = defaults or app_defaults()
     if config is not None:
         write_url(config, prompt, session.round, defaults, extra=linked_view())
-        if not session.student:
-            with st.sidebar.expander("Copy link for students (quiz)"):
-                st.caption(
-                    "Opens the lesson player's quiz at this round: no verdict shows before it is answered. A student "
-                    "session reads the results you prepared: it starts no costly computation and measures nothing "
-                    "again."
-                )
-                query = to_query(config, prompt, session.round, defaults, student=True)
-                st.code(students_link(query), language=None, wrap_lines=True)
+        if not session.student:  # in the sidebar, under its widgets: drawn with them, after the page's first paint
+            defer(lambda: draw_students_link(config, prompt, defaults))
     return config, prompt, defaults
+
+
+def draw_students_link(config: DecodeConfig, prompt: str, defaults: DecodeConfig) -> None:
+    """The teacher's expander with the students' quiz link of this page's settings, at the session's round."""
+    with st.sidebar.expander("Copy link for students (quiz)"):
+        st.caption(
+            "Opens the lesson player's quiz at this round: no verdict shows before it is answered. A student session "
+            "reads the results you prepared: it starts no costly computation and measures nothing again."
+        )
+        query = to_query(config, prompt, session.round, defaults, student=True)
+        st.code(students_link(query), language=None, wrap_lines=True)
 
 
 def linked_view() -> dict[str, str] | None:
@@ -112,14 +120,33 @@ def _apply_prompt_preset() -> None:
         session.prompt = PROMPT_PRESETS[session.prompt_preset]
 
 
-def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
-    """Render the sidebar; return the chosen config (None with a message when it is invalid) and prompt.
-
-    Every config widget is drawn from its field's Param (label, range, help) and enabled by the
-    registry entries of the chosen drafter and rule; only the model pair and the prompt are drawn here.
-    """
+def sidebar_controls(defaults: DecodeConfig, place: DeltaGenerator | None = None) -> tuple[DecodeConfig | None, str]:
+    """The sidebar: return the chosen config (None with a message when it is invalid) and prompt, read from the
+    widgets' states (seeded from the link on a session's first run); the widgets themselves are drawn into ``place``
+    (the sidebar by default) after the page's first paint (:func:`specviz.ui.turns.defer`). Drawing a widget leaves
+    its state as it is, so the config is the one the widgets show."""
     init_state_from_url(defaults)
-    sb = st.sidebar
+    defer(lambda: draw_sidebar(place or st.sidebar, defaults))
+    for message in session.link_messages:
+        st.warning(message)
+    target, draft = chosen_pair()
+    try:
+        chosen = {name: config_value(name, field_state(name)) for name in drawn_fields()}
+        config = DecodeConfig(target=target, draft=draft, device=defaults.device, **chosen).validated()
+    except ConfigError as exc:
+        st.error(str(exc))
+        return None, session.prompt
+    return config, session.prompt
+
+
+def drawn_fields() -> list[str]:
+    """The config fields the sidebar has a widget for."""
+    return [name for name, p in field_params().items() if p.widget != "none"]
+
+
+def draw_sidebar(sb: DeltaGenerator, defaults: DecodeConfig) -> None:
+    """The sidebar's widgets: every config widget is drawn from its field's Param (label, range, help) and enabled
+    by the registry entries of the chosen drafter and rule; only the model pair and the prompt are drawn here."""
     sb.header("Models")
     sb.selectbox(
         "Model pair",
@@ -142,7 +169,7 @@ def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
             f"{' and '.join(missing)} not fetched on this machine yet: run `{FETCH_COMMAND}` once (about 1.6 GB), "
             "then reload. (Where a model hub is reachable they load from it instead.)"
         )
-    drawn, read = [name for name, p in field_params().items() if p.widget != "none"], fields_read()
+    drawn, read = drawn_fields(), fields_read()
     for section in ("Models", "Verification"):
         if section != "Models":
             sb.header(section)
@@ -170,15 +197,6 @@ def sidebar_controls(defaults: DecodeConfig) -> tuple[DecodeConfig | None, str]:
     for name in drawn:
         if field_params()[name].section == "Prompt":
             draw_if_read(sb, name, read)
-    for message in session.link_messages:
-        st.warning(message)
-    try:
-        chosen = {name: config_value(name, field_state(name)) for name in drawn}
-        config = DecodeConfig(target=target, draft=draft, device=defaults.device, **chosen).validated()
-    except ConfigError as exc:
-        st.error(str(exc))
-        return None, session.prompt
-    return config, session.prompt
 
 
 def write_url(

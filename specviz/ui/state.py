@@ -81,7 +81,8 @@ class Session:
     prompt_preset: Entry[str | None] = Entry(_none)
     prompt: Entry[str] = Entry(str)
     pair_defaults: Entry[dict[str, Any]] = Entry(dict)  # the settings still on the pair's measured defaults
-    # what the sidebar chose this run, for the page that runs after it (:func:`specviz.ui.controls.shared_controls`)
+    # what the sidebar chose this run (its config: the widgets come after the page), for the page that runs after it
+    # (:func:`specviz.ui.controls.shared_controls`)
     sidebar_drawn: Entry[bool] = Entry(bool)
     config: Entry[DecodeConfig | None] = Entry(_none)
     chosen_prompt: Entry[str | None] = Entry(_none)

@@ -27,6 +27,7 @@ from specviz.ui.controls import write_url
 from specviz.ui.player_place import keep_players_place
 from specviz.ui.racing import shown_race
 from specviz.ui.state import page_key, session
+from specviz.ui.turns import painted
 from specviz.ui.waiting import page_pair
 
 ROOFLINE_COLUMNS = {
@@ -143,6 +144,7 @@ def show_player(
     page = opened_at(shared_lesson_page(trace, race), view, shown)
     st.html(PROJECTOR_STYLE)
     st.iframe(page, height="content")  # streamlit sizes the frame to the player's content
+    painted()  # the page's main view is out: the rest waits while other sessions' first paints do
     keep_players_place(config, prompt, defaults)
     return page
 

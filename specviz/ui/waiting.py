@@ -4,6 +4,7 @@ waits for is computed before the newcomers' page runs take the CPU."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Callable, Hashable
@@ -15,7 +16,7 @@ import streamlit as st
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair
 from specviz.engine.trace import Trace
-from specviz.serving.pairs import describe_failure, loaded_target, pair_for
+from specviz.serving.pairs import describe_failure, loaded_target, pair_for, pair_loaded
 from specviz.serving.pool import (
     HALL_WAIT_SECONDS,
     HEARTBEAT_SECONDS,
@@ -28,6 +29,7 @@ from specviz.serving.pool import (
 )
 from specviz.serving.sharedwork import key_digest
 from specviz.serving.works import TRACE, Work
+from specviz.ui import turns
 from specviz.ui.offers import NOT_PREPARED, may_start, price_label, priced
 from specviz.ui.recorder import teachers_recording
 from specviz.ui.state import Session, page_key, session
@@ -154,13 +156,14 @@ def remembered(
     session, box, shown, sent = _session_id(), st.empty(), None, 0.0
     job = work.submit(key, compute, session, label, priced_s())
     try:
-        while not job.finished.wait(redraw_interval(len(job.waiters))):
-            # redraw when the message changes, and now and then regardless: each redraw is also where
-            # streamlit stops this run if the user changed a setting (which leaves the queue, below)
-            message = place_message(work.place(job), label)
-            if message != shown or time.monotonic() - sent > HEARTBEAT_SECONDS:
-                _draw_message(box, message)
-                shown, sent = message, time.monotonic()
+        with turns.waiting():  # the sidebar is drawn first, and the run holds no turn while it waits
+            while not job.finished.wait(redraw_interval(len(job.waiters))):
+                # redraw when the message changes, and now and then regardless: each redraw is also where
+                # streamlit stops this run if the user changed a setting (which leaves the queue, below)
+                message = place_message(work.place(job), label)
+                if message != shown or time.monotonic() - sent > HEARTBEAT_SECONDS:
+                    _draw_message(box, message)
+                    shown, sent = message, time.monotonic()
     finally:
         work.leave(job, session)
     box.empty()
@@ -203,5 +206,5 @@ def page_pair(config: DecodeConfig) -> ModelPair | None:
         + (f" and {config.draft}" if config.draft_spec else "")
         + (" (the first load on a machine also measures its kernels: seconds) …")
     )
-    with st.spinner(loading):
+    with contextlib.nullcontext() if pair_loaded(config) else turns.waiting(), st.spinner(loading):
         return show_user_errors(lambda: pair_for(config))
