@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-SLOTS = 2  # runs building at once: the event loop then gets a third of the GIL (one slot: a few % slower here)
+SLOTS = 2  # runs building at once (one or two measured alike on 2 cores, three twice as slow: the loop starves)
 TURN_WAIT_S = 30.0  # the longest a run waits for a turn; then it builds anyway
 
 

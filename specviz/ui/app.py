@@ -20,8 +20,8 @@ def main() -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
         logging.getLogger("specviz").addHandler(handler)
         logging.getLogger("specviz").setLevel(os.environ["SPECVIZ_LOG_LEVEL"].upper())
-    ui.let_the_hall_run_first()  # a class waiting for one trace: it is computed before this page run takes the CPU
-    with ui.taking_turns():  # at most two page runs build at once, first paints first (specviz.serving.turns)
+    with ui.taking_turns():  # page runs build in turns, first paints first (specviz.serving.turns)
+        ui.let_the_hall_run_first()  # a class waiting for one trace: it is computed before this run takes the CPU
         st.set_page_config(**ui.PAGE_CONFIG)
         navigation = ui.navigation()
         ui.open_lesson_view(navigation)

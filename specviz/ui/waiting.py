@@ -127,16 +127,17 @@ def record(work: Work) -> None:
 
 
 def let_the_hall_run_first() -> None:
-    """A session's first page run, arriving while a class waits for one run, waits for that run (GIL-free, at most
-    ``HALL_WAIT_SECONDS``) before building its page: the newcomer most likely wants the same trace, and its page run
-    would take the CPU from the model computing it (300 page runs against one trace on 2 cores). Any other first
-    run, and every later run, goes on at once."""
+    """A session's first page run, finding a class waiting for one run when its turn comes, waits for that run
+    (GIL-free, without its turn, at most ``HALL_WAIT_SECONDS``) before building its page: the newcomer most likely
+    wants the same trace, and its page run would take the CPU from the model computing it (300 page runs against one
+    trace on 2 cores). Any other first run, and every later run, goes on at once."""
     if session.arrived:
         return
     session.arrived = True
     hall = hall_run(shared_work())
     if hall is not None:
-        hall.finished.wait(HALL_WAIT_SECONDS)
+        with turns.waiting():
+            hall.finished.wait(HALL_WAIT_SECONDS)
 
 
 def remembered(
