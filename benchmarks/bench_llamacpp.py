@@ -35,13 +35,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from transformers import AutoTokenizer
 
 from benchmarks.bench_machine import PAIRS, pair_config
 from specviz import DATA_DIR
 from specviz.analysis.defaults import fastest_config
 from specviz.analysis.race import run_race
 from specviz.engine import load_pair
-from specviz.models.loading import encode_prompt, forget_loaded_models
+from specviz.models.loading import encode_prompt, forget_loaded_models, load_location
 from specviz.models.machine import cpu_name, matrix_units_in_words, resident_bytes
 from specviz.models.published import QWEN_CODER_05B, QWEN_CODER_15B, kept_gguf
 from specviz.training.teacher_text import read_prompt_file
@@ -192,11 +193,9 @@ def main() -> None:
     if server is None or missing:
         print(BUILD_HINT if server is None else f"no GGUF of {', '.join(missing)}: run {GGUF_HINT}", file=sys.stderr)
         raise SystemExit(2)
-    tokenizer = load_pair(pair_config("qwen-coder", "float32", args.max_new)).target.tokenizer
+    tokenizer = AutoTokenizer.from_pretrained(load_location(QWEN_CODER_15B.spec)[0])  # the tokenizer alone
     texts = read_prompt_file(DATA_DIR / PAIRS["qwen-coder"][2])[-args.prompts :]
     prompts = [encode_prompt(tokenizer, text, use_chat_template=True) for text in texts]
-    forget_loaded_models()
-    gc.collect()
     print(f"# llama.cpp and the app on {cpu_name()} ({matrix_units_in_words()}), {args.threads} threads")
     print(f"{len(prompts)} held-out code prompts, greedy, {args.max_new} new tokens; medians over the prompts\n")
     peer_alone = llamacpp_runs(server, [], prompts, args.max_new, args.threads)

@@ -85,19 +85,25 @@ def test_greedy_trees_with_a_cheaper_draft_are_the_targets_own_greedy(tiny_dirs,
     assert any(r.tree.path for r in trace.rounds)
 
 
-@pytest.mark.slow  # a statistical test at its computed power: many samples
-def test_speculative_sampling_with_an_int8_draft_is_lossless(tiny_dirs, drafts):
-    pair, n = drafts["int8"], 800
+def assert_sampling_is_lossless(pair: ModelPair, config: DecodeConfig, samples: int = 800) -> None:
+    """Speculative sampling's first token against the target's p at computed power: the pair differs enough that
+    rejections happen, ``samples`` tell the broken rule's law from p (power > 0.999), and the sample fits p, not it."""
     with torch.inference_mode():
         p = softmax32(pair.target.model(torch.tensor([PROMPT])).logits[0, -1])
         q = softmax32(pair.draft.model(torch.tensor([PROMPT])).logits[0, -1])
     broken = output_law(BrokenResidualRule(), p, q)
     assert float(torch.minimum(p, q).sum()) < 0.9  # the pair really differs, so rejections happen
-    assert chi_square_power(p, broken, n, level=1e-3) > 0.999  # this n tells the broken rule from the right one
-    config = tiny_config(tiny_dirs, rule="sample", gamma=3, max_new_tokens=2, draft_dtype="int8")
-    tokens = [speculative_decode(config.replace(seed=s), prompt_ids=PROMPT, pair=pair).output_ids[0] for s in range(n)]
+    assert chi_square_power(p, broken, samples, level=1e-3) > 0.999  # this n tells the broken rule from the right one
+    runs = (speculative_decode(config.replace(seed=s), prompt_ids=PROMPT, pair=pair) for s in range(samples))
+    tokens = [trace.output_ids[0] for trace in runs]
     assert goodness_of_fit(tokens, p) > 1e-3
     assert goodness_of_fit(tokens, broken) < 1e-3
+
+
+@pytest.mark.slow  # a statistical test at its computed power: many samples
+def test_speculative_sampling_with_an_int8_draft_is_lossless(tiny_dirs, drafts):
+    config = tiny_config(tiny_dirs, rule="sample", gamma=3, max_new_tokens=2, draft_dtype="int8")
+    assert_sampling_is_lossless(drafts["int8"], config)
 
 
 def test_a_draft_precision_in_a_link_round_trips_and_a_bad_one_falls_back():

@@ -11,18 +11,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz.analysis.lab import chi_square_power, goodness_of_fit, output_law
 from specviz.analysis.race_verdicts import verdict
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
 from specviz.models.int8 import Int8Matrix, int8_linear, quantise_rows, weight_levels
 from specviz.models.kernels import INT8, kernels_of
 from specviz.models.machine import cpu_flags
-from specviz.rules.distributions import softmax32
-from specviz.rules.sampling import BrokenResidualRule
 from specviz.serving.urlstate import parse_query, to_query
 
 from .conftest import target_greedy
+from .test_draft_precision import assert_sampling_is_lossless
 from .test_engine import PROMPT, tiny_config
 
 
@@ -113,17 +111,8 @@ def test_the_int8_target_is_not_the_float32_one(tiny_dirs, tiny_pair, int8_pairs
 
 @pytest.mark.slow  # a statistical test at its computed power: many samples
 def test_speculative_sampling_with_an_int8_target_is_lossless_against_its_distribution(tiny_dirs, int8_pairs):
-    pair, n = int8_pairs["float32"], 800
-    with torch.inference_mode():
-        p = softmax32(pair.target.model(torch.tensor([PROMPT])).logits[0, -1])
-        q = softmax32(pair.draft.model(torch.tensor([PROMPT])).logits[0, -1])
-    broken = output_law(BrokenResidualRule(), p, q)
-    assert float(torch.minimum(p, q).sum()) < 0.9  # the pair really differs, so rejections happen
-    assert chi_square_power(p, broken, n, level=1e-3) > 0.999  # this n tells the broken rule from the right one
     config = tiny_config(tiny_dirs, rule="sample", gamma=3, max_new_tokens=2, dtype="int8", draft_dtype="float32")
-    tokens = [speculative_decode(config.replace(seed=s), prompt_ids=PROMPT, pair=pair).output_ids[0] for s in range(n)]
-    assert goodness_of_fit(tokens, p) > 1e-3
-    assert goodness_of_fit(tokens, broken) < 1e-3
+    assert_sampling_is_lossless(int8_pairs["float32"], config)
 
 
 def test_the_int8_precision_round_trips_in_a_link():

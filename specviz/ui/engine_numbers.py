@@ -5,6 +5,7 @@ vLLM's names (:mod:`specviz.analysis.engine_export`), which that page reads back
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import pandas as pd
 import streamlit as st
@@ -190,20 +191,22 @@ def show_explanation(explained: Explanation) -> None:
 def export_downloads(run: DraftingRun, where: str) -> None:
     """The run's metrics as vLLM would report them (``/metrics`` and the per-request JSON), for the
     "Your engine's numbers" page to read back; ``where`` keeps each run's buttons apart on one page."""
-    left, right = st.columns(2)
-    left.download_button(
-        "vLLM's /metrics of this run (Prometheus)",
-        lambda: vllm_prometheus(run),
-        "specviz-vllm-metrics.prom",
-        "text/plain",
-        key=page_key("export", f"{where}_prometheus"),
-        on_click="ignore",
+    exports = (
+        ("vLLM's /metrics of this run (Prometheus)", vllm_prometheus, "metrics.prom", "text/plain", "prometheus"),
+        (
+            "vLLM's per-request metrics of this run (JSON)",
+            vllm_request_json,
+            "request.json",
+            "application/json",
+            "request",
+        ),
     )
-    right.download_button(
-        "vLLM's per-request metrics of this run (JSON)",
-        lambda: vllm_request_json(run),
-        "specviz-vllm-request.json",
-        "application/json",
-        key=page_key("export", f"{where}_request"),
-        on_click="ignore",
-    )
+    for column, (label, render, name, mime, kind) in zip(st.columns(2), exports):
+        column.download_button(
+            label,
+            partial(render, run),
+            f"specviz-vllm-{name}",
+            mime,
+            key=page_key("export", f"{where}_{kind}"),
+            on_click="ignore",
+        )
