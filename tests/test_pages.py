@@ -29,6 +29,7 @@ def params(tiny_dirs) -> dict[str, str]:
         "prompt": "w3 w7 w5 w9 w3 w7",
         "max_new_tokens": "16",
         "gamma": "3",
+        "draft_dtype": "float32",  # the draft these tests recompute with (the pair's measured default may be int4)
     }
 
 
@@ -122,13 +123,14 @@ def test_numerics_page_shows_four_outputs_and_the_preset_match_rate(params):
     at.button[0].click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     outputs = at.dataframe[0].value
-    assert list(outputs.precision) == ["float32", "bfloat16"]
+    assert list(outputs.precision) == ["float32", "bfloat16", "int8"]
     assert outputs["identical tokens"][0] == "16 / 16"  # float32: exact
+    assert outputs["identical tokens"][2] == "16 / 16"  # int8: exact to the int8 target
     assert any("float32" in s.value and "token-identical" in s.value for s in at.success)
     press(at, "Decode with the draft in")  # the draft in each precision beside the target's own float32 greedy
     assert not at.exception and not at.error, [e.value for e in at.error]
     drafts = next(d.value for d in at.dataframe if "draft precision" in d.value.columns)
-    assert list(drafts["draft precision"]) == ["float32", "bfloat16", "int8"]
+    assert list(drafts["draft precision"]) == ["float32", "bfloat16", "int8", "int4"]
     assert all(c > 0 for c in drafts["c (draft step / target step)"]) and all(drafts["α on this prompt"] >= 0)
     assert set(drafts["identical to the target's float32 greedy"]) == {"16 / 16"}  # the target decides
     assert any("Every draft precision" in s.value for s in at.success)

@@ -131,7 +131,7 @@ def generate_with_logits(
 def precision_run(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> PrecisionRun:
     """Greedy decoding of one prompt by the target alone and speculatively, in the pair's precision; where they
     part, the target's top two at that position from both computations."""
-    config = config.replace(rule=GREEDY, dtype=str(pair.target.model.dtype).replace("torch.", ""))
+    config = config.replace(rule=GREEDY)
     reference, step_logits = generate_with_logits(pair, prompt_ids, config.max_new_tokens)
     trace = speculative_decode(config, prompt_ids=prompt_ids, pair=pair)
     speculative = trace.output_ids
