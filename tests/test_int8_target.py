@@ -14,7 +14,9 @@ import torch
 from specviz.analysis.race_verdicts import verdict
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
-from specviz.models.int8 import Int8Matrix, int8_linear, quantise_rows, weight_levels
+from specviz.models.forwards import KVCachedSequence, TreeLayout, full_forward
+from specviz.models.int4 import Int4Linear
+from specviz.models.int8 import Int8Embedding, Int8Linear, Int8Matrix, int8_linear, quantise_rows, weight_levels
 from specviz.models.kernels import INT8, kernels_of
 from specviz.models.machine import cpu_flags
 from specviz.serving.urlstate import parse_query, to_query
@@ -72,6 +74,60 @@ def test_an_int8_target_loads_on_the_int8_kernel(int8_pairs):
     assert pair.target.precision == "int8" and kernels_of(pair.target.model) == INT8
     assert pair.draft.precision == "float32" and kernels_of(pair.draft.model) != INT8
     assert int8_pairs["int8"].target is pair.target  # loaded once
+
+
+def test_an_int8_model_holds_about_a_byte_a_weight_its_embedding_included(tiny_dirs, tiny_pair, int8_pairs):
+    """Every matrix of an int8 target (and of an int4 draft) is quantised, its input embedding too: a lookup gives the
+    row's int8 values times the row's scale, within half a step of the float32 table."""
+    int4_draft = load_pair(tiny_config(tiny_dirs, dtype="float32", draft_dtype="int4")).draft
+    for model, float_model in (
+        (int8_pairs["float32"].target.model, tiny_pair.target.model),
+        (int4_draft.model, tiny_pair.draft.model),
+    ):
+        float_table = float_model.get_input_embeddings().weight
+        embedding = model.get_input_embeddings()
+        assert isinstance(embedding, Int8Embedding) and embedding.weight.is_meta
+        ids = torch.tensor([0, 5, embedding.num_embeddings - 1])
+        looked_up = embedding(ids)
+        assert torch.equal(looked_up, embedding.values[ids].float() * embedding.scales[ids, None])
+        assert ((looked_up - float_table[ids]).abs() <= embedding.scales[ids, None] / 2 + 1e-7).all()
+        kinds = (Int4Linear, Int8Linear, Int8Embedding)
+        quantised = sum(m.matrix_bytes for m in model.modules() if isinstance(m, kinds))
+        floats = sum(p.numel() for p in model.parameters())  # the norms and biases alone
+        matrices = sum(m.weight.numel() for m in model.modules() if isinstance(m, kinds))
+        assert floats < 0.02 * matrices and quantised < 0.3 * 4 * matrices  # under 30% of float32's bytes
+
+
+def one_row_steps(target, context: list[int], continuation: list[int]) -> torch.Tensor:
+    """Logits after each token of ``continuation``, fed one token a step after ``context``: (len, V)."""
+    sequence = KVCachedSequence()
+    sequence.feed(full_forward, target, context, 1)
+    steps = []
+    for token in continuation:
+        steps.append(sequence.feed(full_forward, target, [token], 1)[0])
+    return torch.stack(steps)
+
+
+def test_an_int8_targets_pass_over_k_tokens_is_k_steps_bit_for_bit(int8_pairs):
+    """The property exactness rests on, for the whole model (products, attention, norms): each row of a pass over
+    several new tokens, a causal chain or a tree's branch, has the bits of that token's own step."""
+    target = int8_pairs["float32"].target
+    context, continuation = PROMPT, [7, 3, 11, 5, 9]
+    steps = one_row_steps(target, context, continuation)
+    chain = KVCachedSequence()
+    chain.feed(full_forward, target, context, 1)
+    assert torch.equal(chain.feed(full_forward, target, continuation, len(continuation)), steps)
+    # a tree: two children of the context's last token (continuation[0] and 13), then continuation[1] under the first
+    cached = len(context)
+    allowed = torch.zeros(3, cached + 3, dtype=torch.bool)
+    allowed[:, :cached] = True
+    allowed[0, cached], allowed[1, cached + 1], allowed[2, [cached, cached + 2]] = True, True, True
+    tree = KVCachedSequence()
+    tree.feed(full_forward, target, context, 1)
+    layout = TreeLayout(positions=[cached, cached, cached + 1], allowed=allowed)
+    logits = tree.feed(full_forward, target, [continuation[0], 13, continuation[1]], 3, layout)
+    assert torch.equal(logits[[0, 2]], steps[:2])
+    assert torch.equal(logits[1], one_row_steps(target, context, [13])[0])
 
 
 @pytest.mark.parametrize("draft_dtype", ["float32", "int8"])

@@ -276,7 +276,7 @@ def test_a_pairs_defaults_are_measured_once_and_kept_for_this_machine_only(onedn
     assert "greedy acceptance on held-out prompts, α = " in measured.reason  # measured: no manifest for this pair
     assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu") == measured
     assert set(measured.fastest) == set(defaults.PRECISIONS)  # the fastest draft for each target precision
-    assert measured.draft_dtype == measured.fastest[measured.dtype][0] in ("float32", "bfloat16", "int8")
+    assert measured.draft_dtype == measured.fastest[measured.dtype][0] in ("float32", "bfloat16", "int8", "int4")
     assert measured.gamma == measured.fastest[measured.dtype][1] and "Fastest draft here" in measured.reason
     assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cuda") is None  # another device, another record
     monkeypatch.setattr(torch, "__version__", "0.0.0")

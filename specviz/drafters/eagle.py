@@ -145,7 +145,7 @@ def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence 
         )
     shape = head.shape
     if (shape.hidden, shape.heads, shape.kv_heads, shape.head_dim, shape.vocab) != (
-        weights.embedding.shape[1],
+        weights.embedding.embedding_dim,
         weights.heads,
         weights.kv_heads,
         weights.head_dim,

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
@@ -103,7 +102,7 @@ def eagle_step(
     Each row attends to the cache and to the new rows where ``allowed`` (T, cached + T) is True (None: one new row,
     everything cached); ``target`` gives the target's embedding, rotary frequencies, final norm gain and head shapes.
     """
-    embedded = F.embedding(tokens, target.embedding).float()  # (B, T, H)
+    embedded = target.embedding(tokens).float()  # (B, T, H)
     x = head.fc(torch.cat([features.float(), embedded], dim=-1))  # (B, T, H)
     cos, sin = rotary_tables(target.inverse_frequencies, positions, x.dtype)
     x = llama_layer(target, head.layer(), x, cos, sin, allowed, cache, 0)

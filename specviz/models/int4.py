@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from specviz.models.int8 import Int8Linear
+from specviz.models.int8 import Int8Linear, quantise_input_embedding
 from specviz.models.mapped_pages import replace_linear_layers
 
 GROUP = 32  # inputs per scale and zero
@@ -68,10 +68,13 @@ class Int4Linear(nn.Module):
 
 def quantize_int4(model: nn.Module) -> int:
     """Put a freshly loaded float32 draft's Linear layers on int4 (in place, before it is shared): its output head,
-    and any layer whose shape the kernel cannot take, on int8. Returns how many layers changed."""
+    any layer whose shape the kernel cannot take, and its input embedding, on int8. Returns how many Linear layers
+    changed."""
     head = model.get_output_embeddings() if isinstance(model, PreTrainedModel) else None
 
     def converted(layer: nn.Linear, _shared: bool) -> nn.Module:
         return Int4Linear(layer) if layer is not head and packs_int4(layer) else Int8Linear(layer)
 
-    return replace_linear_layers(model, converted)
+    changed = replace_linear_layers(model, converted)
+    quantise_input_embedding(model)
+    return changed

@@ -24,7 +24,8 @@ import torch
 from torch import nn
 
 from specviz.models.machine import cpu_flags
-from specviz.models.mapped_pages import replace_linear_layers
+from specviz.models.mapped_pages import release_file_pages, replace_linear_layers
+from specviz.models.row_attention import attend_by_rows
 
 INT8_MAX = 127  # symmetric: [-127, 127], so negation never overflows
 UNSIGNED_ZERO = 128  # oneDNN takes activations as unsigned bytes: q + 128, its zero point 128
@@ -138,7 +139,44 @@ class Int8Linear(nn.Module):
         return int8_linear(x, self.matrix).to(x.dtype)
 
 
+class Int8Embedding(nn.Module):
+    """An input embedding on int8 rows, each with its own scale: e(t) = w_t * Q_t, looked up and rescaled in float32
+    (a quarter of float32's bytes; a lookup is no product, so every row takes all 127 levels). Like
+    :class:`Int8Linear`, its ``weight`` has the table's shape only (on the "meta" device)."""
+
+    def __init__(self, embedding: nn.Embedding) -> None:
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = embedding.num_embeddings, embedding.embedding_dim
+        self.values, scales = quantise_rows(embedding.weight.detach().float())
+        self.scales = scales.reshape(-1)
+        self.weight = torch.empty(self.num_embeddings, self.embedding_dim, device="meta")
+
+    @property
+    def matrix_bytes(self) -> int:
+        """Bytes of the table held outside the model's parameters: a byte per value, a float per row's scale."""
+        return self.values.numel() + 4 * self.scales.numel()
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.values[ids].float() * self.scales[ids].unsqueeze(-1)
+
+
+def quantise_input_embedding(model: nn.Module) -> None:
+    """Put a freshly loaded float32 model's input embedding on int8 rows (:class:`Int8Embedding`), in place, once its
+    Linear layers (a tied output head among them) were quantised from the float32 table; the table's file pages are
+    given back. A model without ``get_input_embeddings`` keeps its own."""
+    get, put = getattr(model, "get_input_embeddings", None), getattr(model, "set_input_embeddings", None)
+    embedding = get() if get is not None else None
+    if put is not None and isinstance(embedding, nn.Embedding):
+        put(Int8Embedding(embedding))
+        release_file_pages(embedding.weight)
+
+
 def quantize_int8(model: nn.Module) -> int:
-    """Put every Linear layer of a freshly loaded float32 ``model`` on int8 (in place, before the model is shared);
-    the embedding and norms stay float32. Returns how many layers changed."""
-    return replace_linear_layers(model, lambda layer, _shared: Int8Linear(layer))
+    """Put every Linear layer of a freshly loaded float32 ``model`` on int8 and then its input embedding (in place,
+    before the model is shared); the norms stay float32, and its attention runs one query row at a time
+    (:mod:`specviz.models.row_attention`: what keeps a pass's rows the bits of single steps beyond the products).
+    Returns how many Linear layers changed."""
+    changed = replace_linear_layers(model, lambda layer, _shared: Int8Linear(layer))
+    quantise_input_embedding(model)
+    attend_by_rows(model)
+    return changed

@@ -25,8 +25,10 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 from transformers import DynamicCache, PreTrainedConfig, PreTrainedModel
 
+from specviz.models.int8 import Int8Embedding
 from specviz.models.kernels import Projection
 from specviz.models.memo import memoised_while_alive
 
@@ -49,10 +51,11 @@ class LlamaLayer:
 
 @dataclass(frozen=True)
 class LlamaWeights:
-    """What the step reads from a plain Llama: embedding (V, H), layers, final norm gain (H,), rotary
-    frequencies theta^(-2i/d) (d/2,) in float32, and the shapes of its heads."""
+    """What the step reads from a plain Llama: its input embedding (the module: ids (T,) -> (T, H), a float table or
+    int8 rows), layers, final norm gain (H,), rotary frequencies theta^(-2i/d) (d/2,) in float32, and the shapes of
+    its heads."""
 
-    embedding: torch.Tensor
+    embedding: nn.Embedding | Int8Embedding
     layers: tuple[LlamaLayer, ...]
     final_norm: torch.Tensor
     inverse_frequencies: torch.Tensor
@@ -104,7 +107,7 @@ def llama_weights(model: PreTrainedModel) -> LlamaWeights | None:
     heads = int(config.num_attention_heads)
     head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // heads)
     return LlamaWeights(
-        embedding=inner.embed_tokens.weight.detach(),
+        embedding=inner.embed_tokens,
         layers=layers,
         final_norm=inner.norm.weight.detach(),
         inverse_frequencies=inner.rotary_emb.inv_freq.detach().float(),
@@ -196,7 +199,7 @@ def llama_hidden(
     """Final normed hidden states (n_last, H) of the last ``n_last`` of the new tokens ``ids`` (T,) at
     ``positions`` (T,), each attending where ``allowed`` (T, cached + T) is True (None: everything cached);
     every layer's keys and values are appended to ``cache``."""
-    x = F.embedding(ids, weights.embedding)[None]  # (1, T, H)
+    x = weights.embedding(ids)[None]  # (1, T, H)
     cos, sin = rotary_tables(weights.inverse_frequencies, positions, x.dtype)  # (T, d) each
     for index, layer in enumerate(weights.layers):
         x = llama_layer(weights, layer, x, cos, sin, allowed, cache, index)

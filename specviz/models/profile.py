@@ -113,13 +113,15 @@ def weight_bytes(loaded: LoadedModel) -> int:
     """Bytes of the weights one step reads: every parameter but the input embedding (a step reads one row of it),
     and the matrices held outside the parameters (packed or int8); a tied output head is read as the head."""
     embedding = loaded.model.get_input_embeddings().weight
-    assert isinstance(embedding, torch.Tensor), "an input embedding holds its matrix as its weight"
+    assert isinstance(embedding, torch.Tensor), "an input embedding holds its table (or its shape) as its weight"
+    parameters = list(loaded.model.parameters())
     tied = embedding is loaded.model.get_output_embeddings().weight
-    total = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
+    total = sum(p.numel() * p.element_size() for p in parameters)
     total += sum(
         m.matrix_bytes for m in loaded.model.modules() if isinstance(m, Int4Linear | Int8Linear | PackedLinear)
     )
-    return total if tied else total - embedding.numel() * embedding.element_size()
+    counted = any(p is embedding for p in parameters)  # an int8 table is no parameter, and is not counted above
+    return total if tied or not counted else total - embedding.numel() * embedding.element_size()
 
 
 def profile_file(loaded: LoadedModel, forward_name: str) -> str:

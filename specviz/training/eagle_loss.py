@@ -101,7 +101,7 @@ def step_loss(
         chosen = sampler.sample(eligible, min(settings.kl_positions, len(eligible)))
         at = torch.tensor(chosen)
         short = torch.log_softmax(predicted[at[:, 0], at[:, 1]] @ head_rows.T, dim=-1)  # (N, K)
-        logp = to_full_vocab(short, head_ids, int(weights.embedding.shape[0]), OFF_HEAD_LOGP)  # (N, V)
+        logp = to_full_vocab(short, head_ids, weights.embedding.num_embeddings, OFF_HEAD_LOGP)  # (N, V)
         top_ids = torch.stack([sequences[b].top_ids[i - sequences[b].prompt_len + 2] for b, i in chosen])
         top_logp = torch.stack([sequences[b].top_logp[i - sequences[b].prompt_len + 2] for b, i in chosen])
         kl = kl + divergence_loss(logp, top_ids, top_logp, "fkl")
