@@ -330,3 +330,28 @@ def test_the_metrics_labels_are_whole_at_1280_px(app_url):
         page.wait_for_timeout(1_500)  # the fonts and the columns settle
         assert page.get_by_text("tokens/round, Eq. 1", exact=True).count() == 1
         assert page.evaluate(CUT_LABELS) == []  # [label, pixels it overflows]
+
+
+INT8_CHOICE = "int8 (exact to the int8 target; CPU)"  # the sidebar's Precision option
+
+
+def test_an_int8_target_is_chosen_by_a_sidebar_click_carried_by_its_link_and_raced_exactly(app_url):
+    """#52 as a teacher meets it: a click on the sidebar's int8 precision writes ``dtype=int8`` into the page's link;
+    that link, typed into a fresh tab, opens the Race page on the int8 target, and the race measured there says its
+    text is identical to the int8 target's own, naming the int8 target as the one that decided."""
+    with chromium_page(1400, 1000) as page:
+        page.goto(f"{app_url}/race?max_new_tokens=8&seed=7")
+        page.get_by_role("button", name=re.compile("Measure the race on this server")).wait_for()
+        page.get_by_text(INT8_CHOICE).click()
+        page.wait_for_url(re.compile(r"dtype=int8"), timeout=300_000)
+        link = page.url
+        fresh = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
+        fresh.set_default_timeout(600_000)
+        fresh.goto(link)
+        assert fresh.get_by_role("radio", name=INT8_CHOICE, exact=True).is_checked()
+        fresh.get_by_role("button", name=re.compile("Measure the race on this server")).click()
+        verdict = fresh.get_by_text(re.compile(r"Identical: \d+ of \d+ tokens, to the int8 target as run"))
+        verdict.or_(fresh.locator('[data-testid="stException"]')).first.wait_for()
+        said = verdict.first.inner_text()
+        same, total = (int(n) for n in re.findall(r"Identical: (\d+) of (\d+)", said)[0])
+        assert same == total >= 8 and "attention one row at a time" in said

@@ -1,7 +1,8 @@
 """What a race's speculative lane promises about its text, beside the target alone's: identical under greedy
 float32 (Leviathan et al. 2023, Thm. 3.1 with the argmax rule) and to the int8 target as run in int8 (its products
-are summed exactly: :mod:`specviz.models.int8`), identical up to rounding in half precision, the same distribution,
-not the same text, under sampling, and no promise under a lossy rule."""
+are summed exactly, :mod:`specviz.models.int8`, and each row attends as one token would,
+:mod:`specviz.models.row_attention`), identical up to rounding in half precision, the same distribution, not the
+same text, under sampling, and no promise under a lossy rule."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from specviz.rules.registry import rule_entry, rule_for
 
 EXACT_PRECISIONS = {
     "float32": "as greedy decoding in float32 guarantees",
-    "int8": "to the int8 target as run (a coarser model than the float32 one), as its exact int32 sums guarantee",
+    "int8": "to the int8 target as run (a coarser model than the float32 one), as its exact int32 sums and its "
+    "attention one row at a time guarantee",
 }
 
 
