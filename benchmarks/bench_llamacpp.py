@@ -8,7 +8,8 @@ measure them (the target alone, then speculative decoding), for each configurati
 alone takes the pair's fastest exact configuration measured on this machine for it (``--fastest``), and
 ``TARGET/DRAFT/GAMMA`` names the draft's precision and γ. Then the ratios, from this one run: the app's speculative
 tokens/s over llama.cpp's best (the better of its target alone and its best speculative run), and speculation's
-gain on each target.
+gain on each target. With ``llama-bench`` beside the server, llama.cpp's pass over k tokens is timed too and kept
+for the roofline view (:mod:`specviz.analysis.peer_passes`).
 
 llama.cpp's tokens/s are its own ``timings``: generation only (``predicted_per_second``), and end to end with the
 prompt's pass; the app's are end to end (the race's wall includes the prompt's pass), so the comparison flatters
@@ -32,6 +33,7 @@ import sys
 import time
 import urllib.request
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
@@ -40,6 +42,7 @@ from transformers import AutoTokenizer
 from benchmarks.bench_machine import PAIRS, pair_config
 from specviz import DATA_DIR
 from specviz.analysis.defaults import fastest_config
+from specviz.analysis.peer_passes import PASS_TOKENS, read_llama_bench, store_peer_passes
 from specviz.analysis.race import run_race
 from specviz.engine import load_pair
 from specviz.models.loading import encode_prompt, forget_loaded_models, load_location
@@ -179,6 +182,22 @@ def same(runs: list[Run], reference: list[Run]) -> str:
     return f"{sum(a.ids == b.ids for a, b in zip(runs, reference))} of {len(runs)} prompts"
 
 
+def measure_peer_passes(server: Path, threads: int) -> None:
+    """llama.cpp's pass over k tokens on the target's GGUF (``llama-bench`` beside ``llama-server``), printed as v(k)
+    and kept for this machine (:mod:`specviz.analysis.peer_passes`: the roofline view shows it)."""
+    bench = server.parent / "llama-bench"
+    if not bench.is_file():
+        print(f"  ({bench} not found: llama.cpp's pass over k tokens not measured)")
+        return
+    sizes = ",".join(map(str, PASS_TOKENS))
+    command = [str(bench), "-m", str(kept_gguf(QWEN_CODER_15B)), "-p", sizes, "-n", "0", "-t", str(threads)]
+    out = subprocess.run([*command, "-r", "3", "-o", "json"], capture_output=True, text=True, check=True).stdout
+    passes = read_llama_bench(out, datetime.now(UTC).isoformat(timespec="seconds"))
+    store_peer_passes(passes)
+    said = ", ".join(f"v({k}) {v:.2f}" for k, v in zip(passes.tokens, passes.relative()))
+    print(f"  llama.cpp {passes.model} pass over k tokens: {passes.pass_ms[0]:.1f} ms at k = 1; {said}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--llama-bin", help="the folder holding llama-server (default: the PATH)")
@@ -208,6 +227,7 @@ def main() -> None:
         )
         report(f"llama.cpp Q4_K_M speculative, draft-max {draft_max}", runs, peer_alone)
         peer_best = max(peer_best, median(runs, "generation_tps"))
+    measure_peer_passes(server, args.threads)
     for wanted in args.app.split(","):
         chosen, alone, speculative = app_runs(wanted, prompts, args.max_new)
         dtype = wanted.split("/")[0]

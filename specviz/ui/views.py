@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from specviz.analysis.defaults import PRECISIONS
+from specviz.analysis.peer_passes import peer_sentence, peer_table, stored_peer_passes
 from specviz.analysis.race import Race
 from specviz.analysis.roofline import (
     cost_coefficient,
@@ -72,7 +73,8 @@ def priced_story_text(config: DecodeConfig, pair: ModelPair, priced: float, alph
 def roofline_panel(config: DecodeConfig, alpha: float | None = None) -> None:
     """This machine's roofline for the sidebar's pair, in each precision offered: the target's and the drafter's
     measured pass over k + 1 tokens beside the target's memory and compute bounds, and what that means for
-    speculation here (at the trace's alpha, when given)."""
+    speculation here (at the trace's alpha, when given); then llama.cpp's pass over k tokens, where a benchmark
+    measured it on this machine (:mod:`specviz.analysis.peer_passes`)."""
     st.markdown(
         "A pass over k + 1 tokens reads every weight once and does 2N(k + 1) FLOPs. While reading the "
         "weights takes longer than the arithmetic (the dashed line above the dotted one), a pass over a few "
@@ -102,6 +104,10 @@ def roofline_panel(config: DecodeConfig, alpha: float | None = None) -> None:
             if draft is not None and alpha is not None:
                 st.markdown(speculation_summary(alpha, cost_coefficient(target, draft), target))
             st.dataframe(table.rename(columns=ROOFLINE_COLUMNS).round(2), hide_index=True, width="stretch")
+    peer = stored_peer_passes()
+    if peer is not None:  # measured by benchmarks/bench_llamacpp.py on this machine
+        st.markdown(peer_sentence(peer))
+        st.dataframe(peer_table(peer).round(2), hide_index=True)
 
 
 def linked_round() -> int:
