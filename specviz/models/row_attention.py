@@ -7,11 +7,11 @@ for several (a causal mask, the heads repeated): the two add in different orders
 layer's int8 rounding of a row turns a last bit into a whole quantisation step. Over a 128-token answer that flips a
 near-tie (measured on the Qwen2.5-Coder pair: the int8 target's speculative text left its own on 4 of 4 prompts).
 
-Here every query row attends through the same call a single token makes: softmax(q k^T / sqrt(d)) v over exactly
-the keys it may see, gathered in order into a tensor of their own (a causal row: the cache and the new tokens up to
-itself; a tree node: the cache and its ancestors), no mask. A step over one token and each row of a pass over many
-then run identical arithmetic on identical inputs. Registered with transformers' attention interface as
-:data:`ROW_ATTENTION`; its masks are built as for ``sdpa``.
+Here every query row, a single step's included, attends through one call: torch's scaled dot-product attention for
+one query, softmax(q k^T / sqrt(d)) v, over exactly the keys it may see, gathered in order into a tensor of their
+own (a causal row: the cache and the new tokens up to itself; a tree node: the cache and its ancestors), no mask.
+A step over one token and each row of a pass over many then run identical arithmetic on identical inputs.
+Registered with transformers' attention interface as :data:`ROW_ATTENTION`; its masks are built as for ``sdpa``.
 """
 
 from __future__ import annotations
@@ -19,24 +19,24 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from transformers import AttentionInterface
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
 ROW_ATTENTION = "specviz_rows"
 
 
-def keys_seen(mask: torch.Tensor | None, row: int, rows: int, keys: int, device: torch.device) -> torch.Tensor | None:
-    """The indices (in order) of the keys query ``row`` of ``rows`` attends to: under a (batch 1) 4-D mask, bool
-    (True: seen) or additive (0: seen); without one (transformers' causal skip), the cache and the rows up to itself.
-    None where it sees all ``keys``."""
+def keys_seen(mask: torch.Tensor | None, row: int, rows: int, keys: int) -> int | torch.Tensor:
+    """The keys query ``row`` of ``rows`` attends to: under a (batch 1) 4-D mask, bool (True: seen) or additive (0:
+    seen); without one (transformers' causal skip), the cache and the rows up to itself. A count n where they are
+    the first n keys (a causal row), else their indices in order (a tree node: the cache and its ancestors)."""
     if mask is None:
-        seen_count = keys - rows + row + 1
-        return None if seen_count == keys else torch.arange(seen_count, device=device)
+        return keys - rows + row + 1
     seen = mask[0, 0, row, -keys:]
     seen = seen if seen.dtype == torch.bool else seen == 0
-    return None if bool(seen.all()) else seen.nonzero().flatten()
+    count = int(seen.sum())
+    return count if bool(seen[:count].all()) else seen.nonzero().flatten()
 
 
 def attention_by_rows(
@@ -45,21 +45,27 @@ def attention_by_rows(
     key: torch.Tensor,
     value: torch.Tensor,
     attention_mask: torch.Tensor | None,
-    **kwargs: Any,
+    scaling: float | None = None,
+    **_: Any,
 ) -> tuple[torch.Tensor, None]:
-    """transformers' attention signature: query (1, heads, T, d), key and value (1, kv heads, S, d) -> (1, T, heads,
-    d), each of the T rows through ``sdpa`` as one token over the keys it sees (:func:`keys_seen`), contiguous."""
+    """transformers' attention signature (inference): query (1, heads, T, d), key and value (1, kv heads, S, d) ->
+    (1, T, heads, d). Each row is one token's attention, softmax(q k^T * scaling) v, over the keys it sees
+    (:func:`keys_seen`) gathered into a contiguous tensor of their own (the cache of a single step is one), the
+    key/value heads shared in place, no mask."""
     if query.shape[0] != 1:
         raise ValueError("attention by rows computes one sequence at a time")
     rows = []
     for row in range(query.shape[2]):
-        seen = keys_seen(attention_mask, row, query.shape[2], key.shape[2], key.device)
-        keys, values = (key, value) if seen is None else (key[:, :, seen], value[:, :, seen])
-        out, _ = sdpa_attention_forward(
-            module, query[:, :, row : row + 1], keys.contiguous(), values.contiguous(), None, **kwargs
+        seen = keys_seen(attention_mask, row, query.shape[2], key.shape[2])
+        keys, values = (
+            (key[:, :, :seen], value[:, :, :seen]) if isinstance(seen, int) else (key[:, :, seen], value[:, :, seen])
         )
-        rows.append(out)
-    return torch.cat(rows, dim=1), None
+        rows.append(
+            F.scaled_dot_product_attention(
+                query[:, :, row : row + 1], keys.contiguous(), values.contiguous(), scale=scaling, enable_gqa=True
+            )
+        )
+    return torch.cat(rows, dim=2).transpose(1, 2).contiguous(), None
 
 
 AttentionInterface.register(ROW_ATTENTION, attention_by_rows)
