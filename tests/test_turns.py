@@ -79,3 +79,16 @@ def test_a_turn_waited_for_past_the_bound_is_taken_anyway_and_the_count_stays_wh
     turns.give_back()
     late.join(SETTLE_S)
     assert order == ["late"]
+
+
+def test_the_servers_page_runs_switch_the_gil_finely():
+    """A process that imports the app's main script code (as the server does) hands the GIL over every
+    SWITCH_INTERVAL_S, not CPython's 5 ms: the event loop starting 300 sessions' threads waits that much less."""
+    import subprocess
+    import sys
+
+    from specviz.serving.turns import SWITCH_INTERVAL_S
+
+    code = "import sys, specviz.ui.app; print(sys.getswitchinterval())"
+    said = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert float(said) == SWITCH_INTERVAL_S < 0.005

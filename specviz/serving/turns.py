@@ -10,15 +10,24 @@ up, each session's paint leaves as soon as it is built, and the rest follows onc
 
 A run that blocks (waiting for a shared computation, loading a pair) gives its turn back first, so a turn never waits
 on a computation; a turn waited for longer than :data:`TURN_WAIT_S` is taken anyway, so nothing waits forever.
+
+The event loop also starts each session's script thread, and ``Thread.start`` waits until the new thread has run,
+which takes the GIL: with the turns' runs holding it, CPython hands it over only when a holder has run for its switch
+interval (5 ms by default), so 300 arriving sessions were started one every few intervals, each first message
+leaving seconds late. The server process switches every :data:`SWITCH_INTERVAL_S` instead (``sys.setswitchinterval``:
+a thread waiting for the GIL gets it that much sooner; torch's kernels release it while they run, so decoding does
+not pay for it). docs/benchmarks.md has the hall measured both ways.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import deque
 
 SLOTS = 2  # runs building at once (one or two measured alike on 2 cores, three twice as slow: the loop starves)
 TURN_WAIT_S = 30.0  # the longest a run waits for a turn; then it builds anyway
+SWITCH_INTERVAL_S = 0.0005  # the GIL's switch interval in the server (CPython's default 0.005)
 
 
 class Turns:
@@ -62,3 +71,4 @@ class Turns:
 
 
 TURNS = Turns()  # the process's page runs
+sys.setswitchinterval(SWITCH_INTERVAL_S)  # this module is imported by the server's page runs alone
