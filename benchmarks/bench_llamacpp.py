@@ -8,7 +8,9 @@ measure them (the target alone, then speculative decoding), for each configurati
 alone takes the pair's fastest exact configuration measured on this machine for it (``--fastest``), and
 ``TARGET/DRAFT/GAMMA`` names the draft's precision and γ. Then the ratios, from this one run: the app's speculative
 tokens/s over llama.cpp's best (the better of its target alone and its best speculative run), and speculation's
-gain on each target. With ``llama-bench`` beside the server, llama.cpp's pass over k tokens is timed too and kept
+gain on each target. Beside each race's target alone, transformers' ``generate`` on the same loaded target (same
+kernels, same prompts and lengths): every speedup's denominator must be at least as fast (the honest baseline). With
+``llama-bench`` beside the server, llama.cpp's pass over k tokens is timed too and kept
 for the roofline view (:mod:`specviz.analysis.peer_passes`).
 
 llama.cpp's tokens/s are its own ``timings``: generation only (``predicted_per_second``), and end to end with the
@@ -45,6 +47,7 @@ from specviz.analysis.defaults import fastest_config
 from specviz.analysis.peer_passes import PASS_TOKENS, read_llama_bench, store_peer_passes
 from specviz.analysis.race import run_race
 from specviz.engine import load_pair
+from specviz.models.loaded import LoadedModel
 from specviz.models.loading import encode_prompt, forget_loaded_models, load_location
 from specviz.models.machine import cpu_name, matrix_units_in_words, resident_bytes
 from specviz.models.published import QWEN_CODER_05B, QWEN_CODER_15B, kept_gguf
@@ -139,9 +142,21 @@ def llamacpp_runs(server: Path, extra: list[str], prompts: list[list[int]], max_
             process.terminate()
 
 
-def app_runs(wanted: str, prompts: list[list[int]], max_new: int) -> tuple[str, list, list]:
-    """The race on each prompt for ``wanted`` (TARGET or TARGET/DRAFT/GAMMA): (the configuration in words, target
-    lanes, speculative lanes), each lane a :class:`Run`."""
+def generate_run(target: LoadedModel, ids: list[int], max_new: int) -> Run:
+    """transformers' ``generate`` on the same loaded target (same kernels), greedy: the honest baseline's peer."""
+    prompt = torch.tensor([ids])
+    start = time.perf_counter()
+    with target.lock, torch.inference_mode():
+        out = target.model.generate(
+            prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=max_new
+        )
+    seconds, new = time.perf_counter() - start, out[0, len(ids) :].tolist()
+    return Run(len(new), len(new) / seconds, len(new) / seconds, tuple(new))
+
+
+def app_runs(wanted: str, prompts: list[list[int]], max_new: int) -> tuple[str, list, list, list]:
+    """The race on each prompt for ``wanted`` (TARGET or TARGET/DRAFT/GAMMA), then ``generate`` on the same target:
+    (the configuration in words, target lanes, speculative lanes, generate's runs), each a :class:`Run`."""
     dtype, *given = wanted.split("/")
     config = pair_config("qwen-coder", dtype, max_new)
     if given:
@@ -152,16 +167,17 @@ def app_runs(wanted: str, prompts: list[list[int]], max_new: int) -> tuple[str, 
     config = config.replace(max_new_tokens=max_new)
     pair = load_pair(config)
     chosen = f"{chosen}; resident after loading {resident_bytes() / 1e9:.2f} GB"
-    alone, speculative = [], []
+    alone, speculative, generated = [], [], []
     for ids in prompts:
         summary = run_race([(config, pair)], None, ids).summary()
         for lane, into in (("target_alone", alone), ("speculative", speculative)):
             data = summary[lane]
             into.append(Run(len(data["output_ids"]), data["tokens_per_s"], data["tokens_per_s"], data["output_ids"]))
+        generated.append(generate_run(pair.target, ids, max_new))
     del pair
     forget_loaded_models()
     gc.collect()
-    return chosen, alone, speculative
+    return chosen, alone, speculative, generated
 
 
 def median(runs: list[Run], field: str) -> float:
@@ -229,10 +245,11 @@ def main() -> None:
         peer_best = max(peer_best, median(runs, "generation_tps"))
     measure_peer_passes(server, args.threads)
     for wanted in args.app.split(","):
-        chosen, alone, speculative = app_runs(wanted, prompts, args.max_new)
+        chosen, alone, speculative, generated = app_runs(wanted, prompts, args.max_new)
         dtype = wanted.split("/")[0]
         print(f"\n  the app, target in {dtype}: {chosen}")
-        report(f"app {dtype} target alone", alone, None)
+        report(f"transformers generate, {dtype} target", generated, None)
+        report(f"app {dtype} target alone (the race's lane)", alone, generated)
         report(f"app {dtype} speculative", speculative, alone)
         gain = median(speculative, "end_to_end_tps") / median(alone, "end_to_end_tps")
         over_peer = median(speculative, "end_to_end_tps") / peer_best
