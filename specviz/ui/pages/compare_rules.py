@@ -25,7 +25,9 @@ elif config is not None and trace is not None and rounds:
     table = ui.shared_result(Work("rules", config, prompt, (choice,)))
     if table is not None:
         st.plotly_chart(comparison.rules_grid_figure(table, [p.text for p in rnd.draft]), width="stretch")
-        st.download_button("Download verdicts (CSV)", table.to_csv(index=False), "specviz-rules.csv", "text/csv")
+        st.download_button(
+            "Download verdicts (CSV)", table.to_csv(index=False), "specviz-rules.csv", "text/csv", on_click="ignore"
+        )
 
     st.subheader("Where the lossy settings depart from the target's own greedy text")
     st.markdown(
@@ -36,4 +38,10 @@ elif config is not None and trace is not None and rounds:
     if table is not None:
         st.markdown(rules.beta_effect(table))
         st.dataframe(rules.departures_table(table), hide_index=True, width="stretch")
-        st.download_button("Download departures (CSV)", table.to_csv(index=False), "specviz-departures.csv", "text/csv")
+        st.download_button(
+            "Download departures (CSV)",
+            table.to_csv(index=False),
+            "specviz-departures.csv",
+            "text/csv",
+            on_click="ignore",
+        )

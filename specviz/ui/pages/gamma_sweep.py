@@ -104,7 +104,9 @@ if config is not None and gammas and swept_pair is not None:
         below_one = below_one_sentence(model_profile(swept_pair.target).verify_costs).strip()
         if below_one:
             st.caption(f"The v(k) column prices each run's rounds from this machine's profile. {below_one}")
-        st.download_button("Download sweep (CSV)", table.to_csv(index=False), "specviz-gamma-sweep.csv", "text/csv")
+        st.download_button(
+            "Download sweep (CSV)", table.to_csv(index=False), "specviz-gamma-sweep.csv", "text/csv", on_click="ignore"
+        )
 
 st.subheader("Draft vocabulary: what the head size K does (FR-Spec)")
 st.markdown(

@@ -57,7 +57,9 @@ else:
     left, middle, right = st.columns(3)
     if left.button(f"Prepare the lecture ({len(plan.works)} computations)", type="primary"):
         prepare(plan, pool)
-    middle.download_button("Save the lecture plan (JSON)", plan.to_json(), "specviz-lecture.json", "application/json")
+    middle.download_button(
+        "Save the lecture plan (JSON)", plan.to_json(), "specviz-lecture.json", "application/json", on_click="ignore"
+    )
     if right.button("Clear the plan"):
         own_recording().replace(LecturePlan((), ()))
         st.rerun()

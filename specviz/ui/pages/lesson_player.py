@@ -34,6 +34,10 @@ if trace is not None and not trace.rounds:
 elif config is not None and trace is not None:
     page = ui.show_player(trace, config, prompt, defaults, linked_round, view)
     st.download_button(
-        "Download this lesson (one HTML file, opens with no server)", lambda: page, "specviz-lesson.html", "text/html"
+        "Download this lesson (one HTML file, opens with no server)",
+        lambda: page,
+        "specviz-lesson.html",
+        "text/html",
+        on_click="ignore",
     )
     export_downloads(drafting_run(trace), "trace")

@@ -147,4 +147,6 @@ if config is not None:
             "1), not that the rule is right. The speculative rule's p-values are spread evenly: below 1% about one "
             "time in a hundred."
         )
-        st.download_button("Download samples (CSV)", table.to_csv(index=False), "specviz-samples.csv", "text/csv")
+        st.download_button(
+            "Download samples (CSV)", table.to_csv(index=False), "specviz-samples.csv", "text/csv", on_click="ignore"
+        )

@@ -172,4 +172,5 @@ if config is not None and trace is not None and trace.rounds:
         ).to_csv(index=False),
         "specviz-metrics.csv",
         "text/csv",
+        on_click="ignore",
     )

@@ -113,4 +113,5 @@ elif config is not None:
                 ),
                 "specviz-drafters.csv",
                 "text/csv",
+                on_click="ignore",
             )

@@ -47,7 +47,11 @@ if config is not None and trace is not None and trace.output_ids:
             "whether it is here, and up to which γ, the roofline below measures."
         )
         st.download_button(
-            "Download timings (CSV)", pd.DataFrame([measured]).to_csv(index=False), "specviz-timing.csv", "text/csv"
+            "Download timings (CSV)",
+            pd.DataFrame([measured]).to_csv(index=False),
+            "specviz-timing.csv",
+            "text/csv",
+            on_click="ignore",
         )
 
     st.subheader("This machine's roofline: why verification is (nearly) free here, or not", anchor="roofline")

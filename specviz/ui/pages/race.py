@@ -86,4 +86,10 @@ if config is not None:
                 icon=":material/casino:",
                 label="Sampling keeps the target's distribution, not its text: the Losslessness lab",
             )
-        st.download_button("Download the race (one HTML file, opens offline)", page, "specviz-race.html", "text/html")
+        st.download_button(
+            "Download the race (one HTML file, opens offline)",
+            page,
+            "specviz-race.html",
+            "text/html",
+            on_click="ignore",
+        )

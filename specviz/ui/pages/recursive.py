@@ -45,5 +45,9 @@ if config is not None:
             st.markdown(tree_vs_chain.verdict(table))
             st.dataframe(tree_vs_chain.readable(table), hide_index=True, width="stretch")
             st.download_button(
-                "Download comparison (CSV)", table.to_csv(index=False), "specviz-tree-vs-chain.csv", "text/csv"
+                "Download comparison (CSV)",
+                table.to_csv(index=False),
+                "specviz-tree-vs-chain.csv",
+                "text/csv",
+                on_click="ignore",
             )

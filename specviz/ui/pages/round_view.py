@@ -30,13 +30,25 @@ elif config is not None and trace is not None:
     # built when clicked, not for every session that opens the link
     shown = trace  # bound here: the callbacks do not see the global's narrowing to a Trace
     left.download_button(
-        "Download trace (JSON)", lambda: shown.to_json(indent=1), "specviz-trace.json", "application/json"
+        "Download trace (JSON)",
+        lambda: shown.to_json(indent=1),
+        "specviz-trace.json",
+        "application/json",
+        on_click="ignore",
     )
     middle.download_button(
-        "Download tokens (CSV)", lambda: tables.token_table(shown).to_csv(index=False), "specviz-tokens.csv", "text/csv"
+        "Download tokens (CSV)",
+        lambda: tables.token_table(shown).to_csv(index=False),
+        "specviz-tokens.csv",
+        "text/csv",
+        on_click="ignore",
     )
     right.download_button(
-        "Download the lesson (HTML, no server needed)", lambda: player, "specviz-lesson.html", "text/html"
+        "Download the lesson (HTML, no server needed)",
+        lambda: player,
+        "specviz-lesson.html",
+        "text/html",
+        on_click="ignore",
     )
     st.caption(
         "What vLLM would report for this run (its metric names; the page *Your engine's numbers* reads them back):"
