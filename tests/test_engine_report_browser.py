@@ -25,6 +25,15 @@ def app_url(embedded):  # the embedded fixture makes sure the de-quantised cache
         yield url
 
 
+def settled_metrics(page) -> dict[str, str]:
+    """The metrics once the verdict and the metrics above it are drawn: a page's elements reach the browser as they
+    are built, so the verdict's text can show before the columns of metrics above it have rendered."""
+    page.get_by_text("Verdict.").wait_for(timeout=PAGE_S)
+    for label in ("drafted tokens", "α (i.i.d.)"):
+        page.locator('[data-testid="stMetricLabel"]', has_text=label).first.wait_for(timeout=PAGE_S)
+    return shown_metrics(page)
+
+
 def shown_metrics(page) -> dict[str, str]:
     """Each metric's label and value, as the page shows them now."""
     return {
@@ -48,9 +57,8 @@ def test_a_pasted_llamacpp_log_shows_its_curve_and_verdict_and_a_malformed_one_a
         page.goto(f"{app_url}/engine_report")
         page.get_by_text("Nothing read yet").wait_for(timeout=PAGE_S)
         paste(page, log)
-        page.get_by_text("Verdict.").wait_for(timeout=PAGE_S)
         page.locator(".js-plotly-plot .legendtext").first.wait_for(timeout=PAGE_S)
-        values = shown_metrics(page)
+        values = settled_metrics(page)
         read = ("drafts", "drafted tokens", "accepted tokens", "acceptance rate", "mean acceptance length")
         # its last statistics line: 27 drafts, 92 of 106 accepted, 1 + 92 / 27 = 4.41 tokens per pass at k = 4
         assert [values[label] for label in read] == ["27", "106", "92", "0.868", "4.41"]
@@ -95,15 +103,13 @@ def test_the_round_views_export_reads_back_to_the_traces_numbers(app_url, tmp_pa
         page.get_by_text("Nothing read yet").wait_for(timeout=PAGE_S)
         page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(prometheus)
         page.get_by_text("Read vllm's Prometheus /metrics.").wait_for(timeout=PAGE_S)
-        page.get_by_text("Verdict.").wait_for(timeout=PAGE_S)  # drawn after the metrics
-        values = shown_metrics(page)
+        values = settled_metrics(page)
         assert {label: values[label] for label in expected} == expected
         # the upload removed, the per-request JSON pasted instead
         page.get_by_role("button", name=f"Remove {prometheus.name}").click()
         page.get_by_text("Nothing read yet").wait_for(timeout=PAGE_S)
         paste(page, request)
         page.get_by_text("Read vllm's per-request JSON.").wait_for(timeout=PAGE_S)
-        page.get_by_text("Verdict.").wait_for(timeout=PAGE_S)  # drawn after the metrics
-        values = shown_metrics(page)
+        values = settled_metrics(page)
         assert {label: values[label] for label in expected} == expected
         assert page.locator('[data-testid="stException"]').count() == 0
