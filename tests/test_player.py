@@ -16,7 +16,7 @@ from specviz.engine import speculative_decode
 from specviz.limits import DEFAULT_PROMPT
 from specviz.presentation.boxes import display_text
 from specviz.presentation.player import embedded_json, lesson_html
-from specviz.rules.registry import rule_entry
+from specviz.registry.rules import rule_entry
 from specviz.serving.processes import CHROMIUM_ARGS
 
 from .test_browser import ARTIFACTS

@@ -18,7 +18,7 @@ from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
 from specviz.models.loading import QUANTISATIONS
 from specviz.models.machine import resolve_device
-from specviz.rules.registry import GREEDY
+from specviz.registry.rules import GREEDY
 from specviz.rules.theory import expected_speedup
 
 DRAFT_PRECISIONS = tuple(d for d in limits.DRAFT_DTYPES if d)  # the draft model's own precisions (None: the target's)

@@ -24,7 +24,7 @@ from specviz.analysis.common import decoding_seconds, units_in_budget
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
 from specviz.engine.trace import TopTokens, Trace
-from specviz.rules.registry import GREEDY
+from specviz.registry.rules import GREEDY
 
 
 @dataclass(frozen=True)

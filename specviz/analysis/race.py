@@ -25,13 +25,13 @@ from specviz.analysis.paired import disagree
 from specviz.analysis.race_verdicts import verdict
 from specviz.analysis.roofline import draft_profile
 from specviz.config import DecodeConfig
-from specviz.drafters.registry import DRAFTERS, drafter_entry
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import REJECTED, Round, Trace
 from specviz.models.machine import cpu_name
 from specviz.models.pair import prompt_ids_for
 from specviz.models.profile import model_profile
+from specviz.registry.drafters import DRAFTERS, drafter_entry
 
 TARGET_LANE = "target alone"
 WARM_UP_TOKENS = 2  # each decoder's first tokens, run once before the clock starts (allocations, caches)

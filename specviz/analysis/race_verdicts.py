@@ -7,7 +7,7 @@ same text, under sampling, and no promise under a lossy rule."""
 from __future__ import annotations
 
 from specviz.config import DecodeConfig
-from specviz.rules.registry import rule_entry, rule_for
+from specviz.registry.rules import rule_entry, rule_for
 
 EXACT_PRECISIONS = {
     "float32": "as greedy decoding in float32 guarantees",

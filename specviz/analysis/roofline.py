@@ -17,12 +17,12 @@ import pandas as pd
 
 from specviz.config import DecodeConfig
 from specviz.drafters.modules import draft_source
-from specviz.drafters.registry import drafter_entry
 from specviz.engine import ModelPair
 from specviz.models.kernels import ONEDNN
 from specviz.models.machine import matrix_units_in_words
 from specviz.models.profile import FLAT, PassProfile, model_profile, pass_profile
 from specviz.models.rates import MachineRates
+from specviz.registry.drafters import drafter_entry
 from specviz.rules.theory import expected_speedup
 
 KERNEL_WORDS = {ONEDNN: "oneDNN's kernels on packed weights", "default": "torch's default kernels"}

@@ -11,9 +11,9 @@ from specviz.drafters.modules import draft_source, states_module
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.records import status_of
 from specviz.models.forwards import KVCachedSequence, full_forward
+from specviz.registry.rules import GREEDY, RULE_ENTRIES, TOP_BETA, rule_entry
 from specviz.rules.acceptance import check_block
 from specviz.rules.distributions import one_hot
-from specviz.rules.registry import GREEDY, RULE_ENTRIES, TOP_BETA, rule_entry
 
 
 def score_draft(

@@ -6,8 +6,8 @@ import pandas as pd
 
 from specviz.analysis.common import Progress, _tick, stats_of
 from specviz.config import DecodeConfig
-from specviz.drafters.registry import chain_drafter, drafter_entry
 from specviz.engine import ModelPair, speculative_decode
+from specviz.registry.drafters import chain_drafter, drafter_entry
 
 
 def tree_vs_chain(

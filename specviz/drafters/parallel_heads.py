@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from specviz import WEIGHTS_DIR
-from specviz.drafters.registry import parallel_kinds
+from specviz.registry.drafters import parallel_kinds
 
 
 class BlockwiseHeads(nn.Module):

@@ -28,7 +28,7 @@ from specviz.engine.trace import Round, Trace
 from specviz.presentation import render, tree_drawing
 from specviz.presentation.race import race_section
 from specviz.presentation.render import script_safe
-from specviz.rules.registry import rule_entry
+from specviz.registry.rules import rule_entry
 
 TEMPLATE = Path(__file__).with_name("player_template.html")
 

@@ -20,7 +20,7 @@ from specviz.config import DecodeConfig
 from specviz.engine import prompt_ids_for
 from specviz.engine.trace import Trace
 from specviz.models.profile import PassProfile, model_profile
-from specviz.rules.registry import GREEDY
+from specviz.registry.rules import GREEDY
 from specviz.serving import prices
 from specviz.serving.jobs import ProgressFn
 from specviz.serving.pairs import pair_for, trace_key

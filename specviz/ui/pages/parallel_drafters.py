@@ -9,7 +9,6 @@ import streamlit as st
 from specviz import ui
 from specviz.analysis import common, drafters
 from specviz.drafters.modules import shipped_weights
-from specviz.drafters.registry import chain_drafter, drafter_entry, state_drafters
 from specviz.engine import prompt_ids_for
 from specviz.limits import shipped_weights_fit
 from specviz.presentation.drafter_figures import (
@@ -17,6 +16,7 @@ from specviz.presentation.drafter_figures import (
     confidence_calibration_figure,
     drafter_attention_figure,
 )
+from specviz.registry.drafters import chain_drafter, drafter_entry, state_drafters
 from specviz.serving.works import Work
 from specviz.ui.state import page_key
 

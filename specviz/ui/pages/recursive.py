@@ -4,7 +4,7 @@ import streamlit as st
 
 from specviz import ui
 from specviz.analysis import tree_vs_chain
-from specviz.drafters.registry import drafter_entry
+from specviz.registry.drafters import drafter_entry
 from specviz.serving.works import Work
 
 linked_round = ui.linked_round()  # read before the sidebar rewrites the URL
