@@ -7,13 +7,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from specviz.analysis.common import SWEEP_TOKENS_MAX, Progress, _tick, decoding_seconds, stats_of, units_in_budget
+from specviz.analysis.common import SWEEP_TOKENS_MAX, _tick, decoding_seconds, stats_of, units_in_budget
 from specviz.analysis.metrics import pooled_acceptance_by_position
 from specviz.config import DecodeConfig
 from specviz.drafters.parallel import drafter_inputs
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.trace import NOT_VERIFIED, Trace
 from specviz.models.profile import model_profile
+from specviz.progress import Progress
 from specviz.registry.drafters import DRAFTERS
 
 COMPARE_PROMPTS_MAX = 2  # every drafter and the target alone decode each

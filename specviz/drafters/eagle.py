@@ -54,7 +54,7 @@ from specviz.drafters.eagle_head import (
     trimmed_rows,
 )
 from specviz.drafters.tree import beam_children, tree_attention
-from specviz.models.forwards import KVCachedSequence, TreeLayout, common_prefix, states_forward
+from specviz.models.forwards import KVCachedSequence, TreeLayout, states_forward
 from specviz.models.llama_step import LlamaWeights, causal_mask, llama_weights
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
@@ -62,6 +62,7 @@ from specviz.registry.drafter_settings import EagleSettings
 from specviz.registry.rules import rule_for
 from specviz.rules.acceptance import Rule
 from specviz.settings import ConfigError
+from specviz.token_lists import common_prefix
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
 from specviz.engine.trace import Trace
+from specviz.progress import TextProgress
 from specviz.serving.jobs import Job
 from specviz.serving.pairs import LOADING_NOTE, describe_failure, pair_for
 from specviz.serving.sharedwork import Place, SharedWork
@@ -118,14 +119,11 @@ def redraw_interval(sharers: int) -> float:
     return min(LONGEST_SLEEP_SECONDS, max(HEARTBEAT_SECONDS, sharers / WAKEUPS_PER_SECOND))
 
 
-Progress = Callable[[int, int, str], None]
-
-
-def decoding(config: DecodeConfig, prompt: str) -> Callable[[Progress], Trace]:
+def decoding(config: DecodeConfig, prompt: str) -> Callable[[TextProgress], Trace]:
     """The shared computation of ``config``'s trace on ``prompt``: load the pair (once per process), decode,
     reporting progress over rounds (the config was validated where it was built)."""
 
-    def compute(on_progress: Progress) -> Trace:
+    def compute(on_progress: TextProgress) -> Trace:
         on_progress(0, config.max_new_tokens, LOADING_NOTE)
         return speculative_decode(
             config,

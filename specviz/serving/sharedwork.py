@@ -32,7 +32,7 @@ from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
 from specviz.serving.estimates import expected_run, queue_wait, record_run, remaining_seconds
-from specviz.serving.jobs import Abandoned, Compute, Job, Place
+from specviz.serving.jobs import Abandoned, Job, JobComputation, Place
 from specviz.serving.store import ByteBoundedStore
 
 if TYPE_CHECKING:
@@ -87,7 +87,9 @@ class SharedWork:
                 return True
         return self.shared is not None and (self.shared.busy(key) or self.cached(key) is not None)
 
-    def submit(self, key: Hashable, compute: Compute, session: str, label: str, priced_s: float | None = None) -> Job:
+    def submit(
+        self, key: Hashable, compute: JobComputation, session: str, label: str, priced_s: float | None = None
+    ) -> Job:
         """The job computing ``key``, joined by ``session`` (a new one is queued if none is in flight; ``priced_s``:
         what it costs, priced before it runs, where known).
 
