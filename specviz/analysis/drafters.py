@@ -1,4 +1,4 @@
-"""Parallel drafters and EAGLE (seed 003; the Parallel drafters page). Pure data in, plain data (pandas) out; no
+"""Parallel drafters and EAGLE (the Parallel drafters page). Pure data in, plain data (pandas) out; no
 streamlit."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""The race (seed 001, live): the target alone and speculative decoding on one wall clock, measured on this machine.
+"""The race (live): the target alone and speculative decoding on one wall clock, measured on this machine.
 
-Seed 001 draws autoregressive decoding beside draft-and-verify. A race runs both on the same prompt, settings and
+Autoregressive decoding beside draft-and-verify (Leviathan et al. 2023; Chen et al. 2023), timed. A race runs both
+on the same prompt, settings and
 kernels, one after the other on the server's worker (never both at once on shared cores), and records when each
 token was committed: the target alone through the engine's own autoregressive loop (:func:`autoregressive_decode`,
 one forward per token), each speculative lane through its trace's rounds (``Round.ended_ms``; a verified block lands

@@ -3,8 +3,8 @@
 A decoding pass over n tokens reads every weight once and does 2 N n FLOPs (N parameters). Its time is at least
 the larger of the memory bound, weight bytes / bandwidth, flat in n, and the compute bound, 2 N n / FLOP rate,
 growing with n (the roofline model, Williams et al. 2009). While the memory bound is the larger, a pass over
-k + 1 tokens costs about one token's step: v(k) ~ 1, verification is nearly free (Leviathan et al. 2023, Sec. 4;
-seed 004), and the best block size is large. The measured curve shows where this machine's kernels leave that.
+k + 1 tokens costs about one token's step: v(k) ~ 1, verification is nearly free (Leviathan et al. 2023, Sec. 3.4
+and 4), and the best block size is large. The measured curve shows where this machine's kernels leave that.
 
 Pure data in, plain data out; no streamlit.
 """

@@ -132,7 +132,7 @@ def play_round(run: DecodeRun, committed: list[int], max_block: int, index: int)
         target_forward_passes=1,
         target_positions=proposal.size + 1,
         target_pass_ms=pass_ms,
-        exit_threshold=proposal.exit_threshold,
+        exit_threshold=proposal.exit_threshold if isinstance(proposal, DraftBlock) else None,  # trees: no exit
         tree=outcome.tree,
     )
 

@@ -3,7 +3,8 @@
 Whether speculative decoding pays is decided by two measured numbers (Leviathan et al. 2023, Sec. 3-4): the
 draft's cost per drafted token over the target's one-token step (c), and the target's pass over k + 1 tokens in
 one-token steps, v(k) = T(k + 1) / T(1). Where a step streams every weight from memory and the arithmetic is
-spare, T is flat in k and v(k) ~ 1 (seed 004's claim); where the kernel is compute-bound or takes a slow path,
+spare, T is flat in k and v(k) ~ 1 (Leviathan et al. 2023, Sec. 3.4's assumption); where the kernel is
+compute-bound or takes a slow path,
 v grows with k and a large block loses. Which holds depends on the CPU (AMX tiles, AVX-512 with bfloat16 dot
 products, AVX2 only), the precision and the matrix kernel, so the app measures it instead of guessing: for each
 (model, precision, kernel path, device, CPU, torch version) the cached pass over 1..9 new tokens after a

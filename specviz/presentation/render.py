@@ -114,7 +114,8 @@ def _emitted_cells(rnd: Round) -> list[str]:
 
 
 def round_rows_html(trace: Trace, rnd: Round) -> str:
-    """The six rows of one round (seed 000's layout) as an HTML block."""
+    """The six rows of one round (the draft-then-verify round of SpecDec, Xia et al. 2023, one row per stage) as an
+    HTML block."""
     gamma = trace.config.gamma
     rule = rule_entry(trace.config.rule)
     shown = rule.candidates_shown(trace.config)

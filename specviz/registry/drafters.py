@@ -39,7 +39,8 @@ class DrafterEntry:
     (block = tree depth); ``tree_when``: the boolean setting that makes it propose a tree instead of a chain.
     ``drafts_from``: what a round view says the round drafted from (``{position}``, ``{token}``: the last token the
     target verified; ``{pending}``: the token after it), for drafters that draft from the target's own states.
-    ``mask_slots``: it drafts into [MASK] slots appended to its input (SpecDec's drafter), the picture seed 000's
+    ``mask_slots``: it drafts into [MASK] slots appended to its input (SpecDec's drafter), the picture SpecDec's
+    (Xia et al. 2023)
     "Decoder input" row draws. ``attention_title``: the Parallel drafters page draws its learned attention so titled.
     """
 

@@ -66,7 +66,8 @@ class Rule(Protocol):
     ) -> Verdict: ...
 
     def acceptance_alpha(self, target_probs: torch.Tensor, draft_probs: torch.Tensor) -> float:
-        """α at this position: the probability the rule accepts a fresh draft (DESIGN.md, per rule)."""
+        """α at this position: the probability the rule accepts a fresh draft (each rule's own: Leviathan et al.
+        2023, Sec. 3.1, for sampling)."""
         ...
 
     def candidates(self, target_probs: torch.Tensor) -> tuple[int, ...] | None:

@@ -1,4 +1,4 @@
-"""The widget each config field becomes, generated from its :class:`~specviz.config.Param` (label, range, help,
+"""The widget each config field becomes, generated from its :class:`~specviz.settings.Param` (label, range, help,
 choices), enabled by the registry entries of the chosen drafter and rule; and the conversions between a widget's
 state and the field's value."""
 

@@ -1,4 +1,5 @@
-"""Parallel drafters (seed 003): Blockwise heads (shared attention) versus a Spec-Drafter with [MASK] queries, and EAGLE
+"""Parallel drafters (Stern et al. 2018; Xia et al. 2023; Li et al. 2024): Blockwise heads (shared attention)
+versus a Spec-Drafter with [MASK] queries, and EAGLE
 (one layer drafting on the target's own features)."""
 
 from functools import partial

@@ -1,4 +1,4 @@
-"""The race (seed 001, live): the target alone and speculative decoding writing the same answer on one clock."""
+"""The race (live): the target alone and speculative decoding writing the same answer on one clock."""
 
 from urllib.parse import urlencode
 

@@ -1,4 +1,4 @@
-"""Recursive Speculative Decoding (seed 002): draft trees, one-pass tree verification, recursive rejection."""
+"""Recursive Speculative Decoding (Jeon et al. 2024): draft trees, one-pass tree verification, recursive rejection."""
 
 import streamlit as st
 
