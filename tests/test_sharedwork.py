@@ -251,14 +251,14 @@ def test_a_waiting_page_sleeps_longer_the_more_sessions_share_its_run():
 
 
 def test_a_run_a_class_waits_for_is_told_from_one_user_computing():
-    from specviz.serving.pool import HALL_SHARERS, hall_run
+    from specviz.serving.pool import CLASSROOM_SHARERS, classroom_run
 
     work, gate = SharedWork(max_bytes=2**20, workers=1), threading.Event()
     lone = work.submit("seed 1", gated(gate, "one"), "s0", "Decoding")
     wait_until(lambda: lone.state == "running")
-    assert hall_run(work) is None  # a newcomer does not wait for one user's run
-    for i in range(1, HALL_SHARERS):
+    assert classroom_run(work) is None  # a newcomer does not wait for one user's run
+    for i in range(1, CLASSROOM_SHARERS):
         work.submit("seed 1", gated(gate, "one"), f"s{i}", "Decoding")
-    assert hall_run(work) is lone  # a class on one link: newcomers let it run first
+    assert classroom_run(work) is lone  # a class on one link: newcomers let it run first
     gate.set()
-    assert lone.finished.wait(NO_HANG) and hall_run(work) is None
+    assert lone.finished.wait(NO_HANG) and classroom_run(work) is None
