@@ -32,7 +32,8 @@ POLL_SECONDS = 0.25  # how often a waiting page reads its place in the queue, al
 HEARTBEAT_SECONDS = 2.0  # a waiting page redraws at least this often when few share its run
 WAKEUPS_PER_SECOND = 100  # all the pages waiting for one run wake about this often in all, however many they are
 LONGEST_SLEEP_SECONDS = 10.0  # the most a waiting page sleeps (the longest a setting changed meanwhile waits)
-CLASSROOM_SHARERS = 8  # a run this many sessions wait for is a class on one link
+CLASSROOM_SHARERS = 8  # a run this many sessions wait for is a class on one link (a judgement: more than a few
+# colleagues sharing a link, far fewer than a lecture's students)
 CLASSROOM_WAIT_SECONDS = 10.0  # the longest a newcomer to a busy classroom lets the run go first
 
 _pool: list[SharedWork] = []
