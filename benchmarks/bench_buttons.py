@@ -19,11 +19,11 @@ from specviz.analysis import lab, lab_sequences
 from specviz.analysis.defaults import PRECISIONS
 from specviz.analysis.draft_precision import draft_precisions_on
 from specviz.config import DecodeConfig
-from specviz.drafters.registry import chain_drafter, drafter_entry, state_drafters
 from specviz.engine import prompt_ids_for
 from specviz.limits import DEFAULT_PROMPT, EMBEDDED, PROMPT_PRESETS
 from specviz.models.machine import cpu_name, matrix_units_in_words
 from specviz.models.profile import model_profile
+from specviz.registry.drafters import chain_drafter, drafter_entry, state_drafters
 from specviz.serving.pairs import pair_for, with_pair_defaults
 from specviz.serving.works import TRACE, Work
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from specviz import limits
-from specviz.drafters.registry import DRAFTERS, drafter_entry, settings_groups
-from specviz.drafters.settings import TreeShape
-from specviz.rules.registry import RULES
-from specviz.rules.settings import RuleSettings
+from specviz.registry.drafter_settings import TreeShape
+from specviz.registry.drafters import DRAFTERS, drafter_entry, settings_groups
+from specviz.registry.rule_settings import RuleSettings
+from specviz.registry.rules import RULES
+from specviz.registry.shared_settings import SharedSettings
 from specviz.settings import Param, SelfChecking, check, check_described, choosing, described_fields
-from specviz.shared_settings import SharedSettings
 
 G = TypeVar("G")  # a drafter's settings group
 
@@ -47,9 +47,15 @@ class DecodeConfig(SharedSettings):
         object.__setattr__(self, "groups", tuple(group(**given) for group, given in groups.items()))
 
     def settings(self, group: type[G]) -> G:
-        """This config's settings group ``group`` (a drafter's, from :mod:`specviz.drafters.settings`); its defaults
-        where the config was made before the group's drafter was registered."""
-        return next((g for g in self.groups if type(g) is group), None) or group()
+        """This config's settings group ``group``, the one way to read one: a drafter's (from
+        :mod:`specviz.registry.drafter_settings`; its defaults where the config was made before the group's drafter
+        was registered) or a rule's (from :mod:`specviz.registry.rule_settings`: flat fields this config extends)."""
+        held = next((g for g in self.groups if type(g) is group), None)
+        if held is not None:
+            return held
+        if isinstance(self, group):  # a rule's group: the config's own fields
+            return group(**{name: getattr(self, name) for name in described_fields(cast(type, group))})
+        return group()
 
     def value(self, name: str) -> Any:
         """A setting by its flat name (a shared field or a group's)."""

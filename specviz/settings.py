@@ -1,7 +1,7 @@
 """How a setting describes itself, and the checks that follow from the description (no model code, no specviz
 imports): the shared :class:`~specviz.config.DecodeConfig` fields and each drafter's settings group
-(:mod:`specviz.drafters.settings`) are dataclasses whose fields carry a :class:`Param`; the CLI's options, the URL
-parser, the sidebar's widgets and the validation are all made from these."""
+(:mod:`specviz.registry.drafter_settings`) are dataclasses whose fields carry a :class:`Param`; the CLI's options,
+the URL parser, the sidebar's widgets and the validation are all made from these."""
 
 from __future__ import annotations
 

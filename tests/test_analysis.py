@@ -13,8 +13,8 @@ from specviz.engine import speculative_decode
 from specviz.models.forwards import KVCachedSequence, full_forward
 from specviz.presentation import comparison, sweep_figures, verification_figures
 from specviz.presentation.tables import token_table
+from specviz.registry.rules import GREEDY, RULES, SAMPLING, TOP_BETA
 from specviz.rules.distributions import softmax32
-from specviz.rules.registry import GREEDY, RULES, SAMPLING, TOP_BETA
 
 PROMPT = [3, 7, 5, 9, 3, 7]
 

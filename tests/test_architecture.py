@@ -1,5 +1,6 @@
-"""The house rules, checked on the source: no import cycles, small modules, streamlit only in the UI,
-every page listed once."""
+"""The house rules, checked on the source: no import cycles (those under ``TYPE_CHECKING`` included), no arrow
+from the config up into the rules or drafters, streamlit only in the UI, every page listed once. A module is as
+long as its idea: past :data:`MODULE_LINES_SOFT` lines the check warns (it does not fail)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ import ast
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 from specviz.ui.navigation import PAGES
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "specviz"
-MODULE_LINES_MAX = 230
+MODULE_LINES_SOFT = 600  # a warning far above a typical module (about 150 lines), never a failure
 
 
 def module_name(path: Path) -> str:
@@ -32,15 +34,17 @@ def without_type_checking(tree: ast.Module) -> ast.Module:
     return tree
 
 
-def imported_modules(path: Path) -> set[str]:
+def imported_modules(path: Path, type_checking: bool = False) -> set[str]:
     """Every specviz module ``path`` imports, at the top or deferred inside a function (a deferred import
     hides a cycle from Python, not from this check), with the packages whose ``__init__`` each runs (except
     the importer's own packages, which Python has begun to initialise before the importer runs). Imports under
-    ``if TYPE_CHECKING:`` are left out: they never run (the type checker reads them)."""
+    ``if TYPE_CHECKING:`` count only with ``type_checking``: they never run, but a reader (and the type checker)
+    follows them all the same."""
     own = module_name(path).split(".")
     own_packages = {".".join(own[:i]) for i in range(1, len(own) + 1)}
     found = set()
-    for node in ast.walk(without_type_checking(ast.parse(path.read_text(encoding="utf-8")))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree if type_checking else without_type_checking(tree)):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -90,13 +94,36 @@ def test_the_package_has_no_import_cycles():
     assert cycles(graph) == []
 
 
+def test_the_package_has_no_import_cycles_even_through_type_checking_imports():
+    graph = {name: imported_modules(path, type_checking=True) - {name} for name, path in MODULES.items()}
+    assert cycles(graph) == []
+
+
+def test_the_config_imports_nothing_from_the_rules_or_drafters():
+    """The registries and settings groups are data below the config (:mod:`specviz.registry`); the torch-heavy
+    packages sit above it and import it, never the other way."""
+    upward = {
+        name
+        for name in imported_modules(MODULES["specviz.config"], type_checking=True)
+        if name.split(".")[:2] in (["specviz", "rules"], ["specviz", "drafters"])
+    }
+    assert len(upward) == 0, upward
+
+
+def test_the_registries_import_no_model_code():
+    for name, path in MODULES.items():
+        if name.startswith("specviz.registry"):
+            assert not {m for m in imported_modules(path) if m.split(".")[1] in ("rules", "drafters", "models")}, name
+
+
 def test_the_cycle_check_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_no_module_is_over_the_line_budget():
-    long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > MODULE_LINES_MAX}
-    assert long == {}
+def test_long_modules_are_only_warned_of():
+    long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > MODULE_LINES_SOFT}
+    if long:
+        warnings.warn(f"modules past {MODULE_LINES_SOFT} lines (split by idea, not by count): {long}", stacklevel=1)
 
 
 def test_only_the_ui_imports_streamlit():
@@ -192,10 +219,10 @@ def test_no_drafter_or_rule_is_named_outside_its_module_and_the_registries():
     """A drafter or rule lives in one place (its module and its registry line): no other module names one in a
     string, nor the lesson player's template (pages, renderers, records and analyses read the registry entries; a
     name a module needs, e.g. the draft-model drafter a sweep runs, is the registry's constant)."""
-    from specviz.drafters.registry import DRAFTERS
-    from specviz.rules.registry import RULES
+    from specviz.registry.drafters import DRAFTERS
+    from specviz.registry.rules import RULES
 
-    names, own = set(DRAFTERS) | set(RULES), {PACKAGE / "drafters", PACKAGE / "rules"}
+    names, own = set(DRAFTERS) | set(RULES), {PACKAGE / "drafters", PACKAGE / "rules", PACKAGE / "registry"}
     named = [
         f"{path.relative_to(ROOT)}:{found}"
         for path in MODULES.values()
@@ -216,7 +243,7 @@ def test_no_rule_class_is_named_outside_its_module_and_the_registry():
     no module but its own and the rule registry names it (an import, a base class, a call), so a new rule is its
     module and one registry line, and the engine, Compare rules and the lab ask the rule, never its type."""
     from specviz.config import DecodeConfig
-    from specviz.rules.registry import RULE_ENTRIES
+    from specviz.registry.rules import RULE_ENTRIES
 
     classes = {type(entry.build(DecodeConfig(rule=entry.name))) for entry in RULE_ENTRIES}
     assert len(classes) == len(RULE_ENTRIES)  # one class per rule

@@ -12,8 +12,8 @@ from specviz.analysis.lab import chi_square_power, goodness_of_fit
 from specviz.config import DecodeConfig
 from specviz.drafters import eagle
 from specviz.drafters.base import DraftTree, TreeNode
+from specviz.drafters.eagle import reranked
 from specviz.drafters.eagle_head import EagleShape, load_head, save_head
-from specviz.drafters.eagle_tree import reranked
 from specviz.engine import ModelPair, eos_ids, speculative_decode
 from specviz.models.forwards import KVCachedSequence
 from specviz.rules.distributions import softmax32

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz.analysis.race_verdicts import verdict
+from specviz.analysis.race import verdict
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
 from specviz.models.forwards import KVCachedSequence, TreeLayout, full_forward

@@ -26,7 +26,7 @@ PACKAGED = [
     "specviz/analysis/numerics.py",
     "specviz/presentation/figures.py",
     "specviz/presentation/player_template.html",
-    "specviz/drafters/registry.py",
+    "specviz/registry/drafters.py",
     "specviz/weights/smollm2-135m-draft.safetensors",
     "specviz/weights/smollm2-135m-draft.json",
     "specviz/data/heldout_prompts.txt",

@@ -12,8 +12,8 @@ from specviz import ui
 from specviz.analysis import metrics
 from specviz.analysis.rules import NEVER
 from specviz.config import DecodeConfig
-from specviz.drafters.registry import DRAFTERS
 from specviz.engine import speculative_decode
+from specviz.registry.drafters import DRAFTERS
 from specviz.serving.pairs import app_defaults
 from specviz.ui.state import page_key
 

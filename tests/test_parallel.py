@@ -9,10 +9,10 @@ import torch
 from specviz.analysis.lab import chi_square_power, goodness_of_fit
 from specviz.config import DecodeConfig
 from specviz.drafters.parallel_heads import default_weights, load_drafter, save_drafter
-from specviz.drafters.registry import DRAFTERS
 from specviz.engine import ModelPair, eos_ids, speculative_decode
+from specviz.registry.drafters import DRAFTERS
+from specviz.registry.rules import GREEDY, RULES, SAMPLING
 from specviz.rules.distributions import softmax32
-from specviz.rules.registry import GREEDY, RULES, SAMPLING
 from specviz.settings import ConfigError
 from specviz.training.parallel_drafters import generate_corpus, train_drafter
 

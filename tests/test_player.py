@@ -16,7 +16,7 @@ from specviz.engine import speculative_decode
 from specviz.limits import DEFAULT_PROMPT
 from specviz.presentation.boxes import display_text
 from specviz.presentation.player import embedded_json, lesson_html
-from specviz.rules.registry import rule_entry
+from specviz.registry.rules import rule_entry
 from specviz.serving.processes import CHROMIUM_ARGS
 
 from .test_browser import ARTIFACTS
@@ -83,7 +83,7 @@ def test_the_lesson_renders_every_round_and_steps_with_the_keyboard(sampled_trac
     assert round_title(page) == f"Round 1 of {count}"
     for index, rnd in enumerate(sampled_trace.rounds, start=1):
         labels = page.locator("#seed .sv-label").all_inner_texts()
-        # seed 000's rows
+        # the round's six rows
         assert labels == ["Prompt", "Decoder input", "Draft", "Verify", "Output", "Next input"], index
         assert verdict_marks(page) == ["✓" if p.status == "accepted" else "✗" for p in rnd.draft], index
         assert page.locator("#seed .sv-struck").count() == sum(p.status != "accepted" for p in rnd.draft)
@@ -262,7 +262,7 @@ BAR_MEASURES = """() => [...document.querySelectorAll('#cards svg.pq')].map((svg
 
 
 def test_every_card_draws_its_bars_on_its_own_scale_in_chromium(sampled_trace, offline_browser, tmp_path):
-    """Seed 002's comparison, measured on the drawn bars of a sampling trace at 1440x900: each card's largest bar
+    """The p-vs-q comparison, measured on the drawn bars of a sampling trace at 1440x900: each card's largest bar
     spans most of its track, and where p < q the p-bar is shorter than the q-bar by the ratio p/q."""
     page = open_lesson(offline_browser[0], write_lesson(tmp_path / "lesson.html", sampled_trace))
     page.set_viewport_size({"width": 1440, "height": 900})

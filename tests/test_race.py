@@ -10,8 +10,7 @@ import pytest
 
 from specviz.analysis.engine_export import drafting_run, vllm_prometheus
 from specviz.analysis.engine_report import read_engine_report
-from specviz.analysis.race import Lane, Race, lane_choices, load_signs, run_race
-from specviz.analysis.race_verdicts import verdict
+from specviz.analysis.race import Lane, Race, lane_choices, load_signs, run_race, verdict
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
 from specviz.presentation.race import race_page

@@ -11,9 +11,9 @@ from specviz import ui
 from specviz.cli import build_parser, config_from_args
 from specviz.config import DecodeConfig, field_params
 from specviz.drafters.modules import make_drafter
-from specviz.drafters.registry import DRAFTERS, settings_groups
 from specviz.engine import speculative_decode
-from specviz.rules.registry import RULES, rule_for
+from specviz.registry.drafters import DRAFTERS, settings_groups
+from specviz.registry.rules import RULES, rule_for
 from specviz.serving.urlstate import format_value, parse_query, parse_value, to_query, url_fields
 from specviz.settings import ConfigError, described_fields
 from specviz.ui.state import Session

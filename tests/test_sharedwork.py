@@ -11,7 +11,7 @@ import torch
 from specviz.serving.estimates import expected_run, remaining_seconds
 from specviz.serving.jobs import Job
 from specviz.serving.pool import place_message
-from specviz.serving.sharedwork import SharedWork, key_digest
+from specviz.serving.sharedwork import SharedWork
 from specviz.serving.store import ByteBoundedStore, approx_bytes
 
 NO_HANG = 600  # a guard against a hang, never reached by a working pool however slow the machine
@@ -58,7 +58,7 @@ def test_many_concurrent_requests_for_one_key_compute_once_and_all_get_the_resul
     for t in threads:
         t.join(NO_HANG)
     assert results == {i: "the trace" for i in range(25)}
-    assert calls == ["the trace"] and work.computed == {key_digest("trace"): 1}
+    assert calls == ["the trace"]
     assert work.cached("trace") == "the trace"  # later sessions read the store
 
 
@@ -133,7 +133,7 @@ def test_one_session_holds_one_queued_run_and_a_run_nobody_waits_for_is_dropped(
     assert mine.state == "dropped" and [job.key for job in work.queue] == ["x"]
     gate.set()
     assert shared.finished.wait(NO_HANG) and shared.result == "x"
-    assert key_digest("y") not in work.computed and key_digest("z") not in work.computed
+    assert work.store.get("y") is None and work.store.get("z") is None  # neither was computed
 
 
 def test_store_is_bounded_by_bytes_and_evicts_the_least_recently_used():
@@ -215,7 +215,7 @@ def test_a_running_computation_nobody_waits_for_stops_at_its_next_step_and_the_n
         steps.release()
         time.sleep(0.05)
     assert gamma4.state == "dropped" and gamma4.result is None and gamma4.progress[0] < 99
-    assert key_digest("γ=4") not in work.computed and work.store.get("γ=4") is None
+    assert work.store.get("γ=4") is None
     release.set()
     assert shared.finished.wait(NO_HANG) and shared.result == "five"  # work others wait for runs on
     assert gamma8.finished.wait(NO_HANG) and gamma8.result == "eight"
@@ -237,7 +237,7 @@ def test_a_page_that_reruns_and_asks_again_keeps_its_running_computation():
     assert work.submit("γ=4", stepping, "s1", "Decoding") is job  # ... which asks again at once: same run
     for _ in range(5):
         steps.release()
-    assert job.finished.wait(NO_HANG) and job.result == "all rounds" and work.computed[key_digest("γ=4")] == 1
+    assert job.finished.wait(NO_HANG) and job.result == "all rounds" and len(work.durations["Decoding"]) == 1
 
 
 def test_a_waiting_page_sleeps_longer_the_more_sessions_share_its_run():
@@ -251,14 +251,14 @@ def test_a_waiting_page_sleeps_longer_the_more_sessions_share_its_run():
 
 
 def test_a_run_a_class_waits_for_is_told_from_one_user_computing():
-    from specviz.serving.pool import HALL_SHARERS, hall_run
+    from specviz.serving.pool import CLASSROOM_SHARERS, classroom_run
 
     work, gate = SharedWork(max_bytes=2**20, workers=1), threading.Event()
     lone = work.submit("seed 1", gated(gate, "one"), "s0", "Decoding")
     wait_until(lambda: lone.state == "running")
-    assert hall_run(work) is None  # a newcomer does not wait for one user's run
-    for i in range(1, HALL_SHARERS):
+    assert classroom_run(work) is None  # a newcomer does not wait for one user's run
+    for i in range(1, CLASSROOM_SHARERS):
         work.submit("seed 1", gated(gate, "one"), f"s{i}", "Decoding")
-    assert hall_run(work) is lone  # a class on one link: newcomers let it run first
+    assert classroom_run(work) is lone  # a class on one link: newcomers let it run first
     gate.set()
-    assert lone.finished.wait(NO_HANG) and hall_run(work) is None
+    assert lone.finished.wait(NO_HANG) and classroom_run(work) is None

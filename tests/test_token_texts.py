@@ -65,7 +65,7 @@ def test_a_byte_token_deep_in_a_tree_reads_as_the_text_after_its_path(tokenizer)
 
     from specviz.drafters.base import DraftTree, TreeNode
     from specviz.engine.verification import walk_tree
-    from specviz.rules.registry import rule_for
+    from specviz.registry.rules import rule_for
 
     byte_token = {b: tokenizer.convert_tokens_to_ids(c) for c, b in BYTE_LEVEL.items()}
     e6, x97, a5 = (byte_token[b] for b in "日".encode())

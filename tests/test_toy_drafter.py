@@ -10,8 +10,8 @@ import pytest
 
 from specviz.cli import main
 from specviz.config import DecodeConfig
-from specviz.drafters.registry import DRAFTERS, register, unregister
 from specviz.engine import speculative_decode
+from specviz.registry.drafters import DRAFTERS, register, unregister
 from specviz.settings import param
 from specviz.ui.state import Session
 

@@ -13,9 +13,9 @@ import pytest
 from specviz.cli import main
 from specviz.engine import speculative_decode
 from specviz.presentation.player import lesson_html
+from specviz.registry.rule_settings import TopBetaSettings
+from specviz.registry.rules import RULES, register, unregister
 from specviz.rules.acceptance import TARGET
-from specviz.rules.registry import RULES, register, unregister
-from specviz.rules.settings import TopBetaSettings
 
 from .conftest import TINY_TEXT_PROMPT
 from .test_app import embedded_json, make_app
@@ -95,6 +95,6 @@ def test_a_rule_whose_name_is_taken_or_whose_settings_no_config_holds_is_refused
 
 
 def test_the_rule_registry_and_the_config_read_without_torch():
-    code = "import sys, specviz.rules.registry, specviz.config; print('torch' in sys.modules)"
+    code = "import sys, specviz.registry.rules, specviz.config; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"  # rule modules are imported on first use, by their entry's build

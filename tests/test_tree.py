@@ -9,11 +9,11 @@ import torch
 
 from specviz.analysis.lab import chi_square_power, goodness_of_fit
 from specviz.config import DecodeConfig
-from specviz.drafters.settings import TreeSettings, flat_width
 from specviz.engine import ModelPair, speculative_decode
 from specviz.engine.trace import Trace
 from specviz.models.loading import load_model
 from specviz.models.profile import model_profile
+from specviz.registry.drafter_settings import TreeSettings, flat_width
 from specviz.rules.distributions import gumbel_top_k, softmax32, without_token
 from specviz.settings import ConfigError
 

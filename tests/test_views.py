@@ -86,7 +86,8 @@ def test_round_rows_show_marks_struck_corrections_and_masks(trace):
     rejected_round = next(r for r in trace.rounds if r.correction)
     page = render.round_rows_html(trace, rejected_round)
     assert page.count("sv-tok sv-struck") == sum(p.status != "accepted" for p in rejected_round.draft)
-    # a draft model needs no [MASK] slots: the row says so, and seed 000's slots are the [MASK] drafter's alone
+    # a draft model needs no [MASK] slots: the row says so, and the [MASK] slots are SpecDec's drafter's alone (Xia
+    # et al. 2023)
     assert "✗" in page and page.count(">[MASK]<") == 0 and "no [MASK] slots" in page
     masked = dataclasses.replace(trace, config=trace.config.replace(drafter="maskquery"))
     slots = render.round_rows_html(masked, rejected_round).count(">[MASK]<")

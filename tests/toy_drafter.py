@@ -10,9 +10,9 @@ import torch
 
 from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock
-from specviz.drafters.registry import DrafterEntry
 from specviz.models.forwards import KVCachedSequence
 from specviz.models.pair import ModelPair
+from specviz.registry.drafters import DrafterEntry
 from specviz.rules.acceptance import Rule
 from specviz.rules.distributions import one_hot
 from specviz.settings import param

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import torch
 
 from specviz.config import DecodeConfig
+from specviz.registry.rules import RuleEntry
 from specviz.rules.acceptance import ArgmaxRule, Verdict
-from specviz.rules.registry import RuleEntry
 
 CONFIDENCE = 0.5  # p(argmax) a drafted token needs to be accepted
 

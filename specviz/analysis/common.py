@@ -3,12 +3,8 @@ work."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from specviz.engine.trace import Stats, Trace
-
-Progress = Callable[[int, int], None]  # on_progress(done, total)
-TextProgress = Callable[[int, int, str], None]  # on_progress(done, total, what runs now)
+from specviz.progress import Progress
 
 SWEEP_GAMMAS_MAX = 8  # block sizes per sweep
 SWEEP_TOKENS_MAX = 64  # new tokens per sweep run

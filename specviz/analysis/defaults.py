@@ -26,12 +26,12 @@ from specviz import DATA_DIR
 from specviz.analysis.draft_precision import draft_precisions_on
 from specviz.analysis.roofline import MeasuredDefaults, fastest_drafts, measured_defaults, pair_profiles
 from specviz.config import DecodeConfig
-from specviz.drafters.registry import DRAFT_MODEL
 from specviz.engine import ModelPair, load_pair
 from specviz.models.cache import cache_root, write_json_atomically
 from specviz.models.loading import forget_loaded_models
 from specviz.models.machine import machine_key
 from specviz.models.profile import FORMAT, NOISY, PassProfile
+from specviz.registry.drafters import DRAFT_MODEL
 from specviz.settings import check
 from specviz.training.draft_model import HELDOUT_FILE, heldout_acceptance
 from specviz.training.teacher_text import read_prompt_file

@@ -1,4 +1,4 @@
-"""Parallel drafters and EAGLE (seed 003; the Parallel drafters page). Pure data in, plain data (pandas) out; no
+"""Parallel drafters and EAGLE (the Parallel drafters page). Pure data in, plain data (pandas) out; no
 streamlit."""
 
 from __future__ import annotations
@@ -7,14 +7,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from specviz.analysis.common import SWEEP_TOKENS_MAX, Progress, _tick, decoding_seconds, stats_of, units_in_budget
+from specviz.analysis.common import SWEEP_TOKENS_MAX, _tick, decoding_seconds, stats_of, units_in_budget
 from specviz.analysis.metrics import pooled_acceptance_by_position
 from specviz.config import DecodeConfig
 from specviz.drafters.parallel import drafter_inputs
-from specviz.drafters.registry import DRAFTERS
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.trace import NOT_VERIFIED, Trace
 from specviz.models.profile import model_profile
+from specviz.progress import Progress
+from specviz.registry.drafters import DRAFTERS
 
 COMPARE_PROMPTS_MAX = 2  # every drafter and the target alone decode each
 COMPARE_TOKENS_MIN = 8

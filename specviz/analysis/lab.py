@@ -25,11 +25,12 @@ from scipy.stats import chi2, chisquare, ncx2
 from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock
 from specviz.drafters.modules import make_drafter
-from specviz.drafters.registry import drafter_entry
 from specviz.engine import ModelPair
 from specviz.models.forwards import KVCachedSequence, full_forward, states_forward
+from specviz.registry.drafters import drafter_entry
+from specviz.registry.rule_settings import SamplingSettings
+from specviz.registry.rules import SAMPLING, rule_for
 from specviz.rules.acceptance import Rule
-from specviz.rules.registry import SAMPLING, rule_for
 from specviz.rules.sampling import build as build_sampling
 from specviz.rules.sampling import build_broken
 
@@ -48,8 +49,8 @@ def lab_rules(config: DecodeConfig, draft_temperature: float | None = None) -> d
     """The correct and the broken sampler, both with the config's temperature, top-k and top-p (and the draft at
     ``draft_temperature`` where given: both stay what they are for any q they draw from)."""
     return {
-        "speculative sampling": build_sampling(config, draft_temperature),
-        "broken rule": build_broken(config, draft_temperature),
+        "speculative sampling": build_sampling(config.settings(SamplingSettings), draft_temperature),
+        "broken rule": build_broken(config.settings(SamplingSettings), draft_temperature),
     }
 
 

@@ -22,11 +22,12 @@ import pandas as pd
 import torch
 from scipy.stats import chi2, chi2_contingency, ncx2
 
-from specviz.analysis.common import Progress, decoding_seconds
+from specviz.analysis.common import decoding_seconds
 from specviz.analysis.lab import ARM_SEED_STRIDE, ARMS, first_drafted_position, lab_rules, output_law, sampling
 from specviz.config import DecodeConfig
-from specviz.drafters.registry import drafter_entry
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
+from specviz.progress import Progress
+from specviz.registry.drafters import drafter_entry
 from specviz.rules.acceptance import Rule
 
 SEQUENCE_SAMPLES_MIN, SEQUENCE_SAMPLES_MAX = 10, 300  # real decoding per arm

@@ -24,7 +24,8 @@ from specviz.analysis.common import decoding_seconds, units_in_budget
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
 from specviz.engine.trace import TopTokens, Trace
-from specviz.rules.registry import GREEDY
+from specviz.registry.rules import GREEDY
+from specviz.token_lists import first_difference
 
 
 @dataclass(frozen=True)
@@ -64,14 +65,6 @@ class PrecisionRun:
     def matching(self) -> int:
         """New tokens identical before the first departure (all of them when none)."""
         return self.departure.position if self.departure else len(self.generate_ids)
-
-
-def first_difference(a: list[int], b: list[int]) -> int | None:
-    """The first index where two token lists differ (a shorter list differs where it ends), else None."""
-    for index, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return index
-    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 def step_preference(logits: torch.Tensor, chosen: int, other: int, tokenizer: PreTrainedTokenizerBase) -> Preference:

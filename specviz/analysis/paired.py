@@ -79,6 +79,8 @@ def timed_in_cycles(
     return list(zip(results, seconds))
 
 
+# Both margins are judgements set with the machine profile (#35), not measured figures: wide enough that a quiet
+# machine's run-to-run noise stays inside them, narrow enough that a busy neighbour shows.
 LOAD_SPREAD = 1.3  # timings of the same work this far apart: the machine's speed changed between them
 ABOVE_THEORY = 1.15  # a measured speedup this far above what Thm. 3.8 allows at the measured alpha and c
 

@@ -1,6 +1,7 @@
-"""The race (seed 001, live): the target alone and speculative decoding on one wall clock, measured on this machine.
+"""The race (live): the target alone and speculative decoding on one wall clock, measured on this machine.
 
-Seed 001 draws autoregressive decoding beside draft-and-verify. A race runs both on the same prompt, settings and
+Autoregressive decoding beside draft-and-verify (Leviathan et al. 2023; Chen et al. 2023), timed. A race runs both
+on the same prompt, settings and
 kernels, one after the other on the server's worker (never both at once on shared cores), and records when each
 token was committed: the target alone through the engine's own autoregressive loop (:func:`autoregressive_decode`,
 one forward per token), each speculative lane through its trace's rounds (``Round.ended_ms``; a verified block lands
@@ -22,16 +23,17 @@ from specviz.analysis import common
 from specviz.analysis.engine_export import DraftingRun, drafting_run
 from specviz.analysis.metrics import profile_timeline
 from specviz.analysis.paired import disagree
-from specviz.analysis.race_verdicts import verdict
 from specviz.analysis.roofline import draft_profile
 from specviz.config import DecodeConfig
-from specviz.drafters.registry import DRAFTERS, drafter_entry
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import REJECTED, Round, Trace
 from specviz.models.machine import cpu_name
 from specviz.models.pair import prompt_ids_for
 from specviz.models.profile import model_profile
+from specviz.registry.drafters import DRAFTERS, drafter_entry
+from specviz.registry.rules import rule_entry, rule_for
+from specviz.token_lists import common_prefix
 
 TARGET_LANE = "target alone"
 WARM_UP_TOKENS = 2  # each decoder's first tokens, run once before the clock starts (allocations, caches)
@@ -228,3 +230,35 @@ def lane_choices(config: DecodeConfig) -> tuple[str, ...]:
         and (entry.draft_model != "always" or config.draft)
         and limits.shipped_weights_fit(entry.requires_model_outputs, config.target, config.parallel_weights)
     )
+
+
+EXACT_PRECISIONS = {
+    "float32": "as greedy decoding in float32 guarantees",
+    "int8": "to the int8 target as run (a coarser model than the float32 one), as its exact int32 sums and its "
+    "attention one row at a time guarantee",
+}
+
+
+def verdict(config: DecodeConfig, reference: tuple[int, ...], ids: tuple[int, ...]) -> str:
+    """How a speculative lane's text compares with the target alone's, and what the rule and precision promise:
+    identical under greedy float32 (Leviathan et al. 2023, Thm. 3.1 with the argmax rule) and to the int8 target as
+    run in int8 (its products are summed exactly, :mod:`specviz.models.int8`, and each row attends as one token
+    would, :mod:`specviz.models.row_attention`), identical up to rounding in half precision, the same distribution,
+    not the same text, under sampling, and no promise under a lossy rule."""
+    same, total = common_prefix(reference, ids), max(len(reference), len(ids))
+    if rule_for(config).stochastic:
+        return (
+            "Sampling: the same seed gives another text, because the speculative run draws its acceptance tests "
+            "and the draft's tokens from the same random stream; what it preserves is the distribution of the text "
+            "(the Losslessness lab tests it)."
+        )
+    if not rule_entry(config.rule).lossless:
+        return f"A lossy rule: {same} of {total} tokens match the target's own output."
+    if same == total and config.dtype in EXACT_PRECISIONS:
+        return f"Identical: {same} of {total} tokens, {EXACT_PRECISIONS[config.dtype]}."
+    if config.dtype not in EXACT_PRECISIONS:
+        return (
+            f"Identical up to rounding: {same} of {total} tokens match (in {config.dtype} a pass over several "
+            "tokens rounds differently from a one-token step, so a near tie can flip)."
+        )
+    return f"{same} of {total} tokens identical: greedy {config.dtype} should match every token."

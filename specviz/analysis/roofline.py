@@ -3,8 +3,8 @@
 A decoding pass over n tokens reads every weight once and does 2 N n FLOPs (N parameters). Its time is at least
 the larger of the memory bound, weight bytes / bandwidth, flat in n, and the compute bound, 2 N n / FLOP rate,
 growing with n (the roofline model, Williams et al. 2009). While the memory bound is the larger, a pass over
-k + 1 tokens costs about one token's step: v(k) ~ 1, verification is nearly free (Leviathan et al. 2023, Sec. 4;
-seed 004), and the best block size is large. The measured curve shows where this machine's kernels leave that.
+k + 1 tokens costs about one token's step: v(k) ~ 1, verification is nearly free (Leviathan et al. 2023, Sec. 3.4
+and 4), and the best block size is large. The measured curve shows where this machine's kernels leave that.
 
 Pure data in, plain data out; no streamlit.
 """
@@ -17,12 +17,12 @@ import pandas as pd
 
 from specviz.config import DecodeConfig
 from specviz.drafters.modules import draft_source
-from specviz.drafters.registry import drafter_entry
 from specviz.engine import ModelPair
 from specviz.models.kernels import ONEDNN
 from specviz.models.machine import matrix_units_in_words
 from specviz.models.profile import FLAT, PassProfile, model_profile, pass_profile
 from specviz.models.rates import MachineRates
+from specviz.registry.drafters import drafter_entry
 from specviz.rules.theory import expected_speedup
 
 KERNEL_WORDS = {ONEDNN: "oneDNN's kernels on packed weights", "default": "torch's default kernels"}

@@ -5,15 +5,17 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from specviz.analysis.common import Progress, _tick, stats_of
+from specviz.analysis.common import _tick, stats_of
 from specviz.config import DecodeConfig
 from specviz.drafters.modules import draft_source, states_module
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.records import status_of
 from specviz.models.forwards import KVCachedSequence, full_forward
+from specviz.progress import Progress
+from specviz.registry.rules import GREEDY, RULE_ENTRIES, TOP_BETA, rule_entry
 from specviz.rules.acceptance import check_block
 from specviz.rules.distributions import one_hot
-from specviz.rules.registry import GREEDY, RULE_ENTRIES, TOP_BETA, rule_entry
+from specviz.token_lists import first_difference
 
 
 def score_draft(
@@ -83,9 +85,7 @@ def lossy_departures(
     for i, beta in enumerate(betas):
         trace = speculative_decode(config.replace(rule=TOP_BETA, beta=beta), prompt_ids=prompt_ids, pair=pair)
         out, stats = trace.output_ids, stats_of(trace)
-        first = next((j for j, (a, b) in enumerate(zip(out, reference)) if a != b), None)
-        if first is None and len(out) != len(reference):
-            first = min(len(out), len(reference))
+        first = first_difference(out, reference)
         rows.append(
             dict(
                 beta=beta,

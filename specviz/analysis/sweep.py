@@ -16,7 +16,6 @@ from specviz.analysis.common import (
     SWEEP_GAMMAS_MAX,
     SWEEP_PAIRS,
     SWEEP_TOKENS_MAX,
-    TextProgress,
     decoding_seconds,
     stats_of,
     units_in_budget,
@@ -25,9 +24,10 @@ from specviz.analysis.cost import cost_ratio, machine_cost_ratio, quiet_verifica
 from specviz.analysis.metrics import realised_blocks, timed_trace
 from specviz.analysis.paired import PairedTimes, load_signs, timed_in_cycles
 from specviz.config import DecodeConfig
-from specviz.drafters.registry import DRAFT_MODEL
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.models.profile import model_profile
+from specviz.progress import TextProgress
+from specviz.registry.drafters import DRAFT_MODEL
 from specviz.rules.theory import expected_speedup_for_blocks, expected_tokens_for_blocks
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from specviz.analysis.common import Progress, _tick, stats_of
+from specviz.analysis.common import _tick, stats_of
 from specviz.config import DecodeConfig
-from specviz.drafters.registry import chain_drafter, drafter_entry
 from specviz.engine import ModelPair, speculative_decode
+from specviz.progress import Progress
+from specviz.registry.drafters import chain_drafter, drafter_entry
 
 
 def tree_vs_chain(

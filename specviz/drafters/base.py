@@ -62,7 +62,6 @@ class DraftTree:
     levels: list[list[int]]  # node indices drafted in each iteration (depth 1, 2, ...)
     draft_probs: dict[int, torch.Tensor]  # node index -> q at that node (float32, CPU), for expanded nodes
     forward_passes: int = 0
-    exit_threshold: float | None = None  # trees have no adaptive draft exit (a chain's DraftBlock may)
 
     def path_to(self, index: int) -> list[int]:
         """Node indices from depth 1 down to ``index``."""

@@ -13,11 +13,11 @@ import torch
 
 from specviz.config import DecodeConfig
 from specviz.drafters.base import AutoregressiveDrafter
-from specviz.drafters.settings import LayerSkipSettings
 from specviz.models.forwards import ForwardFn, KVCachedSequence
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
 from specviz.models.skipping_forward import has_mixed_attention, layer_skip_forward
+from specviz.registry.drafter_settings import LayerSkipSettings
 from specviz.settings import ConfigError
 
 

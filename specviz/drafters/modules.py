@@ -1,7 +1,7 @@
 """Each drafter's module put to work for a run: the drafter built, its autoregressive draft, its module on the
 target's states and their shipped weights.
 
-The registry (:mod:`specviz.drafters.registry`) names each drafter's module as a string, so it holds no model code
+The registry (:mod:`specviz.registry.drafters`) names each drafter's module as a string, so it holds no model code
 and sits below the config; here a module is imported on first use and reached through the protocols of
 :mod:`specviz.drafters.base` (``DrafterModule``, ``AutoregressiveModule``, ``StatesModule``).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, cast
 
-from specviz.drafters.registry import DrafterEntry, drafter_entry
+from specviz.registry.drafters import DrafterEntry, drafter_entry
 
 if TYPE_CHECKING:
     from specviz.config import DecodeConfig

@@ -12,9 +12,9 @@ import torch
 
 from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock
-from specviz.drafters.settings import NgramSettings
 from specviz.models.forwards import KVCachedSequence
 from specviz.models.pair import ModelPair
+from specviz.registry.drafter_settings import NgramSettings
 from specviz.rules.acceptance import Rule
 from specviz.rules.distributions import one_hot
 

@@ -1,4 +1,5 @@
-"""Parallel drafters: k tokens in ONE small forward pass on top of the target's own hidden states (seed 003).
+"""Parallel drafters: k tokens in ONE small forward pass on top of the target's own hidden states (Stern et al.
+2018; Xia et al. 2023).
 
 Both read the target's final (normed) hidden states, which the verification pass computes anyway, and
 predict through the target's frozen output embedding (lm_head). With t the last position the target

@@ -1,4 +1,4 @@
-"""The two trained parallel drafters as torch modules (seed 003) and their weights files: Blockwise heads (Stern et
+"""The two trained parallel drafters as torch modules and their weights files: Blockwise heads (Stern et
 al. 2018, in the Medusa form h + SiLU(W_i h)) and SpecDec's [MASK]-query Spec-Drafter (Xia et al. 2023), each
 saved as a small safetensors file with its :class:`DrafterMeta` (shipped in ``specviz/weights/``; trained by
 ``python -m specviz train-drafter``). How they draft in a run is :mod:`specviz.drafters.parallel`."""
@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from specviz import WEIGHTS_DIR
-from specviz.drafters.registry import parallel_kinds
+from specviz.registry.drafters import parallel_kinds
 
 
 class BlockwiseHeads(nn.Module):

@@ -25,12 +25,12 @@ import torch
 from specviz.config import DecodeConfig
 from specviz.drafters import layerskip, model
 from specviz.drafters.base import DraftTree, TreeNode
-from specviz.drafters.settings import TreeSettings, flat_width
 from specviz.models.forwards import ForwardFn, KVCachedSequence, TreeLayout
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
 from specviz.models.profile import model_profile
 from specviz.models.skipping_forward import has_mixed_attention, sliding_window
+from specviz.registry.drafter_settings import TreeSettings, flat_width
 from specviz.rules.acceptance import Rule
 from specviz.rules.distributions import gumbel_top_k
 from specviz.settings import ConfigError

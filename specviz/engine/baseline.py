@@ -11,7 +11,7 @@ import torch
 from specviz.config import DecodeConfig
 from specviz.models.forwards import KVCachedSequence, full_forward
 from specviz.models.pair import ModelPair, eos_ids
-from specviz.rules.registry import rule_for
+from specviz.registry.rules import rule_for
 
 
 def autoregressive_decode(

@@ -25,15 +25,15 @@ import torch
 from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock, Drafter, DraftTree, Proposal
 from specviz.drafters.modules import make_drafter
-from specviz.drafters.registry import drafter_entry
 from specviz.engine.records import models_info, summarize
 from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import Round, Trace
 from specviz.engine.verification import Outcome, score_tree, truncate_at_eos, walk_chain, walk_tree
 from specviz.models.forwards import ForwardFn, KVCachedSequence, StatesForwardFn, full_forward, states_forward
 from specviz.models.pair import ModelPair, eos_ids, load_pair, prompt_ids_for
+from specviz.registry.drafters import drafter_entry
+from specviz.registry.rules import rule_for
 from specviz.rules.acceptance import Rule
-from specviz.rules.registry import rule_for
 
 T = TypeVar("T")
 
@@ -132,7 +132,7 @@ def play_round(run: DecodeRun, committed: list[int], max_block: int, index: int)
         target_forward_passes=1,
         target_positions=proposal.size + 1,
         target_pass_ms=pass_ms,
-        exit_threshold=proposal.exit_threshold,
+        exit_threshold=proposal.exit_threshold if isinstance(proposal, DraftBlock) else None,  # trees: no exit
         tree=outcome.tree,
     )
 

@@ -16,6 +16,7 @@ from specviz.engine.trace import (
     NOT_VERIFIED,
     REJECTED,
     DraftPosition,
+    DraftStatus,
     EmittedToken,
     Round,
     Stats,
@@ -40,7 +41,7 @@ class SiblingCheck:
     verdict: Verdict
 
 
-def status_of(verdict: Verdict | None) -> str:
+def status_of(verdict: Verdict | None) -> DraftStatus:
     """A drafted token's recorded status: accepted, rejected, or not verified (after a rejection)."""
     return NOT_VERIFIED if verdict is None else ACCEPTED if verdict.accepted else REJECTED
 
@@ -65,7 +66,6 @@ def draft_position(
         q=float(q_dist[token]),
         accept_prob=verdict.accept_prob if verdict else 0.0,
         uniform=verdict.uniform if verdict else None,
-        accepted=status == ACCEPTED,
         status=status,
         overlap=overlap(p_dist, q_dist),
         alpha=rule.acceptance_alpha(p_dist, q_dist),

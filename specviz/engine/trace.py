@@ -12,11 +12,14 @@ import json
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from specviz.config import DecodeConfig
 
-ACCEPTED, REJECTED, NOT_VERIFIED = "accepted", "rejected", "not_verified"
+DraftStatus = Literal["accepted", "rejected", "not_verified"]  # a drafted token or tree node, as its check left it
+ACCEPTED: DraftStatus = "accepted"
+REJECTED: DraftStatus = "rejected"
+NOT_VERIFIED: DraftStatus = "not_verified"  # after the first rejection: never checked
 
 
 @dataclass
@@ -39,8 +42,7 @@ class DraftPosition:
     q: float  # draft probability of the drafted token (the q it was drawn from)
     accept_prob: float  # min(1, p/q) for sampling; 1/0 for the deterministic rules
     uniform: float | None  # the draw u (speculative sampling only)
-    accepted: bool
-    status: str  # accepted | rejected | not_verified (after the first rejection)
+    status: DraftStatus
     overlap: float  # sum_x min(p(x), q(x)): what speculative sampling would accept here
     alpha: (
         float  # the probability THIS round's rule accepts a fresh draft here (rules.acceptance.Rule.acceptance_alpha)
@@ -49,6 +51,10 @@ class DraftPosition:
     draft_top: TopTokens
     candidates: TopTokens | None = None  # top-beta: the target's beta best tokens
     tau_gap: float | None = None  # top-beta: log p(top1) - log p(token)
+
+    @property
+    def accepted(self) -> bool:
+        return self.status == ACCEPTED
 
 
 @dataclass
@@ -78,7 +84,7 @@ class TreeNodeRecord:
     text: str
     q: float  # q(token) at its parent: the distribution it was drawn from
     sibling_rank: int  # draw order among siblings
-    status: str  # accepted | rejected | not_verified
+    status: DraftStatus
     draft_top: TopTokens | None  # q at this node (its children's distribution), when it was expanded
     target_top: TopTokens  # p at this node, from the one tree-verification pass
 

@@ -186,7 +186,7 @@ def truncate_at_eos(outcome: Outcome, eos: set[int]) -> Outcome:
         return outcome
     eos_check = [i for i, p in enumerate(outcome.positions) if p.accepted][stop]
     positions = outcome.positions[: eos_check + 1] + [
-        dataclasses.replace(p, accepted=False, status=NOT_VERIFIED) for p in outcome.positions[eos_check + 1 :]
+        dataclasses.replace(p, status=NOT_VERIFIED) for p in outcome.positions[eos_check + 1 :]
     ]
     tree = tree_after_checks(outcome.tree, positions) if outcome.tree else None
     return Outcome(positions, correction=None, bonus=None, accepted_path=outcome.accepted_path[: stop + 1], tree=tree)

@@ -19,6 +19,7 @@ from transformers.cache_utils import CacheLayerMixin
 
 from specviz.models.llama_step import LlamaWeights, causal_mask, llama_hidden
 from specviz.models.loaded import LoadedModel
+from specviz.token_lists import common_prefix
 
 
 @dataclass(frozen=True)
@@ -116,14 +117,6 @@ def states_forward(
         hidden = model_body(loaded, None, new_ids, cache, cached, len(new_ids), layout)
         logits = loaded.model.get_output_embeddings()(hidden[-n_last:])  # (n_last, V)
     return logits, hidden
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    """The length of the longest common prefix of two token lists."""
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
 
 
 class KVCachedSequence:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable
 
 from specviz.models.forwards import ForwardFn, KVCachedSequence
 from specviz.models.loaded import LoadedModel
+from specviz.progress import Progress
 
 PROFILE_TOKENS = 9  # passes over k + 1 = 1..9 new tokens: every block size up to gamma 8
 CONTEXT_TOKENS = 128  # cached context before every timed pass (a chat prompt and some answer)
@@ -23,7 +23,7 @@ def time_passes(
     forward: ForwardFn,
     context: list[int],
     rounds: int = PROFILE_ROUNDS,
-    on_progress: Callable[[int, int], None] | None = None,
+    on_progress: Progress | None = None,
 ) -> tuple[tuple[float, ...], float]:
     """Median ms of a cached pass over n = 1..``PROFILE_TOKENS`` new tokens after ``context[:-PROFILE_TOKENS]``, and
     the spread of the rounds (the largest slowest-over-fastest ratio of one size).

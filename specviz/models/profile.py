@@ -3,7 +3,8 @@
 Whether speculative decoding pays is decided by two measured numbers (Leviathan et al. 2023, Sec. 3-4): the
 draft's cost per drafted token over the target's one-token step (c), and the target's pass over k + 1 tokens in
 one-token steps, v(k) = T(k + 1) / T(1). Where a step streams every weight from memory and the arithmetic is
-spare, T is flat in k and v(k) ~ 1 (seed 004's claim); where the kernel is compute-bound or takes a slow path,
+spare, T is flat in k and v(k) ~ 1 (Leviathan et al. 2023, Sec. 3.4's assumption); where the kernel is
+compute-bound or takes a slow path,
 v grows with k and a large block loses. Which holds depends on the CPU (AMX tiles, AVX-512 with bfloat16 dot
 products, AVX2 only), the precision and the matrix kernel, so the app measures it instead of guessing: for each
 (model, precision, kernel path, device, CPU, torch version) the cached pass over 1..9 new tokens after a
@@ -21,7 +22,6 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -41,6 +41,7 @@ from specviz.models.kernels import (
 from specviz.models.loaded import LoadedModel
 from specviz.models.machine import cpu_name, machine_key
 from specviz.models.pass_timing import CONTEXT_TOKENS, profile_context, time_passes
+from specviz.progress import Progress
 
 FORMAT = 2  # bumped when what a profile holds changes, so old files are measured again
 NOISY = 1.5  # a pass size whose slowest round took this much longer than its fastest: the machine was busy
@@ -149,7 +150,7 @@ def pass_profile(
     loaded: LoadedModel,
     forward: ForwardFn,
     forward_name: str = "full",
-    on_progress: Callable[[int, int], None] | None = None,
+    on_progress: Progress | None = None,
 ) -> PassProfile:
     """The model's :class:`PassProfile` through ``forward``: this process's, else its cache file's, else measured
     (seconds; up to ``ATTEMPTS`` times while the rounds disagree, the quietest kept) and written there if quiet."""
@@ -201,7 +202,7 @@ def round_cost(profile: PassProfile) -> float:
 KERNELS_VAR = "SPECVIZ_KERNELS"  # auto (the profile's choice) | default | onednn: a user's or a benchmark's override
 
 
-def choose_kernels(loaded: LoadedModel, on_progress: Callable[[int, int], None] | None = None) -> str:
+def choose_kernels(loaded: LoadedModel, on_progress: Progress | None = None) -> str:
     """Put a freshly loaded model (not yet shared) on the kernel path whose profile costs least on this machine, and
     keep every measured profile on it (``loaded.profiles``). Only exact paths are compared: both multiply in the
     model's own precision; packing keeps one copy of each weight (:class:`~specviz.models.kernels.PackedLinear`).

@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from numpy.typing import NDArray
 
-from specviz.drafters.registry import DRAFTERS
+from specviz.registry.drafters import DRAFTERS
 
 
 def drafter_attention_figure(weights: NDArray[np.float32], title: str, window: int) -> go.Figure:

@@ -1,9 +1,9 @@
 """The lesson player: one self-contained HTML file that steps through a computed trace in the browser.
 
 Every round of the trace is embedded once: the trace as JSON, and each round's seed drawing as HTML
-made by the same pure functions the app draws with (:mod:`specviz.presentation.render`): seed 000's six rows of a
+made by the same pure functions the app draws with (:mod:`specviz.presentation.render`): the six rows of a
 chain round; a tree round's draft iterations, the tree picture (SVG), the recursive rejection walk and
-its output chain (seed 002). The page's own script swaps rounds and draws the p-vs-q bars, the
+its output chain (Jeon et al. 2024). The page's own script swaps rounds and draws the p-vs-q bars, the
 residual bars and the acceptance test of each drafted token with its numbers, so stepping costs no
 server round trip. Views: ``step``, ``present`` (large type for a projector, the rule's formula under
 the round, the whole shrunk until the round's rows and the shown card's test fit the screen) and ``quiz`` (for each
@@ -28,7 +28,7 @@ from specviz.engine.trace import Round, Trace
 from specviz.presentation import render, tree_drawing
 from specviz.presentation.race import race_section
 from specviz.presentation.render import script_safe
-from specviz.rules.registry import rule_entry
+from specviz.registry.rules import rule_entry
 
 TEMPLATE = Path(__file__).with_name("player_template.html")
 

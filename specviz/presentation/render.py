@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import html
 
-from specviz.drafters.registry import drafter_entry
 from specviz.engine.trace import ACCEPTED, REJECTED, DraftPosition, Round, Trace
 from specviz.presentation.boxes import COLORS, display_text, row_html, token_box
 from specviz.presentation.tables import KIND_ACCEPTED, KIND_BONUS, KIND_CORRECTION, emitted_tokens
-from specviz.rules.registry import RuleEntry, rule_entry
+from specviz.registry.drafters import drafter_entry
+from specviz.registry.rules import RuleEntry, rule_entry
 
 KIND_STYLE = {KIND_ACCEPTED: "accepted", KIND_CORRECTION: "correction", KIND_BONUS: "bonus"}
 CONTEXT_TAIL = 5  # prefix tokens shown before each round's new tokens
@@ -114,7 +114,8 @@ def _emitted_cells(rnd: Round) -> list[str]:
 
 
 def round_rows_html(trace: Trace, rnd: Round) -> str:
-    """The six rows of one round (seed 000's layout) as an HTML block."""
+    """The six rows of one round (the draft-then-verify round of SpecDec, Xia et al. 2023, one row per stage) as an
+    HTML block."""
     gamma = trace.config.gamma
     rule = rule_entry(trace.config.rule)
     shown = rule.candidates_shown(trace.config)

@@ -1,4 +1,5 @@
-"""A tree round as seed 002 draws it: the draft iterations, the tree picture (SVG), the recursive
+"""A tree round as Recursive Speculative Decoding draws it (Jeon et al. 2024): the draft iterations, the tree
+picture (SVG), the recursive
 rejection walk and its output chain (Jeon et al. 2024). Pure functions from trace records to HTML/SVG."""
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ LABEL_CHARS = 13  # a node's label, centred above it, stays inside its column (1
 
 
 def tree_svg(rnd: Round) -> str:
-    """The whole draft tree as a standalone SVG picture (seed 002's tree): depth left to right, siblings in
+    """The whole draft tree as a standalone SVG picture (RSD's tree, Jeon et al. 2024): depth left to right, siblings in
     draw order top to bottom, the accepted path thick and green, rejected nodes red, unchecked grey, and the
     round's correction or bonus token after the path's end. Each label sits centred above its node, haloed in
     white where an edge passes, and cut to its column (the full text in the node's tooltip)."""
@@ -129,7 +130,7 @@ def tree_svg(rnd: Round) -> str:
 
 
 def output_chain_html(rnd: Round) -> str:
-    """The root followed by the round's emitted tokens, as seed 002's output column."""
+    """The root followed by the round's emitted tokens, as the tree's output column."""
     tree = rnd.tree
     assert tree is not None, "only a tree round is drawn as a tree"
     cells = [token_box(tree.nodes[0].text, "prefix", title="root: the last committed token")]

@@ -7,7 +7,7 @@ A rule answers one round's questions: how the draft picks a token from its logit
 accepted, what the target emits at the first rejection (the correction, and the distribution it is drawn from)
 or after a fully accepted block (the bonus), and, in a tree, what the next sibling of a rejected token is checked
 against. Each rule is its own module in :mod:`specviz.rules` with a ``build(config)`` (:class:`RuleModule`) and one
-line in :mod:`specviz.rules.registry`.
+line in :mod:`specviz.registry.rules`.
 """
 
 from __future__ import annotations
@@ -15,14 +15,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
 import torch
 
 from specviz.rules.distributions import softmax32
-
-if TYPE_CHECKING:
-    from specviz.config import DecodeConfig
 
 # where a correction is drawn from, as a round's record names it (EmittedToken.source)
 RESIDUAL = "residual"  # norm(max(0, p - q)): the part of p the draft did not cover (Leviathan et al. 2023, Alg. 1)
@@ -69,7 +66,8 @@ class Rule(Protocol):
     ) -> Verdict: ...
 
     def acceptance_alpha(self, target_probs: torch.Tensor, draft_probs: torch.Tensor) -> float:
-        """α at this position: the probability the rule accepts a fresh draft (DESIGN.md, per rule)."""
+        """α at this position: the probability the rule accepts a fresh draft (each rule's own: Leviathan et al.
+        2023, Sec. 3.1, for sampling)."""
         ...
 
     def candidates(self, target_probs: torch.Tensor) -> tuple[int, ...] | None:
@@ -99,8 +97,8 @@ class Rule(Protocol):
 class RuleModule(Protocol):
     """What a rule's module provides (the registry imports it on first use)."""
 
-    def build(self, config: DecodeConfig) -> Rule:
-        """The rule with the config's settings (its registry entry's ``settings`` group)."""
+    def build(self, settings: Any) -> Rule:
+        """The rule from its own settings group (its registry entry's ``settings``; None for a rule without one)."""
         ...
 
 

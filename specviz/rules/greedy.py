@@ -7,14 +7,10 @@ Xia et al. 2023 with beta = 1).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
 from specviz.rules.acceptance import ArgmaxRule, Verdict
-
-if TYPE_CHECKING:
-    from specviz.config import DecodeConfig
 
 
 @dataclass(frozen=True)
@@ -28,5 +24,6 @@ class GreedyRule(ArgmaxRule):
         return Verdict(accepted=accepted, accept_prob=1.0 if accepted else 0.0)
 
 
-def build(config: DecodeConfig) -> GreedyRule:
+def build(settings: None = None) -> GreedyRule:
+    """Greedy has no settings group."""
     return GreedyRule()

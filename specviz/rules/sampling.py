@@ -11,10 +11,10 @@ rejection sampling, Jeon et al. 2024).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
+from specviz.registry.rule_settings import SamplingSettings
 from specviz.rules.acceptance import RESIDUAL, TARGET, Verdict
 from specviz.rules.distributions import (
     overlap,
@@ -24,15 +24,11 @@ from specviz.rules.distributions import (
     uniform,
     without_token,
 )
-from specviz.rules.settings import SamplingSettings, settings_of
-
-if TYPE_CHECKING:
-    from specviz.config import DecodeConfig
 
 
 @dataclass(frozen=True)
 class SpeculativeSamplingRule:
-    """Speculative sampling with the warps of :class:`~specviz.rules.settings.SamplingSettings`."""
+    """Speculative sampling with the warps of :class:`~specviz.registry.rule_settings.SamplingSettings`."""
 
     temperature: float = 1.0
     top_k: int = 0
@@ -108,11 +104,11 @@ class BrokenResidualRule(SpeculativeSamplingRule):
         return target_probs, without_token(draft_probs, rejected)
 
 
-def build(config: DecodeConfig, draft_temperature: float | None = None) -> SpeculativeSamplingRule:
-    """Speculative sampling with the config's warps (the draft at ``draft_temperature`` where given)."""
-    return SpeculativeSamplingRule(**asdict(settings_of(config, SamplingSettings)), draft_temperature=draft_temperature)
+def build(settings: SamplingSettings, draft_temperature: float | None = None) -> SpeculativeSamplingRule:
+    """Speculative sampling with its warps (the draft at ``draft_temperature`` where given)."""
+    return SpeculativeSamplingRule(**asdict(settings), draft_temperature=draft_temperature)
 
 
-def build_broken(config: DecodeConfig, draft_temperature: float | None = None) -> BrokenResidualRule:
-    """The broken twin with the config's warps (the lab's "broken rule" arm)."""
-    return BrokenResidualRule(**asdict(settings_of(config, SamplingSettings)), draft_temperature=draft_temperature)
+def build_broken(settings: SamplingSettings, draft_temperature: float | None = None) -> BrokenResidualRule:
+    """The broken twin with the same warps (the lab's "broken rule" arm)."""
+    return BrokenResidualRule(**asdict(settings), draft_temperature=draft_temperature)

@@ -55,7 +55,7 @@ def expected_speedup_for_blocks(
     them) in units of a one-token step. Thm. 3.8 takes v = 1: the pass over gamma + 1 tokens runs in
     parallel on compute that a one-token step leaves idle (Leviathan et al. 2023, Sec. 3.3-3.4). On a
     small CPU there is little idle compute and a pass over a few tokens can cost clearly more than a
-    one-token step, so passing the measured v (:func:`specviz.analysis.verification_costs`) prices what
+    one-token step, so passing the measured v (:func:`specviz.analysis.cost.verification_costs`) prices what
     this device pays.
     """
     if not blocks:

@@ -10,20 +10,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
+from specviz.registry.rule_settings import TopBetaSettings
 from specviz.rules.acceptance import ArgmaxRule, Verdict
-from specviz.rules.settings import TopBetaSettings, settings_of
-
-if TYPE_CHECKING:
-    from specviz.config import DecodeConfig
 
 
 @dataclass(frozen=True)
 class TopBetaRule(ArgmaxRule):
-    """Top-β + τ with its two settings (:class:`~specviz.rules.settings.TopBetaSettings`)."""
+    """Top-β + τ with its two settings (:class:`~specviz.registry.rule_settings.TopBetaSettings`)."""
 
     beta: int = 3
     tau: float = 5.0
@@ -41,6 +37,5 @@ class TopBetaRule(ArgmaxRule):
         return Verdict(accepted=accepted, accept_prob=1.0 if accepted else 0.0, tau_gap=tau_gap, candidates=candidates)
 
 
-def build(config: DecodeConfig) -> TopBetaRule:
-    settings = settings_of(config, TopBetaSettings)
+def build(settings: TopBetaSettings) -> TopBetaRule:
     return TopBetaRule(beta=settings.beta, tau=settings.tau)

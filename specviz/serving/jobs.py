@@ -8,8 +8,9 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any
 
-ProgressFn = Callable[..., None]  # on_progress(done, total, text=None)
-Compute = Callable[[ProgressFn], Any]
+from specviz.progress import JobProgress
+
+JobComputation = Callable[[JobProgress], Any]  # a job's computation, all its inputs bound
 
 
 @dataclasses.dataclass
@@ -18,7 +19,7 @@ class Job:
 
     key: Hashable
     label: str
-    compute: Compute
+    compute: JobComputation
     number: int  # arrival order: the queue is first come, first served
     priced_s: float | None = None  # its cost priced before it runs (serving.prices); None: not priced
     waiters: set[str] = dataclasses.field(default_factory=set)

@@ -29,6 +29,7 @@ USER_ERRORS = (ConfigError, ModelLoadError, VocabularyMismatchError)
 LESSON_TEMPERATURE = 0.7  # the app's sampling default: a small model's sampled text reads well (at 1.0 it wanders)
 PAIRS_KEPT = 6  # model pairs held in memory at once, least recently used dropped first
 LOAD_HEADROOM = 1.1  # a load's peak over its estimate (bytes_to_load): the interpreter's own allocations on top
+# (a margin set with the memory budget; benchmarks/bench_memory.py prints each load's peak against the budget)
 LOADING_NOTE = (
     "Loading the models (once per server; the first load on a machine also measures its matrix kernels and "
     "each pass over 1 to 9 tokens: seconds for the embedded pair, one to three minutes for a 1.5B model, longer "

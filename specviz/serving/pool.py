@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
 from specviz.engine.trace import Trace
+from specviz.progress import TextProgress
 from specviz.serving.jobs import Job
 from specviz.serving.pairs import LOADING_NOTE, describe_failure, pair_for
 from specviz.serving.sharedwork import Place, SharedWork
@@ -31,8 +32,9 @@ POLL_SECONDS = 0.25  # how often a waiting page reads its place in the queue, al
 HEARTBEAT_SECONDS = 2.0  # a waiting page redraws at least this often when few share its run
 WAKEUPS_PER_SECOND = 100  # all the pages waiting for one run wake about this often in all, however many they are
 LONGEST_SLEEP_SECONDS = 10.0  # the most a waiting page sleeps (the longest a setting changed meanwhile waits)
-HALL_SHARERS = 8  # a run this many sessions wait for is a class on one link
-HALL_WAIT_SECONDS = 10.0  # the longest a newcomer to a busy hall lets the run go first
+CLASSROOM_SHARERS = 8  # a run this many sessions wait for is a class on one link (a judgement: more than a few
+# colleagues sharing a link, far fewer than a lecture's students)
+CLASSROOM_WAIT_SECONDS = 10.0  # the longest a newcomer to a busy classroom lets the run go first
 
 _pool: list[SharedWork] = []
 _pool_lock = threading.Lock()
@@ -101,16 +103,16 @@ def shown_attempt(attempts: list[R], disturbed: Callable[[R], bool]) -> tuple[R 
     return shown, attempts[-1] if attempts[-1] is not shown else None
 
 
-def hall_run(work: SharedWork) -> Job | None:
-    """The running job a class waits for (``HALL_SHARERS`` sessions or more), if there is one."""
+def classroom_run(work: SharedWork) -> Job | None:
+    """The running job a class waits for (``CLASSROOM_SHARERS`` sessions or more), if there is one."""
     with work.lock:
-        return next((job for job in work.running if len(job.waiters) >= HALL_SHARERS), None)
+        return next((job for job in work.running if len(job.waiters) >= CLASSROOM_SHARERS), None)
 
 
 def redraw_interval(sharers: int) -> float:
     """How long a waiting page sleeps between looks at its run (it wakes at once when the run ends). Each look may
     redraw the page and is where streamlit stops a run whose user changed a setting; all the pages waiting for one
-    run look about ``WAKEUPS_PER_SECOND`` times a second in all, so a hall waiting for one trace leaves the CPU to
+    run look about ``WAKEUPS_PER_SECOND`` times a second in all, so a classroom waiting for one trace leaves the CPU to
     it (300 sessions: every 3 s, not 1,200 looks a second): POLL_SECONDS up to HEARTBEAT_SECONDS while a few share
     the run, then sharers / WAKEUPS_PER_SECOND, at most LONGEST_SLEEP_SECONDS."""
     if sharers <= HEARTBEAT_SECONDS / POLL_SECONDS:
@@ -118,14 +120,11 @@ def redraw_interval(sharers: int) -> float:
     return min(LONGEST_SLEEP_SECONDS, max(HEARTBEAT_SECONDS, sharers / WAKEUPS_PER_SECOND))
 
 
-Progress = Callable[[int, int, str], None]
-
-
-def decoding(config: DecodeConfig, prompt: str) -> Callable[[Progress], Trace]:
+def decoding(config: DecodeConfig, prompt: str) -> Callable[[TextProgress], Trace]:
     """The shared computation of ``config``'s trace on ``prompt``: load the pair (once per process), decode,
     reporting progress over rounds (the config was validated where it was built)."""
 
-    def compute(on_progress: Progress) -> Trace:
+    def compute(on_progress: TextProgress) -> Trace:
         on_progress(0, config.max_new_tokens, LOADING_NOTE)
         return speculative_decode(
             config,

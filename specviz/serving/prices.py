@@ -15,8 +15,8 @@ from specviz.analysis.drafters import compared_seconds, compared_tokens
 from specviz.analysis.metrics import TIMED_PAIRS
 from specviz.analysis.rules import beta_values
 from specviz.config import DecodeConfig
-from specviz.drafters.registry import drafter_entry
 from specviz.models.profile import PassProfile
+from specviz.registry.drafters import drafter_entry
 
 WIDE_ROUND_STEPS = 2  # a pass over a tree or a 16-token chain, and its drafting, for a few tokens a round
 

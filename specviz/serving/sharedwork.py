@@ -32,7 +32,7 @@ from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
 from specviz.serving.estimates import expected_run, queue_wait, record_run, remaining_seconds
-from specviz.serving.jobs import Abandoned, Compute, Job, Place
+from specviz.serving.jobs import Abandoned, Job, JobComputation, Place
 from specviz.serving.store import ByteBoundedStore
 
 if TYPE_CHECKING:
@@ -61,7 +61,6 @@ class SharedWork:
         self.jobs: dict[Hashable, Job] = {}  # queued or running, by key
         self.session_job: dict[str, Job] = {}  # the one job each session waits for
         self.durations: dict[str, list[float]] = {}  # label -> recent run times, for estimates
-        self.computed: dict[str, int] = {}  # key_digest(key) -> times computed (small, whatever the keys hold)
         self.numbers = itertools.count()
         self.threads = [
             threading.Thread(target=self._work, name=f"specviz-work-{i}", daemon=True) for i in range(workers)
@@ -87,7 +86,9 @@ class SharedWork:
                 return True
         return self.shared is not None and (self.shared.busy(key) or self.cached(key) is not None)
 
-    def submit(self, key: Hashable, compute: Compute, session: str, label: str, priced_s: float | None = None) -> Job:
+    def submit(
+        self, key: Hashable, compute: JobComputation, session: str, label: str, priced_s: float | None = None
+    ) -> Job:
         """The job computing ``key``, joined by ``session`` (a new one is queued if none is in flight; ``priced_s``:
         what it costs, priced before it runs, where known).
 
@@ -203,7 +204,6 @@ class SharedWork:
                 del self.jobs[job.key]
             if not abandoned:  # a run cut short computed nothing and says nothing of how long one takes
                 record_run(self.durations, job.label, seconds)
-                self.computed[digest] = self.computed.get(digest, 0) + job.computed_here
             job.result, job.error = result, error
             job.state = "dropped" if abandoned else "done" if error is None else "failed"
             for session in [s for s, j in self.session_job.items() if j is job]:

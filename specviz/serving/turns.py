@@ -16,7 +16,7 @@ which takes the GIL: with the turns' runs holding it, CPython hands it over only
 interval (5 ms by default), so 300 arriving sessions were started one every few intervals, each first message
 leaving seconds late. The server process switches every :data:`SWITCH_INTERVAL_S` instead (``sys.setswitchinterval``:
 a thread waiting for the GIL gets it that much sooner; torch's kernels release it while they run, so decoding does
-not pay for it). docs/benchmarks.md has the hall measured both ways.
+not pay for it). docs/benchmarks.md has the classroom (the lecture-hall benchmark) measured both ways.
 """
 
 from __future__ import annotations

@@ -20,9 +20,9 @@ from specviz.config import DecodeConfig
 from specviz.engine import prompt_ids_for
 from specviz.engine.trace import Trace
 from specviz.models.profile import PassProfile, model_profile
-from specviz.rules.registry import GREEDY
+from specviz.progress import JobProgress
+from specviz.registry.rules import GREEDY
 from specviz.serving import prices
-from specviz.serving.jobs import ProgressFn
 from specviz.serving.pairs import pair_for, trace_key
 from specviz.serving.pool import decoding, shared_work
 from specviz.settings import ConfigError
@@ -52,7 +52,7 @@ class Work:
     def label(self) -> str:
         return WORKS[self.name].label
 
-    def compute(self, on_progress: ProgressFn) -> Any:
+    def compute(self, on_progress: JobProgress) -> Any:
         return WORKS[self.name].compute(self.config, self.prompt, self.params, on_progress)
 
     def priced_seconds(self, target: PassProfile, prompt_tokens: int) -> float:
@@ -66,7 +66,7 @@ class Work:
         return WORKS[self.name].loads_pairs
 
 
-Compute = Callable[[DecodeConfig, str, tuple[Any, ...], ProgressFn], Any]
+WorkComputation = Callable[[DecodeConfig, str, tuple[Any, ...], JobProgress], Any]  # bound into a job
 Priced = Callable[[DecodeConfig, tuple[Any, ...], float], float]
 TRACE = "trace"
 PRICED_SPEEDUP = "machine_speedup"  # (c, the speedup priced from the profile): the headline's figure before a race
@@ -75,13 +75,13 @@ PRICED_SPEEDUP = "machine_speedup"  # (c, the speedup priced from the profile): 
 @dataclass(frozen=True)
 class WorkEntry:
     label: str  # what a waiting page calls it
-    compute: Compute
+    compute: WorkComputation
     priced: Priced  # seconds before it runs: (config, params, the target's one-token step in ms) -> s
     measured: bool = False  # a live timing: measured again on request, one result per attempt
     loads_pairs: bool = False  # it loads other pairs (other precisions): their load comes on top of its price
 
 
-def trace_of(config: DecodeConfig, prompt: str, on_progress: ProgressFn) -> Trace:
+def trace_of(config: DecodeConfig, prompt: str, on_progress: JobProgress) -> Trace:
     """The page's trace: the shared one when it is stored, else decoded here (a work already runs on the pool)."""
     stored = shared_work().cached(Work(TRACE, config, prompt).key)
     return stored if stored is not None else decoding(config, prompt)(on_progress)
@@ -91,20 +91,20 @@ def ids_of(config: DecodeConfig, prompt: str) -> list[int]:
     return prompt_ids_for(pair_for(config), config, prompt, None)
 
 
-def live_speedup(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+def live_speedup(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
     return metrics.measured_speedup(trace_of(config, prompt, on_progress), pair_for(config))
 
 
-def priced_speedup(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+def priced_speedup(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
     return metrics.machine_speedup(trace_of(config, prompt, on_progress), pair_for(config))
 
 
-def race(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+def race(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
     (lanes,) = params
     return run_race([(c, pair_for(c)) for c in [config] + [config.replace(drafter=d) for d in lanes]], prompt)
 
 
-def gamma_sweep(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+def gamma_sweep(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
     """The sweep over ``params[0]``'s block sizes, in as many cycles as the button's time budget holds here."""
     (gammas,) = params
     pair = pair_for(config)
@@ -113,14 +113,14 @@ def gamma_sweep(config: DecodeConfig, prompt: str, params: tuple, on_progress: P
     return sweep.gamma_sweep(config, pair, ids_of(config, prompt), list(gammas), on_progress, cycles)
 
 
-def vocab_sweep(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+def vocab_sweep(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
     pair = pair_for(config)
     if pair.draft is None or pair.draft.vocab_ranking is None:
         raise ConfigError(f"{config.draft} ships no token frequency ranking, so its head cannot be trimmed")
     return sweep.vocab_sweep(config, pair, ids_of(config, prompt), on_progress=on_progress)
 
 
-def rules_on_draft(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+def rules_on_draft(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
     """Every rule on the draft of round ``params[0]`` (1-based) of the page's trace."""
     (choice,) = params
     trace = trace_of(config, prompt, on_progress)
@@ -129,11 +129,11 @@ def rules_on_draft(config: DecodeConfig, prompt: str, params: tuple, on_progress
     return rules.compare_rules_on_draft(config, pair_for(config), prefix, [p.token_id for p in rnd.draft])
 
 
-def departures(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+def departures(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
     return rules.lossy_departures(config, pair_for(config), ids_of(config, prompt), on_progress)
 
 
-def exact_lab(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+def exact_lab(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
     (samples,) = params
     pair = pair_for(config)
     ids = ids_of(config, prompt)
@@ -141,13 +141,13 @@ def exact_lab(config: DecodeConfig, prompt: str, params: tuple, on_progress: Pro
     return exact, pair.target.tokenizer, lab_sequences.first_position_laws(config, pair, ids)  # and part 2's power
 
 
-def lab_decodes(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+def lab_decodes(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
     samples, tokens = params
     pair = pair_for(config)
     return lab_sequences.sample_sequences(config, pair, ids_of(config, prompt), samples, tokens, on_progress)
 
 
-def precisions(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+def precisions(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
     """The target alone and speculative decoding in each of ``params[0]``'s precisions."""
     (dtypes,) = params
     ids, runs = ids_of(config, prompt), []
@@ -158,7 +158,7 @@ def precisions(config: DecodeConfig, prompt: str, params: tuple, on_progress: Pr
     return runs
 
 
-def preset_match_rate(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+def preset_match_rate(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
     """Each of the preset prompts (``params[0]``: (name, text) pairs) in bfloat16."""
     (presets,) = params
     bf16 = config.replace(dtype="bfloat16")
@@ -170,7 +170,7 @@ def preset_match_rate(config: DecodeConfig, prompt: str, params: tuple, on_progr
     return runs
 
 
-def draft_precisions(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+def draft_precisions(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
     """The target alone once, then speculative decoding with the draft in each of ``params[0]``'s precisions."""
     (dtypes,) = params
     rows, reference = [], None
@@ -186,21 +186,21 @@ def draft_precisions(config: DecodeConfig, prompt: str, params: tuple, on_progre
     return rows
 
 
-def verification_timing(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+def verification_timing(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
     (repeats,) = params
     trace = trace_of(config, prompt, on_progress)
     block = (trace.output_ids * config.gamma)[: config.gamma]  # real continuation tokens as the block to verify
     return timing.verification_timing(pair_for(config), trace.prompt_ids, block, repeats)
 
 
-def drafter_comparison(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+def drafter_comparison(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
     kinds, presets = params
     pair = pair_for(config)
     prompts = [prompt_ids_for(pair, config, text, None) for text in presets]
     return drafters.compare_drafters(config, pair, prompts, list(kinds), on_progress)
 
 
-def tree_against_chain(config: DecodeConfig, prompt: str, params: tuple, on_progress: ProgressFn) -> Any:
+def tree_against_chain(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
     return tree_vs_chain.tree_vs_chain(config, pair_for(config), ids_of(config, prompt), on_progress)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from specviz.drafters.registry import parallel_kinds
+from specviz.registry.drafters import parallel_kinds
 
 
 def int_list(text: str) -> list[int]:

@@ -29,11 +29,11 @@ from specviz import DATA_DIR
 from specviz.config import DecodeConfig
 from specviz.drafters.parallel import target_states, window_memory
 from specviz.drafters.parallel_heads import DrafterMeta, ParallelModule, build_module, save_drafter
-from specviz.drafters.registry import NGRAM
 from specviz.engine import ModelPair, autoregressive_decode
 from specviz.models.cache import cache_root
 from specviz.models.loading import LoadedModel, encode_prompt
-from specviz.rules.registry import GREEDY
+from specviz.registry.drafters import NGRAM
+from specviz.registry.rules import GREEDY
 
 PROMPTS_FILE = DATA_DIR / "train_prompts.txt"
 

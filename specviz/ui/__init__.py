@@ -35,7 +35,7 @@ from specviz.ui.views import (
 )
 from specviz.ui.waiting import (
     get_trace,
-    let_the_hall_run_first,
+    let_the_classroom_run_first,
     measured_again,
     page_pair,
     shared_result,
@@ -57,7 +57,7 @@ __all__ = [
     "field_enabled",
     "get_trace",
     "init_state_from_url",
-    "let_the_hall_run_first",
+    "let_the_classroom_run_first",
     "linked_round",
     "may_start",
     "measure_again_hint",

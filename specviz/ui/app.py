@@ -21,7 +21,7 @@ def main() -> None:
         logging.getLogger("specviz").addHandler(handler)
         logging.getLogger("specviz").setLevel(os.environ["SPECVIZ_LOG_LEVEL"].upper())
     with ui.taking_turns():  # page runs build in turns, first paints first (specviz.serving.turns)
-        ui.let_the_hall_run_first()  # a class waiting for one trace: it is computed before this run takes the CPU
+        ui.let_the_classroom_run_first()  # a class waiting for one trace: it is computed before this run takes the CPU
         st.set_page_config(**ui.PAGE_CONFIG)
         navigation = ui.navigation()
         ui.open_lesson_view(navigation)

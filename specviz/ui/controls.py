@@ -12,9 +12,9 @@ from streamlit.errors import StreamlitAPIException
 
 from specviz.analysis.defaults import PAIR_DEFAULTS, follow_pair
 from specviz.config import DecodeConfig, field_params
-from specviz.drafters.registry import drafter_entry
 from specviz.limits import shipped_weights_fit
 from specviz.models.published import FETCH_COMMAND, PUBLISHED, fetched
+from specviz.registry.drafters import drafter_entry
 from specviz.serving.pairs import MACHINE_DEFAULTS, app_defaults, app_device, pair_defaults
 from specviz.serving.urlstate import to_query
 from specviz.settings import ConfigError

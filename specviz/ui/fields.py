@@ -1,4 +1,4 @@
-"""The widget each config field becomes, generated from its :class:`~specviz.config.Param` (label, range, help,
+"""The widget each config field becomes, generated from its :class:`~specviz.settings.Param` (label, range, help,
 choices), enabled by the registry entries of the chosen drafter and rule; and the conversions between a widget's
 state and the field's value."""
 
@@ -10,8 +10,8 @@ from typing import Any, TypedDict
 from streamlit.delta_generator import DeltaGenerator
 
 from specviz.config import field_params, field_type
-from specviz.drafters.registry import DRAFTER_ENTRIES, drafter_entry
-from specviz.rules.registry import RULE_ENTRIES, rule_entry
+from specviz.registry.drafters import DRAFTER_ENTRIES, drafter_entry
+from specviz.registry.rules import RULE_ENTRIES, rule_entry
 from specviz.serving.urlstate import format_value, parse_value
 from specviz.settings import ConfigError
 from specviz.ui.presets import PAIR_PRESETS

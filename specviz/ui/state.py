@@ -89,7 +89,7 @@ class Session:
     defaults: Entry[DecodeConfig | None] = Entry(_none)
     # the server's side of the session
     session_id: Entry[str] = Entry(str)  # a random id, set on the session's first wait (the queue counts sessions)
-    arrived: Entry[bool] = Entry(bool)  # a first page run has begun (it may have waited for the hall's run)
+    arrived: Entry[bool] = Entry(bool)  # a first page run has begun (it may have waited for the classroom's run)
     # the teacher's lecture recording this session started (:mod:`specviz.ui.recorder`): its id on the server
     recorder: Entry[str] = Entry(str)
 

@@ -1,5 +1,5 @@
 """What a page shows while it waits for shared work (:mod:`specviz.serving.pool`): its place in line or its run's
-progress, the result once it is there, a message instead of a traceback; and the hall's rule that a trace a class
+progress, the result once it is there, a message instead of a traceback; and the classroom's rule that a trace a class
 waits for is computed before the newcomers' page runs take the CPU."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from specviz.engine import ModelPair
 from specviz.engine.trace import Trace
 from specviz.serving.pairs import describe_failure, loaded_target, pair_for, pair_loaded
 from specviz.serving.pool import (
-    HALL_WAIT_SECONDS,
+    CLASSROOM_WAIT_SECONDS,
     HEARTBEAT_SECONDS,
-    hall_run,
+    classroom_run,
     place_message,
     redraw_interval,
     shared_work,
@@ -75,7 +75,7 @@ def shared_result(work: Work, button: str | None = None, button_key: str | None 
             if hint:
                 st.info(hint)
             return None
-    result = remembered(work.key, work.compute, work.label, lambda: priced(work))
+    result = submit_and_wait(work.key, work.compute, work.label, lambda: priced(work))
     if slot is not None:
         slot.empty()  # the result is here: the button that started it goes
     return result
@@ -111,7 +111,7 @@ def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str) -> 
             st.info(NOT_PREPARED)
     if pressed or pool.known(following):
         first = not attempts
-        remembered(following, work.compute, label, lambda: price)
+        submit_and_wait(following, work.compute, label, lambda: price)
         attempts = stored_attempts(pool, work.key)
         if first and attempts:  # the first result is here: Measure again takes the start button's place
             again()
@@ -126,24 +126,25 @@ def record(work: Work) -> None:
         recording.note(work, f"{st.context.url or '/'}?{urlencode(st.query_params.to_dict())}")
 
 
-def let_the_hall_run_first() -> None:
+def let_the_classroom_run_first() -> None:
     """A session's first page run, finding a class waiting for one run when its turn comes, waits for that run
-    (GIL-free, without its turn, at most ``HALL_WAIT_SECONDS``) before building its page: the newcomer most likely
+    (GIL-free, without its turn, at most ``CLASSROOM_WAIT_SECONDS``) before building its page: the newcomer most likely
     wants the same trace, and its page run would take the CPU from the model computing it (300 page runs against one
     trace on 2 cores). Any other first run, and every later run, goes on at once."""
     if session.arrived:
         return
     session.arrived = True
-    hall = hall_run(shared_work())
-    if hall is not None:
+    running = classroom_run(shared_work())
+    if running is not None:
         with turns.waiting():
-            hall.finished.wait(HALL_WAIT_SECONDS)
+            running.finished.wait(CLASSROOM_WAIT_SECONDS)
 
 
-def remembered(
+def submit_and_wait(
     key: tuple[Hashable, ...], compute: Callable[..., Any], label: str, priced_s: Callable[[], float | None]
 ) -> Any:
-    """The shared result for ``key``, computed once for every session that asks (None on failure; ``priced_s()``:
+    """Submit ``key``'s computation to the shared pool, wait for it while drawing its progress, and return the
+    shared result, computed once for every session that asks (None on failure; ``priced_s()``:
     what it costs, priced before it runs, where known: the wait's first estimate, asked only when it must run).
 
     ``compute(on_progress)`` runs on the process's work pool: identical requests wait for one run, distinct ones

@@ -5,7 +5,7 @@ import streamlit as st
 from specviz import ui
 from specviz.analysis import rules
 from specviz.presentation import comparison
-from specviz.rules.registry import RULE_ENTRIES
+from specviz.registry.rules import RULE_ENTRIES
 from specviz.serving.works import Work
 
 config, prompt, defaults = ui.shared_controls()

@@ -5,10 +5,10 @@ import streamlit as st
 from specviz import ui
 from specviz.analysis import common, sweep
 from specviz.analysis.roofline import below_one_sentence
-from specviz.drafters.registry import drafter_entry
 from specviz.models.profile import model_profile
 from specviz.presentation import sweep_figures
-from specviz.rules.registry import rule_entry
+from specviz.registry.drafters import drafter_entry
+from specviz.registry.rules import rule_entry
 from specviz.serving.works import Work
 from specviz.ui.state import page_key
 

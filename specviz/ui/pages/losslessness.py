@@ -6,8 +6,8 @@ import streamlit as st
 
 from specviz import ui
 from specviz.analysis import lab, lab_sequences
-from specviz.drafters.registry import drafter_entry
 from specviz.presentation import figures
+from specviz.registry.drafters import drafter_entry
 from specviz.serving.works import Work
 from specviz.ui.state import page_key
 

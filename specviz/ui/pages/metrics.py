@@ -6,7 +6,7 @@ import streamlit as st
 from specviz import ui
 from specviz.analysis import metrics
 from specviz.presentation import figures
-from specviz.rules.registry import rule_entry
+from specviz.registry.rules import rule_entry
 from specviz.serving.works import Work
 
 config, prompt, defaults = ui.shared_controls()

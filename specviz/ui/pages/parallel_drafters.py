@@ -1,4 +1,5 @@
-"""Parallel drafters (seed 003): Blockwise heads (shared attention) versus a Spec-Drafter with [MASK] queries, and EAGLE
+"""Parallel drafters (Stern et al. 2018; Xia et al. 2023; Li et al. 2024): Blockwise heads (shared attention)
+versus a Spec-Drafter with [MASK] queries, and EAGLE
 (one layer drafting on the target's own features)."""
 
 from functools import partial
@@ -9,7 +10,6 @@ import streamlit as st
 from specviz import ui
 from specviz.analysis import common, drafters
 from specviz.drafters.modules import shipped_weights
-from specviz.drafters.registry import chain_drafter, drafter_entry, state_drafters
 from specviz.engine import prompt_ids_for
 from specviz.limits import shipped_weights_fit
 from specviz.presentation.drafter_figures import (
@@ -17,6 +17,7 @@ from specviz.presentation.drafter_figures import (
     confidence_calibration_figure,
     drafter_attention_figure,
 )
+from specviz.registry.drafters import chain_drafter, drafter_entry, state_drafters
 from specviz.serving.works import Work
 from specviz.ui.state import page_key
 

@@ -1,4 +1,4 @@
-"""The race (seed 001, live): the target alone and speculative decoding writing the same answer on one clock."""
+"""The race (live): the target alone and speculative decoding writing the same answer on one clock."""
 
 from urllib.parse import urlencode
 
@@ -6,9 +6,9 @@ import streamlit as st
 
 from specviz import ui
 from specviz.analysis.race import lane_choices
-from specviz.drafters.registry import drafter_entry
 from specviz.presentation.race import race_page
-from specviz.rules.registry import rule_for
+from specviz.registry.drafters import drafter_entry
+from specviz.registry.rules import rule_for
 from specviz.serving.urlstate import STUDENT
 from specviz.ui.engine_numbers import export_downloads
 from specviz.ui.presets import PAIR_PRESETS, QWEN_CODER_PAIR, availability_mark

@@ -1,10 +1,10 @@
-"""Recursive Speculative Decoding (seed 002): draft trees, one-pass tree verification, recursive rejection."""
+"""Recursive Speculative Decoding (Jeon et al. 2024): draft trees, one-pass tree verification, recursive rejection."""
 
 import streamlit as st
 
 from specviz import ui
 from specviz.analysis import tree_vs_chain
-from specviz.drafters.registry import drafter_entry
+from specviz.registry.drafters import drafter_entry
 from specviz.serving.works import Work
 
 linked_round = ui.linked_round()  # read before the sidebar rewrites the URL

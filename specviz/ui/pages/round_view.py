@@ -1,4 +1,5 @@
-"""The round view: every decoding round drawn as seed 000 / seed 001 / seed 002 draw it, with p-vs-q bars,
+"""The round view: every decoding round drawn as the papers draw it (SpecDec's draft-then-verify rows, Xia et al.
+2023; RSD's trees, Jeon et al. 2024), with p-vs-q bars,
 stepped in the browser (the lesson player in its step view: no server round trip per step)."""
 
 import streamlit as st

@@ -5,7 +5,7 @@ import streamlit as st
 from specviz import ui
 from specviz.analysis import whatif
 from specviz.presentation import comparison, render
-from specviz.rules.registry import RULES, rule_entry
+from specviz.registry.rules import RULES, rule_entry
 from specviz.ui.state import page_key
 
 config, prompt, defaults = ui.shared_controls()

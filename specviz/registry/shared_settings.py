@@ -1,6 +1,7 @@
 """The settings every run shares, each with its :class:`~specviz.settings.Param` (torch-free): the models and
 their precisions, the drafter, the block size, the seed and the lengths, after the rules' (the
-:class:`~specviz.rules.settings.RuleSettings` they extend). :class:`~specviz.config.DecodeConfig` adds each drafter's
+:class:`~specviz.registry.rule_settings.RuleSettings` they extend).
+:class:`~specviz.config.DecodeConfig` adds each drafter's
 settings group and reads them all by flat names."""
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specviz import limits
-from specviz.drafters.registry import DRAFT_MODEL
-from specviz.rules.settings import RuleSettings
+from specviz.registry.drafters import DRAFT_MODEL
+from specviz.registry.rule_settings import RuleSettings
 from specviz.settings import param
 
 

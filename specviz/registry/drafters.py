@@ -3,7 +3,8 @@
 The CLI's choices, the sidebar's radios and their help, the URL parser, the config's validation and the analysis
 pages all read these entries, and the engine builds a run's drafter from one. A drafter is in one place: its module
 in :mod:`specviz.drafters` (its class and the functions of its :class:`~specviz.drafters.base.DrafterModule`
-protocol) plus one :class:`DrafterEntry` line below (its settings group from :mod:`specviz.drafters.settings`, what
+protocol) plus one :class:`DrafterEntry` line below (its settings group from
+:mod:`specviz.registry.drafter_settings`, what
 it reads, how pages describe it); :func:`register` adds one at run time (a plug-in, or a test's toy drafter).
 
 Modules are named as strings and imported on first use (:mod:`specviz.drafters.modules` puts them to work), so
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
-from specviz.drafters.settings import EagleSettings, LayerSkipSettings, NgramSettings, TreeSettings, TreeShape
+from specviz.registry.drafter_settings import EagleSettings, LayerSkipSettings, NgramSettings, TreeSettings, TreeShape
 from specviz.settings import Configured, described_fields
 
 C = TypeVar("C", bound=Configured)
@@ -38,7 +39,8 @@ class DrafterEntry:
     (block = tree depth); ``tree_when``: the boolean setting that makes it propose a tree instead of a chain.
     ``drafts_from``: what a round view says the round drafted from (``{position}``, ``{token}``: the last token the
     target verified; ``{pending}``: the token after it), for drafters that draft from the target's own states.
-    ``mask_slots``: it drafts into [MASK] slots appended to its input (SpecDec's drafter), the picture seed 000's
+    ``mask_slots``: it drafts into [MASK] slots appended to its input (SpecDec's drafter), the picture SpecDec's
+    (Xia et al. 2023)
     "Decoder input" row draws. ``attention_title``: the Parallel drafters page draws its learned attention so titled.
     """
 

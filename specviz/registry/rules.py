@@ -4,7 +4,8 @@ The CLI's choices, the sidebar's radios and their help, the URL parser, the conf
 labels, the Compare rules page, the lesson player and the pages' statements of alpha all read these entries; the
 engine builds a run's rule from one. A rule is in one place: its module in :mod:`specviz.rules` (its class, meeting
 the :class:`~specviz.rules.acceptance.Rule` protocol, and ``build(config)``: the
-:class:`~specviz.rules.acceptance.RuleModule` protocol), its settings group in :mod:`specviz.rules.settings` if it
+:class:`~specviz.rules.acceptance.RuleModule` protocol), its settings group in
+:mod:`specviz.registry.rule_settings` if it
 has settings, and one :class:`RuleEntry` line below; :func:`register` adds one at run time (a test's toy rule).
 
 Modules are named as strings and imported on first use, so this module (and :mod:`specviz.config`, which validates
@@ -17,11 +18,10 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from specviz.rules.settings import RuleSettings, SamplingSettings, TopBetaSettings
-from specviz.settings import described_fields
+from specviz.registry.rule_settings import RuleSettings, SamplingSettings, TopBetaSettings
+from specviz.settings import Configured, described_fields
 
 if TYPE_CHECKING:
-    from specviz.config import DecodeConfig
     from specviz.rules import greedy, sampling, top_beta
     from specviz.rules.acceptance import Rule, RuleModule
 
@@ -35,7 +35,8 @@ class RuleEntry:
     """A verification rule as the rest of the product sees it.
 
     ``module`` (in :mod:`specviz.rules`, or a full dotted name) implements :class:`~specviz.rules.acceptance.
-    RuleModule`; ``settings``: its group in :mod:`specviz.rules.settings` (the sidebar enables the widgets of its
+    RuleModule`; ``settings``: its group in :mod:`specviz.registry.rule_settings`, which ``build`` hands the
+    module (the sidebar enables the widgets of its
     ``fields``); ``lossless``: it preserves the target's law; ``correction`` and ``bonus``: what the round view calls
     the token the target emits after a rejection and after a fully accepted draft; ``alpha``: what alpha means
     under it (:meth:`Rule.acceptance_alpha`), stated beside every figure of it; ``verify_label``: the round view's
@@ -69,14 +70,15 @@ class RuleEntry:
         """The config fields it reads: its settings group's."""
         return tuple(described_fields(self.settings)) if self.settings else ()
 
-    def build(self, config: DecodeConfig) -> Rule:
+    def build(self, config: Configured) -> Rule:
         name = self.module if "." in self.module else f"specviz.rules.{self.module}"
-        return cast("RuleModule", importlib.import_module(name)).build(config)
+        settings = config.settings(self.settings) if self.settings else None  # the rule's own group only
+        return cast("RuleModule", importlib.import_module(name)).build(settings)
 
-    def candidates_shown(self, config: DecodeConfig) -> int:
+    def candidates_shown(self, config: Configured) -> int:
         return int(config.value(self.candidates)) if self.candidates else CANDIDATES_SHOWN
 
-    def compared(self, config: DecodeConfig) -> list[tuple[str, Rule]]:
+    def compared(self, config: Configured) -> list[tuple[str, Rule]]:
         """(label, rule) for each setting the Compare rules page checks a draft with: one per ``compared_over``
         value (labelled with it and the group's other settings), else the config's."""
         if self.compared_over is None:
@@ -162,6 +164,6 @@ def rule_entry(name: str) -> RuleEntry:
     return RULES[name]
 
 
-def rule_for(config: DecodeConfig) -> Rule:
+def rule_for(config: Configured) -> Rule:
     """The verification rule the config names, built by its registry entry."""
-    return rule_entry(config.rule).build(config)
+    return rule_entry(config.value("rule")).build(config)

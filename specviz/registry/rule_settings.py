@@ -2,21 +2,17 @@
 group (its registry entry's ``settings``): top-β's β and τ (SpecDec, Xia et al. 2023), sampling's temperature,
 top-k and top-p (applied to both p and q). A group's field names are its settings' names everywhere (CLI flags, URL
 parameters, sidebar keys, trace JSON). :class:`RuleSettings` joins the choice and every group, and
-:class:`~specviz.config.DecodeConfig` extends it; a rule reads its group with :func:`settings_of`."""
+:class:`~specviz.config.DecodeConfig` extends it; a rule is built from its group, which
+:meth:`DecodeConfig.settings <specviz.config.DecodeConfig.settings>` reads."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar, cast
 
-from specviz.settings import described_fields, param
-
-if TYPE_CHECKING:
-    from specviz.config import DecodeConfig
+from specviz.settings import param
 
 BETA_MAX = 10  # SpecDec uses beta <= 5; 10 leaves room to show how lossy large beta gets
-G = TypeVar("G")  # a rule's settings group
 
 
 @dataclass(frozen=True)
@@ -89,9 +85,3 @@ class SamplingSettings:
 @dataclass(frozen=True)
 class RuleSettings(SamplingSettings, TopBetaSettings, RuleChoice):
     """The rule and every rule's settings group, in this order: the choice, top-β's, sampling's."""
-
-
-def settings_of(config: DecodeConfig, group: type[G]) -> G:
-    """A rule's settings group as ``config`` holds it (flat fields of the config, which extends every group)."""
-    names = described_fields(cast(type, group))
-    return group(**{name: getattr(config, name) for name in names})
