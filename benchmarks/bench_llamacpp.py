@@ -172,7 +172,8 @@ def app_runs(wanted: str, prompts: list[list[int]], max_new: int) -> tuple[str, 
         summary = run_race([(config, pair)], None, ids).summary()
         for lane, into in (("target_alone", alone), ("speculative", speculative)):
             data = summary[lane]
-            into.append(Run(len(data["output_ids"]), data["tokens_per_s"], data["tokens_per_s"], data["output_ids"]))
+            ids_out = tuple(data["output_ids"])  # the summary's JSON list, compared with tuples
+            into.append(Run(len(ids_out), data["tokens_per_s"], data["tokens_per_s"], ids_out))
         generated.append(generate_run(pair.target, ids, max_new))
     del pair
     forget_loaded_models()
