@@ -391,6 +391,6 @@ def test_cli_trace_samples_and_errors(tiny_dirs, tmp_path):
         assert {"acceptance_rate", "mean_tokens_per_round", "target_forward_passes", "new_tokens"} <= set(t["stats"])
         for r in t["rounds"]:
             assert {"emitted_ids", "draft", "correction", "bonus"} <= set(r)
-            assert all({"token_id", "accepted", "p", "q"} <= set(d) for d in r["draft"])
+            assert all({"token_id", "status", "p", "q"} <= set(d) and "accepted" not in d for d in r["draft"])
     bad = subprocess.run(cmd[:-2] + ["--gamma", "0"], capture_output=True, text=True)
     assert bad.returncode == 2 and "gamma must be" in bad.stderr and "Traceback" not in bad.stderr
