@@ -53,7 +53,7 @@ from specviz.drafters.eagle_head import (
     load_head,
     trimmed_rows,
 )
-from specviz.drafters.tree import beam_children, tree_attention
+from specviz.drafters.tree import beam_children, grow_node, tree_attention
 from specviz.models.forwards import KVCachedSequence, TreeLayout, states_forward
 from specviz.models.llama_step import LlamaWeights, causal_mask, llama_weights
 from specviz.models.loading import LoadedModel
@@ -262,19 +262,7 @@ def dynamic_tree(
             for _, token, log_prob, key in beam_children(
                 grown, [parent], grown.draft_probs, drafter.shape.eagle_top_k, rule.stochastic, generator
             ):
-                node = TreeNode(
-                    index=len(grown.nodes),
-                    parent=parent,
-                    depth=level + 1,
-                    token_id=token,
-                    draft_prob=float(grown.draft_probs[parent][token]),
-                    sibling_rank=len(grown.nodes[parent].children),
-                    log_prob=log_prob,
-                    perturbed=key,
-                )
-                grown.nodes[parent].children.append(node.index)
-                grown.nodes.append(node)
-                added.append(node.index)
+                added.append(grow_node(grown, parent, token, log_prob, key))
         grown.levels.append(added)
         if level == depth - 1 or not added:
             break

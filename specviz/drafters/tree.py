@@ -73,6 +73,24 @@ def _conditioned_gumbel(parent_score: float, child_keys: torch.Tensor) -> torch.
     return parent_score - torch.clamp(v, min=0) - torch.log1p(torch.exp(-v.abs()))
 
 
+def grow_node(tree: DraftTree, parent: int, token: int, log_prob: float, perturbed: float) -> int:
+    """Add ``token`` as the next child of node ``parent`` (its draft probability read from the parent's q, its
+    sibling rank the children before it); returns the new node's index."""
+    node = TreeNode(
+        index=len(tree.nodes),
+        parent=parent,
+        depth=tree.nodes[parent].depth + 1,
+        token_id=token,
+        draft_prob=float(tree.draft_probs[parent][token]),
+        sibling_rank=len(tree.nodes[parent].children),
+        log_prob=log_prob,
+        perturbed=perturbed,
+    )
+    tree.nodes[parent].children.append(node.index)
+    tree.nodes.append(node)
+    return node.index
+
+
 def beam_children(
     tree: DraftTree,
     frontier: list[int],
@@ -153,22 +171,7 @@ class TreeDrafter:
                 ]
         else:
             chosen = beam_children(tree, frontier, tree.draft_probs, self.width, rule.stochastic, generator)
-        added = []
-        for parent, token, log_prob, perturbed in chosen:
-            node = TreeNode(
-                index=len(tree.nodes),
-                parent=parent,
-                depth=tree.nodes[parent].depth + 1,
-                token_id=token,
-                draft_prob=float(tree.draft_probs[parent][token]),
-                sibling_rank=len(tree.nodes[parent].children),
-                log_prob=log_prob,
-                perturbed=perturbed,
-            )
-            tree.nodes[parent].children.append(node.index)
-            tree.nodes.append(node)
-            added.append(node.index)
-        return added
+        return [grow_node(tree, parent, token, log_prob, perturbed) for parent, token, log_prob, perturbed in chosen]
 
     def update(self, drafted: int, accepted_path: list[int]) -> None:
         """Keep the committed context and the accepted path's cached nodes; drop the rest of the tree."""
