@@ -15,6 +15,8 @@ from playwright.sync_api import sync_playwright
 
 from specviz.serving.processes import CHROMIUM_ARGS, Server, free_port
 
+from .test_peer_passes import stored_capture  # noqa: F401  (this CPU's measurement, a real file, put back after)
+
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
 
@@ -355,3 +357,15 @@ def test_an_int8_target_is_chosen_by_a_sidebar_click_carried_by_its_link_and_rac
         said = verdict.first.inner_text()
         same, total = (int(n) for n in re.findall(r"Identical: (\d+) of (\d+)", said)[0])
         assert same == total >= 8 and "attention one row at a time" in said
+
+
+def test_the_roofline_view_shows_llama_cpps_measured_passes(app_url, stored_capture):  # noqa: F811
+    """#52 as a class meets it: on the Parallel verification page, opened by its link, llama.cpp's pass over k tokens
+    measured on this machine (a real llama-bench capture, kept as this CPU's) stands beside the app's roofline."""
+    with chromium_page(1400, 1000) as page:
+        page.goto(f"{app_url}/parallel_verification?max_new_tokens=4")
+        said = page.get_by_text(re.compile("^llama.cpp on this CPU")).first
+        said.wait_for(timeout=300_000)
+        ms = stored_capture.pass_ms
+        assert f"costs {stored_capture.relative()[-1]:.1f} of its one-token steps" in said.inner_text()
+        assert f"({ms[-1]:.0f} ms against {ms[0]:.0f} ms)" in said.inner_text()  # its table: AppTest, test_peer_passes
