@@ -18,7 +18,7 @@ MAX_NEW_TOKENS_MAX = 512  # bounds one request's work so a single user cannot ho
 PROMPT_TOKENS_MAX = 2048  # a longer prompt is refused with a message, not truncated silently
 TOP_N_MAX = 50
 ENGINE_REPORT_BYTES_MAX = 5_000_000  # a pasted or uploaded engine report: a whole /metrics page is ~100 kB
-DTYPES = ("float32", "bfloat16", "float16", "int8")
+DTYPES = ("float32", "bfloat16", "float16", "int8", "int4")
 DRAFT_DTYPES = (None, "float32", "bfloat16", "int8", "int4")  # None: the target's precision
 DRAFT_VOCAB_CHOICES = (None, 1024, 2048, 4096, 8192, 16384, 32768, 0)  # None: as the draft ships; 0: every token
 

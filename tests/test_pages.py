@@ -123,9 +123,10 @@ def test_numerics_page_shows_four_outputs_and_the_preset_match_rate(params):
     at.button[0].click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     outputs = at.dataframe[0].value
-    assert list(outputs.precision) == ["float32", "bfloat16", "int8"]
+    assert list(outputs.precision) == ["float32", "bfloat16", "int8", "int4"]
     assert outputs["identical tokens"][0] == "16 / 16"  # float32: exact
     assert outputs["identical tokens"][2] == "16 / 16"  # int8: exact to the int8 target
+    assert outputs["identical tokens"][3] == "16 / 16"  # int4: exact to the int4 target
     assert any("float32" in s.value and "token-identical" in s.value for s in at.success)
     press(at, "Decode with the draft in")  # the draft in each precision beside the target's own float32 greedy
     assert not at.exception and not at.error, [e.value for e in at.error]

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from specviz import DATA_DIR
-from specviz.analysis.draft_precision import draft_precisions_on
+from specviz.analysis.draft_precision import precisions_on
 from specviz.analysis.roofline import MeasuredDefaults, fastest_drafts, measured_defaults, pair_profiles
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair
@@ -37,10 +37,10 @@ from specviz.training.draft_model import HELDOUT_FILE, heldout_acceptance
 from specviz.training.teacher_text import read_prompt_file
 
 LESSON_PRECISIONS = ("float32", "bfloat16")  # a pair's default precision: exact, or the lesson of rounding
-PRECISIONS = (*LESSON_PRECISIONS, "int8")  # each profiled with every draft precision: --fastest knows them all
+PRECISIONS = (*LESSON_PRECISIONS, "int8", "int4")  # each profiled with every draft precision: --fastest knows them all
 ACCEPTANCE_PROMPTS = 3  # held-out prompts of each file (prose and code) the acceptance is measured on
 ACCEPTANCE_GAMMA, ACCEPTANCE_TOKENS = 4, 32
-CHOICES = 3  # bumped when what a pair's defaults choose changes (2: the draft's precision; 3: int8 targets)
+CHOICES = 4  # bumped when what a pair's defaults choose changes (2: the draft's precision; 3: int8 targets; 4: int4)
 PAIR_DEFAULTS = ("dtype", "gamma", "draft_dtype")  # the settings a pair's measured defaults set
 
 
@@ -91,8 +91,8 @@ def measure_pair_defaults(config: DecodeConfig, release: bool = False) -> Measur
     precision's models before loading the next (a command's process; the app keeps what it loaded)."""
     profiles: dict[tuple[str, str], tuple[PassProfile, PassProfile]] = {}
     alphas: dict[str, float] = {}
-    for dtype in PRECISIONS:
-        for draft_dtype in draft_precisions_on(config.device):
+    for dtype in precisions_on(config.device, PRECISIONS):
+        for draft_dtype in precisions_on(config.device):
             precise = config.replace(dtype=dtype, draft_dtype=draft_dtype)
             pair = load_pair(precise)
             target, draft = pair_profiles(precise, pair)

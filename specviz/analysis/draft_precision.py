@@ -24,10 +24,11 @@ from specviz.token_lists import first_difference
 DRAFT_PRECISIONS = tuple(d for d in limits.DRAFT_DTYPES if d)  # the draft model's own precisions (None: the target's)
 
 
-def draft_precisions_on(device: str) -> tuple[str, ...]:
-    """The draft precisions that run on ``device`` ("auto", "cpu", "cuda:0"...): int8 and int4 need a CPU."""
+def precisions_on(device: str, precisions: tuple[str, ...] = DRAFT_PRECISIONS) -> tuple[str, ...]:
+    """Those of ``precisions`` (by default the draft's) that run on ``device`` ("auto", "cpu", "cuda:0"...): int8
+    needs a CPU, int4 a CPU where its C kernel compiles."""
     resolved = resolve_device(device)
-    return tuple(d for d in DRAFT_PRECISIONS if d not in QUANTISATIONS or QUANTISATIONS[d].runs_on(resolved))
+    return tuple(d for d in precisions if d not in QUANTISATIONS or QUANTISATIONS[d].runs_on(resolved))
 
 
 @dataclass(frozen=True)

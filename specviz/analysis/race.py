@@ -236,14 +236,17 @@ EXACT_PRECISIONS = {
     "float32": "as greedy decoding in float32 guarantees",
     "int8": "to the int8 target as run (a coarser model than the float32 one), as its exact int32 sums and its "
     "attention one row at a time guarantee",
+    "int4": "to the int4 target as run (a coarser model than the float32 one), as its kernel's exact int32 sums, "
+    "each row's float steps in one order, and its attention one row at a time guarantee",
 }
 
 
 def verdict(config: DecodeConfig, reference: tuple[int, ...], ids: tuple[int, ...]) -> str:
     """How a speculative lane's text compares with the target alone's, and what the rule and precision promise:
-    identical under greedy float32 (Leviathan et al. 2023, Thm. 3.1 with the argmax rule) and to the int8 target as
-    run in int8 (its products are summed exactly, :mod:`specviz.models.int8`, and each row attends as one token
-    would, :mod:`specviz.models.row_attention`), identical up to rounding in half precision, the same distribution,
+    identical under greedy float32 (Leviathan et al. 2023, Thm. 3.1 with the argmax rule) and to the quantised target
+    as run in int8 and int4 (each row's products are computed as alone, :mod:`specviz.models.int8`,
+    :mod:`specviz.models.int4`, and each row attends as one token would, :mod:`specviz.models.row_attention`),
+    identical up to rounding in half precision, the same distribution,
     not the same text, under sampling, and no promise under a lossy rule."""
     same, total = common_prefix(reference, ids), max(len(reference), len(ids))
     if rule_for(config).stochastic:

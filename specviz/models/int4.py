@@ -1,13 +1,20 @@
-"""A draft's int4 precision: 4-bit weights in groups of 32, each group with its own scale and zero (GPTQ's and AWQ's
-layout: Frantar et al. 2023; Lin et al. 2024), multiplied by bfloat16 activations through torch's CPU int4 kernel.
+"""The int4 precision: 4-bit weights in groups of 32 inputs, each group with its own scale and minimum (the layout of
+GPTQ, AWQ and llama.cpp's Q4_K sub-blocks: Frantar et al. 2023; Lin et al. 2024), times each activation row
+quantised to 8 bits by its own scale, the products summed exactly in int32:
 
-    W_ji ~ (Q_ji - 8) * s_jg + z_jg,   Q_ji in 0..15,   s_jg = (max_g W_j - min_g W_j) / 15,   z_jg = min_g W_j + 8 s_jg
+    W_ji ~ s_jg * Q_ji + m_jg,   Q_ji in 0..15,   s_jg = (max_g W_j - min_g W_j) / 15,   m_jg = min_g W_j
+    y_rj = t_r * sum_g (s_jg * sum_{i in g} Q_ji a_ri + m_jg * sum_{i in g} a_ri) + b_j,   a_r = round(x_r / t_r)
 
-for the group g of 32 inputs that holds i. A step reads half of int8's bytes (an eighth of float32's, scales aside).
-The products run in bfloat16 and the layer returns float32, so the result depends on how many rows share a pass: not
-exact to itself, which only a draft may be (the target decides every token, so a coarser draft changes how often
-its tokens are accepted, never the output). The output head stays int8 (:mod:`specviz.models.int8`): FR-Spec trims
-its rows, and a head of a few thousand rows costs little.
+for the group g of 32 inputs that holds i (s and m stored in float16, Q rounded against the stored pair). The
+product is the package's C kernel (``int4_rows.c``, compiled for this CPU by :mod:`specviz.models.compiled`): each
+row's integer sums are exact and its float steps the same fused multiply-adds in the same order however many rows
+share a pass, so a pass over k + 1 rows gives, row for row, the bits of k + 1 one-row steps (tested), on every
+instruction set it is compiled for (AVX-512 VNNI, AVX2, plain C: tested equal bit for bit). With attention one
+query row at a time (:mod:`specviz.models.row_attention`), that makes an int4 TARGET exact to itself, as int8's
+is. A step reads about 0.63 bytes a weight (an eighth of float32's, scales included), unpacked once per pass and
+shared by its rows, so the pass stays near the cost of one row until the integer dot products (64 a
+VNNI instruction) catch up with the memory. The output head and the input embedding stay int8
+(:mod:`specviz.models.int8`): a draft's head is trimmed by FR-Spec, a target's decides every token.
 """
 
 from __future__ import annotations
@@ -16,60 +23,106 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
+from specviz.models.compiled import Int4Kernel, int4_kernel
 from specviz.models.int8 import Int8Linear, quantise_input_embedding
 from specviz.models.mapped_pages import replace_linear_layers
+from specviz.models.row_attention import attend_by_rows
 
-GROUP = 32  # inputs per scale and zero
-LEVELS = 15  # 4 bits: 0..15, centred on 8
-INNER_K_TILES = 2  # torch's packing parameter for its CPU int4 kernel
+GROUP = 32  # inputs per scale and minimum
+TILE = 16  # outputs per tile of the packed layout (one AVX-512 vector of int32 sums)
+LEVELS = 15  # 4 bits: 0..15
 
 
-def int4_runs_on(device: torch.device) -> bool:
-    """Whether :class:`Int4Linear` runs on ``device``: a CPU whose torch has the int4 kernel."""
-    return device.type == "cpu" and hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu")
+def int4_not_on(device: torch.device) -> str | None:
+    """Why :class:`Int4Linear` cannot run on ``device``, or None: it needs a CPU where the C kernel compiles."""
+    if device.type != "cpu":
+        return f"int4 weights run on a CPU; on {device} pick bfloat16"
+    kernel = int4_kernel()
+    return None if isinstance(kernel, Int4Kernel) else f"int4 weights need the package's C kernel, not built: {kernel}"
 
 
 def packs_int4(linear: nn.Linear) -> bool:
-    """Whether a layer's shape suits the kernel: whole groups and tiles of inputs, whole tiles of outputs."""
-    inputs, outputs = linear.in_features, linear.out_features
-    return inputs % GROUP == 0 and inputs % (INNER_K_TILES * 16) == 0 and outputs % 16 == 0
+    """Whether a layer's shape suits the kernel: whole groups of inputs, whole tiles of outputs."""
+    return linear.in_features % GROUP == 0 and linear.out_features % TILE == 0
+
+
+def quantise_groups(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """W (out, in) as (Q (out, in / 32, 32) uint8 in 0..15, s (out, in / 32) float16, m (out, in / 32) float16), Q
+    rounded against the float16 s and m the kernel reads."""
+    w = weight.detach().float().reshape(weight.shape[0], -1, GROUP)
+    low, high = w.amin(dim=-1), w.amax(dim=-1)
+    scales, minimums = ((high - low) / LEVELS).half(), low.half()
+    steps = scales.float().clamp(min=torch.finfo(torch.float16).tiny)[..., None]
+    values = torch.round((w - minimums.float()[..., None]) / steps).clamp(0, LEVELS).to(torch.uint8)
+    return values, scales, minimums
+
+
+def pack_groups(values: torch.Tensor, scales: torch.Tensor, minimums: torch.Tensor) -> torch.Tensor:
+    """The kernel's layout (``int4_rows.c``): per tile of 16 outputs, per group, 16 float16 scales, 16 float16
+    minimums and 4 chunks of 64 bytes, byte 4o + k of chunk c holding inputs 8c + k (low nibble) and 8c + 4 + k
+    (high nibble) of output o. Returns (tiles, groups, 320) uint8."""
+    outputs, groups = scales.shape
+    tiles = outputs // TILE
+    q = values.reshape(tiles, TILE, groups, 4, 2, 4)  # (tile, o, group, chunk c, low/high, k)
+    nibbles = (q[..., 0, :] | (q[..., 1, :] << 4)).permute(0, 2, 3, 1, 4).reshape(tiles, groups, 256)
+
+    def per_tile(halves: torch.Tensor) -> torch.Tensor:
+        return halves.reshape(tiles, TILE, groups).permute(0, 2, 1).contiguous().view(torch.uint8)
+
+    return torch.cat([per_tile(scales), per_tile(minimums), nibbles], dim=-1).contiguous()
+
+
+def dequantised(values: torch.Tensor, scales: torch.Tensor, minimums: torch.Tensor) -> torch.Tensor:
+    """W as the kernel reads it, (out, in) float32: s * Q + m."""
+    return (scales.float()[..., None] * values.float() + minimums.float()[..., None]).reshape(values.shape[0], -1)
+
+
+def int4_product(
+    x: torch.Tensor, packed: torch.Tensor, outputs: int, bias: torch.Tensor | None, march: str = "native"
+) -> torch.Tensor:
+    """x (rows, in) float32 times a :func:`pack_groups`-ed weight, plus ``bias``: (rows, outputs) float32, through
+    the kernel compiled for ``march`` (this CPU's own instruction set by default)."""
+    kernel = int4_kernel(march)
+    assert isinstance(kernel, Int4Kernel), kernel
+    x = x.contiguous()
+    y = torch.empty(x.shape[0], outputs)
+    if x.shape[0] == 0:
+        return y
+    failed = kernel.product(
+        x.data_ptr(), x.shape[0], x.shape[1], outputs, packed.data_ptr(),
+        None if bias is None else bias.data_ptr(), y.data_ptr(),
+    )  # fmt: skip
+    if failed:
+        raise MemoryError("the int4 kernel could not allocate its activation rows")
+    return y
 
 
 class Int4Linear(nn.Module):
-    """A Linear layer on 4-bit grouped weights (one packed copy, no float one): bfloat16 activations in, float32 out.
-    Its ``weight`` has the matrix's shape only (on the "meta" device)."""
+    """A Linear layer on 4-bit grouped weights (one packed copy, no float one), float32 in and out, through
+    :func:`int4_product`. Its ``weight`` has the matrix's shape only (on the "meta" device)."""
 
     def __init__(self, linear: nn.Linear) -> None:
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
-        w = linear.weight.detach().float().reshape(self.out_features, -1, GROUP)
-        low, high = w.amin(dim=-1, keepdim=True), w.amax(dim=-1, keepdim=True)
-        scales = ((high - low) / LEVELS).clamp(min=1e-8)
-        values = torch.round((w - low) / scales).clamp(0, LEVELS).reshape(self.out_features, -1).to(torch.int32)
-        zeros = low + 8 * scales  # (Q - 8) * s + z = low + Q * s
-        self.packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(values, INNER_K_TILES)
-        groups = (scales.squeeze(-1), zeros.squeeze(-1))  # (out, in / GROUP) each
-        self.scales_and_zeros = torch.stack(groups, dim=-1).transpose(0, 1).contiguous().to(torch.bfloat16)
-        self.bias = None if linear.bias is None else linear.bias.detach().float()
+        self.packed = pack_groups(*quantise_groups(linear.weight))
+        self.bias = None if linear.bias is None else linear.bias.detach().float().contiguous()
         self.weight = torch.empty(self.out_features, self.in_features, device="meta")  # the shape; values packed
 
     @property
     def matrix_bytes(self) -> int:
         """Bytes of the weight held outside the model's parameters: half a byte per weight, 4 bytes per group."""
-        return self.out_features * self.in_features // 2 + self.scales_and_zeros.numel() * 2
+        return self.packed.numel()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
-        y = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, GROUP, self.scales_and_zeros).float()
-        if self.bias is not None:
-            y = y + self.bias
+        y = int4_product(x.reshape(-1, self.in_features).float(), self.packed, self.out_features, self.bias)
         return y.view(*x.shape[:-1], self.out_features).to(x.dtype)
 
 
 def quantize_int4(model: nn.Module) -> int:
-    """Put a freshly loaded float32 draft's Linear layers on int4 (in place, before it is shared): its output head,
-    any layer whose shape the kernel cannot take, and its input embedding, on int8. Returns how many Linear layers
-    changed."""
+    """Put a freshly loaded float32 model's Linear layers on int4 (in place, before it is shared): its output head,
+    any layer whose shape the kernel cannot take, and its input embedding on int8; its attention one query row at a
+    time (:mod:`specviz.models.row_attention`), so a target on it is exact to itself. Returns how many Linear
+    layers changed."""
     head = model.get_output_embeddings() if isinstance(model, PreTrainedModel) else None
 
     def converted(layer: nn.Linear, _shared: bool) -> nn.Module:
@@ -77,4 +130,5 @@ def quantize_int4(model: nn.Module) -> int:
 
     changed = replace_linear_layers(model, converted)
     quantise_input_embedding(model)
+    attend_by_rows(model)
     return changed

@@ -33,9 +33,10 @@ UNSIGNED_ZERO = 128  # oneDNN takes activations as unsigned bytes: q + 128, its 
 DOT_PRODUCT_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")  # one-instruction int8 dot products into int32
 
 
-def int8_runs_on(device: torch.device) -> bool:
-    """Whether :class:`Int8Linear` runs on ``device``: a CPU (``torch._int_mm`` on CUDA needs more than 16 rows)."""
-    return device.type == "cpu"
+def int8_not_on(device: torch.device) -> str | None:
+    """Why :class:`Int8Linear` cannot run on ``device``, or None: it needs a CPU (``torch._int_mm`` on CUDA needs
+    more than 16 rows)."""
+    return None if device.type == "cpu" else f"int8 weights run on a CPU; on {device} pick bfloat16"
 
 
 def packs_int8() -> bool:

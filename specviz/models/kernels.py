@@ -14,9 +14,10 @@ belongs to a loaded model, chosen once at load (by the machine profile, :mod:`sp
 caller of that model (the engine, the drafts' lean step, transformers' ``generate``) multiplies through it.
 
 Paths: ``default`` (torch's own choice: MKL for float32, oneDNN for bfloat16) and ``onednn`` (packed weights), both
-exact in the model's precision; and ``int8`` (int8 matrices, each activation row quantised on the fly, products
-in int32: :mod:`specviz.models.int8`), a precision of its own: a draft on it changes how often its tokens are
-accepted, never the output, and a target on it is exact to itself (the int8 target as run decides every token).
+exact in the model's precision; and ``int8`` and ``int4`` (int8 or grouped 4-bit matrices, each activation row
+quantised on the fly, products in int32: :mod:`specviz.models.int8`, :mod:`specviz.models.int4`), precisions of
+their own: a draft on one changes how often its tokens are accepted, never the output, and a target on one is exact
+to itself (the quantised target as run decides every token).
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ class Projection:
     bias: torch.Tensor | None = None  # (out,)
     packed: torch.Tensor | None = None  # the weight as :func:`pack` made it, or None
     int8: Int8Matrix | None = None  # the weight and bias of an :class:`Int8Linear`, or None
-    int4: Int4Linear | None = None  # the layer itself where it is on int4 (a draft's body), or None
+    int4: Int4Linear | None = None  # the layer itself where it is on int4, or None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.int8 is not None:
@@ -158,7 +159,7 @@ class Projection:
 
     def rows(self, ids: torch.Tensor) -> Projection:
         """The projection onto the output rows ``ids`` only (FR-Spec's trimmed head), on the same kernel path."""
-        assert self.int4 is None, "an int4 draft's output head stays int8 (specviz.models.int4)"
+        assert self.int4 is None, "an int4 model's output head stays int8 (specviz.models.int4)"
         if self.int8 is not None:
             return Projection(torch.empty(len(ids), self.weight.shape[1], device="meta"), int8=self.int8.rows(ids))
         weight = (self.packed.to_dense() if self.packed is not None else self.weight)[ids].clone()

@@ -25,8 +25,8 @@ from specviz.models import hub
 from specviz.models.embedded import EMBEDDED_NAME, embedded_model_dir
 from specviz.models.embedded_draft import EMBEDDED_DRAFT_NAME, embedded_draft_dir
 from specviz.models.errors import ModelLoadError, VocabularyMismatchError
-from specviz.models.int4 import int4_runs_on, quantize_int4
-from specviz.models.int8 import int8_runs_on, quantize_int8
+from specviz.models.int4 import int4_not_on, quantize_int4
+from specviz.models.int8 import int8_not_on, quantize_int8
 from specviz.models.kernels import DEFAULT, INT4, INT8, QUANTISED
 from specviz.models.loaded import LoadedModel
 from specviz.models.machine import check_memory, resolve_device, share_kv_heads_in_masked_attention, weights_bytes
@@ -37,21 +37,25 @@ from specviz.models.vocab_ranking import read_vocab_ranking
 
 
 class Quantisation(NamedTuple):
-    """A quantised precision: what puts a freshly loaded float32 model on it, and where it runs."""
+    """A quantised precision: what puts a freshly loaded float32 model on it, and why it cannot run on a device (None
+    where it can)."""
 
     apply: Callable[[nn.Module], int]
-    runs_on: Callable[[torch.device], bool]
+    not_on: Callable[[torch.device], str | None]
+
+    def runs_on(self, device: torch.device) -> bool:
+        return self.not_on(device) is None
 
 
-QUANTISATIONS = {INT8: Quantisation(quantize_int8, int8_runs_on), INT4: Quantisation(quantize_int4, int4_runs_on)}
+QUANTISATIONS = {INT8: Quantisation(quantize_int8, int8_not_on), INT4: Quantisation(quantize_int4, int4_not_on)}
 
 
 def torch_dtype(name: str) -> torch.dtype:
-    """A config's precision name ("float32", "bfloat16", "float16") as a torch dtype; "int8" and a draft's "int4"
+    """A config's precision name ("float32", "bfloat16", "float16") as a torch dtype; "int8" and "int4"
     (quantised matrices, the rest float32: :mod:`specviz.models.int8`, :mod:`specviz.models.int4`) as float32."""
     dtype = torch.float32 if name in QUANTISED else getattr(torch, name, None)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise ModelLoadError(f"Unknown precision {name!r}: use float32, bfloat16, float16, int8 or (a draft) int4")
+        raise ModelLoadError(f"Unknown precision {name!r}: use float32, bfloat16, float16, int8 or int4")
     return dtype
 
 
@@ -174,8 +178,8 @@ def _build_model(spec: str, device: str, dtype: str) -> LoadedModel:
     resolved = resolve_device(device)
     share_kv_heads_in_masked_attention(resolved)
     source, name = load_location(spec)
-    if dtype in QUANTISATIONS and not QUANTISATIONS[dtype].runs_on(resolved):
-        raise ModelLoadError(f"{dtype} weights run on a CPU; on {resolved} pick bfloat16")
+    if dtype in QUANTISATIONS and (reason := QUANTISATIONS[dtype].not_on(resolved)):
+        raise ModelLoadError(reason)
     check_memory(source, torch_dtype(dtype), resolved)
     model, tokenizer = _load_pretrained(source, torch_dtype(dtype))
     model.to(resolved).eval()  # type: ignore[arg-type]  # functools.wraps on PreTrainedModel.to: its stub loses self

@@ -117,12 +117,19 @@ class SharedSettings(RuleSettings):
         widget="radio",
         section="Models",
         choices=limits.DTYPES,
-        choice_labels=("float32 (exact)", "bfloat16", "float16", "int8 (exact to the int8 target; CPU)"),
+        choice_labels=(
+            "float32 (exact)",
+            "bfloat16",
+            "float16",
+            "int8 (exact to the int8 target; CPU)",
+            "int4 (exact to the int4 target; CPU)",
+        ),
         help="the models' weights and activations (every probability a rule uses is float32 either way). float32: "
         "greedy output token-identical to the target's own generate. bfloat16 / float16: half the memory traffic, "
         "but a pass over k + 1 tokens rounds unlike k + 1 one-token steps: lossless only up to rounding. int8: a "
         "quarter of float32's bytes, products summed exactly in int32, so a pass over k + 1 tokens gives the bits of "
-        "k + 1 steps: exact to the int8 target, which is a coarser model than the float32 one",
+        "k + 1 steps: exact to the int8 target, which is a coarser model than the float32 one. int4: 4-bit weights "
+        "in groups of 32 (an eighth of float32's bytes), the same exact sums: exact to the int4 target, coarser still",
     )
     draft_dtype: str | None = param(
         None,
@@ -132,6 +139,6 @@ class SharedSettings(RuleSettings):
         choices=limits.DRAFT_DTYPES,
         choice_labels=("as the target", "float32", "bfloat16", "int8 weights", "int4 weights"),
         help="the draft model's precision (int8: int8 matrices, activations quantised on the fly; int4: 4-bit "
-        "weights in groups of 32, bfloat16 activations, an int8 head; CPU): the target decides every token, so it "
+        "weights in groups of 32, int8 activations, an int8 head; CPU): the target decides every token, so it "
         "changes how often drafts are accepted and what they cost, never the output",
     )

@@ -10,7 +10,7 @@ from specviz import ui
 from specviz.analysis import numerics
 from specviz.analysis.common import BUTTON_BUDGET_S
 from specviz.analysis.defaults import PRECISIONS
-from specviz.analysis.draft_precision import draft_precisions_on
+from specviz.analysis.draft_precision import precisions_on
 from specviz.config import DecodeConfig
 from specviz.engine import uses_draft_model
 from specviz.serving.works import Work
@@ -48,13 +48,14 @@ def show_preference(column: DeltaGenerator, title: str, said: numerics.Preferenc
 
 
 def show_four_outputs(config: DecodeConfig) -> None:
+    precisions = precisions_on(config.device, PRECISIONS)
     runs = ui.shared_result(
-        Work("numerics", config, prompt, (PRECISIONS,)),
-        button=f"Decode in {', '.join(PRECISIONS)}",
+        Work("numerics", config, prompt, (precisions,)),
+        button=f"Decode in {', '.join(precisions)}",
         hint="Press the button: the sidebar's pair decodes the prompt greedily in each precision, by the target "
-        "alone and speculatively (each speculative run against the target in ITS precision: int8 is exact to the "
-        "int8 target, a coarser model than the float32 one). Each precision of the pair is loaded once per "
-        "server and kept.",
+        "alone and speculatively (each speculative run against the target in ITS precision: int8 and int4 are "
+        "exact to the int8 and int4 targets, coarser models than the float32 one). Each precision of the pair is "
+        "loaded once per server and kept.",
     )
     if not runs:
         return
@@ -146,12 +147,13 @@ def show_draft_precisions(config: DecodeConfig) -> None:
         f"target in **{config.dtype}** the speculative text is the target's own greedy text whatever the draft runs "
         "in, and speculative sampling stays exact for any q (the rule tests the q the token was drawn from). What "
         "'exact' means is decided by the target's precision alone. int8: the draft's matrices in 8 bits, its "
-        "activations quantised on the fly (CPU)."
+        "activations quantised on the fly (CPU); int4: its matrices in 4 bits, groups of 32 with their own scale "
+        "(CPU, the package's C kernel)."
     )
     if not uses_draft_model(config):
         st.info("The sidebar's drafter has no draft model of its own: pick the draft model (or a tree) to compare.")
         return
-    precisions = draft_precisions_on(config.device)
+    precisions = precisions_on(config.device)
     rows = ui.shared_result(
         Work("draft-precisions", config.replace(draft_dtype=None), prompt, (precisions,)),
         button=f"Decode with the draft in {', '.join(precisions)}",

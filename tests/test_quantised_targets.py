@@ -1,0 +1,267 @@
+"""The int8 and int4 TARGETS: exact to themselves because their kernels compute every row of a pass as it would alone.
+
+Speculative decoding is exact to the target as run (Leviathan et al. 2023, Thm. 3.5 for sampling; greedy by
+construction) when a verification pass over k + 1 tokens gives each position the logits k + 1 one-token steps
+would give. The int8 kernel sums int8 products in int32, and the int4 kernel sums its 4-bit products in int32 and
+takes each row's float steps in one order, so that holds bit for bit for their matrices; the tests check it for the
+kernels (the int4 one on every instruction set it compiles for), then for whole models, greedy output (chain and
+tree, two block sizes each) and sampling at computed power against each target's own distribution."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specviz.analysis.race import verdict
+from specviz.config import DecodeConfig
+from specviz.engine import ModelPair, load_pair, speculative_decode
+from specviz.models.forwards import KVCachedSequence, TreeLayout, full_forward
+from specviz.models.int4 import Int4Linear, dequantised, int4_product, quantise_groups
+from specviz.models.int8 import Int8Embedding, Int8Linear, Int8Matrix, int8_linear, quantise_rows, weight_levels
+from specviz.models.kernels import INT4, INT8, kernels_of
+from specviz.models.machine import cpu_flags
+from specviz.serving.urlstate import parse_query, to_query
+
+from .conftest import target_greedy
+from .test_draft_precision import assert_sampling_is_lossless
+from .test_engine import PROMPT, tiny_config
+
+
+@pytest.mark.parametrize("in_features,out_features", [(64, 32), (896, 4864), (1536, 256), (100, 7)])
+def test_a_pass_over_k_rows_is_k_one_row_passes_bit_for_bit(in_features, out_features):
+    generator = torch.Generator().manual_seed(in_features)
+    weight = torch.randn(out_features, in_features, generator=generator) * 0.05
+    matrix = Int8Matrix.quantise(weight, torch.randn(out_features, generator=generator))
+    rows = torch.randn(9, in_features, generator=generator) * torch.logspace(-2, 2, 9)[:, None]  # unlike scales
+    together = int8_linear(rows, matrix)
+    for k in (2, 5, 9):
+        alone = torch.cat([int8_linear(rows[i : i + 1], matrix) for i in range(k)])
+        assert torch.equal(int8_linear(rows[:k], matrix), alone)  # bit for bit, not allclose
+    assert torch.equal(together[:5], int8_linear(rows[:5], matrix))
+    exact = rows @ weight.T + matrix.bias
+    error = ((together - exact).abs().amax(dim=1) / exact.abs().amax(dim=1)).max()
+    assert 0 < error < 0.05  # 8 bits for weights and activations: close to the float product, never equal
+
+
+def test_the_kernel_is_the_integer_product_exactly():
+    """Against int64 arithmetic: no sum saturates or rounds (the kernel's claim of exactness, on this CPU)."""
+    generator = torch.Generator().manual_seed(1)
+    weight = torch.randn(512, 1536, generator=generator)
+    weight[:, 0] *= 50  # an outlier column: every row's scale set by one weight, the rest small
+    matrix = Int8Matrix.quantise(weight)
+    x = torch.randn(6, 1536, generator=generator)
+    x[:, :8] = torch.sign(x[:, :8]) * 100  # saturating-looking activations: many at +-127
+    rows, scales = quantise_rows(x)
+    exact = (rows.long() @ matrix.values.long().T).double()  # int64: nothing can overflow
+    expected = (exact.float() * matrix.scales) * scales
+    assert torch.equal(int8_linear(x, matrix), expected)
+    assert matrix.values.abs().max() == weight_levels(cpu_flags())  # each row's largest weight takes the top level
+
+
+def test_weights_keep_seven_bits_where_the_cpu_adds_products_in_sixteen():
+    assert weight_levels(frozenset({"avx2", "avx512f", "avx512_vnni"})) == 127
+    assert weight_levels(frozenset({"avx2", "amx_int8"})) == 127
+    assert weight_levels(frozenset({"avx2", "avx512f"})) == 63 and 255 * 63 * 2 < 2**15 < 255 * 127 * 2
+
+
+def int4_layer(in_features: int, out_features: int, seed: int) -> Int4Linear:
+    generator = torch.Generator().manual_seed(seed)
+    linear = torch.nn.Linear(in_features, out_features)
+    with torch.no_grad():
+        linear.weight.copy_(torch.randn(out_features, in_features, generator=generator) * 0.05)
+        linear.weight[:, 0] *= 20  # an outlier input: its groups' scales set by one weight
+        linear.bias.copy_(torch.randn(out_features, generator=generator))
+    return Int4Linear(linear)
+
+
+def unlike_rows(count: int, in_features: int) -> torch.Tensor:
+    rows = torch.randn(count, in_features, generator=torch.Generator().manual_seed(count)) * 2
+    return rows * torch.logspace(-2, 2, count)[:, None]  # rows of unlike scales
+
+
+@pytest.mark.parametrize("in_features,out_features", [(64, 32), (896, 4864), (1536, 256), (8960, 16)])
+def test_an_int4_pass_over_k_rows_is_k_one_row_passes_bit_for_bit(in_features, out_features):
+    layer = int4_layer(in_features, out_features, in_features)
+    rows = unlike_rows(9, in_features)
+    together = layer(rows)
+    for k in (2, 5, 9):
+        assert torch.equal(layer(rows[:k]), torch.cat([layer(rows[i : i + 1]) for i in range(k)]))
+    assert torch.equal(together[:5], layer(rows[:5]))
+
+
+def instruction_sets() -> list[str]:
+    """The ``-march`` values the int4 kernel is compiled for here: plain x86-64 (its C loops), Haswell (AVX2) where
+    the CPU runs it, and this CPU's own (AVX-512 VNNI where it has it)."""
+    flags = cpu_flags()
+    return ["x86-64"] + (["haswell"] if {"avx2", "fma", "f16c"} <= flags else []) + ["native"]
+
+
+def test_the_int4_kernel_is_its_formula_and_the_same_bits_on_every_instruction_set():
+    """Each compiled variant (C loops, AVX2 multiply-adds, AVX-512 VNNI) gives the same bits, and they are the
+    formula of :mod:`specviz.models.int4` evaluated in float64: integer sums exact, one rounding per float step."""
+    in_features, out_features = 1536, 256
+    linear = torch.nn.Linear(in_features, out_features)
+    values, scales, minimums = quantise_groups(linear.weight)
+    layer = Int4Linear(linear)
+    rows = unlike_rows(6, in_features)
+    results = {march: int4_product(rows, layer.packed, out_features, layer.bias, march) for march in instruction_sets()}
+    first = next(iter(results.values()))
+    assert all(torch.equal(result, first) for result in results.values()), list(results)
+    step = rows.abs().amax(dim=1, keepdim=True) / 127
+    activations = torch.round(rows / step).clamp(-127, 127)
+    weight = dequantised(values, scales, minimums)
+    expected = (activations.double() @ weight.double().T) * step.double() + linear.bias.double()
+    assert torch.allclose(first.double(), expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
+    exact = rows @ linear.weight.T + linear.bias  # the float product: 4-bit weights are near it, never equal
+    error = ((first - exact).abs().amax(dim=1) / exact.abs().amax(dim=1)).max()
+    assert 0 < error < 0.2
+
+
+def test_int4_weights_are_their_groups_minimum_plus_levels_of_its_step():
+    weight = torch.randn(32, 64) * 0.1
+    values, scales, minimums = quantise_groups(weight)
+    assert values.dtype == torch.uint8 and int(values.max()) == 15 and int(values.min()) == 0
+    error = (dequantised(values, scales, minimums) - weight).abs().reshape(32, 2, 32)
+    assert (error <= scales.float()[..., None] / 2 + 1e-3 * scales.float()[..., None] + 1e-6).all()
+
+
+QUANTISED_PAIRS = {"int8": ("float32", "int8"), "int4": ("float32", "int4")}  # each target with two drafts
+
+
+@pytest.fixture(scope="module")
+def quantised_pairs(tiny_dirs) -> dict[tuple[str, str], ModelPair]:
+    """The tiny pair with an int8 and an int4 target, each with its draft in float32 and in its own precision (one
+    shared target per precision)."""
+    return {
+        (dtype, draft): load_pair(tiny_config(tiny_dirs, dtype=dtype, draft_dtype=draft))
+        for dtype, drafts in QUANTISED_PAIRS.items()
+        for draft in drafts
+    }
+
+
+@pytest.mark.parametrize("dtype,kernel", [("int8", INT8), ("int4", INT4)])
+def test_a_quantised_target_loads_on_its_kernel(quantised_pairs, dtype, kernel):
+    pair = quantised_pairs[(dtype, "float32")]
+    assert pair.target.precision == dtype and kernels_of(pair.target.model) == kernel
+    assert pair.draft.precision == "float32" and kernels_of(pair.draft.model) not in (INT8, INT4)
+    assert quantised_pairs[(dtype, dtype)].target is pair.target  # loaded once
+
+
+def test_an_int8_model_holds_about_a_byte_a_weight_its_embedding_included(tiny_dirs, tiny_pair, quantised_pairs):
+    """Every matrix of an int8 target (and of an int4 draft) is quantised, its input embedding too: a lookup gives the
+    row's int8 values times the row's scale, within half a step of the float32 table."""
+    int4_draft = load_pair(tiny_config(tiny_dirs, dtype="float32", draft_dtype="int4")).draft
+    for model, float_model in (
+        (quantised_pairs[("int8", "float32")].target.model, tiny_pair.target.model),
+        (int4_draft.model, tiny_pair.draft.model),
+    ):
+        float_table = float_model.get_input_embeddings().weight
+        embedding = model.get_input_embeddings()
+        assert isinstance(embedding, Int8Embedding) and embedding.weight.is_meta
+        ids = torch.tensor([0, 5, embedding.num_embeddings - 1])
+        looked_up = embedding(ids)
+        assert torch.equal(looked_up, embedding.values[ids].float() * embedding.scales[ids, None])
+        assert ((looked_up - float_table[ids]).abs() <= embedding.scales[ids, None] / 2 + 1e-7).all()
+        kinds = (Int4Linear, Int8Linear, Int8Embedding)
+        quantised = sum(m.matrix_bytes for m in model.modules() if isinstance(m, kinds))
+        floats = sum(p.numel() for p in model.parameters())  # the norms and biases alone
+        matrices = sum(m.weight.numel() for m in model.modules() if isinstance(m, kinds))
+        assert floats < 0.02 * matrices and quantised < 0.3 * 4 * matrices  # under 30% of float32's bytes
+
+
+def one_row_steps(target, context: list[int], continuation: list[int]) -> torch.Tensor:
+    """Logits after each token of ``continuation``, fed one token a step after ``context``: (len, V)."""
+    sequence = KVCachedSequence()
+    sequence.feed(full_forward, target, context, 1)
+    steps = []
+    for token in continuation:
+        steps.append(sequence.feed(full_forward, target, [token], 1)[0])
+    return torch.stack(steps)
+
+
+@pytest.mark.parametrize("dtype", list(QUANTISED_PAIRS))
+def test_a_quantised_targets_pass_over_k_tokens_is_k_steps_bit_for_bit(quantised_pairs, dtype):
+    """The property exactness rests on, for the whole model (products, attention, norms): each row of a pass over
+    several new tokens, a causal chain or a tree's branch, has the bits of that token's own step."""
+    target = quantised_pairs[(dtype, "float32")].target
+    context, continuation = PROMPT, [7, 3, 11, 5, 9]
+    steps = one_row_steps(target, context, continuation)
+    chain = KVCachedSequence()
+    chain.feed(full_forward, target, context, 1)
+    assert torch.equal(chain.feed(full_forward, target, continuation, len(continuation)), steps)
+    # a tree: two children of the context's last token (continuation[0] and 13), then continuation[1] under the first
+    cached = len(context)
+    allowed = torch.zeros(3, cached + 3, dtype=torch.bool)
+    allowed[:, :cached] = True
+    allowed[0, cached], allowed[1, cached + 1], allowed[2, [cached, cached + 2]] = True, True, True
+    tree = KVCachedSequence()
+    tree.feed(full_forward, target, context, 1)
+    layout = TreeLayout(positions=[cached, cached, cached + 1], allowed=allowed)
+    logits = tree.feed(full_forward, target, [continuation[0], 13, continuation[1]], 3, layout)
+    assert torch.equal(logits[[0, 2]], steps[:2])
+    assert torch.equal(logits[1], one_row_steps(target, context, [13])[0])
+
+
+@pytest.mark.parametrize("dtype,draft_dtype", [(t, d) for t, drafts in QUANTISED_PAIRS.items() for d in drafts])
+@pytest.mark.parametrize("gamma", [2, 5])
+def test_greedy_is_the_quantised_targets_own_greedy(tiny_dirs, quantised_pairs, dtype, draft_dtype, gamma):
+    pair = quantised_pairs[(dtype, draft_dtype)]
+    config = tiny_config(tiny_dirs, dtype=dtype, draft_dtype=draft_dtype, gamma=gamma)
+    trace = speculative_decode(config, prompt_ids=PROMPT, pair=pair)
+    assert trace.output_ids == target_greedy(pair.target, PROMPT, 24)
+    assert {p.status for r in trace.rounds for p in r.draft} >= {"accepted", "rejected"}
+
+
+@pytest.mark.parametrize("dtype", list(QUANTISED_PAIRS))
+@pytest.mark.parametrize("depth", [2, 4])
+def test_greedy_trees_are_the_quantised_targets_own_greedy(tiny_dirs, quantised_pairs, dtype, depth):
+    config = tiny_config(
+        tiny_dirs,
+        dtype=dtype,
+        draft_dtype="float32",
+        drafter="tree",
+        tree_mode="constant",
+        branching=2,
+        tree_depth=depth,
+    )
+    pair = quantised_pairs[(dtype, "float32")]
+    trace = speculative_decode(config, prompt_ids=PROMPT, pair=pair)
+    assert trace.output_ids == target_greedy(pair.target, PROMPT, 24)
+    assert any(r.tree.path for r in trace.rounds)
+
+
+@pytest.mark.parametrize("dtype,bound", [("int8", 0.1), ("int4", 0.6)])
+def test_a_quantised_target_is_not_the_float32_one(tiny_dirs, tiny_pair, quantised_pairs, dtype, bound):
+    """What "exact" means here: to the quantised target as run, a coarser model than the float32 one (4 bits far
+    coarser: the tiny target's sharp random weights, init 0.3, compound each layer's error; 0.36 measured)."""
+    ids = torch.tensor([PROMPT])
+    with torch.inference_mode():
+        exact = tiny_pair.target.model(ids).logits
+        coarse = quantised_pairs[(dtype, "float32")].target.model(ids).logits
+    assert 0 < ((coarse - exact).abs().max() / exact.abs().max()) < bound
+
+
+@pytest.mark.slow  # a statistical test at its computed power: many samples
+@pytest.mark.parametrize("dtype", list(QUANTISED_PAIRS))
+def test_speculative_sampling_with_a_quantised_target_is_lossless_against_its_distribution(
+    tiny_dirs, quantised_pairs, dtype
+):
+    config = tiny_config(tiny_dirs, rule="sample", gamma=3, max_new_tokens=2, dtype=dtype, draft_dtype="float32")
+    assert_sampling_is_lossless(quantised_pairs[(dtype, "float32")], config)
+
+
+@pytest.mark.parametrize("dtype", list(QUANTISED_PAIRS))
+def test_a_quantised_precision_round_trips_in_a_link(dtype):
+    defaults = DecodeConfig()
+    state = parse_query(to_query(defaults.replace(dtype=dtype), "hello", 2, defaults), defaults)
+    assert state.config.dtype == dtype and state.config.draft_precision == dtype and not state.messages
+    bad = parse_query({"dtype": "int3"}, defaults)
+    assert bad.config.dtype == defaults.dtype and any("dtype" in m for m in bad.messages)
+
+
+@pytest.mark.parametrize("dtype", list(QUANTISED_PAIRS))
+def test_a_race_verdict_names_the_quantised_target_as_the_one_that_decided(dtype):
+    config = DecodeConfig(dtype=dtype, rule="greedy")
+    assert f"{dtype} target as run" in verdict(config, (1, 2, 3), (1, 2, 3))
+    assert verdict(config, (1, 2, 3), (1, 2, 4)).startswith(f"2 of 3 tokens identical: greedy {dtype} should match")
+    assert "up to rounding" in verdict(config.replace(dtype="bfloat16"), (1, 2, 3), (1, 2, 4))
