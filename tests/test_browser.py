@@ -334,25 +334,30 @@ def test_the_metrics_labels_are_whole_at_1280_px(app_url):
         assert page.evaluate(CUT_LABELS) == []  # [label, pixels it overflows]
 
 
-INT8_CHOICE = "int8 (exact to the int8 target; CPU)"  # the sidebar's Precision option
+QUANTISED_CHOICES = {  # the sidebar's Precision options
+    "int8": "int8 (exact to the int8 target; CPU)",
+    "int4": "int4 (exact to the int4 target; CPU)",
+}
 
 
-def test_an_int8_target_is_chosen_by_a_sidebar_click_carried_by_its_link_and_raced_exactly(app_url):
-    """#52 as a teacher meets it: a click on the sidebar's int8 precision writes ``dtype=int8`` into the page's link;
-    that link, typed into a fresh tab, opens the Race page on the int8 target, and the race measured there says its
-    text is identical to the int8 target's own, naming the int8 target as the one that decided."""
+@pytest.mark.parametrize("dtype", list(QUANTISED_CHOICES))
+def test_a_quantised_target_is_chosen_by_a_sidebar_click_carried_by_its_link_and_raced_exactly(app_url, dtype):
+    """#52 as a teacher meets it: a click on the sidebar's int8 (or int4) precision writes ``dtype=int8`` into the
+    page's link; that link, typed into a fresh tab, opens the Race page on that target, and the race measured there
+    says its text is identical to that target's own, naming it as the one that decided."""
+    choice = QUANTISED_CHOICES[dtype]
     with chromium_page(1400, 1000) as page:
         page.goto(f"{app_url}/race?max_new_tokens=8&seed=7")
         page.get_by_role("button", name=re.compile("Measure the race on this server")).wait_for()
-        page.get_by_text(INT8_CHOICE).click()
-        page.wait_for_url(re.compile(r"dtype=int8"), timeout=300_000)
+        page.get_by_text(choice).click()
+        page.wait_for_url(re.compile(rf"dtype={dtype}"), timeout=300_000)
         link = page.url
         fresh = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
         fresh.set_default_timeout(600_000)
         fresh.goto(link)
-        assert fresh.get_by_role("radio", name=INT8_CHOICE, exact=True).is_checked()
+        assert fresh.get_by_role("radio", name=choice, exact=True).is_checked()
         fresh.get_by_role("button", name=re.compile("Measure the race on this server")).click()
-        verdict = fresh.get_by_text(re.compile(r"Identical: \d+ of \d+ tokens, to the int8 target as run"))
+        verdict = fresh.get_by_text(re.compile(rf"Identical: \d+ of \d+ tokens, to the {dtype} target as run"))
         verdict.or_(fresh.locator('[data-testid="stException"]')).first.wait_for()
         said = verdict.first.inner_text()
         same, total = (int(n) for n in re.findall(r"Identical: (\d+) of (\d+)", said)[0])

@@ -84,22 +84,24 @@ def int4_product(
     the kernel compiled for ``march`` (this CPU's own instruction set by default)."""
     kernel = int4_kernel(march)
     assert isinstance(kernel, Int4Kernel), kernel
-    x = x.contiguous()
-    y = torch.empty(x.shape[0], outputs)
-    if x.shape[0] == 0:
-        return y
-    failed = kernel.product(
-        x.data_ptr(), x.shape[0], x.shape[1], outputs, packed.data_ptr(),
-        None if bias is None else bias.data_ptr(), y.data_ptr(),
-    )  # fmt: skip
-    if failed:
+    return kernel_product(kernel, x, packed.data_ptr(), outputs, None if bias is None else bias.data_ptr())
+
+
+def kernel_product(kernel: Int4Kernel, x: torch.Tensor, packed: int, outputs: int, bias: int | None) -> torch.Tensor:
+    """:func:`int4_product` on the addresses of a packed weight and its bias (a layer's, read once: a draft's
+    step makes some 170 of these calls, each a few microseconds of Python)."""
+    rows = x if x.dtype == torch.float32 and x.is_contiguous() else x.float().contiguous()
+    y = torch.empty(rows.shape[0], outputs)
+    if rows.shape[0] and kernel.product(
+        rows.data_ptr(), rows.shape[0], rows.shape[1], outputs, packed, bias, y.data_ptr()
+    ):
         raise MemoryError("the int4 kernel could not allocate its activation rows")
     return y
 
 
 class Int4Linear(nn.Module):
     """A Linear layer on 4-bit grouped weights (one packed copy, no float one), float32 in and out, through
-    :func:`int4_product`. Its ``weight`` has the matrix's shape only (on the "meta" device)."""
+    :func:`kernel_product`. Its ``weight`` has the matrix's shape only (on the "meta" device)."""
 
     def __init__(self, linear: nn.Linear) -> None:
         super().__init__()
@@ -107,6 +109,10 @@ class Int4Linear(nn.Module):
         self.packed = pack_groups(*quantise_groups(linear.weight))
         self.bias = None if linear.bias is None else linear.bias.detach().float().contiguous()
         self.weight = torch.empty(self.out_features, self.in_features, device="meta")  # the shape; values packed
+        kernel = int4_kernel()
+        assert isinstance(kernel, Int4Kernel), kernel
+        self.kernel = kernel
+        self.addresses = (self.packed.data_ptr(), None if self.bias is None else self.bias.data_ptr())
 
     @property
     def matrix_bytes(self) -> int:
@@ -114,8 +120,13 @@ class Int4Linear(nn.Module):
         return self.packed.numel()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = int4_product(x.reshape(-1, self.in_features).float(), self.packed, self.out_features, self.bias)
-        return y.view(*x.shape[:-1], self.out_features).to(x.dtype)
+        packed, bias = self.addresses
+        y = kernel_product(self.kernel, x.reshape(-1, self.in_features), packed, self.out_features, bias)
+        return (
+            y.view(*x.shape[:-1], self.out_features)
+            if x.dtype == torch.float32
+            else y.to(x.dtype).view(*x.shape[:-1], self.out_features)
+        )
 
 
 def quantize_int4(model: nn.Module) -> int:

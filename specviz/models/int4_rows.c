@@ -47,11 +47,14 @@ static float half_to_float(uint16_t h) {
 /* Row r of x quantised: a (inputs bytes), its group sums, its scale t. */
 static float quantise_row(const float *x, int inputs, int8_t *a, float *group_sums) {
     float largest = 0.0f;
-    for (int i = 0; i < inputs; i++) largest = fmaxf(largest, fabsf(x[i]));
+    for (int i = 0; i < inputs; i++) {
+        float magnitude = fabsf(x[i]);
+        largest = magnitude > largest ? magnitude : largest;
+    }
     float t = largest > 1e-12f ? largest / LEVELS : 1e-12f / LEVELS;
     for (int i = 0; i < inputs; i++) {
-        float q = nearbyintf(x[i] / t);
-        a[i] = (int8_t)fminf(fmaxf(q, -LEVELS), LEVELS);
+        float q = rintf(x[i] / t); /* to nearest, ties to even: the default rounding mode */
+        a[i] = (int8_t)(q > LEVELS ? LEVELS : q < -LEVELS ? -LEVELS : q);
     }
     for (int g = 0; g < inputs / GROUP; g++) {
         int32_t sum = 0;
