@@ -12,7 +12,8 @@ from specviz.analysis.engine_export import drafting_run, vllm_prometheus
 from specviz.analysis.engine_report import read_engine_report
 from specviz.analysis.race import Lane, Race, lane_choices, load_signs, run_race, verdict
 from specviz.config import DecodeConfig
-from specviz.engine import speculative_decode
+from specviz.engine import autoregressive_decode, speculative_decode
+from specviz.models.pair import prompt_ids_for
 from specviz.presentation.race import race_page
 from specviz.serving import jsoncodec
 from specviz.serving.pool import shared_work, shown_attempt
@@ -54,6 +55,23 @@ def test_greedy_float32_lanes_end_with_the_targets_own_text(race, race_config, t
     assert all(said.startswith("Identical: 20 of 20 tokens") for said in race.verdicts)
     again = speculative_decode(race_config, prompt=TINY_TEXT_PROMPT, pair=tiny_pair)
     assert tuple(again.output_ids) == race.lanes[1].output_ids  # the lane is the engine's own trace
+
+
+def test_both_lanes_record_each_token_their_target_emits_alike(race_config, tiny_pair):
+    """Equal terms: the target alone builds, inside its clock, the record a speculative round builds of each token
+    its target emits (text, probability, top tokens): the same record, the same numbers."""
+    ids = prompt_ids_for(tiny_pair, race_config, TINY_TEXT_PROMPT, None)
+    records = []
+    out, _ = autoregressive_decode(race_config, tiny_pair, ids, lambda record, ms: records.append(record))
+    trace = speculative_decode(race_config, prompt_ids=ids, pair=tiny_pair)
+    assert [r.token_id for r in records] == out == trace.output_ids
+    for rnd in trace.rounds:
+        theirs = rnd.bonus or rnd.correction
+        assert theirs is not None
+        ours = records[rnd.prefix_len - len(ids) + len(rnd.emitted_ids) - 1]
+        assert type(ours) is type(theirs) and (ours.token_id, ours.text) == (theirs.token_id, theirs.text)
+        assert ours.target_top.ids == theirs.target_top.ids and len(ours.target_top.ids) == race_config.top_n
+        assert ours.prob == pytest.approx(theirs.prob, abs=1e-4)
 
 
 def test_a_round_lands_its_accepted_tokens_then_the_targets_token(race):

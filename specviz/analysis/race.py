@@ -5,7 +5,11 @@ on the same prompt, settings and
 kernels, one after the other on the server's worker (never both at once on shared cores), and records when each
 token was committed: the target alone through the engine's own autoregressive loop (:func:`autoregressive_decode`,
 one forward per token), each speculative lane through its trace's rounds (``Round.ended_ms``; a verified block lands
-at once). The browser replays those timestamps (:mod:`specviz.presentation.race`); the speedup is the ratio of the
+at once). The lanes do the same recording work inside their clocks: every token a lane's target emits is recorded
+alike (its text, probability and top tokens: :func:`~specviz.engine.records.emitted_token`), the target alone's as
+it commits each token, a speculative lane's as each round ends; a speculative lane also records its drafted
+positions (their p, q and top tokens), part of what drafting costs.
+The browser replays those timestamps (:mod:`specviz.presentation.race`); the speedup is the ratio of the
 two lanes' measured wall times, nothing priced. Under greedy float32 the texts end identical (the speculative
 output is the target's own, Leviathan et al. 2023, Thm. 3.1 with the argmax rule); in half precision identical up
 to rounding, counted; under sampling the same seed gives another text (the speculative run draws its u's and the
@@ -27,7 +31,7 @@ from specviz.analysis.roofline import draft_profile
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.token_texts import TokenTexts
-from specviz.engine.trace import REJECTED, Round, Trace
+from specviz.engine.trace import REJECTED, EmittedToken, Round, Trace
 from specviz.models.machine import cpu_name
 from specviz.models.pair import prompt_ids_for
 from specviz.models.profile import model_profile
@@ -118,9 +122,10 @@ def lane_summary(lane: Lane) -> dict[str, object]:
 
 
 def target_lane(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> Lane:
-    """The target alone, one token per forward, each token's commit time recorded."""
-    times: list[tuple[int, float]] = []
-    ids, seconds = autoregressive_decode(config, pair, prompt_ids, lambda token, ms: times.append((token, ms)))
+    """The target alone, one token per forward, each token recorded as a round records a token the target emits (in
+    its clock, as a speculative lane's rounds are) and its commit time kept."""
+    times: list[tuple[EmittedToken, float]] = []  # each token's record (built inside the clock) and its time
+    ids, seconds = autoregressive_decode(config, pair, prompt_ids, lambda record, ms: times.append((record, ms)))
     texts = TokenTexts(pair.target.tokenizer).after(prompt_ids).sequence(ids)
     landings = tuple(Landing(ms, (text,), ("target",)) for (_, ms), text in zip(times, texts))
     steps = [b.at_ms - a.at_ms for a, b in zip(landings, landings[1:])]  # the first includes the prompt's pass
