@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from specviz.analysis import lab_sequences, numerics, race, sweep
-from specviz.analysis.common import SWEEP_TOKENS_MAX, decoding_seconds
+from specviz.analysis.common import decoding_seconds
 from specviz.analysis.drafters import compared_seconds, compared_tokens
 from specviz.analysis.metrics import TIMED_PAIRS
 from specviz.analysis.rules import beta_values
@@ -46,8 +46,7 @@ def raced(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> floa
 
 def swept(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
     (gammas,) = params
-    tokens = min(config.max_new_tokens, SWEEP_TOKENS_MAX)
-    return sweep.sweep_seconds(step_ms, tokens, len(gammas), sweep.sweep_cycles(step_ms, tokens, len(gammas)))
+    return sweep.planned_sweep_seconds(config, len(gammas), step_ms)
 
 
 def head_sizes(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:

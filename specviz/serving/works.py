@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from specviz.analysis import drafters, lab, lab_sequences, metrics, numerics, rules, sweep, timing, tree_vs_chain
-from specviz.analysis.common import SWEEP_TOKENS_MAX
 from specviz.analysis.draft_precision import draft_precision_row
 from specviz.analysis.race import run_race
 from specviz.config import DecodeConfig
@@ -108,8 +107,7 @@ def gamma_sweep(config: DecodeConfig, prompt: str, params: tuple, on_progress: J
     """The sweep over ``params[0]``'s block sizes, in as many cycles as the button's time budget holds here."""
     (gammas,) = params
     pair = pair_for(config)
-    tokens = min(config.max_new_tokens, SWEEP_TOKENS_MAX)
-    cycles = sweep.sweep_cycles(model_profile(pair.target).step_ms, tokens, len(gammas))
+    cycles = sweep.sweep_cycles(config, len(gammas), model_profile(pair.target).step_ms)
     return sweep.gamma_sweep(config, pair, ids_of(config, prompt), list(gammas), on_progress, cycles)
 
 
