@@ -268,7 +268,7 @@ def test_the_packaged_main_script_serves_the_same_pages(tiny_params):
 
 def test_every_costly_button_says_what_pressing_it_costs_here(tiny_params):
     """#45: before pressing, a button says how long it will take, priced from the machine profile of the loaded
-    target (serving/prices.py): on every page that offers one."""
+    target (serving/work_estimates.py): on every page that offers one."""
     from specviz.ui.navigation import PAGES
 
     labels = []
