@@ -156,8 +156,8 @@ def made_on_this_machine(config: DecodeConfig) -> DecodeConfig:
     if target is None or target.precision != config.dtype:
         return config
     made = on_this_machine(config, target)
-    if made is not config:
-        set_field_states({name: widget_value(name, made.value(name)) for name in field_params()})
+    chosen = [name for name in field_params() if made.value(name) != config.value(name)]
+    set_field_states({name: widget_value(name, made.value(name)) for name in chosen})
     return made
 
 
