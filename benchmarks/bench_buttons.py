@@ -79,12 +79,12 @@ def bench(name: str) -> None:
     samples = lab_samples(config, DEFAULT_PROMPT)
     del target
     print(f"\n## {name}: {config.dtype}, draft in {config.draft_precision}, γ = {config.gamma}")
-    print(f"  {'button':34s} {'took':>8s} {'priced':>8s}  (the price its button shows, serving/prices.py)")
+    print(f"  {'button':34s} {'took':>8s} {'priced':>8s}  (the price its button shows, serving/work_estimates.py)")
     print(f"  {'first load':34s} {time.perf_counter() - started:6.1f} s")
     for page, work in [("Round view: the trace", Work(TRACE, config, DEFAULT_PROMPT))] + page_works(
         config, DEFAULT_PROMPT, samples
     ):
-        price = work.priced_seconds(profile, prompt_tokens)
+        price = work.estimated_seconds(profile, prompt_tokens)
         print(f"  {page:34s} {timed(work):6.1f} s {price:6.1f} s{'  + loads' if work.loads_pairs else ''}", flush=True)
 
 

@@ -17,6 +17,13 @@ GAMMA_MAX = 16  # more drafted tokens per round than this never pays and crowds 
 MAX_NEW_TOKENS_MAX = 512  # bounds one request's work so a single user cannot hold the machine
 PROMPT_TOKENS_MAX = 2048  # a longer prompt is refused with a message, not truncated silently
 TOP_N_MAX = 50
+# a costly button's work: sized by the machine profile to about BUTTON_BUDGET_S (analysis.common.units_in_budget),
+# within these bounds
+BUTTON_BUDGET_S = 15.0  # a costly button's default work, in seconds priced from the machine profile
+SWEEP_GAMMAS_MAX = 8  # block sizes per sweep
+SWEEP_TOKENS_MAX = 64  # new tokens per sweep run (and per decode of the drafters' and head sizes' comparisons)
+SWEEP_PAIRS = 3  # cycles of (target alone, each speculative γ) timed per sweep at most, medians
+TIMING_REPEATS_MAX = 20  # repeats of the Parallel verification page's timing
 ENGINE_REPORT_BYTES_MAX = 5_000_000  # a pasted or uploaded engine report: a whole /metrics page is ~100 kB
 DTYPES = ("float32", "bfloat16", "float16", "int8", "int4")
 DRAFT_DTYPES = (None, "float32", "bfloat16", "int8", "int4")  # None: the target's precision

@@ -337,7 +337,9 @@ def test_a_sweep_says_which_gammas_measured_load():
 
 
 def test_a_sweep_runs_as_many_cycles_as_its_time_budget_holds():
-    assert sweep.sweep_cycles(target_step_ms=1.0, tokens=32, gammas=6) == 3  # a tiny model: every cycle fits
-    assert sweep.sweep_cycles(target_step_ms=260.0, tokens=32, gammas=6) == 1  # a 1.5B model on 2 cores: one
+    config = DecodeConfig(max_new_tokens=32)
+    assert sweep.sweep_cycles(config, gammas=6, target_step_ms=1.0) == 3  # a tiny model: every cycle fits
+    assert sweep.sweep_cycles(config, gammas=6, target_step_ms=260.0) == 1  # a 1.5B model on 2 cores: one
+    assert sweep.sweep_tokens(DecodeConfig(max_new_tokens=500)) == 64  # the page's, the work's and the estimate's
     one = sweep.sweep_seconds(260.0, 32, 6, 1)
     assert one == pytest.approx(7 * 32 * 0.26) and sweep.sweep_seconds(260.0, 32, 6, 2) == pytest.approx(2 * one)

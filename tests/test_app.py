@@ -268,7 +268,7 @@ def test_the_packaged_main_script_serves_the_same_pages(tiny_params):
 
 def test_every_costly_button_says_what_pressing_it_costs_here(tiny_params):
     """#45: before pressing, a button says how long it will take, priced from the machine profile of the loaded
-    target (serving/prices.py): on every page that offers one."""
+    target (serving/work_estimates.py): on every page that offers one."""
     from specviz.ui.navigation import PAGES
 
     labels = []
@@ -280,3 +280,17 @@ def test_every_costly_button_says_what_pressing_it_costs_here(tiny_params):
     assert len({page for page, _ in labels}) >= 7  # the pages with costly buttons
     priced = re.compile(r"\((about \d+ (s|min)|under a second) here(, plus .+)?\)$")
     assert [(page, label) for page, label in labels if not priced.search(label)] == []
+
+
+def test_a_flat_trees_link_carries_the_block_this_machine_measured(tiny_params):
+    """Reproducibility: a flat tree's block is this machine's measured one, made once the target is loaded and then
+    written into the link, so the link draws the same tree on any other machine (tests/test_tree.py builds it there)."""
+    flat = {**tiny_params, "drafter": "tree", "tree_mode": "flat", "tree_depth": "2"}
+    first = make_app(flat).run()  # its trace loads the pair (the run makes the choice: its trace records it)
+    assert not first.exception and not first.error
+    made = player_of(first)[0]["config"]["flat_block"]
+    assert isinstance(made, int)
+    opened = make_app(flat).run()  # the pair is loaded now: the sidebar makes the choice and the link carries it
+    assert not opened.exception and not opened.error
+    assert opened.query_params["flat_block"] == str(made)
+    assert player_of(opened)[0]["config"]["flat_block"] == made

@@ -275,3 +275,35 @@ def strings_in(path: Path, names: set[str]) -> list[str]:
         for node in ast.walk(tree)
         if isinstance(node, ast.Constant) and node.value in names and id(node) not in units
     ]
+
+
+def doc_page_table() -> dict[str, list[str]]:
+    """docs/architecture.md's "Adding a page" table: each page script and the analysis modules it names."""
+    section = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").split("## Adding a page")[1]
+    rows = [line.split("|")[1:3] for line in section.split("## ")[0].splitlines() if line.startswith("| ")][1:]
+    pages: dict[str, list[str]] = {}
+    for scripts, computation in rows:
+        for script in scripts.split(","):
+            pages[script.strip()] = re.findall(r"\b[a-z_]+\b", computation.split(":")[0])
+    return pages
+
+
+def test_the_add_a_page_walk_holds_for_every_page():
+    """docs/architecture.md's walk for a page, checked on every page there is: its script in specviz/ui/pages/ and
+    one PageEntry (the top-level two-liner: test_the_top_level_scripts_only_start_the_packaged_code), a row in the
+    doc's table naming its computation in specviz/analysis/ (a module that exists, or none), and its first call
+    ``ui.shared_controls()`` before anything is drawn; widget keys from page_key are checked above."""
+    table = doc_page_table()
+    assert sorted(table) == sorted(p.script for p in PAGES)  # every page has its row, and no row a missing page
+    analysis = {p.stem for p in (PACKAGE / "analysis").glob("*.py")}
+    named = {script: [m for m in modules if m in analysis] for script, modules in table.items()}
+    assert [s for s, modules in table.items() if modules[:1] != ["none"] and not named[s]] == []
+
+    def reads_its_link(call: str) -> bool:  # before the sidebar rewrites the URL (the doc says so)
+        return call == "ui.linked_round()" or call.startswith("st.query_params.")
+
+    for page in PAGES:
+        body = ast.parse((PACKAGE / "ui" / "pages" / f"{page.script}.py").read_text(encoding="utf-8")).body
+        called = [n.value for n in body if isinstance(n, (ast.Assign, ast.Expr)) and isinstance(n.value, ast.Call)]
+        first = next(call for call in map(ast.unparse, called) if not reads_its_link(call))
+        assert first == "ui.shared_controls()", (page.script, first)

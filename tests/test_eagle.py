@@ -39,16 +39,7 @@ def tiny_head(tiny_pair, tmp_path_factory):
     sequences = [s for b in batches for s in batch_sequences(b)]
     features = sequence_features(target, sequences, progress=False)
     config = target.model.config
-    shape = EagleShape(
-        hidden=config.hidden_size,
-        intermediate=config.intermediate_size,
-        heads=config.num_attention_heads,
-        kv_heads=config.num_key_value_heads,
-        head_dim=config.hidden_size // config.num_attention_heads,
-        vocab=config.vocab_size,
-        draft_vocab=0,
-        target=target.spec,
-    )
+    shape = EagleShape.of_target(target, draft_vocab=0)
     settings = EagleSettings(steps=150, rows_per_step=8, lr=3e-3, warmup=10, kl_weight=1.0, noise=0.05, draft_vocab=0)
     head, losses = train_head(
         target, sequences, features, shape, torch.arange(config.vocab_size), settings, progress=False
@@ -388,16 +379,7 @@ def test_training_resumes_from_its_checkpoint(tiny_pair, tmp_path, monkeypatch):
     sequences = [s for b in batches for s in batch_sequences(b)]
     features = sequence_features(target, sequences, progress=False)
     config = target.model.config
-    shape = EagleShape(
-        hidden=config.hidden_size,
-        intermediate=config.intermediate_size,
-        heads=config.num_attention_heads,
-        kv_heads=config.num_key_value_heads,
-        head_dim=config.hidden_size // config.num_attention_heads,
-        vocab=config.vocab_size,
-        draft_vocab=0,
-        target=target.spec,
-    )
+    shape = EagleShape.of_target(target, draft_vocab=0)
     settings = EagleSettings(steps=12, rows_per_step=2, warmup=2, draft_vocab=0)
     ids = torch.arange(config.vocab_size)
     unbroken, losses = train_head(target, sequences, features, shape, ids, settings, progress=False)

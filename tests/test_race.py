@@ -12,7 +12,8 @@ from specviz.analysis.engine_export import drafting_run, vllm_prometheus
 from specviz.analysis.engine_report import read_engine_report
 from specviz.analysis.race import Lane, Race, lane_choices, load_signs, run_race, verdict
 from specviz.config import DecodeConfig
-from specviz.engine import speculative_decode
+from specviz.engine import autoregressive_decode, speculative_decode
+from specviz.models.pair import prompt_ids_for
 from specviz.presentation.race import race_page
 from specviz.serving import jsoncodec
 from specviz.serving.pool import shared_work, shown_attempt
@@ -35,14 +36,14 @@ def race(race_config, tiny_pair) -> Race:
 
 def test_each_lanes_replay_is_monotone_and_the_speedup_is_the_wall_time_ratio(race):
     for lane in race.lanes:
-        times = [landing.at_ms for landing in lane.landings]
+        times = [arrival.at_ms for arrival in lane.arrivals]
         assert times == sorted(times) and times[0] > 0
         assert times[-1] <= lane.total_ms  # the lane's clock stops at its measured wall time, after its last token
-        assert sum(len(landing.tokens) for landing in lane.landings) == len(lane.output_ids)
-        for landing in lane.landings:
-            if landing.drafted_at_ms is not None:
-                assert landing.drafted_at_ms <= landing.at_ms
-    assert race.lanes[0].name == "target alone" and len(race.lanes[0].landings) == len(race.lanes[0].output_ids)
+        assert sum(len(arrival.tokens) for arrival in lane.arrivals) == len(lane.output_ids)
+        for arrival in lane.arrivals:
+            if arrival.drafted_at_ms is not None:
+                assert arrival.drafted_at_ms <= arrival.at_ms
+    assert race.lanes[0].name == "target alone" and len(race.lanes[0].arrivals) == len(race.lanes[0].output_ids)
     for lane in race.lanes[1:]:
         assert race.speedup(lane) == race.lanes[0].total_ms / lane.total_ms
     assert race.headline == race.speedup(race.lanes[1])
@@ -56,21 +57,38 @@ def test_greedy_float32_lanes_end_with_the_targets_own_text(race, race_config, t
     assert tuple(again.output_ids) == race.lanes[1].output_ids  # the lane is the engine's own trace
 
 
+def test_both_lanes_record_each_token_their_target_emits_alike(race_config, tiny_pair):
+    """Equal terms: the target alone builds, inside its clock, the record a speculative round builds of each token
+    its target emits (text, probability, top tokens): the same record, the same numbers."""
+    ids = prompt_ids_for(tiny_pair, race_config, TINY_TEXT_PROMPT, None)
+    records = []
+    out, _ = autoregressive_decode(race_config, tiny_pair, ids, lambda record, ms: records.append(record))
+    trace = speculative_decode(race_config, prompt_ids=ids, pair=tiny_pair)
+    assert [r.token_id for r in records] == out == trace.output_ids
+    for rnd in trace.rounds:
+        theirs = rnd.bonus or rnd.correction
+        assert theirs is not None
+        ours = records[rnd.prefix_len - len(ids) + len(rnd.emitted_ids) - 1]
+        assert type(ours) is type(theirs) and (ours.token_id, ours.text) == (theirs.token_id, theirs.text)
+        assert ours.target_top.ids == theirs.target_top.ids and len(ours.target_top.ids) == race_config.top_n
+        assert ours.prob == pytest.approx(theirs.prob, abs=1e-4)
+
+
 def test_a_round_lands_its_accepted_tokens_then_the_targets_token(race):
-    for landing in race.lanes[1].landings:
-        accepted = landing.kinds.count("accepted")
-        assert landing.kinds[:accepted] == ("accepted",) * accepted
-        assert set(landing.kinds[accepted:]) <= {"correction", "bonus"}
-        assert len(landing.struck) <= len(landing.drafted)
-        if landing.struck:
-            assert landing.kinds[-1] == "correction"
+    for arrival in race.lanes[1].arrivals:
+        accepted = arrival.kinds.count("accepted")
+        assert arrival.kinds[:accepted] == ("accepted",) * accepted
+        assert set(arrival.kinds[accepted:]) <= {"correction", "bonus"}
+        assert len(arrival.struck) <= len(arrival.drafted)
+        if arrival.struck:
+            assert arrival.kinds[-1] == "correction"
 
 
 def test_the_page_embeds_the_race_it_replays(race):
     page = race_page(race)
     data = json.loads(re.search(r'data-race="data">(.*?)</script>', page, re.S).group(1))
     assert [lane["total_ms"] for lane in data["lanes"]] == [lane.total_ms for lane in race.lanes]
-    assert data["lanes"][1]["landings"][0]["tokens"] == list(race.lanes[1].landings[0].tokens)
+    assert data["lanes"][1]["arrivals"][0]["tokens"] == list(race.lanes[1].arrivals[0].tokens)
     assert "<script" not in json.dumps(data)  # the prompt and tokens cannot close the data's script element
 
 

@@ -183,7 +183,7 @@ def test_a_priced_runs_estimate_never_climbs_past_twice_its_first_figure_and_end
     warm-up), then 0.3 s a step: the estimate starts at the price, moves toward the measurement as the run goes (by
     the share done), never passes twice its first figure, and nears what is really left at the end. Unpriced, the
     same run's first extrapolation alone is 31 x 5 s."""
-    job = Job("k", "Decoding", lambda on_progress: None, 1, priced_s=10.0)
+    job = Job("k", "Decoding", lambda on_progress: None, 1, estimated_s=10.0)
     first = remaining_seconds(job, expected_run(job, {}), now=0.0)
     job.started = 0.0
     figures, truth = [], []

@@ -79,14 +79,15 @@ def test_a_trace_priced_past_the_limit_waits_for_a_press(tiny_params, monkeypatc
 
 
 def test_a_long_prompt_prices_a_trace_past_what_opens_on_its_own():
-    """The estimate a trace waits on (serving/prices.py): the work at the one-token step plus the prompt's pass, so a
-    4,000-character prompt on a 1.5B target waits for a press while the default prompt on the embedded pair opens."""
+    """The estimate a trace waits on (serving/work_estimates.py): the work at the one-token step plus the prompt's
+    pass, so a 4,000-character prompt on a 1.5B target waits for a press while the default prompt on the embedded
+    pair opens."""
     config = DecodeConfig(device="cpu", max_new_tokens=64)
     large = profile(step_ms=150.0)  # about a 1.5B target on a laptop's CPU
     small = profile(step_ms=8.0)  # about the embedded 135M target
     trace = Work(TRACE, config, "x")
-    assert trace.priced_seconds(small, 40) < waiting.TRACE_ON_OPEN_S < trace.priced_seconds(large, 4000 // 3)
-    assert trace.priced_seconds(large, 4000 // 3) > trace.priced_seconds(large, 40) + 10  # the prompt is priced
+    assert trace.estimated_seconds(small, 40) < waiting.TRACE_ON_OPEN_S < trace.estimated_seconds(large, 4000 // 3)
+    assert trace.estimated_seconds(large, 4000 // 3) > trace.estimated_seconds(large, 40) + 10  # the prompt is priced
 
 
 def profile(step_ms: float) -> PassProfile:

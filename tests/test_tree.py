@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from collections import Counter
 
 import pytest
@@ -9,12 +11,15 @@ import torch
 
 from specviz.analysis.lab import chi_square_power, goodness_of_fit
 from specviz.config import DecodeConfig
+from specviz.drafters.modules import make_drafter, on_this_machine
 from specviz.engine import ModelPair, speculative_decode
 from specviz.engine.trace import Trace
+from specviz.models.kernels import kernels_of
 from specviz.models.loading import load_model
-from specviz.models.profile import model_profile
+from specviz.models.profile import PassProfile, model_profile
 from specviz.registry.drafter_settings import TreeSettings, flat_width
 from specviz.rules.distributions import gumbel_top_k, softmax32, without_token
+from specviz.serving.urlstate import parse_query, to_query
 from specviz.settings import ConfigError
 
 from .conftest import target_greedy
@@ -55,11 +60,62 @@ def test_a_tree_sized_to_the_flat_pass_follows_the_profile_and_is_the_targets_gr
     config = tree_config(tiny_dirs, tree_mode="flat", tree_depth=depth)
     trace = speculative_decode(config, prompt_ids=PROMPT, pair=tiny_pair)
     assert trace.output_ids == target_greedy(tiny_pair.target, PROMPT, 24)
-    width = flat_width(model_profile(tiny_pair.target).flat_until(), depth)  # this machine's flat region
+    measured = model_profile(tiny_pair.target).flat_until()  # this machine's flat region
+    assert trace.config.value("flat_block") == measured  # the run made the choice, and its trace records it
+    width = flat_width(measured, depth)
     full = [r.tree for r in trace.rounds if r.tree and len(r.tree.levels) == depth]
     assert full and all(max(len(level) for level in tree.levels) <= width for tree in full)
     assert TreeSettings(tree_mode="flat").tree_nodes(depth) >= width * depth  # the bound the config checks
     assert flat_width(8, 2) == 4 and flat_width(8, 3) == 2 and flat_width(0, 3) == 1
+
+
+def profile_with_verify_costs(profile: PassProfile, costs: list[float]) -> PassProfile:
+    """``profile`` as another machine would measure it: v(k) = ``costs[k - 1]`` for k = 1..8."""
+    step = profile.step_ms
+    return dataclasses.replace(profile, pass_ms=(step, *(step * v for v in costs)))
+
+
+FLAT_MACHINE = [1.0] * 8  # every pass up to 9 tokens costs one step: flat_until 8
+STEEP_MACHINE = [1.1, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]  # only the pass over 2 tokens is flat: flat_until 1
+
+
+@contextlib.contextmanager
+def measured_as(loaded, costs: list[float]):
+    """The loaded target with the profile another machine would have measured (its kernel path's), then its own."""
+    path, own = kernels_of(loaded.model), model_profile(loaded)
+    loaded.profiles[path] = profile_with_verify_costs(own, costs)
+    try:
+        yield
+    finally:
+        loaded.profiles[path] = own
+
+
+def test_a_flat_trees_config_draws_the_same_tree_whatever_the_machine_profile_says(tiny_dirs, tiny_pair):
+    """Reproducibility: the flat block is resolved once into the config (and its link), so building the tree
+    drafter from that config never reads the machine profile: two machines, one flat and one steep, draw the same
+    trees from one link and seed; an open choice is made from each machine's own profile."""
+    open_choice = tree_config(tiny_dirs, tree_mode="flat", tree_depth=2, rule="sample", seed=3)
+    with measured_as(tiny_pair.target, FLAT_MACHINE):
+        made_here = on_this_machine(open_choice, tiny_pair.target)
+        here = speculative_decode(made_here, prompt_ids=PROMPT, pair=tiny_pair)
+        drafter_here = make_drafter(made_here, tiny_pair)
+    with measured_as(tiny_pair.target, STEEP_MACHINE):
+        assert on_this_machine(open_choice, tiny_pair.target).value("flat_block") == 1  # its own choice differs
+        link = to_query(made_here, "", 1, DecodeConfig())
+        carried = parse_query(link, DecodeConfig()).config  # the link opened on the other machine
+        there = speculative_decode(carried, prompt_ids=PROMPT, pair=tiny_pair)
+        drafter_there = make_drafter(carried, tiny_pair)
+    assert made_here.value("flat_block") == 8 and link["flat_block"] == "8"
+    assert carried.value("flat_block") == 8
+    assert drafter_here.width == drafter_there.width == flat_width(8, 2)
+    assert [r.tree.levels for r in here.rounds if r.tree] == [r.tree.levels for r in there.rounds if r.tree]
+    assert max(len(level) for r in here.rounds if r.tree for level in r.tree.levels) > 1  # a wide tree was drawn
+    assert here.output_ids == there.output_ids
+
+
+def test_building_a_flat_tree_with_its_choice_open_says_so(tiny_dirs, tiny_pair):
+    with pytest.raises(ConfigError, match="flat tree's block"):
+        make_drafter(tree_config(tiny_dirs, tree_mode="flat"), tiny_pair)
 
 
 def test_greedy_tree_with_a_layer_skip_draft(tiny_dirs, tiny_pair):

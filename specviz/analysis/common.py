@@ -1,16 +1,11 @@
-"""What every analysis shares: the progress callback types, a decoded trace's stats and the bounds on one request's
-work."""
+"""What every analysis shares: a decoded trace's stats and the sizing of a costly button's work by the machine
+profile (the bounds on one request's work, those of a button's included, are :mod:`specviz.limits`)."""
 
 from __future__ import annotations
 
 from specviz.engine.trace import Stats, Trace
+from specviz.limits import BUTTON_BUDGET_S
 from specviz.progress import Progress
-
-SWEEP_GAMMAS_MAX = 8  # block sizes per sweep
-SWEEP_TOKENS_MAX = 64  # new tokens per sweep run
-SWEEP_PAIRS = 3  # cycles of (target alone, each speculative γ) timed per sweep at most, medians
-BUTTON_BUDGET_S = 15.0  # a costly button's default work is sized by the machine profile to about this
-TIMING_REPEATS_MAX = 20
 
 
 def _tick(on_progress: Progress | None, done: int, total: int) -> None:
@@ -26,8 +21,8 @@ def stats_of(trace: Trace) -> Stats:
 
 def units_in_budget(unit_seconds: float, fewest: int, most: int) -> int:
     """How many units of work costing ``unit_seconds`` each a costly button runs by default: as many as
-    :data:`BUTTON_BUDGET_S` holds on this machine (priced from its profile), within [``fewest``, ``most``] (``most``
-    wins where ``fewest`` exceeds it)."""
+    :data:`~specviz.limits.BUTTON_BUDGET_S` holds on this machine (priced from its profile), within [``fewest``,
+    ``most``] (``most`` wins where ``fewest`` exceeds it)."""
     return min(most, max(fewest, int(BUTTON_BUDGET_S // unit_seconds)))
 
 

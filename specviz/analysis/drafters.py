@@ -7,12 +7,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from specviz.analysis.common import SWEEP_TOKENS_MAX, _tick, decoding_seconds, stats_of, units_in_budget
+from specviz.analysis.common import _tick, decoding_seconds, stats_of, units_in_budget
 from specviz.analysis.metrics import pooled_acceptance_by_position
 from specviz.config import DecodeConfig
 from specviz.drafters.parallel import drafter_inputs
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.trace import NOT_VERIFIED, Trace
+from specviz.limits import SWEEP_TOKENS_MAX
 from specviz.models.profile import model_profile
 from specviz.progress import Progress
 from specviz.registry.drafters import DRAFTERS
@@ -33,8 +34,9 @@ def compared_seconds(kinds: int, prompts: int, tokens: int, target_step_ms: floa
 
 
 def compared_tokens(config: DecodeConfig, kinds: int, prompts: int, target_step_ms: float) -> int:
-    """New tokens per decode in the comparison: the config's, at most :data:`SWEEP_TOKENS_MAX` and as many as
-    :data:`BUTTON_BUDGET_S` holds by :func:`compared_seconds` on this machine (at least :data:`COMPARE_TOKENS_MIN`)."""
+    """New tokens per decode in the comparison: the config's, at most :data:`~specviz.limits.SWEEP_TOKENS_MAX` and
+    as many as :data:`~specviz.limits.BUTTON_BUDGET_S` holds by :func:`compared_seconds` on this machine (at least
+    :data:`COMPARE_TOKENS_MIN`)."""
     unit = compared_seconds(kinds, prompts, 1, target_step_ms)
     return units_in_budget(unit, COMPARE_TOKENS_MIN, min(config.max_new_tokens, SWEEP_TOKENS_MAX))
 

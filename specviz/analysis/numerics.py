@@ -160,5 +160,5 @@ def match_rate(runs: list[PrecisionRun]) -> dict:
 
 def presets_fitting(presets: int, config: DecodeConfig, target_step_ms: float) -> int:
     """How many preset prompts the match rate decodes (the target alone and speculatively, each): as many as
-    :data:`~specviz.analysis.common.BUTTON_BUDGET_S` holds by the machine profile, at least one."""
+    :data:`~specviz.limits.BUTTON_BUDGET_S` holds by the machine profile, at least one."""
     return units_in_budget(decoding_seconds(2, config.max_new_tokens, target_step_ms), 1, presets)

@@ -5,7 +5,11 @@ on the same prompt, settings and
 kernels, one after the other on the server's worker (never both at once on shared cores), and records when each
 token was committed: the target alone through the engine's own autoregressive loop (:func:`autoregressive_decode`,
 one forward per token), each speculative lane through its trace's rounds (``Round.ended_ms``; a verified block lands
-at once). The browser replays those timestamps (:mod:`specviz.presentation.race`); the speedup is the ratio of the
+at once). The lanes do the same recording work inside their clocks: every token a lane's target emits is recorded
+alike (its text, probability and top tokens: :func:`~specviz.engine.records.emitted_token`), the target alone's as
+it commits each token, a speculative lane's as each round ends; a speculative lane also records its drafted
+positions (their p, q and top tokens), part of what drafting costs.
+The browser replays those timestamps (:mod:`specviz.presentation.race`); the speedup is the ratio of the
 two lanes' measured wall times, nothing priced. Under greedy float32 the texts end identical (the speculative
 output is the target's own, Leviathan et al. 2023, Thm. 3.1 with the argmax rule); in half precision identical up
 to rounding, counted; under sampling the same seed gives another text (the speculative run draws its u's and the
@@ -27,7 +31,7 @@ from specviz.analysis.roofline import draft_profile
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.token_texts import TokenTexts
-from specviz.engine.trace import REJECTED, Round, Trace
+from specviz.engine.trace import REJECTED, EmittedToken, Round, Trace
 from specviz.models.machine import cpu_name
 from specviz.models.pair import prompt_ids_for
 from specviz.models.profile import model_profile
@@ -40,7 +44,7 @@ WARM_UP_TOKENS = 2  # each decoder's first tokens, run once before the clock sta
 
 
 @dataclass(frozen=True)
-class Landing:
+class Arrival:
     """One moment a lane's text grows: a token of the target alone, or a speculative round's verified block."""
 
     at_ms: float  # since the lane's decoding began
@@ -56,7 +60,7 @@ class Landing:
 @dataclass(frozen=True)
 class Lane:
     name: str
-    landings: tuple[Landing, ...]
+    arrivals: tuple[Arrival, ...]
     total_ms: float  # the lane's measured wall time, from its loop's start to its last token
     output_ids: tuple[int, ...]
     text: str
@@ -66,7 +70,7 @@ class Lane:
     @property
     def drafting_share(self) -> float:
         """The share of the lane's time spent drafting (0 for the target alone)."""
-        return sum(landing.draft_ms for landing in self.landings) / self.total_ms if self.total_ms else 0.0
+        return sum(arrival.draft_ms for arrival in self.arrivals) / self.total_ms if self.total_ms else 0.0
 
 
 @dataclass(frozen=True)
@@ -118,22 +122,23 @@ def lane_summary(lane: Lane) -> dict[str, object]:
 
 
 def target_lane(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> Lane:
-    """The target alone, one token per forward, each token's commit time recorded."""
-    times: list[tuple[int, float]] = []
-    ids, seconds = autoregressive_decode(config, pair, prompt_ids, lambda token, ms: times.append((token, ms)))
+    """The target alone, one token per forward, each token recorded as a round records a token the target emits (in
+    its clock, as a speculative lane's rounds are) and its commit time kept."""
+    times: list[tuple[EmittedToken, float]] = []  # each token's record (built inside the clock) and its time
+    ids, seconds = autoregressive_decode(config, pair, prompt_ids, lambda record, ms: times.append((record, ms)))
     texts = TokenTexts(pair.target.tokenizer).after(prompt_ids).sequence(ids)
-    landings = tuple(Landing(ms, (text,), ("target",)) for (_, ms), text in zip(times, texts))
-    steps = [b.at_ms - a.at_ms for a, b in zip(landings, landings[1:])]  # the first includes the prompt's pass
+    arrivals = tuple(Arrival(ms, (text,), ("target",)) for (_, ms), text in zip(times, texts))
+    steps = [b.at_ms - a.at_ms for a, b in zip(arrivals, arrivals[1:])]  # the first includes the prompt's pass
     slowdown = statistics.fmean(steps) / model_profile(pair.target).step_ms if steps else 1.0
-    return Lane(TARGET_LANE, landings, seconds * 1e3, tuple(ids), "".join(texts), slowdown)
+    return Lane(TARGET_LANE, arrivals, seconds * 1e3, tuple(ids), "".join(texts), slowdown)
 
 
-def round_landing(rnd: Round) -> Landing:
+def round_arrival(rnd: Round) -> Arrival:
     """A verified round lands at once: its accepted tokens, then the correction or the bonus."""
     accepted = rnd.accepted_count
     emitted_kind = "correction" if rnd.correction else "bonus" if rnd.bonus else "accepted"
     kinds = tuple("accepted" if i < accepted else emitted_kind for i in range(len(rnd.emitted_texts)))
-    return Landing(
+    return Arrival(
         rnd.ended_ms,
         tuple(rnd.emitted_texts),
         kinds,
@@ -146,7 +151,7 @@ def round_landing(rnd: Round) -> Landing:
 
 
 def speculative_lane(name: str, trace: Trace, pair: ModelPair) -> Lane:
-    """A speculative run as a lane: one landing per round, its steps compared with the machine's quiet profile."""
+    """A speculative run as a lane: one arrival per round, its steps compared with the machine's quiet profile."""
     assert trace.stats is not None, "a decoded trace carries its stats"
     drafts, passes = profile_timeline(trace, model_profile(pair.target), draft_profile(trace.config, pair))
     later = trace.rounds[1:]  # the first round's pass includes the prompt's
@@ -154,7 +159,7 @@ def speculative_lane(name: str, trace: Trace, pair: ModelPair) -> Lane:
     measured = sum(r.draft_ms + r.target_pass_ms for r in later)
     return Lane(
         name,
-        tuple(round_landing(r) for r in trace.rounds),
+        tuple(round_arrival(r) for r in trace.rounds),
         trace.stats.wall_ms,
         tuple(trace.output_ids),
         trace.output_text,
@@ -213,7 +218,7 @@ def run_race(
     )
 
 
-def priced_seconds(tokens: int, target_step_ms: float, lanes: int) -> float:
+def estimated_seconds(tokens: int, target_step_ms: float, lanes: int) -> float:
     """What a race costs before it runs, from the machine profile: the target alone's ``tokens`` steps, each
     speculative lane at most as long, and each decoder's warm-up."""
     return common.decoding_seconds(1 + lanes, tokens + WARM_UP_TOKENS * (1 + lanes), target_step_ms)

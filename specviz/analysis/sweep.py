@@ -12,19 +12,13 @@ from typing import Any
 
 import pandas as pd
 
-from specviz.analysis.common import (
-    SWEEP_GAMMAS_MAX,
-    SWEEP_PAIRS,
-    SWEEP_TOKENS_MAX,
-    decoding_seconds,
-    stats_of,
-    units_in_budget,
-)
+from specviz.analysis.common import decoding_seconds, stats_of, units_in_budget
 from specviz.analysis.cost import cost_ratio, machine_cost_ratio, quiet_verification_costs
 from specviz.analysis.metrics import realised_blocks, timed_trace
 from specviz.analysis.paired import PairedTimes, load_signs, timed_in_cycles
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
+from specviz.limits import SWEEP_GAMMAS_MAX, SWEEP_PAIRS, SWEEP_TOKENS_MAX
 from specviz.models.profile import model_profile
 from specviz.progress import TextProgress
 from specviz.registry.drafters import DRAFT_MODEL
@@ -37,9 +31,22 @@ def sweep_seconds(target_step_ms: float, tokens: int, gammas: int, cycles: int) 
     return decoding_seconds(cycles * (1 + gammas), tokens, target_step_ms)
 
 
-def sweep_cycles(target_step_ms: float, tokens: int, gammas: int) -> int:
-    """The cycles a sweep runs: as many as :data:`BUTTON_BUDGET_S` holds, at least one, at most ``SWEEP_PAIRS``."""
-    return units_in_budget(sweep_seconds(target_step_ms, tokens, gammas, 1), 1, SWEEP_PAIRS)
+def sweep_tokens(config: DecodeConfig) -> int:
+    """New tokens per sweep run: the config's, at most :data:`~specviz.limits.SWEEP_TOKENS_MAX`."""
+    return min(config.max_new_tokens, SWEEP_TOKENS_MAX)
+
+
+def sweep_cycles(config: DecodeConfig, gammas: int, target_step_ms: float) -> int:
+    """The cycles a sweep of ``gammas`` block sizes runs: as many as :data:`~specviz.limits.BUTTON_BUDGET_S` holds,
+    at least one, at most :data:`~specviz.limits.SWEEP_PAIRS`: the one count the page says, the work runs and its
+    estimate prices."""
+    return units_in_budget(sweep_seconds(target_step_ms, sweep_tokens(config), gammas, 1), 1, SWEEP_PAIRS)
+
+
+def planned_sweep_seconds(config: DecodeConfig, gammas: int, target_step_ms: float) -> float:
+    """What the sweep the page offers costs before it runs: its :func:`sweep_cycles` at :func:`sweep_tokens`."""
+    cycles = sweep_cycles(config, gammas, target_step_ms)
+    return sweep_seconds(target_step_ms, sweep_tokens(config), gammas, cycles)
 
 
 def gamma_sweep(
@@ -66,7 +73,7 @@ def gamma_sweep(
     cycle decodes the same tokens).
     """
     gammas = sorted(set(gammas))[:SWEEP_GAMMAS_MAX]
-    config = config.replace(max_new_tokens=min(config.max_new_tokens, SWEEP_TOKENS_MAX))
+    config = config.replace(max_new_tokens=sweep_tokens(config))
     steps = len(gammas) + 2  # the cycles (spread over the first len(gammas) steps), c, then the verification costs
 
     def tick(done: int, text: str) -> None:
@@ -176,8 +183,9 @@ HEAD_SIZE_TOKENS_MIN = 16  # new tokens per head size at least: enough drafted t
 
 
 def head_size_tokens(config: DecodeConfig, target_step_ms: float) -> int:
-    """New tokens per head size compared: the config's, at most :data:`SWEEP_TOKENS_MAX` and as many as
-    :data:`BUTTON_BUDGET_S` holds here, one decode per size (:data:`VOCAB_SIZES` and the shipped one)."""
+    """New tokens per head size compared: the config's, at most :data:`~specviz.limits.SWEEP_TOKENS_MAX` and as
+    many as :data:`~specviz.limits.BUTTON_BUDGET_S` holds here, one decode per size (:data:`VOCAB_SIZES` and the
+    shipped one)."""
     unit = decoding_seconds(len(VOCAB_SIZES) + 1, 1, target_step_ms)
     return units_in_budget(unit, HEAD_SIZE_TOKENS_MIN, min(config.max_new_tokens, SWEEP_TOKENS_MAX))
 

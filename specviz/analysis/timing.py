@@ -9,10 +9,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from specviz.analysis.common import TIMING_REPEATS_MAX
 from specviz.analysis.cost import primed_state, timed_feeds
 from specviz.analysis.paired import disagree, timed_in_alternating_pairs
 from specviz.engine import ModelPair
+from specviz.limits import TIMING_REPEATS_MAX
 from specviz.models.forwards import full_forward
 
 

@@ -55,6 +55,24 @@ class EagleShape:
     draft_vocab: int
     target: str
 
+    @classmethod
+    def of_target(cls, target: LoadedModel, draft_vocab: int) -> EagleShape:
+        """The shape of a head for ``target`` (its config's sizes, its output vocabulary) shipping a head of
+        ``draft_vocab`` tokens (0: all): the one place a shape is made from a model (a file's is read back from its
+        metadata)."""
+        config = target.model.config
+        heads = int(config.num_attention_heads)
+        return cls(
+            hidden=int(config.hidden_size),
+            intermediate=int(config.intermediate_size),
+            heads=heads,
+            kv_heads=int(config.num_key_value_heads),
+            head_dim=int(getattr(config, "head_dim", None) or config.hidden_size // heads),  # as llama_weights reads it
+            vocab=int(target.model.get_output_embeddings().out_features),
+            draft_vocab=draft_vocab,
+            target=target.spec,
+        )
+
 
 class EagleHead(nn.Module):
     """W_fc (d, 2d) + b_fc and one decoder layer, its weights named as :class:`LlamaLayer`'s."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, cast
 
+from specviz.registry.drafter_settings import MachineChoice
 from specviz.registry.drafters import DrafterEntry, drafter_entry
 
 if TYPE_CHECKING:
@@ -29,6 +30,22 @@ if TYPE_CHECKING:
 def drafter_module(entry: DrafterEntry) -> Any:
     """The module that implements ``entry`` (in :mod:`specviz.drafters`, or a full dotted name), imported now."""
     return importlib.import_module(entry.module if "." in entry.module else f"specviz.drafters.{entry.module}")
+
+
+def on_this_machine(config: DecodeConfig, target: LoadedModel) -> DecodeConfig:
+    """``config`` with its drafter's machine-dependent choice (:class:`~specviz.registry.drafter_settings.
+    MachineChoice`: a flat tree's block) made from ``target``'s measured profile on this machine; a config whose
+    choice is made already (its link carried it) is returned as it is, so it builds the same drafter on any machine.
+    The engine's run and the app's sidebar call it where the config is made; building a drafter never reads the
+    profile."""
+    entry = drafter_entry(config.drafter)
+    group = config.settings(entry.settings) if entry.settings else None
+    if not isinstance(group, MachineChoice) or not group.unresolved():
+        return config
+    from specviz.models.profile import model_profile  # torch: imported when a choice is made
+
+    chosen = group.resolved(model_profile(target).flat_until())
+    return config.replace(**{name: getattr(chosen, name) for name in chosen.machine_fields})
 
 
 def make_drafter(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None = None) -> Drafter:

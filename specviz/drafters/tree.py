@@ -7,7 +7,9 @@ Drafting (one draft forward per depth level, the seed's "draft iterations"):
   * RSD-S, budgeted: Stochastic Beam Search (Kool et al. 2019) keeps the ``beam_width`` best
     Gumbel-perturbed paths per level, so the tree has at most beam_width nodes per level.
   * RSD-S sized to the flat pass: the same beam, as wide as keeps depth x width inside the target's flat region
-    measured on this machine (its profile's v(k) <= 1.25), so the whole tree costs about one verification step.
+    (its profile's v(k) <= 1.25), so the whole tree costs about one verification step. The flat region is the
+    config's ``flat_block``, measured once where the config was made
+    (:func:`~specviz.drafters.modules.on_this_machine`), so a link draws the same tree on every machine.
   With a deterministic rule (greedy, top-beta) the same shapes are drawn deterministically (top-k /
   beam search), since those rules never need q's randomness.
 
@@ -28,9 +30,8 @@ from specviz.drafters.base import DraftTree, TreeNode
 from specviz.models.forwards import ForwardFn, KVCachedSequence, TreeLayout
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
-from specviz.models.profile import model_profile
 from specviz.models.skipping_forward import has_mixed_attention, sliding_window
-from specviz.registry.drafter_settings import TreeSettings, flat_width
+from specviz.registry.drafter_settings import TreeSettings
 from specviz.rules.acceptance import Rule
 from specviz.rules.distributions import gumbel_top_k
 from specviz.settings import ConfigError
@@ -124,7 +125,7 @@ class TreeDrafter:
     vocab_size: int
     shape: TreeSettings = field(default_factory=TreeSettings)
     depth: int = 3
-    width: int = 1  # a beam tree's nodes per level (RSD-S: the setting; flat: from the machine profile)
+    width: int = 1  # a beam tree's nodes per level (RSD-S: the setting; flat: from the config's flat block)
     state: KVCachedSequence = field(init=False)
 
     def __post_init__(self) -> None:
@@ -184,7 +185,8 @@ class TreeDrafter:
 
 
 def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> TreeDrafter:
-    """RSD's tree, drafted by the draft model when the pair has one, else the layer-skip self-draft."""
+    """RSD's tree, drafted by the draft model when the pair has one, else the layer-skip self-draft; a flat tree as
+    wide as the config's flat block allows (resolved where the config was made: never this machine's profile)."""
     if sliding_window(pair.target.model.config) or has_mixed_attention(pair.target.model.config):
         raise ConfigError(
             f"The tree drafter needs full attention: {pair.target.name} attends through a sliding "
@@ -192,7 +194,10 @@ def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence 
         )
     source, forward = (model if pair.draft else layerskip).draft_source(config, pair)
     shape = config.settings(TreeSettings)
-    width = shape.beam_width
-    if shape.tree_mode == "flat":  # as wide as the target's measured flat pass allows
-        width = flat_width(model_profile(pair.target).flat_until(), config.tree_depth)
+    if shape.unresolved():
+        raise ConfigError(
+            "A flat tree's block is measured where its config is made (engine.loop.speculative_decode and the app "
+            "do it): pass flat_block, or resolve the config with drafters.modules.on_this_machine"
+        )
+    width = shape.flat_width(config.tree_depth) if shape.tree_mode == "flat" else shape.beam_width
     return TreeDrafter(source, forward, pair.vocab_size, shape, config.tree_depth, width)

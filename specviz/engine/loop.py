@@ -24,7 +24,7 @@ import torch
 
 from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock, Drafter, DraftTree, Proposal
-from specviz.drafters.modules import make_drafter
+from specviz.drafters.modules import make_drafter, on_this_machine
 from specviz.engine.records import models_info, summarize
 from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import Round, Trace
@@ -149,10 +149,13 @@ def speculative_decode(
     where it was built is not checked again: :meth:`DecodeConfig.validated`).
 
     ``on_round(record, new_tokens_so_far)`` is called after each round (progress bars). ``rule``
-    overrides the config's rule (the losslessness lab passes a deliberately broken one).
+    overrides the config's rule (the losslessness lab passes a deliberately broken one). A machine-dependent choice
+    the config leaves open (a flat tree's block) is made here from this machine's profile, and the trace records
+    the config with it made, so the trace's config reproduces the run on any machine.
     """
     config.validated()
     pair = pair or load_pair(config)
+    config = on_this_machine(config, pair.target)
     ids = prompt_ids_for(pair, config, prompt, prompt_ids)
     target_state = KVCachedSequence()
     run = DecodeRun(

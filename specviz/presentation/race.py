@@ -1,7 +1,7 @@
 """The race in the browser: both lanes' measured timestamps replayed on one clock, with no server round trip.
 
 A :class:`~specviz.analysis.race.Race` is embedded once as JSON in a self-contained fragment (``race_template.html``:
-its markup, style and script); the page's script replays the landings at the times they were measured (or slowed
+its markup, style and script); the page's script replays the arrivals at the times they were measured (or slowed
 down), draws each lane's text as it grows (a verified block lands at once, a rejected draft struck for a moment
 before the target's correction), the lanes' ticks on one timeline with each round's drafting and verification bars,
 a rolling acceptance gauge, the share of time spent drafting, and at the finish the measured speedup and how the

@@ -4,13 +4,16 @@ entry names (``DrafterEntry.settings``) and :class:`~specviz.config.DecodeConfig
 parameters, sidebar keys, trace JSON), so they are unique across groups and the shared fields. No model code here:
 the config, the CLI and the URL parser read these without loading torch.
 
-A tree drafter's group also says how many tokens a round drafts (:class:`TreeShape`), which the config bounds.
+A tree drafter's group also says how many tokens a round drafts (:class:`TreeShape`), which the config bounds. A
+group with a choice that depends on the machine (:class:`MachineChoice`: a flat tree's block) holds it resolved, so
+the config a link carries builds the same drafter on every machine.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Self, runtime_checkable
 
 from specviz.settings import check, param
 
@@ -28,6 +31,24 @@ class TreeShape(Protocol):
 
     def tree_nodes(self, depth: int) -> int:
         """Drafted tokens per round of a tree ``depth`` levels deep."""
+        ...
+
+
+@runtime_checkable
+class MachineChoice(Protocol):
+    """A settings group with a choice that depends on this machine's measured passes: resolved once, where the config
+    is made (the engine's run, the app's sidebar), into a setting of its own, so the config (and the link that carries
+    it) builds the same drafter on any machine; building a drafter never reads the machine profile."""
+
+    machine_fields: tuple[str, ...]  # the settings that hold the choice (None: still open)
+
+    def unresolved(self) -> bool:
+        """Whether its machine's choice is still to be made."""
+        ...
+
+    def resolved(self, flat_block: int) -> Self:
+        """The group with its choice made from the target's measured flat block (the largest k whose pass over
+        k + 1 tokens costs about one step: :meth:`~specviz.models.profile.PassProfile.flat_until`)."""
         ...
 
 
@@ -106,19 +127,43 @@ class TreeSettings:
         when=("tree_mode", "beam"),
         help="tree drafter, beam mode: nodes kept per level",
     )
+    flat_block: int | None = param(
+        None,
+        label="Flat block (RSD-S sized to the flat pass)",
+        widget="text",
+        section="Models",
+        low=0,
+        high=PROFILED_PASSES - 1,
+        when=("tree_mode", "flat"),
+        help="tree drafter, flat mode: the largest block k the target verifies for about one step (v(k) <= 1.25), "
+        "as measured on the machine that made the config; the tree gets k // depth nodes per level. Empty: this "
+        "machine's, resolved once and then carried by the link",
+    )
+
+    machine_fields = ("flat_block",)  # a MachineChoice: the flat block is this machine's measured one
 
     @property
     def tree_label(self) -> str:
         return "tree " + {"constant": "RSD-C", "beam": "RSD-S"}.get(self.tree_mode, "RSD-S, flat pass")
 
     def tree_nodes(self, depth: int) -> int:
-        """sum_{k=1..depth} b^k (RSD-C) or width x depth (RSD-S); a flat tree's at most (its width is the machine
-        profile's, :func:`flat_width`)."""
+        """sum_{k=1..depth} b^k (RSD-C) or width x depth (RSD-S: a flat tree's width from its flat block,
+        :func:`flat_width`; at most the profile's largest while unresolved)."""
         if self.tree_mode == "beam":
             return self.beam_width * depth
         if self.tree_mode == "flat":
-            return flat_width(PROFILED_PASSES - 1, depth) * depth
+            return self.flat_width(depth) * depth
         return sum(self.branching**k for k in range(1, depth + 1))
+
+    def flat_width(self, depth: int) -> int:
+        """A flat tree's nodes per level at ``depth`` (from the largest block the profile times while unresolved)."""
+        return flat_width(PROFILED_PASSES - 1 if self.flat_block is None else self.flat_block, depth)
+
+    def unresolved(self) -> bool:
+        return self.tree_mode == "flat" and self.flat_block is None
+
+    def resolved(self, flat_block: int) -> TreeSettings:
+        return dataclasses.replace(self, flat_block=flat_block) if self.unresolved() else self
 
 
 def flat_width(flat_until: int, depth: int) -> int:

@@ -1,8 +1,8 @@
 """How long a session waits for shared work (pure: the pool's state in, seconds out).
 
-A job's expected run is its price from the machine profile (:mod:`specviz.serving.prices`) or, unpriced, its label's
-mean over recent runs; a queued newcomer waits for the jobs ahead of it to free a slot (each running one's remaining
-time, each queued one's expected run), then for its own expected run.
+A job's expected run is its estimate from the machine profile (:mod:`specviz.serving.work_estimates`) or, without
+one, its label's mean over recent runs; a queued newcomer waits for the jobs ahead of it to free a slot (each running
+one's remaining time, each queued one's expected run), then for its own expected run.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ def mean_run(durations: dict[str, list[float]], label: str) -> float | None:
 
 
 def expected_run(job: Job, durations: dict[str, list[float]]) -> float | None:
-    """A job's run before it shows progress: its price when it has one, else its label's mean run."""
-    return job.priced_s if job.priced_s is not None else mean_run(durations, job.label)
+    """A job's run before it shows progress: its estimate when it has one, else its label's mean run."""
+    return job.estimated_s if job.estimated_s is not None else mean_run(durations, job.label)
 
 
 def remaining_seconds(job: Job, expected: float | None, now: float) -> float | None:
     """Seconds until a job's result. Before it shows progress: its ``expected`` run less the time it has run. Once
     it has: its own extrapolation (elapsed x the share still to do over the share done) weighed against that by the
-    share done, so the figure moves from the price to the measurement as the run goes and one slow first step (a
+    share done, so the figure moves from the estimate to the measurement as the run goes and one slow first step (a
     load, a warm-up) does not multiply it; None while neither is known."""
     done, total, _ = job.progress
     elapsed = now - job.started if job.started is not None else 0.0

@@ -21,7 +21,7 @@ class Job:
     label: str
     compute: JobComputation
     number: int  # arrival order: the queue is first come, first served
-    priced_s: float | None = None  # its cost priced before it runs (serving.prices); None: not priced
+    estimated_s: float | None = None  # its cost estimated before it runs (serving.work_estimates); None: none
     waiters: set[str] = dataclasses.field(default_factory=set)
     unwanted_since: float | None = None  # when its last waiter left while it ran (None: someone waits)
     state: str = "queued"  # queued -> running -> done | failed; or dropped while queued

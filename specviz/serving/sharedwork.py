@@ -87,9 +87,9 @@ class SharedWork:
         return self.shared is not None and (self.shared.busy(key) or self.cached(key) is not None)
 
     def submit(
-        self, key: Hashable, compute: JobComputation, session: str, label: str, priced_s: float | None = None
+        self, key: Hashable, compute: JobComputation, session: str, label: str, estimated_s: float | None = None
     ) -> Job:
-        """The job computing ``key``, joined by ``session`` (a new one is queued if none is in flight; ``priced_s``:
+        """The job computing ``key``, joined by ``session`` (a new one is queued if none is in flight; ``estimated_s``:
         what it costs, priced before it runs, where known).
 
         The session's previous job, if different, is left first: one session, one run in the queue.
@@ -105,7 +105,7 @@ class SharedWork:
                 return done
             job = self.jobs.get(key)
             if job is None:
-                job = Job(key, label, compute, next(self.numbers), priced_s=priced_s)
+                job = Job(key, label, compute, next(self.numbers), estimated_s=estimated_s)
                 self.jobs[key] = job
                 self.queue.append(job)
                 self.lock.notify()

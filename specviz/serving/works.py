@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from specviz.analysis import drafters, lab, lab_sequences, metrics, numerics, rules, sweep, timing, tree_vs_chain
-from specviz.analysis.common import SWEEP_TOKENS_MAX
 from specviz.analysis.draft_precision import draft_precision_row
 from specviz.analysis.race import run_race
 from specviz.config import DecodeConfig
@@ -22,7 +21,7 @@ from specviz.engine.trace import Trace
 from specviz.models.profile import PassProfile, model_profile
 from specviz.progress import JobProgress
 from specviz.registry.rules import GREEDY
-from specviz.serving import prices
+from specviz.serving import work_estimates
 from specviz.serving.pairs import pair_for, trace_key
 from specviz.serving.pool import decoding, shared_work
 from specviz.settings import ConfigError
@@ -55,11 +54,11 @@ class Work:
     def compute(self, on_progress: JobProgress) -> Any:
         return WORKS[self.name].compute(self.config, self.prompt, self.params, on_progress)
 
-    def priced_seconds(self, target: PassProfile, prompt_tokens: int) -> float:
-        """What it costs here, from its target's machine profile (:mod:`specviz.serving.prices`): its work at the
-        one-token step, and reading its prompt of ``prompt_tokens`` tokens once."""
-        work = WORKS[self.name].priced(self.config, self.params, target.step_ms)
-        return work + prices.prompt_seconds(prompt_tokens, target)
+    def estimated_seconds(self, target: PassProfile, prompt_tokens: int) -> float:
+        """What it costs here, from its target's machine profile (:mod:`specviz.serving.work_estimates`): its work at
+        the one-token step, and reading its prompt of ``prompt_tokens`` tokens once."""
+        work = WORKS[self.name].estimate(self.config, self.params, target.step_ms)
+        return work + work_estimates.prompt_seconds(prompt_tokens, target)
 
     @property
     def loads_pairs(self) -> bool:
@@ -67,7 +66,7 @@ class Work:
 
 
 WorkComputation = Callable[[DecodeConfig, str, tuple[Any, ...], JobProgress], Any]  # bound into a job
-Priced = Callable[[DecodeConfig, tuple[Any, ...], float], float]
+Estimate = Callable[[DecodeConfig, tuple[Any, ...], float], float]
 TRACE = "trace"
 PRICED_SPEEDUP = "machine_speedup"  # (c, the speedup priced from the profile): the headline's figure before a race
 
@@ -76,7 +75,7 @@ PRICED_SPEEDUP = "machine_speedup"  # (c, the speedup priced from the profile): 
 class WorkEntry:
     label: str  # what a waiting page calls it
     compute: WorkComputation
-    priced: Priced  # seconds before it runs: (config, params, the target's one-token step in ms) -> s
+    estimate: Estimate  # seconds before it runs: (config, params, the target's one-token step in ms) -> s
     measured: bool = False  # a live timing: measured again on request, one result per attempt
     loads_pairs: bool = False  # it loads other pairs (other precisions): their load comes on top of its price
 
@@ -108,8 +107,7 @@ def gamma_sweep(config: DecodeConfig, prompt: str, params: tuple, on_progress: J
     """The sweep over ``params[0]``'s block sizes, in as many cycles as the button's time budget holds here."""
     (gammas,) = params
     pair = pair_for(config)
-    tokens = min(config.max_new_tokens, SWEEP_TOKENS_MAX)
-    cycles = sweep.sweep_cycles(model_profile(pair.target).step_ms, tokens, len(gammas))
+    cycles = sweep.sweep_cycles(config, len(gammas), model_profile(pair.target).step_ms)
     return sweep.gamma_sweep(config, pair, ids_of(config, prompt), list(gammas), on_progress, cycles)
 
 
@@ -206,25 +204,27 @@ def tree_against_chain(config: DecodeConfig, prompt: str, params: tuple, on_prog
 
 WORKS: dict[str, WorkEntry] = {
     TRACE: WorkEntry(
-        "Decoding", lambda config, prompt, params, on_progress: decoding(config, prompt)(on_progress), prices.trace
+        "Decoding",
+        lambda config, prompt, params, on_progress: decoding(config, prompt)(on_progress),
+        work_estimates.trace,
     ),
-    "speedup": WorkEntry("Live timing", live_speedup, prices.live_timing, measured=True),
-    PRICED_SPEEDUP: WorkEntry("Pricing", priced_speedup, prices.trace),
-    "race": WorkEntry("Race", race, prices.raced, measured=True),
-    "sweep": WorkEntry("Sweeping γ", gamma_sweep, prices.swept, measured=True),
-    "vocab-sweep": WorkEntry("Comparing head sizes", vocab_sweep, prices.head_sizes),
-    "rules": WorkEntry("Verifying", rules_on_draft, prices.trace),
-    "departures": WorkEntry("Decoding β", departures, prices.departures),
-    "exact-lab": WorkEntry("Sampling the first drafted token", exact_lab, prices.first_position),
-    "lab-sequences": WorkEntry("Decoding the samples", lab_decodes, prices.sequences),
-    "numerics": WorkEntry("Comparing precisions", precisions, prices.each_precision, loads_pairs=True),
+    "speedup": WorkEntry("Live timing", live_speedup, work_estimates.live_timing, measured=True),
+    PRICED_SPEEDUP: WorkEntry("Pricing", priced_speedup, work_estimates.trace),
+    "race": WorkEntry("Race", race, work_estimates.raced, measured=True),
+    "sweep": WorkEntry("Sweeping γ", gamma_sweep, work_estimates.swept, measured=True),
+    "vocab-sweep": WorkEntry("Comparing head sizes", vocab_sweep, work_estimates.head_sizes),
+    "rules": WorkEntry("Verifying", rules_on_draft, work_estimates.trace),
+    "departures": WorkEntry("Decoding β", departures, work_estimates.departures),
+    "exact-lab": WorkEntry("Sampling the first drafted token", exact_lab, work_estimates.first_position),
+    "lab-sequences": WorkEntry("Decoding the samples", lab_decodes, work_estimates.sequences),
+    "numerics": WorkEntry("Comparing precisions", precisions, work_estimates.each_precision, loads_pairs=True),
     "numerics-presets": WorkEntry(
-        "Decoding the presets in bfloat16", preset_match_rate, prices.presets, loads_pairs=True
+        "Decoding the presets in bfloat16", preset_match_rate, work_estimates.presets, loads_pairs=True
     ),
     "draft-precisions": WorkEntry(
-        "Comparing the draft's precisions", draft_precisions, prices.draft_precisions, loads_pairs=True
+        "Comparing the draft's precisions", draft_precisions, work_estimates.draft_precisions, loads_pairs=True
     ),
-    "timing": WorkEntry("Timing", verification_timing, prices.verification_timing, measured=True),
-    "drafters": WorkEntry("Comparing the drafters", drafter_comparison, prices.drafters),
-    "tree_vs_chain": WorkEntry("Comparing tree and chain", tree_against_chain, prices.tree_against_chain),
+    "timing": WorkEntry("Timing", verification_timing, work_estimates.verification_timing, measured=True),
+    "drafters": WorkEntry("Comparing the drafters", drafter_comparison, work_estimates.drafters),
+    "tree_vs_chain": WorkEntry("Comparing tree and chain", tree_against_chain, work_estimates.tree_against_chain),
 }

@@ -149,21 +149,10 @@ def train_eagle(
     timings["text_s"] = round(time.perf_counter() - started, 1)
     features = sequence_features(target, sequences, progress=progress)
     timings["features_s"] = round(time.perf_counter() - started - timings["text_s"], 1)
-    config = target.model.config
-    weights = llama_weights(target.model)
-    assert weights is not None, "EAGLE trains on a plain Llama target (the embedded SmolLM2)"
-    vocab = int(target.model.get_output_embeddings().out_features)
+    assert llama_weights(target.model) is not None, "EAGLE trains on a plain Llama target (the embedded SmolLM2)"
+    shape = EagleShape.of_target(target, settings.draft_vocab)
+    vocab = shape.vocab
     order = vocab_ranking([s.ids[s.prompt_len :].tolist() for s in sequences], vocab)
-    shape = EagleShape(
-        hidden=config.hidden_size,
-        intermediate=config.intermediate_size,
-        heads=config.num_attention_heads,
-        kv_heads=config.num_key_value_heads,
-        head_dim=weights.head_dim,
-        vocab=vocab,
-        draft_vocab=settings.draft_vocab,
-        target=target.spec,
-    )
     head, losses = train_head(
         target, sequences, features, shape, order[: settings.draft_vocab or vocab], settings, progress
     )

@@ -12,13 +12,15 @@ from streamlit.errors import StreamlitAPIException
 
 from specviz.analysis.defaults import PAIR_DEFAULTS, follow_pair
 from specviz.config import DecodeConfig, field_params
+from specviz.drafters.modules import on_this_machine
 from specviz.limits import shipped_weights_fit
 from specviz.models.published import FETCH_COMMAND, PUBLISHED, fetched
-from specviz.registry.drafters import drafter_entry
-from specviz.serving.pairs import MACHINE_DEFAULTS, app_defaults, app_device, pair_defaults
+from specviz.registry.drafter_settings import MachineChoice
+from specviz.registry.drafters import drafter_entry, settings_groups
+from specviz.serving.pairs import MACHINE_DEFAULTS, app_defaults, app_device, loaded_target, pair_defaults
 from specviz.serving.urlstate import to_query
 from specviz.settings import ConfigError
-from specviz.ui.fields import chosen_pair, config_value, draw_if_read, fields_read
+from specviz.ui.fields import chosen_pair, config_value, draw_if_read, fields_read, widget_value
 from specviz.ui.navigation import LESSON_VIEWS, navigation
 from specviz.ui.opening import init_state_from_url
 from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, PAIR_PRESETS, PROMPT_PRESETS, pair_option
@@ -112,7 +114,14 @@ def _apply_pair_defaults(device: str) -> None:
         session.pair_defaults,
         pair_defaults(*chosen_pair(), device),
     )
-    set_field_states(values)
+    set_field_states({**values, **open_machine_choices()})
+
+
+def open_machine_choices() -> dict[str, object]:
+    """The widgets' states that leave every machine-dependent choice open again (:class:`MachineChoice`: a new pair's
+    is measured anew, on its own target)."""
+    groups = [group() for group in settings_groups()]
+    return {name: widget_value(name, None) for g in groups if isinstance(g, MachineChoice) for name in g.machine_fields}
 
 
 def _apply_prompt_preset() -> None:
@@ -136,7 +145,20 @@ def sidebar_controls(defaults: DecodeConfig, place: DeltaGenerator | None = None
     except ConfigError as exc:
         st.error(str(exc))
         return None, session.prompt
-    return config, session.prompt
+    return made_on_this_machine(config), session.prompt
+
+
+def made_on_this_machine(config: DecodeConfig) -> DecodeConfig:
+    """``config`` with its machine-dependent choices made (:func:`~specviz.drafters.modules.on_this_machine`) once its
+    target is loaded in its precision (nothing is loaded here: until then the run makes them, and the next page run
+    writes them here), and written into their widgets, so the link carries them to any other machine."""
+    target = loaded_target(config)
+    if target is None or target.precision != config.dtype:
+        return config
+    made = on_this_machine(config, target)
+    chosen = [name for name in field_params() if made.value(name) != config.value(name)]
+    set_field_states({name: widget_value(name, made.value(name)) for name in chosen})
+    return made
 
 
 def drawn_fields() -> list[str]:

@@ -1,4 +1,4 @@
-"""What a page offers before costly work runs: its price here (said on its button), and who may start it (a
+"""What a page offers before costly work runs: its estimate here (said on its button), and who may start it (a
 student's session may not: it reads what the class already has)."""
 
 from __future__ import annotations
@@ -14,21 +14,21 @@ NOT_PREPARED = (
 )
 
 
-def priced(work: Work) -> float | None:
+def estimated(work: Work) -> float | None:
     """What ``work`` costs here before it runs, from its target's profile and its prompt's tokens (None while its
     pair is not loaded)."""
     target = loaded_target(work.config)
     if target is None:
         return None
-    return work.priced_seconds(model_profile(target), len(target.tokenizer.encode(work.prompt)))
+    return work.estimated_seconds(model_profile(target), len(target.tokenizer.encode(work.prompt)))
 
 
-def price_label(label: str, work: Work, price: float | None) -> str:
-    """A button's label with what pressing it costs here (as :func:`priced` prices it), when known."""
-    if price is None:
+def estimate_label(label: str, work: Work, estimate: float | None) -> str:
+    """A button's label with what pressing it costs here (as :func:`estimated` estimates it), when known."""
+    if estimate is None:
         return label
-    duration = f"about {price:.0f} s" if price < 90 else f"about {price / 60:.0f} min"
-    duration = "under a second" if price < 1 else duration
+    duration = f"about {estimate:.0f} s" if estimate < 90 else f"about {estimate / 60:.0f} min"
+    duration = "under a second" if estimate < 1 else duration
     return f"{label} ({duration} here{', plus loading the models' if work.loads_pairs else ''})"
 
 

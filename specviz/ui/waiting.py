@@ -30,14 +30,14 @@ from specviz.serving.pool import (
 from specviz.serving.sharedwork import key_digest
 from specviz.serving.works import TRACE, Work
 from specviz.ui import turns
-from specviz.ui.offers import NOT_PREPARED, may_start, price_label, priced
+from specviz.ui.offers import NOT_PREPARED, estimate_label, estimated, may_start
 from specviz.ui.recorder import teachers_recording
 from specviz.ui.state import Session, page_key, session
 
 R = TypeVar("R")
-# a page's own trace (the page is that trace) starts on opening while priced within a minute here, about as long as a
+# a page's own trace (the page is that trace) starts on opening while estimated within a minute here, about as long as a
 # class waits for its lesson without anyone choosing to; past that (a long prompt on a large pair, many tokens on a
-# slow machine) the teacher presses, knowing the price, and a link cannot make the server spend it for a class
+# slow machine) the teacher presses, knowing the estimate, and a link cannot make the server spend it for a class
 TRACE_ON_OPEN_S = 60.0
 
 
@@ -70,12 +70,12 @@ def shared_result(work: Work, button: str | None = None, button_key: str | None 
         if not may_start():
             st.info(NOT_PREPARED)
             return None
-        label, slot = price_label(button, work, priced(work)), st.empty()
+        label, slot = estimate_label(button, work, estimated(work)), st.empty()
         if not slot.button(label, type="primary", key=button_key or page_key("run", work.name)):
             if hint:
                 st.info(hint)
             return None
-    result = submit_and_wait(work.key, work.compute, work.label, lambda: priced(work))
+    result = submit_and_wait(work.key, work.compute, work.label, lambda: estimated(work))
     if slot is not None:
         slot.empty()  # the result is here: the button that started it goes
     return result
@@ -85,33 +85,33 @@ def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str) -> 
     """A live timing every session shares, with a "Measure again" button: (the attempt to show, the latest attempt
     when it was ``disturbed`` and a quiet one is shown instead) (:func:`~specviz.serving.pool.shown_attempt`).
 
-    The first attempt starts when someone presses ``start`` (with its price); one under way for another session is
+    The first attempt starts when someone presses ``start`` (with its estimate); one under way for another session is
     waited for without a press. Each attempt is its own shared result (``work.key + (n,)``), so the quiet one a class
     saw is kept when a later one meets a busy machine. A student's session neither starts nor repeats one: it shows
     the class's attempts, or says none was measured yet.
     """
     record(work)
-    pool, label, price = shared_work(), work.label, priced(work)
+    pool, label, estimate = shared_work(), work.label, estimated(work)
     attempts = stored_attempts(pool, work.key)
     following = work.key + (len(attempts),)
     teacher, slot = may_start(), st.empty()  # one button's place: the start, then Measure again
 
     def again() -> bool:
         return teacher and slot.button(
-            price_label(f"Measure again: {label.lower()}", work, price), key=page_key("again", label)
+            estimate_label(f"Measure again: {label.lower()}", work, estimate), key=page_key("again", label)
         )
 
     if attempts:
         pressed = again()
     elif teacher:
-        pressed = slot.button(price_label(start, work, price), type="primary", key=page_key("start", label))
+        pressed = slot.button(estimate_label(start, work, estimate), type="primary", key=page_key("start", label))
     else:
         pressed = False
         if not pool.known(following):
             st.info(NOT_PREPARED)
     if pressed or pool.known(following):
         first = not attempts
-        submit_and_wait(following, work.compute, label, lambda: price)
+        submit_and_wait(following, work.compute, label, lambda: estimate)
         attempts = stored_attempts(pool, work.key)
         if first and attempts:  # the first result is here: Measure again takes the start button's place
             again()
@@ -141,11 +141,11 @@ def let_the_classroom_run_first() -> None:
 
 
 def submit_and_wait(
-    key: tuple[Hashable, ...], compute: Callable[..., Any], label: str, priced_s: Callable[[], float | None]
+    key: tuple[Hashable, ...], compute: Callable[..., Any], label: str, estimated_s: Callable[[], float | None]
 ) -> Any:
     """Submit ``key``'s computation to the shared pool, wait for it while drawing its progress, and return the
-    shared result, computed once for every session that asks (None on failure; ``priced_s()``:
-    what it costs, priced before it runs, where known: the wait's first estimate, asked only when it must run).
+    shared result, computed once for every session that asks (None on failure; ``estimated_s()``:
+    what it costs, estimated before it runs, where known: the wait's first estimate, asked only when it must run).
 
     ``compute(on_progress)`` runs on the process's work pool: identical requests wait for one run, distinct ones
     queue first come first served, and the page shows its place in line or the run's progress until the result (or
@@ -156,7 +156,7 @@ def submit_and_wait(
     if cached is not None:
         return cached
     session, box, shown, sent = _session_id(), st.empty(), None, 0.0
-    job = work.submit(key, compute, session, label, priced_s())
+    job = work.submit(key, compute, session, label, estimated_s())
     try:
         with turns.waiting():  # the sidebar is drawn first, and the run holds no turn while it waits
             while not job.finished.wait(redraw_interval(len(job.waiters))):
@@ -178,15 +178,15 @@ def submit_and_wait(
 def get_trace(config: DecodeConfig, prompt: str, button: str | None = None) -> Trace | None:
     """The shared trace of ``config`` on ``prompt``, with a progress bar over rounds; failures become messages.
 
-    A page's own trace starts as the page opens, unless it is priced above :data:`TRACE_ON_OPEN_S` here (a long
-    prompt, a large pair, many tokens: its pair is loaded first to price it); then it waits for a press, as does
+    A page's own trace starts as the page opens, unless it is estimated above :data:`TRACE_ON_OPEN_S` here (a long
+    prompt, a large pair, many tokens: its pair is loaded first to estimate it); then it waits for a press, as does
     every other trace a page shows beside its own (``button``)."""
     work = Work(TRACE, config, prompt)
     if button is None and not shared_work().known(work.key):
         if loaded_target(config) is None and page_pair(config) is None:
             return None  # the pair could not be loaded: page_pair said why
-        price = priced(work)
-        if price is not None and price > TRACE_ON_OPEN_S:
+        estimate = estimated(work)
+        if estimate is not None and estimate > TRACE_ON_OPEN_S:
             button = "Decode this trace"
     hint = "Press to decode it: every session of this link then shares it." if button else None
     return shared_result(work, button=button, button_key=page_key("decode", key_digest(work.key)), hint=hint)

@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from specviz import ui
-from specviz.analysis import common, sweep
+from specviz import limits, ui
+from specviz.analysis import sweep
 from specviz.analysis.roofline import below_one_sentence
 from specviz.models.profile import model_profile
 from specviz.presentation import sweep_figures
@@ -19,9 +19,9 @@ if config is not None:
 st.markdown(
     "The target alone and each block size γ run once per cycle, the order reversed every other cycle; each γ's "
     "speedup pairs it with the target alone of the same cycle (medians over the cycles, so both sides of a speedup "
-    f"meet the same load on this machine; up to {common.SWEEP_PAIRS} cycles, as many as fit in "
-    f"{common.BUTTON_BUDGET_S:.0f} s by this machine's profile, at least one; at most "
-    f"{common.SWEEP_GAMMAS_MAX} values of γ and {common.SWEEP_TOKENS_MAX} new tokens per run). The theory "
+    f"meet the same load on this machine; up to {limits.SWEEP_PAIRS} cycles, as many as fit in "
+    f"{limits.BUTTON_BUDGET_S:.0f} s by this machine's profile, at least one; at most "
+    f"{limits.SWEEP_GAMMAS_MAX} values of γ and {limits.SWEEP_TOKENS_MAX} new tokens per run). The theory "
     "curves use each run's measured α, each round's realised block size k (the last rounds are clipped by the "
     "token budget) and the draft/target cost ratio **c** measured on this device: "
     "E[tokens/round] = (1 − α^(k+1)) / (1 − α) and speedup = Σ (1 − α^(k+1)) / (1 − α) over Σ (kc + 1). "
@@ -30,12 +30,11 @@ st.markdown(
     "Σ (1 − α^(k+1)) / (1 − α) over Σ (kc + v(k))."
 )
 gammas = st.multiselect(
-    "Block sizes γ", list(range(1, 17)), default=[1, 2, 3, 4, 6, 8], max_selections=common.SWEEP_GAMMAS_MAX
+    "Block sizes γ", list(range(1, 17)), default=[1, 2, 3, 4, 6, 8], max_selections=limits.SWEEP_GAMMAS_MAX
 )
 swept_pair = ui.page_pair(config) if config is not None and gammas else None
 if config is not None and gammas and swept_pair is not None:
-    step_ms, tokens = model_profile(swept_pair.target).step_ms, min(config.max_new_tokens, common.SWEEP_TOKENS_MAX)
-    cycles = sweep.sweep_cycles(step_ms, tokens, len(gammas))
+    cycles = sweep.sweep_cycles(config, len(gammas), model_profile(swept_pair.target).step_ms)
     result, disturbed = ui.measured_again(
         Work("sweep", config, prompt, (tuple(sorted(gammas)),)),
         lambda swept: bool(sweep.loaded_gammas(swept[0])),

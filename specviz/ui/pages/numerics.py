@@ -8,11 +8,11 @@ from streamlit.delta_generator import DeltaGenerator
 
 from specviz import ui
 from specviz.analysis import numerics
-from specviz.analysis.common import BUTTON_BUDGET_S
 from specviz.analysis.defaults import PRECISIONS
 from specviz.analysis.draft_precision import precisions_on
 from specviz.config import DecodeConfig
 from specviz.engine import uses_draft_model
+from specviz.limits import BUTTON_BUDGET_S
 from specviz.serving.works import Work
 
 config, prompt, defaults = ui.shared_controls()

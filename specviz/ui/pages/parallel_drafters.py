@@ -7,8 +7,8 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from specviz import ui
-from specviz.analysis import common, drafters
+from specviz import limits, ui
+from specviz.analysis import drafters
 from specviz.drafters.modules import shipped_weights
 from specviz.engine import prompt_ids_for
 from specviz.limits import shipped_weights_fit
@@ -85,8 +85,8 @@ elif config is not None:
         kinds = [*state_drafters(), chain_drafter(False)] + ([chain_drafter(True)] if pair.draft else [])
         st.markdown(
             f"Each drafter decodes the same {drafters.COMPARE_PROMPTS_MAX} preset prompts (at most "
-            f"{common.SWEEP_TOKENS_MAX} new tokens each, fewer where this machine would take more than "
-            f"{common.BUTTON_BUDGET_S:.0f} s) with the sidebar's rule and γ; the target alone "
+            f"{limits.SWEEP_TOKENS_MAX} new tokens each, fewer where this machine would take more than "
+            f"{limits.BUTTON_BUDGET_S:.0f} s) with the sidebar's rule and γ; the target alone "
             "decodes them too, for the end-to-end speedup. Draft cost is per round that drafted: the parallel "
             "drafters make one small pass, EAGLE γ passes of one layer, the autoregressive drafts γ passes "
             "of a full (or nearly full) model."

@@ -3,8 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from specviz import ui
-from specviz.analysis import common, metrics, roofline, timing
+from specviz import limits, ui
+from specviz.analysis import metrics, roofline, timing
 from specviz.presentation.verification_figures import mask_figure, parallel_arrows_figure, timeline_figure
 from specviz.serving.works import Work
 
@@ -22,7 +22,7 @@ st.markdown(
 trace = ui.get_trace(config, prompt) if config else None
 if config is not None and trace is not None and trace.output_ids:
     assert trace.stats is not None, "a decoded trace has its stats"
-    repeats = st.slider("Timing repeats (median)", 1, common.TIMING_REPEATS_MAX, 5)
+    repeats = st.slider("Timing repeats (median)", 1, limits.TIMING_REPEATS_MAX, 5)
     measured, disturbed = ui.measured_again(
         Work("timing", config, prompt, (repeats,)),
         timing.timed_under_load,

@@ -30,7 +30,8 @@ st.caption(
     f"**{MEASURE}** does that once for the class. Your browser then replays those times on one clock (**Replay the "
     "race**, or space): the target alone writes a token per step, speculative decoding lands a verified block at once "
     "(a rejected draft struck for a moment, the target's correction after it). The speedup at the finish is the ratio "
-    "of the two measured wall times."
+    "of the two measured wall times, and both clocks hold the same recording work: each lane records every token "
+    "its target emits alike (its text, probability and top tokens), and speculative decoding also its drafts."
 )
 widest = PAIR_PRESETS[QWEN_CODER_PAIR]  # the published pair: the race is won by the widest margin there
 student = {} if ui.may_start() else {STUDENT: "1"}  # a student's link stays a student's

@@ -1,4 +1,4 @@
-"""What each work costs before it runs, priced from the machine profile: ``(config, params, the target's one-token
+"""What each work costs before it runs, estimated from the machine profile: ``(config, params, the target's one-token
 step in ms) -> seconds``, at most (a speculative decode costs no more than the target alone's where speculation
 pays; :func:`~specviz.analysis.common.decoding_seconds`). A button says it before it is pressed, and a waiting page
 starts its estimate from it (:mod:`specviz.serving.estimates`). Loading the models is not in it: a work that loads
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from specviz.analysis import lab_sequences, numerics, race, sweep
-from specviz.analysis.common import SWEEP_TOKENS_MAX, decoding_seconds
+from specviz.analysis.common import decoding_seconds
 from specviz.analysis.drafters import compared_seconds, compared_tokens
 from specviz.analysis.metrics import TIMED_PAIRS
 from specviz.analysis.rules import beta_values
@@ -22,7 +22,7 @@ WIDE_ROUND_STEPS = 2  # a pass over a tree or a 16-token chain, and its drafting
 
 
 def prompt_seconds(tokens: int, target: PassProfile) -> float:
-    """The target's pass over a prompt of ``tokens`` tokens, priced from its profile: each token at its share of the
+    """The target's pass over a prompt of ``tokens`` tokens, estimated from its profile: each token at its share of the
     widest pass the profile measured, T(9) / 9 (a long prompt is read in wide passes, which a CPU's few cores make
     compute-bound: the cost per token falls little past a few tokens)."""
     return tokens * target.pass_ms[-1] / len(target.pass_ms) / 1e3
@@ -41,13 +41,12 @@ def live_timing(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -
 
 def raced(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
     (lanes,) = params
-    return race.priced_seconds(config.max_new_tokens, step_ms, 1 + len(lanes))
+    return race.estimated_seconds(config.max_new_tokens, step_ms, 1 + len(lanes))
 
 
 def swept(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
     (gammas,) = params
-    tokens = min(config.max_new_tokens, SWEEP_TOKENS_MAX)
-    return sweep.sweep_seconds(step_ms, tokens, len(gammas), sweep.sweep_cycles(step_ms, tokens, len(gammas)))
+    return sweep.planned_sweep_seconds(config, len(gammas), step_ms)
 
 
 def head_sizes(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
