@@ -78,9 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
         prompt.add_argument("--prompt-ids", type=int_list, help="raw prompt token ids, comma-separated (no template)")
         sub.add_argument(
             "--fastest",
-            action="store_true",
+            nargs="?",
+            const="",
+            default=None,
+            metavar="PRECISIONS",
             help="the pair's fastest exact configuration measured on this machine for the target's precision: the "
-            "draft model, its precision and γ (measured once, then stored)",
+            "draft model, its precision and γ (measured once, then stored); with target precisions (e.g. int8,int4), "
+            "the fastest of those targets too, by the tokens a second its configuration is priced at",
         )
     add_training_commands(commands)
     add_engine_report_command(commands)
@@ -151,10 +155,10 @@ def run(args: argparse.Namespace) -> None:
         config = with_pair_defaults(config)
     if args.command in ("html", "race"):  # the app's prompt unless one is given
         args.prompt = args.prompt if args.prompt or args.prompt_ids else DEFAULT_PROMPT
-    if args.fastest:
+    if args.fastest is not None:
         from specviz.analysis.defaults import fastest_config
 
-        config, chosen = fastest_config(config)
+        config, chosen = fastest_config(config, tuple(d for d in args.fastest.split(",") if d))
         print(chosen, file=sys.stderr)
     pair = load_pair(config)
     if args.command == "race":

@@ -255,6 +255,29 @@ def test_fastest_decodes_on_the_measured_choice_and_the_trace_records_it(onednn,
     assert f"the draft model in {chosen[0]} at γ = {chosen[1]}" in capsys.readouterr().err
 
 
+def test_fastest_among_target_precisions_picks_the_one_priced_fastest_and_records_it(
+    onednn, tmp_path, monkeypatch, capsys
+):
+    """``--fastest int8,int4``: of the target precisions the user allows, the one whose configuration is priced at the
+    most tokens a second on this machine; the trace records the target's precision, the draft's and γ chosen."""
+    from specviz.analysis import defaults
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    monkeypatch.setattr(defaults, "NOISY", float("inf"))  # a busy test machine's profiles count as quiet here
+    dirs, _ = onednn
+    out = tmp_path / "trace.json"
+    args = ["trace", "--target", dirs["target"], "--draft", dirs["draft"], "--fastest", "int8,int4"]
+    assert main([*args, "--prompt-ids", ",".join(map(str, PROMPT)), "--device", "cpu", "--out", str(out)]) == 0
+    fastest = defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu").fastest
+    dtype = max(("int8", "int4"), key=lambda d: fastest[d][3])
+    recorded = json.loads(out.read_text())["config"]
+    assert (recorded["dtype"], recorded["draft_dtype"], recorded["gamma"]) == (dtype, *fastest[dtype][:2])
+    said = capsys.readouterr().err
+    assert f"a {dtype} target (the fastest of int8, int4)" in said and f"{fastest[dtype][3]:.1f} tokens/s" in said
+    assert main([*args[:-1], "int3", "--prompt-ids", "1,2", "--device", "cpu", "--out", str(out)]) != 0
+    assert "--fastest knows targets in" in capsys.readouterr().err
+
+
 def test_no_speed_page_guesses_from_the_cpus_dispatch_level():
     from pathlib import Path
 

@@ -107,7 +107,7 @@ def measure_pair_defaults(config: DecodeConfig, release: bool = False) -> Measur
     own = {dtype: profiles[(dtype, dtype)] for dtype in LESSON_PRECISIONS}  # the draft at the target's own precision
     measured = measured_defaults(own, alphas[LESSON_PRECISIONS[0]])
     fastest = fastest_drafts(profiles, alphas)
-    draft_dtype, gamma, speedup = fastest[measured.dtype]
+    draft_dtype, gamma, speedup, _ = fastest[measured.dtype]
     measured = dataclasses.replace(
         measured,
         gamma=gamma,
@@ -133,20 +133,25 @@ def defaults_once(config: DecodeConfig, release: bool = False) -> MeasuredDefaul
         return stored_defaults(config.target, config.draft, config.device) or measure_pair_defaults(config, release)
 
 
-def fastest_config(config: DecodeConfig) -> tuple[DecodeConfig, str]:
-    """``config`` on its pair's fastest exact configuration measured on this machine for its target precision (the
-    draft model, its precision and γ: :func:`~specviz.analysis.roofline.fastest_drafts`), and the choice in words."""
+def fastest_config(config: DecodeConfig, allowed: tuple[str, ...] = ()) -> tuple[DecodeConfig, str]:
+    """``config`` on its pair's fastest exact configuration measured on this machine (the draft model, its precision
+    and γ: :func:`~specviz.analysis.roofline.fastest_drafts`) for its target precision, or, given ``allowed`` target
+    precisions, for the one of them whose priced tokens a second are highest; and the choice in words."""
     drafted = config.replace(drafter=DRAFT_MODEL)
     check(
         bool(drafted.draft_spec), "--fastest needs a draft model: name one with --draft (the embedded target has one)"
     )
     measured = defaults_once(drafted, release=True)
-    check(config.dtype in measured.fastest, f"--fastest knows targets in {', '.join(measured.fastest)}")
-    draft_dtype, gamma, speedup = measured.fastest[config.dtype]
-    chosen = drafted.replace(draft_dtype=draft_dtype, gamma=gamma).validated()
+    known = ", ".join(measured.fastest)
+    for dtype in allowed or (config.dtype,):
+        check(dtype in measured.fastest, f"--fastest knows targets in {known}, not {dtype!r}")
+    dtype = max(allowed, key=lambda d: measured.fastest[d][3]) if allowed else config.dtype
+    draft_dtype, gamma, speedup, tokens_per_s = measured.fastest[dtype]
+    chosen = drafted.replace(dtype=dtype, draft_dtype=draft_dtype, gamma=gamma).validated()
+    among = f" (the fastest of {', '.join(allowed)})" if allowed else ""
     return chosen, (
-        f"--fastest: the draft model in {draft_dtype} at γ = {gamma} ({speedup:.2f}× priced on this machine for a "
-        f"{config.dtype} target)"
+        f"--fastest: a {dtype} target{among}, the draft model in {draft_dtype} at γ = {gamma} ({speedup:.2f}× its "
+        f"target alone, {tokens_per_s:.1f} tokens/s, priced on this machine)"
     )
 
 

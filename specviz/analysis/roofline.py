@@ -135,16 +135,17 @@ PAYS = 1.2  # a priced speedup from which speculation visibly pays in a class
 class MeasuredDefaults:
     """A pair's default precision, block size and draft precision on this machine, and why, from its profiles;
     ``fastest``: for each target precision, the draft precision and γ whose priced speedup is highest there
-    (``--fastest``), with that speedup."""
+    (``--fastest``), with that speedup and the tokens a second it prices (the speedup over the target's own step)."""
 
     dtype: str
     gamma: int
     reason: str
     draft_dtype: str | None = None  # None: the target's
-    fastest: dict[str, tuple[str, int, float]] = field(default_factory=dict)
+    fastest: dict[str, tuple[str, int, float, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:  # a stored file gives lists: read back as the tuples they were
-        object.__setattr__(self, "fastest", {k: (str(d), int(g), float(x)) for k, (d, g, x) in self.fastest.items()})
+        fastest = {k: (str(d), int(g), float(x), float(t)) for k, (d, g, x, t) in self.fastest.items()}
+        object.__setattr__(self, "fastest", fastest)
 
 
 def priced_draft(alpha: float, target: PassProfile, draft: PassProfile) -> tuple[int, float]:
@@ -157,15 +158,16 @@ def priced_draft(alpha: float, target: PassProfile, draft: PassProfile) -> tuple
 
 def fastest_drafts(
     profiles: dict[tuple[str, str], tuple[PassProfile, PassProfile]], alphas: dict[str, float]
-) -> dict[str, tuple[str, int, float]]:
-    """For each target precision, the draft precision (its γ, its priced speedup) that is fastest at its measured
-    acceptance. ``profiles``: (target precision, draft precision) -> (target, draft); ``alphas``: by draft precision.
-    The output is the target's whatever the draft runs in, so every choice is as exact as the target's precision."""
-    fastest: dict[str, tuple[str, int, float]] = {}
+) -> dict[str, tuple[str, int, float, float]]:
+    """For each target precision, the draft precision (its γ, its priced speedup, the tokens a second that prices:
+    the speedup over the target's one-token step) that is fastest at its measured acceptance. ``profiles``: (target
+    precision, draft precision) -> (target, draft); ``alphas``: by draft precision. The output is the target's
+    whatever the draft runs in, so every choice is as exact as the target's precision."""
+    fastest: dict[str, tuple[str, int, float, float]] = {}
     for (dtype, draft_dtype), (target, draft) in profiles.items():
         gamma, speedup = priced_draft(alphas[draft_dtype], target, draft)
         if dtype not in fastest or speedup > fastest[dtype][2]:
-            fastest[dtype] = (draft_dtype, gamma, speedup)
+            fastest[dtype] = (draft_dtype, gamma, speedup, speedup * 1000 / target.step_ms)
     return fastest
 
 
