@@ -77,6 +77,8 @@ def bind(library: Path, march: str) -> Int4Kernel:
 def int4_kernel(march: str = "native") -> Int4Kernel | str:
     """The kernel compiled for ``march`` (built on first use, then read from the cache), or why it is not here."""
     with _lock:
+        if march not in _built and not SOURCE.is_file():
+            _built[march] = f"the kernel's source {SOURCE.name} is not installed beside {Path(__file__).name}"
         if march not in _built:
             target = library_path(march)
             failure = None if target.is_file() else compile_library(march, target)
