@@ -122,11 +122,7 @@ class Int4Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         packed, bias = self.addresses
         y = kernel_product(self.kernel, x.reshape(-1, self.in_features), packed, self.out_features, bias)
-        return (
-            y.view(*x.shape[:-1], self.out_features)
-            if x.dtype == torch.float32
-            else y.to(x.dtype).view(*x.shape[:-1], self.out_features)
-        )
+        return y.view(*x.shape[:-1], self.out_features).to(x.dtype)  # no copy where x is float32
 
 
 def quantize_int4(model: nn.Module) -> int:
