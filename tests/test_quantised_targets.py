@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from transformers import DynamicCache
 
 from specviz.analysis.race import verdict
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
-from specviz.models.forwards import KVCachedSequence, TreeLayout, full_forward
+from specviz.models.forwards import KVCachedSequence, TreeLayout, full_forward, lean_weights_of_own_bits
 from specviz.models.int4 import Int4Linear, dequantised, int4_product, quantise_groups
 from specviz.models.int8 import Int8Embedding, Int8Linear, Int8Matrix, int8_linear, quantise_rows, weight_levels
 from specviz.models.kernels import INT4, INT8, kernels_of
@@ -200,6 +201,41 @@ def test_a_quantised_targets_pass_over_k_tokens_is_k_steps_bit_for_bit(quantised
     logits = tree.feed(full_forward, target, [continuation[0], 13, continuation[1]], 3, layout)
     assert torch.equal(logits[[0, 2]], steps[:2])
     assert torch.equal(logits[1], one_row_steps(target, context, [13])[0])
+
+
+def transformers_pass(target, context: list[int], new_ids: list[int], layout: TreeLayout | None) -> torch.Tensor:
+    """Logits (len(new_ids), V) of transformers' own forward, after ``context``, over ``new_ids`` (causal, or as
+    ``layout`` places them): the model's own modules, not the lean body."""
+    cache = DynamicCache()
+    with torch.inference_mode():
+        target.model(input_ids=torch.tensor([context]), past_key_values=cache, use_cache=True)
+        inputs = {"input_ids": torch.tensor([new_ids])}
+        if layout is not None:
+            inputs.update(
+                attention_mask=layout.additive_mask(torch.float32, target.device),
+                position_ids=torch.tensor([layout.positions]),
+            )
+        return target.model(**inputs, past_key_values=cache, use_cache=True).logits[0]
+
+
+@pytest.mark.parametrize("dtype", list(QUANTISED_PAIRS))
+def test_a_quantised_targets_lean_passes_are_transformers_own_bit_for_bit(quantised_pairs, dtype):
+    """A quantised target's passes take the lean body (no per-layer Python of transformers) only because it computes
+    the same bits: a step, a causal pass and a tree's pass, each equal to transformers' forward of the same model."""
+    target = quantised_pairs[(dtype, "float32")].target
+    assert lean_weights_of_own_bits(target) is not None
+    assert lean_weights_of_own_bits(quantised_pairs[(dtype, "float32")].draft) is None  # a float draft's is not
+    context, continuation = PROMPT, [7, 3, 11, 5]
+    cached = len(context)
+    allowed = torch.zeros(3, cached + 3, dtype=torch.bool)
+    allowed[:, :cached] = True
+    allowed[0, cached], allowed[1, cached + 1], allowed[2, [cached, cached + 2]] = True, True, True
+    tree = TreeLayout(positions=[cached, cached, cached + 1], allowed=allowed)
+    for new_ids, layout in (([7], None), (continuation, None), ([7, 13, 3], tree)):
+        lean = KVCachedSequence()
+        lean.feed(full_forward, target, context, 1)
+        logits = lean.feed(full_forward, target, new_ids, len(new_ids), layout)
+        assert torch.equal(logits, transformers_pass(target, context, new_ids, layout))
 
 
 @pytest.mark.parametrize("dtype,draft_dtype", [(t, d) for t, drafts in QUANTISED_PAIRS.items() for d in drafts])

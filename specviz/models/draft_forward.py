@@ -29,8 +29,9 @@ def draft_forward(k: int) -> ForwardFn:
     its K most frequent tokens (Zhao et al. 2025, arXiv 2502.14856): on a CPU the 49k-row head is most of a
     small draft's cost.
 
-    Only drafts take the lean body: the target's passes stay transformers' own, the same passes as the
-    target-alone baselines (``generate``), so a measured speedup is the drafting's and not a faster target.
+    A float target's passes stay transformers' own, the same passes as the target-alone baselines (``generate``),
+    so a measured speedup is the drafting's and not a faster target; a quantised target's take the lean body in
+    every lane, where it computes transformers' own bits (:func:`~specviz.models.forwards.lean_weights_of_own_bits`).
     With a trimmed head, logits outside those K are -inf, so q is exactly 0 there: the token is still drawn
     from exactly the q the rules see, which keeps greedy identical and speculative sampling lossless (a token
     the draft cannot propose only lowers acceptance). Any other model with its whole head runs its own forward,

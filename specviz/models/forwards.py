@@ -1,6 +1,7 @@
 """Forward passes with a KV cache: the full model, a draft model (lean Llama body, FR-Spec trimmed head),
 the target's hidden states (for parallel drafters), and tree-shaped inputs; the layer-skip self-draft's is
-:mod:`specviz.models.skipping_forward`'s.
+:mod:`specviz.models.skipping_forward`'s. A quantised model's full passes take the lean body too
+(:func:`lean_weights_of_own_bits`).
 
 Every forward has one signature, ``forward(model, new_ids, cache, cached, n_last, layout=None) ->
 logits (n_last, V)``, so drafters, the verification pass and trees run any of them through
@@ -17,7 +18,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import CacheLayerMixin
 
-from specviz.models.llama_step import LlamaWeights, causal_mask, llama_hidden
+from specviz.models.llama_step import LlamaWeights, causal_mask, llama_hidden, llama_weights
 from specviz.models.loaded import LoadedModel
 from specviz.token_lists import common_prefix
 
@@ -57,6 +58,18 @@ def _inputs(loaded: LoadedModel, new_ids: list[int], layout: TreeLayout | None) 
     return inputs
 
 
+def lean_weights_of_own_bits(loaded: LoadedModel) -> LlamaWeights | None:
+    """The lean body's weights where a model's full passes take it: a plain Llama (or Qwen2) that attends one query
+    row at a time, as a quantised model does. There the lean body computes transformers' own bits, every row of every
+    pass (the products are the model's own layers, attention the same :func:`~specviz.models.row_attention.
+    rows_attended`, the norms and rotations the same operations: tests/test_quantised_targets.py), without
+    transformers' per-layer Python: the target alone, the speculative run and the profile all run it, and
+    transformers' ``generate`` on the same model gives the same tokens. A float model's passes stay transformers' own:
+    there ``generate`` is the peer measured beside the app, on the same passes."""
+    weights = llama_weights(loaded.model)
+    return weights if weights is not None and weights.by_rows else None
+
+
 def full_forward(
     loaded: LoadedModel,
     new_ids: list[int],
@@ -66,7 +79,11 @@ def full_forward(
     layout: TreeLayout | None = None,
 ) -> torch.Tensor:
     """Logits (n_last, V) of the last ``n_last`` positions after feeding ``new_ids`` to the cached model."""
+    weights = lean_weights_of_own_bits(loaded)
     with loaded.lock, torch.inference_mode():
+        if weights is not None:
+            hidden = model_body(loaded, weights, new_ids, cache, cached, n_last, layout)  # (n_last, H)
+            return loaded.model.get_output_embeddings()(hidden)
         out = loaded.model(
             **_inputs(loaded, new_ids, layout), past_key_values=cache, use_cache=True, logits_to_keep=n_last
         )
@@ -113,8 +130,8 @@ def states_forward(
     """As :func:`full_forward`, plus the final (normed) hidden state of every new token: (logits, (T, H)), a tree's
     nodes included. Parallel drafters and EAGLE read these states; the target's body runs once either way."""
     with loaded.lock, torch.inference_mode():
-        # (T, H): transformers' body, as the target's
-        hidden = model_body(loaded, None, new_ids, cache, cached, len(new_ids), layout)
+        # (T, H): the body of the target's full passes
+        hidden = model_body(loaded, lean_weights_of_own_bits(loaded), new_ids, cache, cached, len(new_ids), layout)
         logits = loaded.model.get_output_embeddings()(hidden[-n_last:])  # (n_last, V)
     return logits, hidden
 

@@ -31,6 +31,7 @@ from transformers import DynamicCache, PreTrainedConfig, PreTrainedModel
 from specviz.models.int8 import Int8Embedding
 from specviz.models.kernels import Projection
 from specviz.models.memo import memoised_while_alive
+from specviz.models.row_attention import attends_by_rows, rows_attended
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class LlamaWeights:
     heads: int
     kv_heads: int
     head_dim: int
+    by_rows: bool  # the model attends one query row at a time (a quantised model: specviz.models.row_attention)
 
 
 LEAN_MODEL_TYPES = ("llama", "qwen2")  # Qwen2: a Llama with biases on q, k and v (its config names no such flag)
@@ -115,6 +117,7 @@ def llama_weights(model: PreTrainedModel) -> LlamaWeights | None:
         heads=heads,
         kv_heads=int(config.num_key_value_heads),
         head_dim=head_dim,
+        by_rows=attends_by_rows(model),
     )
 
 
@@ -180,10 +183,14 @@ def llama_layer(
     q = layer.q(h).view(batch, new, weights.heads, weights.head_dim).transpose(1, 2)
     k = layer.k(h).view(batch, new, weights.kv_heads, weights.head_dim).transpose(1, 2)
     v = layer.v(h).view(batch, new, weights.kv_heads, weights.head_dim).transpose(1, 2)
-    k = rotate(k, cos, sin)
+    q, k = rotate(q, cos, sin), rotate(k, cos, sin)
     keys, values = cache.update(k, v, index) if cache is not None else (k, v)  # (B, kv heads, cached + T, d)
-    attended = grouped_attention(rotate(q, cos, sin), keys, values, allowed)  # (B, heads, T, d)
-    x = x + layer.o(attended.transpose(1, 2).reshape(batch, new, weights.heads * weights.head_dim))
+    if weights.by_rows:  # (1, T, heads, d)
+        mask = allowed[None, None] if allowed is not None else None
+        attended = rows_attended(q, keys, values, mask, weights.head_dim**-0.5)
+    else:
+        attended = grouped_attention(q, keys, values, allowed).transpose(1, 2)  # (B, T, heads, d)
+    x = x + layer.o(attended.reshape(batch, new, weights.heads * weights.head_dim))
     h = rms_norm(x, layer.mlp_norm, weights.eps)
     return x + layer.down(F.silu(layer.gate(h)) * layer.up(h))
 

@@ -12,6 +12,8 @@ one query, softmax(q k^T / sqrt(d)) v, over exactly the keys it may see, gathere
 own (a causal row: the cache and the new tokens up to itself; a tree node: the cache and its ancestors), no mask.
 A step over one token and each row of a pass over many then run identical arithmetic on identical inputs.
 Registered with transformers' attention interface as :data:`ROW_ATTENTION`; its masks are built as for ``sdpa``.
+The lean body (:mod:`specviz.models.llama_step`) attends through the same :func:`rows_attended` where its model
+does, so a quantised target's lean pass has the bits of transformers' own.
 """
 
 from __future__ import annotations
@@ -39,6 +41,29 @@ def keys_seen(mask: torch.Tensor | None, row: int, rows: int, keys: int) -> int 
     return count if bool(seen[:count].all()) else seen.nonzero().flatten()
 
 
+def rows_attended(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, scaling: float | None
+) -> torch.Tensor:
+    """query (1, heads, T, d), key and value (1, kv heads, S, d), ``mask`` None or (1, 1, T, S) -> (1, T, heads, d).
+    Each row is one token's attention, softmax(q k^T * scaling) v, over the keys it sees (:func:`keys_seen`)
+    gathered into a contiguous tensor of their own (the cache of a single step is one), the key/value heads shared in
+    place, no mask."""
+    if query.shape[0] != 1:
+        raise ValueError("attention by rows computes one sequence at a time")
+    rows = []
+    for row in range(query.shape[2]):
+        seen = keys_seen(mask, row, query.shape[2], key.shape[2])
+        keys, values = (
+            (key[:, :, :seen], value[:, :, :seen]) if isinstance(seen, int) else (key[:, :, seen], value[:, :, seen])
+        )
+        rows.append(
+            F.scaled_dot_product_attention(
+                query[:, :, row : row + 1], keys.contiguous(), values.contiguous(), scale=scaling, enable_gqa=True
+            )
+        )
+    return torch.cat(rows, dim=2).transpose(1, 2).contiguous()
+
+
 def attention_by_rows(
     module: nn.Module,
     query: torch.Tensor,
@@ -48,28 +73,17 @@ def attention_by_rows(
     scaling: float | None = None,
     **_: Any,
 ) -> tuple[torch.Tensor, None]:
-    """transformers' attention signature (inference): query (1, heads, T, d), key and value (1, kv heads, S, d) ->
-    (1, T, heads, d). Each row is one token's attention, softmax(q k^T * scaling) v, over the keys it sees
-    (:func:`keys_seen`) gathered into a contiguous tensor of their own (the cache of a single step is one), the
-    key/value heads shared in place, no mask."""
-    if query.shape[0] != 1:
-        raise ValueError("attention by rows computes one sequence at a time")
-    rows = []
-    for row in range(query.shape[2]):
-        seen = keys_seen(attention_mask, row, query.shape[2], key.shape[2])
-        keys, values = (
-            (key[:, :, :seen], value[:, :, :seen]) if isinstance(seen, int) else (key[:, :, seen], value[:, :, seen])
-        )
-        rows.append(
-            F.scaled_dot_product_attention(
-                query[:, :, row : row + 1], keys.contiguous(), values.contiguous(), scale=scaling, enable_gqa=True
-            )
-        )
-    return torch.cat(rows, dim=2).transpose(1, 2).contiguous(), None
+    """transformers' attention signature (inference): :func:`rows_attended`, (1, T, heads, d)."""
+    return rows_attended(query, key, value, attention_mask, scaling), None
 
 
 AttentionInterface.register(ROW_ATTENTION, attention_by_rows)
 ALL_MASK_ATTENTION_FUNCTIONS.register(ROW_ATTENTION, sdpa_mask)
+
+
+def attends_by_rows(model: nn.Module) -> bool:
+    """Whether a transformers model's attention runs one query row at a time (a quantised model's does)."""
+    return getattr(getattr(model, "config", None), "_attn_implementation", None) == ROW_ATTENTION
 
 
 def attend_by_rows(model: nn.Module) -> None:
