@@ -104,7 +104,8 @@ def bench_pair(
         "(goal <= 1.5x)"
     )
     started = time.perf_counter()
-    for loaded, forward in ((pair.target, full_forward), (pair.draft, draft_forward_for(config, pair.draft))):
+    draft = (pair.draft, draft_forward_for(config.draft_vocab, pair.draft))
+    for loaded, forward in ((pair.target, full_forward), draft):
         time_passes(loaded, forward, profile_context(loaded))  # one measurement, as a first load on a quiet machine
     print(
         f"  the profile's own cost (target and draft, {PROFILE_TOKENS} pass sizes, this path only): "

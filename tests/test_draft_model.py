@@ -153,7 +153,7 @@ def test_sampling_with_the_shipped_draft_follows_p(pair, draft_vocab):
     ids = encode_prompt(pair.target.tokenizer, "Name a colour.", True)
     with torch.inference_mode():
         p = softmax32(pair.target.model(torch.tensor([ids])).logits[0, -1])
-    forward = draft_forward_for(DecodeConfig(draft_vocab=draft_vocab), pair.draft)
+    forward = draft_forward_for(draft_vocab, pair.draft)
     logits = forward(pair.draft, ids, DynamicCache(), 0, 1)[-1]
     rule = SpeculativeSamplingRule()
     q = rule.draft_distribution(logits)

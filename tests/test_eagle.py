@@ -14,6 +14,7 @@ from specviz.drafters import eagle
 from specviz.drafters.base import DraftTree, TreeNode
 from specviz.drafters.eagle import reranked
 from specviz.drafters.eagle_head import EagleShape, load_head, save_head
+from specviz.drafters.modules import drafter_settings
 from specviz.engine import ModelPair, eos_ids, speculative_decode
 from specviz.models.forwards import KVCachedSequence
 from specviz.rules.distributions import softmax32
@@ -234,7 +235,8 @@ def test_the_rule_page_and_cost_hooks_score_a_given_draft(tiny_dirs, tiny_pair, 
 
 
 def test_a_fresh_drafter_drafts_nothing_without_the_targets_features(tiny_dirs, tiny_pair, tiny_head):
-    drafter = eagle.build(eagle_config(tiny_dirs, tiny_head[0]), ModelPair(tiny_pair.target), KVCachedSequence())
+    own, shared = drafter_settings(eagle_config(tiny_dirs, tiny_head[0]))
+    drafter = eagle.build(own, shared, ModelPair(tiny_pair.target), KVCachedSequence())
     from specviz.rules.greedy import GreedyRule
 
     block = drafter.propose(PROMPT, 3, GreedyRule(), torch.Generator())

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock
 from specviz.models.forwards import KVCachedSequence
 from specviz.models.pair import ModelPair
 from specviz.registry.drafters import DrafterEntry
+from specviz.registry.shared_settings import DrafterShared
 from specviz.rules.acceptance import Rule
 from specviz.rules.distributions import one_hot
 from specviz.settings import param
@@ -38,8 +38,10 @@ class EchoDrafter:
         """Nothing to adapt."""
 
 
-def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> EchoDrafter:
-    return EchoDrafter(pair.vocab_size, config.settings(EchoSettings).echo_times)
+def build(
+    settings: EchoSettings, shared: DrafterShared, pair: ModelPair, target_state: KVCachedSequence | None
+) -> EchoDrafter:
+    return EchoDrafter(pair.vocab_size, settings.echo_times)
 
 
 ENTRY = DrafterEntry(

@@ -7,11 +7,12 @@ import time
 
 from specviz.analysis.roofline import cost_coefficient, pair_profiles
 from specviz.config import DecodeConfig
-from specviz.drafters.modules import draft_source, states_module
+from specviz.drafters.modules import draft_source, drafter_settings, states_module
 from specviz.engine import ModelPair
 from specviz.models.forwards import ForwardFn, KVCachedSequence, full_forward
 from specviz.models.loaded import LoadedModel
 from specviz.models.profile import model_profile
+from specviz.registry.rules import rule_for
 
 
 def timed_feeds(state: KVCachedSequence, forward: ForwardFn, loaded: LoadedModel, chunks: list[list[int]]) -> float:
@@ -87,7 +88,7 @@ def cost_ratio(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats
         return 0.0
     target_ms = cached_pass_ms(pair.target, full_forward, prefix, repeats)
     if own:  # drafters on the target's states time their own pass (the states come from verification)
-        return own.ms_per_drafted_token(config, pair, prefix, repeats) / target_ms
+        return own.ms_per_drafted_token(*drafter_settings(config), pair, prefix, repeats, rule_for(config)) / target_ms
     assert draft is not None, "the drafters without a forward of their own were priced above"
     return cached_pass_ms(draft[0], draft[1], prefix, repeats) / target_ms
 

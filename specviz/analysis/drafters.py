@@ -10,6 +10,7 @@ import torch
 from specviz.analysis.common import _tick, decoding_seconds, stats_of, units_in_budget
 from specviz.analysis.metrics import pooled_acceptance_by_position
 from specviz.config import DecodeConfig
+from specviz.drafters.modules import drafter_settings
 from specviz.drafters.parallel import drafter_inputs
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.trace import NOT_VERIFIED, Trace
@@ -44,7 +45,7 @@ def compared_tokens(config: DecodeConfig, kinds: int, prompts: int, target_step_
 def drafter_attention(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int], kind: str) -> np.ndarray:
     """The attention pattern a parallel drafter uses at the end of the prompt: (k, window + 1 + k),
     one row per drafted slot, over [target states ..., pending token, slots ...]."""
-    drafter, memory = drafter_inputs(config.replace(drafter=kind), pair, prompt_ids)
+    drafter, memory = drafter_inputs(drafter_settings(config.replace(drafter=kind))[1], pair, prompt_ids)
     with pair.target.lock, torch.inference_mode():
         pending = pair.target.model.get_input_embeddings()(torch.tensor([prompt_ids[-1]], device=pair.target.device))
         return drafter.module.attention(memory[None], pending.float())[0].cpu().numpy()

@@ -7,7 +7,7 @@ import torch
 
 from specviz.analysis.common import _tick, stats_of
 from specviz.config import DecodeConfig
-from specviz.drafters.modules import draft_source, states_module
+from specviz.drafters.modules import draft_source, drafter_settings, states_module
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.records import status_of
 from specviz.models.forwards import KVCachedSequence, full_forward
@@ -28,7 +28,7 @@ def score_draft(
     target_logits = target_state.feed(full_forward, pair.target, prefix + draft_ids, len(draft_ids) + 1)
     own = states_module(config.drafter)
     if own:  # drafters on the target's states score a given draft their own way
-        along = own.draft_logits_along(config, pair, prefix, draft_ids)
+        along = own.draft_logits_along(*drafter_settings(config), pair, prefix, draft_ids)
         return target_logits[:, : pair.vocab_size], along[:, : pair.vocab_size]
     draft = draft_source(config, pair)
     if draft is None:

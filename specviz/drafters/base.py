@@ -25,8 +25,8 @@ from specviz.models.loading import LoadedModel
 from specviz.rules.acceptance import Rule
 
 if TYPE_CHECKING:
-    from specviz.config import DecodeConfig
     from specviz.models.pair import ModelPair
+    from specviz.registry.shared_settings import DrafterShared
 
 
 @dataclass
@@ -90,27 +90,33 @@ class Drafter(Protocol):
 
 
 class DrafterModule(Protocol):
-    """What every drafter's module provides: one run's drafter (``target_state``: the run's target cache, which
-    drafters on the target's states read)."""
+    """What every drafter's module provides: one run's drafter, built from its own settings group (``settings``:
+    its entry's ``settings``, None without one) and what drafters share (``shared``), never the whole config
+    (``target_state``: the run's target cache, which drafters on the target's states read)."""
 
-    def build(self, config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> Drafter: ...
+    def build(
+        self, settings: Any, shared: DrafterShared, pair: ModelPair, target_state: KVCachedSequence | None
+    ) -> Drafter: ...
 
 
 class AutoregressiveModule(DrafterModule, Protocol):
-    """An autoregressive draft's module also gives its model and forward (cost ratio c, teacher-forced q)."""
+    """An autoregressive draft's module also gives its model and forward (cost ratio c, teacher-forced q), from the
+    same settings as its ``build``."""
 
-    def draft_source(self, config: DecodeConfig, pair: ModelPair) -> tuple[LoadedModel, ForwardFn]: ...
+    def draft_source(self, settings: Any, shared: DrafterShared, pair: ModelPair) -> tuple[LoadedModel, ForwardFn]: ...
 
 
 class StatesModule(DrafterModule, Protocol):
-    """A drafter on the target's hidden states scores a given draft and times its own pass (its states come from
-    verification), and describes its trained weights."""
+    """A drafter on the target's hidden states scores a given draft and times its own pass under a rule (its states
+    come from verification), from the same settings as its ``build``, and describes its trained weights."""
 
     def draft_logits_along(
-        self, config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]
+        self, settings: Any, shared: DrafterShared, pair: ModelPair, prefix: list[int], draft_ids: list[int]
     ) -> torch.Tensor: ...
 
-    def ms_per_drafted_token(self, config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats: int) -> float: ...
+    def ms_per_drafted_token(
+        self, settings: Any, shared: DrafterShared, pair: ModelPair, prefix: list[int], repeats: int, rule: Rule
+    ) -> float: ...
 
     def shipped_weights(self, name: str) -> dict[str, Any] | None: ...
 

@@ -34,6 +34,7 @@ the kept siblings are always the first draws in order, as recursive rejection sa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import time
@@ -42,7 +43,6 @@ from typing import Any
 
 import torch
 
-from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock, DraftTree, Proposal, TreeNode
 from specviz.drafters.eagle_head import (
     MANIFEST_FILE,
@@ -59,7 +59,7 @@ from specviz.models.llama_step import LlamaWeights, causal_mask, llama_weights
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
 from specviz.registry.drafter_settings import EagleSettings
-from specviz.registry.rules import rule_for
+from specviz.registry.shared_settings import DrafterShared
 from specviz.rules.acceptance import Rule
 from specviz.settings import ConfigError
 from specviz.token_lists import common_prefix
@@ -146,9 +146,11 @@ class EagleDrafter:
         """Nothing to keep: the next catch-up feeds the accepted tokens with the target's exact features."""
 
 
-def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> EagleDrafter:
-    """The shipped head (or ``config.parallel_weights``) for this target, with the run's target cache."""
-    path = config.parallel_weights or str(WEIGHTS_FILE)
+def build(
+    settings: EagleSettings, shared: DrafterShared, pair: ModelPair, target_state: KVCachedSequence | None
+) -> EagleDrafter:
+    """The shipped head (or ``shared.parallel_weights``) for this target, with the run's target cache."""
+    path = shared.parallel_weights or str(WEIGHTS_FILE)
     try:
         head, vocab_order = load_head(path, str(pair.target.device))
     except FileNotFoundError as exc:
@@ -167,12 +169,12 @@ def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence 
         weights.head_dim,
         pair.vocab_size,
     ):
-        head_name = f"The EAGLE head at {path}" if config.parallel_weights else "EAGLE's shipped head"
+        head_name = f"The EAGLE head at {path}" if shared.parallel_weights else "EAGLE's shipped head"
         raise ConfigError(
             f"{head_name} was trained for {shape.target} (hidden {shape.hidden}, vocabulary {shape.vocab}); "
             f"{pair.target.name} is not that model: pick another drafter for this pair"
         )
-    k = head.shape.draft_vocab if config.draft_vocab is None else config.draft_vocab
+    k = head.shape.draft_vocab if shared.draft_vocab is None else shared.draft_vocab
     ids, rows = trimmed_rows(pair.target, path, min(k, len(vocab_order)) if k else 0)
     return EagleDrafter(
         head=head,
@@ -182,36 +184,43 @@ def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence 
         head_ids=ids,
         head_rows=rows,
         vocab_size=pair.vocab_size,
-        shape=config.settings(EagleSettings),
-        depth=config.tree_depth,
+        shape=settings,
+        depth=shared.tree_depth,
     )
 
 
-def caught_up(config: DecodeConfig, pair: ModelPair, prefix: list[int]) -> tuple[EagleDrafter, torch.Tensor]:
+def caught_up(
+    settings: EagleSettings, shared: DrafterShared, pair: ModelPair, prefix: list[int]
+) -> tuple[EagleDrafter, torch.Tensor]:
     """A chain drafter caught up after ``prefix`` as a run that has verified it: (drafter, the predicted feature whose
     q scores the token after ``prefix``)."""
     state = KVCachedSequence()
     state.feed(states_forward, pair.target, list(prefix), 1)
-    drafter = build(config.replace(eagle_tree=False), pair, state)
+    drafter = build(dataclasses.replace(settings, eagle_tree=False), shared, pair, state)
     feature = drafter.catch_up(list(prefix))
     assert feature is not None, "the target's features of the prefix were just fed (a prefix of two tokens or more)"
     return drafter, feature
 
 
-def draft_logits_along(config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]) -> torch.Tensor:
+def draft_logits_along(
+    settings: EagleSettings, shared: DrafterShared, pair: ModelPair, prefix: list[int], draft_ids: list[int]
+) -> torch.Tensor:
     """Logits (k, V) of the head at each token of a given draft after ``prefix``, drafting on its own features as a
     chain does (the first from the target's feature of prefix's last token)."""
-    drafter, feature = caught_up(config, pair, prefix)
+    drafter, feature = caught_up(settings, shared, pair, prefix)
     features = [feature]
     for i, token in enumerate(draft_ids[:-1]):
         features.append(drafter.step(features[-1][None], [token], [len(prefix) - 1 + i])[-1])
     return head_logits(torch.stack(features), drafter.head_ids, drafter.head_rows, pair.vocab_size)
 
 
-def ms_per_drafted_token(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats: int) -> float:
-    """Milliseconds of one chain step (a head pass on one token and its q), median of ``repeats`` after a warm-up."""
-    drafter, feature = caught_up(config, pair, prefix)
-    rule, cached = rule_for(config), drafter.state.cache.get_seq_length()
+def ms_per_drafted_token(
+    settings: EagleSettings, shared: DrafterShared, pair: ModelPair, prefix: list[int], repeats: int, rule: Rule
+) -> float:
+    """Milliseconds of one chain step (a head pass on one token and its q under ``rule``), median of ``repeats`` after
+    a warm-up."""
+    drafter, feature = caught_up(settings, shared, pair, prefix)
+    cached = drafter.state.cache.get_seq_length()
 
     def one_step() -> float:
         started = time.perf_counter()

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.config import DecodeConfig
 from specviz.drafters.base import AutoregressiveDrafter
 from specviz.models.forwards import ForwardFn, KVCachedSequence
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
 from specviz.models.skipping_forward import has_mixed_attention, layer_skip_forward
 from specviz.registry.drafter_settings import LayerSkipSettings
+from specviz.registry.shared_settings import DrafterShared
 from specviz.settings import ConfigError
 
 
@@ -65,10 +65,10 @@ def check_skip_layers(skip: tuple[int, ...], num_layers: int) -> frozenset[int]:
     return frozenset(skip)
 
 
-def layer_skip_forward_for(config: DecodeConfig, pair: ModelPair) -> ForwardFn:
-    """The layer-skip self-draft's forward for this config (default: the target's middle layers)."""
+def layer_skip_forward_for(settings: LayerSkipSettings, pair: ModelPair) -> ForwardFn:
+    """The layer-skip self-draft's forward with its group's layers skipped (default: the target's middle layers)."""
     num_layers = pair.target.num_layers
-    chosen = config.settings(LayerSkipSettings).skip_layers
+    chosen = settings.skip_layers
     skip = chosen if chosen is not None else default_skip_layers(num_layers)
     try:
         skip_set = check_skip_layers(skip, num_layers)
@@ -86,11 +86,12 @@ def layer_skip_forward_for(config: DecodeConfig, pair: ModelPair) -> ForwardFn:
     return layer_skip_forward(skip_set)
 
 
-def draft_source(config: DecodeConfig, pair: ModelPair) -> tuple[LoadedModel, ForwardFn]:
-    return pair.target, layer_skip_forward_for(config, pair)
+def draft_source(settings: LayerSkipSettings, shared: DrafterShared, pair: ModelPair) -> tuple[LoadedModel, ForwardFn]:
+    return pair.target, layer_skip_forward_for(settings, pair)
 
 
-def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> AutoregressiveDrafter:
-    threshold = config.settings(LayerSkipSettings).exit_threshold
-    exit_rule = AdaptiveExit(threshold) if threshold > 0 else None
-    return AutoregressiveDrafter(*draft_source(config, pair), pair.vocab_size, exit_rule)
+def build(
+    settings: LayerSkipSettings, shared: DrafterShared, pair: ModelPair, target_state: KVCachedSequence | None
+) -> AutoregressiveDrafter:
+    exit_rule = AdaptiveExit(settings.exit_threshold) if settings.exit_threshold > 0 else None
+    return AutoregressiveDrafter(*draft_source(settings, shared, pair), pair.vocab_size, exit_rule)

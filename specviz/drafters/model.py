@@ -4,24 +4,27 @@ the full vocabulary or FR-Spec's head over its K most frequent tokens (Zhao et a
 
 from __future__ import annotations
 
-from specviz.config import DecodeConfig
 from specviz.drafters.base import AutoregressiveDrafter
 from specviz.models.draft_forward import draft_forward
 from specviz.models.forwards import ForwardFn, KVCachedSequence
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
+from specviz.registry.shared_settings import DrafterShared
 
 
-def draft_forward_for(config: DecodeConfig, draft: LoadedModel) -> ForwardFn:
+def draft_forward_for(draft_vocab: int | None, draft: LoadedModel) -> ForwardFn:
     """The draft model's forward (:func:`~specviz.models.draft_forward.draft_forward`): the full output head, or
-    FR-Spec's head over its K most frequent tokens."""
-    return draft_forward(draft.draft_head_size(config.draft_vocab))
+    FR-Spec's head over its ``draft_vocab`` most frequent tokens (None: the size the draft ships with)."""
+    return draft_forward(draft.draft_head_size(draft_vocab))
 
 
-def draft_source(config: DecodeConfig, pair: ModelPair) -> tuple[LoadedModel, ForwardFn]:
+def draft_source(settings: None, shared: DrafterShared, pair: ModelPair) -> tuple[LoadedModel, ForwardFn]:
+    """The draft model and its forward (the drafter has no settings group: its head size is shared)."""
     assert pair.draft is not None, "a pair for the draft-model drafter holds a draft (its entry: draft_model='always')"
-    return pair.draft, draft_forward_for(config, pair.draft)
+    return pair.draft, draft_forward_for(shared.draft_vocab, pair.draft)
 
 
-def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> AutoregressiveDrafter:
-    return AutoregressiveDrafter(*draft_source(config, pair), pair.vocab_size)
+def build(
+    settings: None, shared: DrafterShared, pair: ModelPair, target_state: KVCachedSequence | None
+) -> AutoregressiveDrafter:
+    return AutoregressiveDrafter(*draft_source(settings, shared, pair), pair.vocab_size)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from specviz.registry.drafter_settings import MachineChoice
 from specviz.registry.drafters import DrafterEntry, drafter_entry
+from specviz.registry.shared_settings import DrafterShared
 
 if TYPE_CHECKING:
     from specviz.config import DecodeConfig
@@ -48,10 +49,17 @@ def on_this_machine(config: DecodeConfig, target: LoadedModel) -> DecodeConfig:
     return config.replace(**{name: getattr(chosen, name) for name in chosen.machine_fields})
 
 
+def drafter_settings(config: DecodeConfig) -> tuple[Any, DrafterShared]:
+    """What the config's drafter is built from: its own settings group (None without one) and the shared settings
+    drafters read, with the other groups its entry reads (``also_reads``); its module never sees the whole config."""
+    entry = drafter_entry(config.drafter)
+    return (config.settings(entry.settings) if entry.settings else None), DrafterShared.of(config, entry)
+
+
 def make_drafter(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None = None) -> Drafter:
     """The drafter the config names, built by its module (drafters on the target's states read ``target_state``)."""
     module = cast("DrafterModule", drafter_module(drafter_entry(config.drafter)))
-    return module.build(config, pair, target_state)
+    return module.build(*drafter_settings(config), pair, target_state)
 
 
 def draft_source(config: DecodeConfig, pair: ModelPair) -> tuple[LoadedModel, ForwardFn] | None:
@@ -59,7 +67,7 @@ def draft_source(config: DecodeConfig, pair: ModelPair) -> tuple[LoadedModel, Fo
     entry = drafter_entry(config.drafter)
     if not entry.autoregressive:
         return None
-    return cast("AutoregressiveModule", drafter_module(entry)).draft_source(config, pair)
+    return cast("AutoregressiveModule", drafter_module(entry)).draft_source(*drafter_settings(config), pair)
 
 
 def states_module(name: str) -> StatesModule | None:

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock
 from specviz.models.forwards import KVCachedSequence
 from specviz.models.pair import ModelPair
 from specviz.registry.drafter_settings import NgramSettings
+from specviz.registry.shared_settings import DrafterShared
 from specviz.rules.acceptance import Rule
 from specviz.rules.distributions import one_hot
 
@@ -53,5 +53,7 @@ def lookup_continuation(context: list[int], ngram_max: int, max_tokens: int) -> 
     return []
 
 
-def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> NgramDrafter:
-    return NgramDrafter(pair.vocab_size, config.settings(NgramSettings).ngram_max)
+def build(
+    settings: NgramSettings, shared: DrafterShared, pair: ModelPair, target_state: KVCachedSequence | None
+) -> NgramDrafter:
+    return NgramDrafter(pair.vocab_size, settings.ngram_max)

@@ -9,17 +9,19 @@ acceptance alone is not speed, the draft must also be cheap.
 
 from __future__ import annotations
 
-from specviz.config import DecodeConfig
 from specviz.drafters.base import AutoregressiveDrafter
 from specviz.models.forwards import ForwardFn, KVCachedSequence, full_forward
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
+from specviz.registry.shared_settings import DrafterShared
 
 
-def draft_source(config: DecodeConfig, pair: ModelPair) -> tuple[LoadedModel, ForwardFn]:
+def draft_source(settings: None, shared: DrafterShared, pair: ModelPair) -> tuple[LoadedModel, ForwardFn]:
     """(model, forward) the oracle drafts with: the target itself, all its layers."""
     return pair.target, full_forward
 
 
-def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> AutoregressiveDrafter:
-    return AutoregressiveDrafter(*draft_source(config, pair), pair.vocab_size)
+def build(
+    settings: None, shared: DrafterShared, pair: ModelPair, target_state: KVCachedSequence | None
+) -> AutoregressiveDrafter:
+    return AutoregressiveDrafter(*draft_source(settings, shared, pair), pair.vocab_size)

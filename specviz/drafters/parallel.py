@@ -25,12 +25,12 @@ from typing import Any
 
 import torch
 
-from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock
 from specviz.drafters.parallel_heads import DrafterMeta, ParallelModule, default_weights, load_drafter
 from specviz.models.forwards import KVCachedSequence
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
+from specviz.registry.shared_settings import DrafterShared
 from specviz.rules.acceptance import Rule
 from specviz.settings import ConfigError
 
@@ -94,22 +94,27 @@ class ParallelDrafter:
         """A trained drafter has no strategy to adapt."""
 
 
-def drafter_inputs(config: DecodeConfig, pair: ModelPair, prefix: list[int]) -> tuple[ParallelDrafter, torch.Tensor]:
+def drafter_inputs(shared: DrafterShared, pair: ModelPair, prefix: list[int]) -> tuple[ParallelDrafter, torch.Tensor]:
     """(drafter, memory): the drafter and the target-state window it reads after ``prefix`` (the states of
     prefix[:-1], as a run's cache would hold them; prefix[-1] is the pending token)."""
-    drafter = build(config, pair, KVCachedSequence())
+    drafter = build(None, shared, pair, KVCachedSequence())
     return drafter, window_memory(target_states(pair.target, prefix[:-1]), len(prefix) - 1, drafter.meta.window)
 
 
-def draft_logits_along(config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]) -> torch.Tensor:
+def draft_logits_along(
+    settings: None, shared: DrafterShared, pair: ModelPair, prefix: list[int], draft_ids: list[int]
+) -> torch.Tensor:
     """Logits (k, V) for a given draft after ``prefix``: every slot's q comes from the drafter's one pass."""
-    drafter, memory = drafter_inputs(config, pair, prefix)
+    drafter, memory = drafter_inputs(shared, pair, prefix)
     return draft_logits(drafter.module, pair.target, memory, prefix[-1])[: len(draft_ids)]
 
 
-def ms_per_drafted_token(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats: int) -> float:
-    """Milliseconds of the one drafting pass over its k tokens, per token (median of ``repeats``, after a warm-up)."""
-    drafter, memory = drafter_inputs(config, pair, prefix)
+def ms_per_drafted_token(
+    settings: None, shared: DrafterShared, pair: ModelPair, prefix: list[int], repeats: int, rule: Rule
+) -> float:
+    """Milliseconds of the one drafting pass over its k tokens, per token (median of ``repeats``, after a warm-up;
+    its logits alone: ``rule`` shapes no pass of its own)."""
+    drafter, memory = drafter_inputs(shared, pair, prefix)
     draft_logits(drafter.module, pair.target, memory, prefix[-1])  # warm-up
     times = []
     for _ in range(repeats):
@@ -137,19 +142,21 @@ def shipped_weights(name: str) -> dict[str, Any] | None:
     )
 
 
-def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> ParallelDrafter:
-    """Blockwise heads or the mask-query drafter, from trained weights that fit this target."""
-    path = config.parallel_weights or str(default_weights(config.drafter))
+def build(
+    settings: None, shared: DrafterShared, pair: ModelPair, target_state: KVCachedSequence | None
+) -> ParallelDrafter:
+    """Blockwise heads or the mask-query drafter (``shared.drafter``), from trained weights that fit this target."""
+    path = shared.parallel_weights or str(default_weights(shared.drafter))
     try:
         module, meta = load_drafter(path, str(pair.target.device))
     except FileNotFoundError as exc:
         raise ConfigError(
-            f"No trained {config.drafter} weights at {path}: train them with `python -m specviz "
-            f"train-drafter --kind {config.drafter} --target {config.target}`"
+            f"No trained {shared.drafter} weights at {path}: train them with `python -m specviz "
+            f"train-drafter --kind {shared.drafter} --target {shared.target}`"
         ) from exc
     hidden = int(pair.target.model.config.hidden_size)
-    if meta.kind != config.drafter or meta.hidden != hidden or meta.vocab != pair.vocab_size:
-        weights = f"The weights at {path} are" if config.parallel_weights else "The shipped weights are"
+    if meta.kind != shared.drafter or meta.hidden != hidden or meta.vocab != pair.vocab_size:
+        weights = f"The weights at {path} are" if shared.parallel_weights else "The shipped weights are"
         raise ConfigError(
             f"{weights} a {meta.kind} drafter for {meta.target} (hidden {meta.hidden}, vocabulary {meta.vocab}); "
             f"{pair.target.name} has hidden {hidden} and vocabulary {pair.vocab_size}: pick another drafter for "

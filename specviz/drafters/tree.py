@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specviz.config import DecodeConfig
 from specviz.drafters import layerskip, model
 from specviz.drafters.base import DraftTree, TreeNode
 from specviz.models.forwards import ForwardFn, KVCachedSequence, TreeLayout
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
 from specviz.models.skipping_forward import has_mixed_attention, sliding_window
-from specviz.registry.drafter_settings import TreeSettings
+from specviz.registry.drafter_settings import LayerSkipSettings, TreeSettings
+from specviz.registry.shared_settings import DrafterShared
 from specviz.rules.acceptance import Rule
 from specviz.rules.distributions import gumbel_top_k
 from specviz.settings import ConfigError
@@ -184,20 +184,25 @@ class TreeDrafter:
         self.state.keep(kept)
 
 
-def build(config: DecodeConfig, pair: ModelPair, target_state: KVCachedSequence | None) -> TreeDrafter:
-    """RSD's tree, drafted by the draft model when the pair has one, else the layer-skip self-draft; a flat tree as
-    wide as the config's flat block allows (resolved where the config was made: never this machine's profile)."""
+def build(
+    settings: TreeSettings, shared: DrafterShared, pair: ModelPair, target_state: KVCachedSequence | None
+) -> TreeDrafter:
+    """RSD's tree, drafted by the draft model when the pair has one, else the layer-skip self-draft (with the
+    layer-skip group's layers: the tree's entry reads that group too); a flat tree as wide as its group's flat block
+    allows (resolved where the config was made: never this machine's profile)."""
     if sliding_window(pair.target.model.config) or has_mixed_attention(pair.target.model.config):
         raise ConfigError(
             f"The tree drafter needs full attention: {pair.target.name} attends through a sliding "
             "window, which a tree's attention mask does not model. Use a chain drafter with this model."
         )
-    source, forward = (model if pair.draft else layerskip).draft_source(config, pair)
-    shape = config.settings(TreeSettings)
-    if shape.unresolved():
+    if pair.draft:
+        source, forward = model.draft_source(None, shared, pair)
+    else:
+        source, forward = layerskip.draft_source(shared.group(LayerSkipSettings), shared, pair)
+    if settings.unresolved():
         raise ConfigError(
             "A flat tree's block is measured where its config is made (engine.loop.speculative_decode and the app "
             "do it): pass flat_block, or resolve the config with drafters.modules.on_this_machine"
         )
-    width = shape.flat_width(config.tree_depth) if shape.tree_mode == "flat" else shape.beam_width
-    return TreeDrafter(source, forward, pair.vocab_size, shape, config.tree_depth, width)
+    width = settings.flat_width(shared.tree_depth) if settings.tree_mode == "flat" else settings.beam_width
+    return TreeDrafter(source, forward, pair.vocab_size, settings, shared.tree_depth, width)

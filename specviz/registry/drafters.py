@@ -33,7 +33,9 @@ class DrafterEntry:
     ``DrafterModule``, and ``AutoregressiveModule`` when ``autoregressive``, ``StatesModule`` when
     ``requires_model_outputs``.
     ``fields``: the shared config fields it reads (the sidebar enables their widgets), besides its own ``settings``
-    group's. ``draft_model``: "always" a separate draft model, "if named" (trees: the draft model when one is named,
+    group's. ``also_reads``: other drafters' settings groups its module builds from (handed over in
+    :class:`~specviz.registry.shared_settings.DrafterShared`: a tree's layer-skip self-draft reads the layer-skip
+    group). ``draft_model``: "always" a separate draft model, "if named" (trees: the draft model when one is named,
     else the layer-skip self-draft) or "never". ``requires_model_outputs``: it reads the target's hidden states, so
     runs keep them (transformers' candidate generators carry the same flag). ``tree``: it proposes a token tree
     (block = tree depth); ``tree_when``: the boolean setting that makes it propose a tree instead of a chain.
@@ -50,6 +52,7 @@ class DrafterEntry:
     fields: tuple[str, ...]
     module: str
     settings: type | None = None
+    also_reads: tuple[type, ...] = ()
     autoregressive: bool = False
     draft_model: str = "never"
     requires_model_outputs: bool = False
@@ -126,6 +129,7 @@ DRAFTER_ENTRIES = [
         ("draft_vocab", "draft_dtype", "skip_layers", "tree_depth"),
         "tree",
         settings=TreeSettings,
+        also_reads=(LayerSkipSettings,),
         draft_model="if named",
         tree=True,
     ),

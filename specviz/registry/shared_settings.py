@@ -2,16 +2,21 @@
 their precisions, the drafter, the block size, the seed and the lengths, after the rules' (the
 :class:`~specviz.registry.rule_settings.RuleSettings` they extend).
 :class:`~specviz.config.DecodeConfig` adds each drafter's
-settings group and reads them all by flat names."""
+settings group and reads them all by flat names. :class:`DrafterShared` is the part of them a drafter's module
+builds from, besides its own group."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from specviz import limits
-from specviz.registry.drafters import DRAFT_MODEL
+from specviz.registry.drafters import DRAFT_MODEL, DrafterEntry
 from specviz.registry.rule_settings import RuleSettings
-from specviz.settings import param
+from specviz.settings import Configured, param
+
+G = TypeVar("G")  # a drafter's settings group
 
 
 @dataclass(frozen=True)
@@ -142,3 +147,28 @@ class SharedSettings(RuleSettings):
         "weights in groups of 32, int8 activations, an int8 head; CPU): the target decides every token, so it "
         "changes how often drafts are accepted and what they cost, never the output",
     )
+
+
+@dataclass(frozen=True)
+class DrafterShared:
+    """What a drafter's module builds from besides its own settings group (``build(settings, shared, pair,
+    target_state)``), never the whole config: the shared settings drafters read, and the other drafters' groups its
+    entry says it also reads (``DrafterEntry.also_reads``: a tree's layer-skip self-draft reads the layer-skip
+    group's layers)."""
+
+    drafter: str  # the entry's name: one module serves both parallel drafters, each with its own weights
+    target: str  # the target's spec, named where trained weights do not fit it
+    draft_vocab: int | None  # FR-Spec's head size (None: the size the draft or head ships with)
+    tree_depth: int  # tree drafters: levels per round
+    parallel_weights: str | None  # drafters on the target's states: a trained weights file (None: the shipped one)
+    also: tuple[Any, ...] = ()  # the groups of ``DrafterEntry.also_reads``, in its order
+
+    @classmethod
+    def of(cls, config: Configured, entry: DrafterEntry) -> DrafterShared:
+        """The shared settings ``config`` gives the drafter of ``entry``, with the other groups it reads."""
+        names = [f.name for f in dataclasses.fields(cls) if f.name != "also"]
+        return cls(**{n: config.value(n) for n in names}, also=tuple(config.settings(g) for g in entry.also_reads))
+
+    def group(self, kind: type[G]) -> G:
+        """Another drafter's settings group that this drafter's entry reads (``also_reads``)."""
+        return next(g for g in self.also if type(g) is kind)
