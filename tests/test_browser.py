@@ -374,3 +374,19 @@ def test_the_roofline_view_shows_llama_cpps_measured_passes(app_url, stored_capt
         ms = stored_capture.pass_ms
         assert f"costs {stored_capture.relative()[-1]:.1f} of its one-token steps" in said.inner_text()
         assert f"({ms[-1]:.0f} ms against {ms[0]:.0f} ms)" in said.inner_text()  # its table: AppTest, test_peer_passes
+
+
+def test_the_roofline_view_shows_the_int4_targets_measured_passes_by_a_tab_and_a_toggle(app_url):
+    """#52 as a class meets it: on the Parallel verification page a teacher clicks the int4 tab and its toggle, and
+    the pair loads in int4 and its pass over k + 1 tokens, measured on this machine, is shown beside the sidebar's
+    precision."""
+    with chromium_page(1400, 1000) as page:
+        page.goto(f"{app_url}/parallel_verification?max_new_tokens=4")
+        page.get_by_role("tab", name="int4").click()
+        page.get_by_text("Load the pair in int4 and show its roofline").click()
+        said = page.get_by_text(re.compile(r"^Measured on this machine .* in int4 on the package.s int4 kernel")).first
+        said.wait_for(timeout=600_000)
+        costs = re.search(r"v\(k\) = ([0-9., ]+) one-token steps for k = 1\.\.(\d+)", said.inner_text())
+        assert costs is not None
+        values = [float(v) for v in costs.group(1).rstrip(", ").split(", ")]
+        assert len(values) == int(costs.group(2)) and all(v > 0 for v in values)

@@ -18,14 +18,26 @@ import pandas as pd
 from specviz.config import DecodeConfig
 from specviz.drafters.modules import draft_source
 from specviz.engine import ModelPair
-from specviz.models.kernels import ONEDNN
+from specviz.models.kernels import INT4, INT8, ONEDNN, QUANTISED
 from specviz.models.machine import matrix_units_in_words
 from specviz.models.profile import FLAT, PassProfile, model_profile, pass_profile
 from specviz.models.rates import MachineRates
 from specviz.registry.drafters import drafter_entry
 from specviz.rules.theory import expected_speedup
 
-KERNEL_WORDS = {ONEDNN: "oneDNN's kernels on packed weights", "default": "torch's default kernels"}
+KERNEL_WORDS = {
+    ONEDNN: "oneDNN's kernels on packed weights",
+    "default": "torch's default kernels",
+    INT8: "int8 products summed in int32",
+    INT4: "the package's int4 kernel (int8 activations, int32 sums)",
+}
+
+
+def kernel_words(profile: PassProfile) -> str:
+    """The precision and kernels a profile was measured on, in words (a quantised model's own precision, not its
+    float32 norms')."""
+    precision = profile.kernels if profile.kernels in QUANTISED else profile.dtype
+    return f"{precision} on {KERNEL_WORDS.get(profile.kernels, profile.kernels)}"
 
 
 def draft_profile(config: DecodeConfig, pair: ModelPair) -> PassProfile | None:
@@ -54,7 +66,7 @@ def speed_sentence(profile: PassProfile) -> str:
     )
     return (
         f"Measured on this machine ({profile.cpu}; {matrix_units_in_words()}): the target's one-token step takes "
-        f"{profile.step_ms:.1f} ms in {profile.dtype} on {KERNEL_WORDS.get(profile.kernels, profile.kernels)} "
+        f"{profile.step_ms:.1f} ms in {kernel_words(profile)} "
         f"({profile.bandwidth_gbs:.1f} GB/s of weights), and its pass over k + 1 tokens costs v(k) = "
         f"{', '.join(f'{v:.2f}' for v in costs.values())} one-token steps for k = 1..{max(costs)}: {shape}."
         + below_one_sentence(costs)
@@ -201,8 +213,8 @@ def priced_story(priced: float, alpha: float, gamma: int, c: float, target: Pass
     the configuration's one speed figure (the race's measurement, quoted by every speed page), never in its place."""
     return (
         f"**The theory at this α and c**, priced with this machine's profile: {priced:.2f}× over the target alone "
-        f"(α = {alpha:.2f}, γ = {gamma}, c = {c:.3f}; {target.model} in {target.dtype} on "
-        f"{KERNEL_WORDS.get(target.kernels, target.kernels)}, {target.cpu}, profiled once when the models were "
+        f"(α = {alpha:.2f}, γ = {gamma}, c = {c:.3f}; {target.model} in {kernel_words(target)}, {target.cpu}, "
+        "profiled once when the models were "
         "loaded). A prediction, not a measurement: the configuration's speedup is the race's, in the headline above "
         "(before a race, this priced figure, labelled so). Live timings are checked against it."
     )
