@@ -6,19 +6,20 @@ pair's published Q4_K_M GGUF files, its target alone and its speculative decodin
 the same number of new tokens, the same threads. The app: the race, as the Race page and ``python -m specviz race``
 measure them (the target alone, then speculative decoding), for each configuration asked for: a target precision
 alone takes the pair's fastest exact configuration measured on this machine for it (``--fastest``), and
-``TARGET/DRAFT/GAMMA`` names the draft's precision and γ. Then the ratios, from this one run: the app's speculative
-tokens/s over llama.cpp's best (the better of its target alone and its best speculative run), and speculation's
-gain on each target. Beside each race's target alone, transformers' ``generate`` on the same loaded target (same
-kernels, same prompts and lengths): every speedup's denominator must be at least as fast (the honest baseline). With
-``llama-bench`` beside the server, llama.cpp's pass over k tokens is timed too and kept
-for the roofline view (:mod:`specviz.analysis.peer_passes`).
+``TARGET/DRAFT/GAMMA[/EXIT]`` names the draft's precision, γ and its confidence exit. Then the ratios, from this one
+run: the app's speculative tokens/s over llama.cpp's best (the better of its target alone and its best speculative
+run), and speculation's gain on each target. Beside each race's target alone, transformers' ``generate`` on the same
+loaded target (same kernels, same prompts and lengths): every speedup's denominator must be at least as fast (the
+honest baseline). With ``llama-bench`` beside the server, llama.cpp's pass over k tokens is timed too and kept for
+the roofline view (:mod:`specviz.analysis.peer_passes`).
 
 llama.cpp's tokens/s are its own ``timings``: generation only (``predicted_per_second``), and end to end with the
 prompt's pass; the app's are end to end (the race's wall includes the prompt's pass), so the comparison flatters
 the peer, if anything. Whether each output equals its own target alone is printed for both engines. A benchmark,
 never a test: it needs the GGUF files (``python -m specviz fetch qwen-coder --keep-gguf``) and llama.cpp's binaries.
 
-    .venv/bin/python -m benchmarks.bench_llamacpp --llama-bin DIR [--app float32,int8/int4/5] [--prompts 4]
+    .venv/bin/python -m benchmarks.bench_llamacpp --llama-bin DIR [--app float32,int8/int4/5,int4/int4/6/0.8]
+        [--prompts 4]
         [--max-new 128] [--draft-max 4,8,16]
 """
 
@@ -155,13 +156,16 @@ def generate_run(target: LoadedModel, ids: list[int], max_new: int) -> Run:
 
 
 def app_runs(wanted: str, prompts: list[list[int]], max_new: int) -> tuple[str, list, list, list]:
-    """The race on each prompt for ``wanted`` (TARGET or TARGET/DRAFT/GAMMA), then ``generate`` on the same target:
-    (the configuration in words, target lanes, speculative lanes, generate's runs), each a :class:`Run`."""
+    """The race on each prompt for ``wanted`` (TARGET, or TARGET/DRAFT/GAMMA with an optional /EXIT: the draft's
+    confidence exit), then ``generate`` on the same target: (the configuration in words, target lanes, speculative
+    lanes, generate's runs), each a :class:`Run`."""
     dtype, *given = wanted.split("/")
     config = pair_config("qwen-coder", dtype, max_new)
     if given:
-        draft_dtype, gamma = given
-        config, chosen = config.replace(draft_dtype=draft_dtype, gamma=int(gamma)), f"draft {draft_dtype}, γ = {gamma}"
+        draft_dtype, gamma, *stop = given
+        exit_at = float(stop[0]) if stop else 0.0
+        config = config.replace(draft_dtype=draft_dtype, gamma=int(gamma), confidence_exit=exit_at)
+        chosen = f"draft {draft_dtype}, γ = {gamma}" + (f", stopping below max q = {exit_at}" if exit_at else "")
     else:
         config, chosen = fastest_config(config)
     config = config.replace(max_new_tokens=max_new)
@@ -218,7 +222,9 @@ def measure_peer_passes(server: Path, threads: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--llama-bin", help="the folder holding llama-server (default: the PATH)")
-    parser.add_argument("--app", default="float32,int8", help="the app's configurations: TARGET or TARGET/DRAFT/GAMMA")
+    parser.add_argument(
+        "--app", default="float32,int8", help="the app's configurations: TARGET or TARGET/DRAFT/GAMMA[/EXIT]"
+    )
     parser.add_argument("--prompts", type=int, default=4, help="held-out code prompts, from the file's end")
     parser.add_argument("--max-new", type=int, default=128)
     parser.add_argument("--draft-max", default="4,8,16", help="llama.cpp's --spec-draft-n-max values to run")

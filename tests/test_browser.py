@@ -390,3 +390,23 @@ def test_the_roofline_view_shows_the_int4_targets_measured_passes_by_a_tab_and_a
         assert costs is not None
         values = [float(v) for v in costs.group(1).rstrip(", ").split(", ")]
         assert len(values) == int(costs.group(2)) and all(v > 0 for v in values)
+
+
+def test_a_draft_confidence_exit_from_a_link_stops_a_round_early_and_the_round_says_why(app_url):
+    """A teacher's link sets the draft model's confidence exit: the round view (stepped with the arrow key) shows a
+    round that drafted fewer than γ tokens and says why (the draft's top probability under the exit), and the link
+    the page keeps carries the setting."""
+    with chromium_page(1500, 1700) as page:
+        page.goto(f"{app_url}/?max_new_tokens=16&gamma=6&confidence_exit=0.9")
+        player = page.frame_locator("iframe").first
+        player.locator("#seed .sv-rows").wait_for(timeout=600_000)
+        stopped = player.locator("#seed .sv-note", has_text="drafting stopped")
+        for _ in range(8):  # step until a round the exit stopped (most do at 0.9)
+            if stopped.count():
+                break
+            player.locator("body").press("ArrowRight")
+        said = re.search(r"max q = ([0-9.]+), below the exit's 0\.90", stopped.first.inner_text())
+        assert said is not None and float(said.group(1)) < 0.9
+        draft_row = player.locator("#seed .sv-row", has=player.locator(".sv-label", has_text="Draft")).first
+        assert 0 < draft_row.locator("[title^='q=']").count() < 6  # the round's drafted boxes: fewer than γ
+        assert "confidence_exit=0.9" in page.url

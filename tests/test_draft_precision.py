@@ -106,6 +106,14 @@ def test_speculative_sampling_with_an_int8_draft_is_lossless(tiny_dirs, drafts):
     assert_sampling_is_lossless(drafts["int8"], config)
 
 
+@pytest.mark.slow  # a statistical test at its computed power: many samples
+def test_speculative_sampling_with_a_confidence_exit_is_lossless(tiny_dirs, tiny_pair):
+    """The draft stops at its first token with max q below 0.3 (the stop reads only the draft's q): the first token
+    still follows the target's p."""
+    config = tiny_config(tiny_dirs, rule="sample", gamma=3, max_new_tokens=2, confidence_exit=0.3)
+    assert_sampling_is_lossless(tiny_pair, config)
+
+
 def test_a_draft_precision_in_a_link_round_trips_and_a_bad_one_falls_back():
     defaults = DecodeConfig()
     config = defaults.replace(draft_dtype="int8")

@@ -54,6 +54,25 @@ def test_greedy_matches_target_generate(tiny_dirs, tiny_pair, gamma):
     assert {"accepted", "rejected"} <= statuses  # both paths of the rule were exercised
 
 
+def test_a_draft_stops_at_its_first_unsure_token_and_greedy_stays_the_targets_own(tiny_dirs, tiny_pair):
+    """The draft model's confidence exit: a round drafts γ tokens unless one's top draft probability max q is below
+    the threshold, and then that token is its last; the output is still the target's own greedy text."""
+    gamma = 5
+    plain = speculative_decode(tiny_config(tiny_dirs, gamma=gamma), prompt_ids=PROMPT, pair=tiny_pair)
+    tops = sorted(p.draft_top.probs[0] for r in plain.rounds for p in r.draft)
+    threshold = tops[len(tops) // 2]  # the median draft confidence: some rounds stop early, some do not
+    trace = speculative_decode(
+        tiny_config(tiny_dirs, gamma=gamma, confidence_exit=threshold), prompt_ids=PROMPT, pair=tiny_pair
+    )
+    assert trace.output_ids == target_greedy(tiny_pair.target, PROMPT, 24)
+    for r in trace.rounds[:-1]:  # the last round may also be cut by the tokens still wanted
+        confidences = [p.draft_top.probs[0] for p in r.draft]
+        assert all(c >= threshold for c in confidences[:-1]) and r.exit_threshold == threshold
+        assert len(confidences) == gamma or confidences[-1] < threshold
+    assert min(len(r.draft) for r in trace.rounds[:-1]) < gamma <= max(len(r.draft) for r in trace.rounds)
+    assert sum(len(r.draft) for r in trace.rounds) < sum(len(r.draft) for r in plain.rounds)
+
+
 @pytest.mark.parametrize("drafter", ["layerskip", "ngram"])
 def test_greedy_matches_target_generate_for_model_free_drafters(tiny_dirs, tiny_pair, drafter):
     config = tiny_config(tiny_dirs, drafter=drafter, skip_layers=(1, 2))

@@ -122,13 +122,31 @@ class StatesModule(DrafterModule, Protocol):
 
 
 class DraftExit(Protocol):
-    """When to stop drafting a round early (layer-skip's :class:`~specviz.drafters.layerskip.AdaptiveExit`)."""
+    """When to stop drafting a round early (:class:`ConfidenceExit`, layer-skip's
+    :class:`~specviz.drafters.layerskip.AdaptiveExit`)."""
 
     threshold: float
 
     def should_stop(self, draft_probs: torch.Tensor) -> bool: ...
 
     def update(self, drafted: int, accepted: int) -> None: ...
+
+
+@dataclass
+class ConfidenceExit:
+    """Stop a round's drafting at the first token the draft is unsure of: max_x q(x) < ``threshold`` (that token is
+    still proposed). The stop reads only the draft's own q, so each drafted token is verified by the rule as
+    before: greedy stays token-identical and speculative sampling lossless (Leviathan et al. 2023, Thm. 1 holds
+    for any block length chosen from the draft alone). transformers' assisted generation stops the same way
+    (``assistant_confidence_threshold``); SpecDec++ (Huang et al. 2024, arXiv 2405.19715) learns the stop."""
+
+    threshold: float
+
+    def should_stop(self, draft_probs: torch.Tensor) -> bool:
+        return float(draft_probs.max()) < self.threshold
+
+    def update(self, drafted: int, accepted: int) -> None:
+        """A fixed threshold: nothing learnt from a round."""
 
 
 @dataclass

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
-from specviz.drafters.base import AutoregressiveDrafter
+from specviz.drafters.base import AutoregressiveDrafter, ConfidenceExit
 from specviz.models.forwards import ForwardFn, KVCachedSequence
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
@@ -22,22 +20,18 @@ from specviz.settings import ConfigError
 
 
 @dataclass
-class AdaptiveExit:
+class AdaptiveExit(ConfidenceExit):
     """Draft & Verify's adaptive draft-exiting (Zhang et al. 2023, Sec. 3.3).
 
-    Stop drafting a round when the draft's top-1 probability falls below ``threshold``; after each
-    round move the threshold up by ``step`` when the smoothed acceptance rate is below
+    Stop drafting a round when the draft's top-1 probability falls below ``threshold`` (:class:`ConfidenceExit`);
+    after each round move the threshold up by ``step`` when the smoothed acceptance rate is below
     ``target_acceptance`` (drafts too long) and down otherwise.
     """
 
-    threshold: float
     target_acceptance: float = 0.8
     step: float = 0.05
     momentum: float = 0.5
     acceptance: float = 1.0
-
-    def should_stop(self, draft_probs: torch.Tensor) -> bool:
-        return float(draft_probs.max()) < self.threshold
 
     def update(self, drafted: int, accepted: int) -> None:
         if drafted == 0:

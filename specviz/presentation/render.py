@@ -104,6 +104,20 @@ def _verify_cell(pos: DraftPosition, rnd: Round, shown: int) -> str:
     return _verify_column(above, f'<span style="color:{mark[1]}">{mark[0]}</span>', box, _candidates(pos, shown))
 
 
+def draft_stop_note(rnd: Round) -> list[str]:
+    """Why a round drafted fewer than γ tokens, where the draft's exit stopped it (:class:`~specviz.drafters.base.
+    ConfidenceExit`): its last token's top draft probability under the threshold in force. Empty otherwise."""
+    if rnd.exit_threshold is None or not rnd.draft:
+        return []
+    confidence = rnd.draft[-1].draft_top.probs[0]
+    if confidence >= rnd.exit_threshold:
+        return []
+    return [
+        f'<span class="sv-note">drafting stopped: the draft is unsure here (max q = {confidence:.2f}, below the '
+        f"exit's {rnd.exit_threshold:.2f})</span>"
+    ]
+
+
 def _emitted_cells(rnd: Round) -> list[str]:
     cells = [token_box(p.text, "accepted") for p in rnd.draft if p.accepted]
     if rnd.correction:
@@ -135,7 +149,9 @@ def round_rows_html(trace: Trace, rnd: Round) -> str:
     rows = [
         row_html("Prompt", [f'<div class="sv-prompt">{html.escape(prompt[-600:])}</div>']),
         row_html("Decoder input", tail + (_masks(len(rnd.draft)) if slots else [NO_SLOTS])),
-        row_html("Draft", tail + [token_box(p.text, "draft", title=f"q={p.q:.3f}") for p in rnd.draft]),
+        row_html(
+            "Draft", tail + [token_box(p.text, "draft", title=f"q={p.q:.3f}") for p in rnd.draft] + draft_stop_note(rnd)
+        ),
         row_html(verify_label, verify, "sv-verify"),
         row_html("Output", tail + _emitted_cells(rnd)),
         row_html("Next input", tail + _emitted_cells(rnd) + ([ENDED] if ended else _masks(gamma) if slots else [])),

@@ -53,6 +53,24 @@ class MachineChoice(Protocol):
 
 
 @dataclass(frozen=True)
+class DraftModelSettings:
+    """A separate draft model (Leviathan et al. 2023), with an optional confidence exit."""
+
+    confidence_exit: float = param(
+        0.0,
+        label="Stop drafting below this draft confidence",
+        section="Models",
+        low=0.0,
+        high=1.0,
+        step=0.05,
+        help="draft model: a round stops drafting at the first token the draft is unsure of, its top probability "
+        "max q below this (that token is still verified; 0 = always γ tokens): γ becomes a ceiling, and guesses "
+        "likely rejected cost neither draft steps nor verified rows (transformers' assistant_confidence_threshold; "
+        "SpecDec++, Huang et al. 2024, learns the stop); every rule stays exact",
+    )
+
+
+@dataclass(frozen=True)
 class LayerSkipSettings:
     """Draft & Verify's self-draft (Zhang et al. 2024): the target minus some layers, with an adaptive exit."""
 

@@ -17,7 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
-from specviz.registry.drafter_settings import EagleSettings, LayerSkipSettings, NgramSettings, TreeSettings, TreeShape
+from specviz.registry.drafter_settings import (
+    DraftModelSettings,
+    EagleSettings,
+    LayerSkipSettings,
+    NgramSettings,
+    TreeSettings,
+    TreeShape,
+)
 from specviz.settings import Configured, described_fields
 
 C = TypeVar("C", bound=Configured)
@@ -101,6 +108,7 @@ DRAFTER_ENTRIES = [
         "a separate small model drafts; the target verifies (Leviathan et al. 2023)",
         ("draft_vocab", "draft_dtype", "gamma"),
         "model",
+        settings=DraftModelSettings,
         autoregressive=True,
         draft_model="always",
     ),
