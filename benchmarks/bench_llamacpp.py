@@ -7,8 +7,9 @@ the same number of new tokens, the same threads. The app: the race, as the Race 
 measure them (the target alone, then speculative decoding), for each configuration asked for: a target precision
 alone takes the pair's fastest exact configuration measured on this machine for it (``--fastest``), and
 ``TARGET/DRAFT/GAMMA[/EXIT]`` names the draft's precision, γ and its confidence exit. Then the ratios, from this one
-run: the app's speculative tokens/s over llama.cpp's best (the better of its target alone and its best speculative
-run), and speculation's gain on each target. Beside each race's target alone, transformers' ``generate`` on the same
+run: the app's speculative tokens/s over llama.cpp's best (the better of its target alone, run again just before each
+configuration because the machine's speed drifts over minutes, and its best speculative run), and speculation's gain
+on each target. Beside each race's target alone, transformers' ``generate`` on the same
 loaded target (same kernels, same prompts and lengths): every speedup's denominator must be at least as fast (the
 honest baseline). With ``llama-bench`` beside the server, llama.cpp's pass over k tokens is timed too and kept for
 the roofline view (:mod:`specviz.analysis.peer_passes`).
@@ -242,24 +243,27 @@ def main() -> None:
     print(f"{len(prompts)} held-out code prompts, greedy, {args.max_new} new tokens; medians over the prompts\n")
     peer_alone = llamacpp_runs(server, [], prompts, args.max_new, args.threads)
     report("llama.cpp Q4_K_M target alone", peer_alone, None)
-    peer_best = median(peer_alone, "generation_tps")
+    peer_speculative = 0.0  # llama.cpp's best speculative tokens/s
     for draft_max in map(int, args.draft_max.split(",")):
         extra = ["-md", str(kept_gguf(QWEN_CODER_05B)), "--spec-type", "draft-simple", "-td", str(args.threads)]
         runs = llamacpp_runs(
             server, [*extra, "--spec-draft-n-max", str(draft_max)], prompts, args.max_new, args.threads
         )
         report(f"llama.cpp Q4_K_M speculative, draft-max {draft_max}", runs, peer_alone)
-        peer_best = max(peer_best, median(runs, "generation_tps"))
+        peer_speculative = max(peer_speculative, median(runs, "generation_tps"))
     measure_peer_passes(server, args.threads)
     for wanted in args.app.split(","):
+        # the machine's speed drifts over minutes: llama.cpp's target alone again, just before each configuration
+        beside = llamacpp_runs(server, [], prompts, args.max_new, args.threads)
         chosen, alone, speculative, generated = app_runs(wanted, prompts, args.max_new)
         dtype = wanted.split("/")[0]
         print(f"\n  the app, target in {dtype}: {chosen}")
+        report("llama.cpp Q4_K_M target alone, just before", beside, None)
         report(f"transformers generate, {dtype} target", generated, None)
         report(f"app {dtype} target alone (the race's lane)", alone, generated)
         report(f"app {dtype} speculative", speculative, alone)
         gain = median(speculative, "end_to_end_tps") / median(alone, "end_to_end_tps")
-        over_peer = median(speculative, "end_to_end_tps") / peer_best
+        over_peer = median(speculative, "end_to_end_tps") / max(peer_speculative, median(beside, "generation_tps"))
         print(f"  speculation's gain on the {dtype} target: {gain:.2f}x · over llama.cpp's best: {over_peer:.2f}x")
 
 

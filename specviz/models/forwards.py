@@ -20,6 +20,7 @@ from transformers.cache_utils import CacheLayerMixin
 
 from specviz.models.llama_step import LlamaWeights, causal_mask, llama_hidden, llama_weights
 from specviz.models.loaded import LoadedModel
+from specviz.models.row_attention import attends_by_rows
 from specviz.token_lists import common_prefix
 
 
@@ -66,8 +67,9 @@ def lean_weights_of_own_bits(loaded: LoadedModel) -> LlamaWeights | None:
     transformers' per-layer Python: the target alone, the speculative run and the profile all run it, and
     transformers' ``generate`` on the same model gives the same tokens. A float model's passes stay transformers' own:
     there ``generate`` is the peer measured beside the app, on the same passes."""
-    weights = llama_weights(loaded.model)
-    return weights if weights is not None and weights.by_rows else None
+    if not attends_by_rows(loaded.model):  # asked first: a float model's weights are not read (nor kept) here
+        return None
+    return llama_weights(loaded.model)
 
 
 def full_forward(
