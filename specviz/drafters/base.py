@@ -135,9 +135,10 @@ class DraftExit(Protocol):
 @dataclass
 class ConfidenceExit:
     """Stop a round's drafting at the first token the draft is unsure of: max_x q(x) < ``threshold`` (that token is
-    still proposed). The stop reads only the draft's own q, so each drafted token is verified by the rule as
-    before: greedy stays token-identical and speculative sampling lossless (Leviathan et al. 2023, Thm. 1 holds
-    for any block length chosen from the draft alone). transformers' assisted generation stops the same way
+    still proposed). The stop reads only the draft's own q, a function of the prefix, so whether a position holds a
+    drafted token is decided by the tokens before it: each position's accept-or-resample step (or the bonus draw)
+    still emits a token distributed as p given that prefix (Leviathan et al. 2023; Chen et al. 2023), greedy stays
+    token-identical and speculative sampling lossless. transformers' assisted generation stops the same way
     (``assistant_confidence_threshold``); SpecDec++ (Huang et al. 2024, arXiv 2405.19715) learns the stop."""
 
     threshold: float
