@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from specviz.analysis.defaults import PRECISIONS
+from specviz.analysis.draft_precision import precisions_on
 from specviz.analysis.peer_passes import peer_sentence, peer_table, stored_peer_passes
 from specviz.analysis.race import Race
 from specviz.analysis.roofline import (
@@ -81,8 +82,9 @@ def roofline_panel(config: DecodeConfig, alpha: float | None = None) -> None:
         "tokens costs about one token's step, so verifying k drafted tokens is nearly free: the measured "
         "curve shows how far that holds on this machine, with these kernels."
     )
-    tabs = st.tabs([f"{dtype}{' (sidebar)' if dtype == config.dtype else ''}" for dtype in PRECISIONS])
-    for tab, dtype in zip(tabs, PRECISIONS):
+    precisions = precisions_on(config.device, PRECISIONS)  # those that run here (int4: where its kernel compiles)
+    tabs = st.tabs([f"{dtype}{' (sidebar)' if dtype == config.dtype else ''}" for dtype in precisions])
+    for tab, dtype in zip(tabs, precisions):
         with tab:
             if dtype != config.dtype and not st.toggle(
                 f"Load the pair in {dtype} and show its roofline", key=page_key("roofline", dtype)
