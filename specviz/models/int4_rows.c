@@ -65,7 +65,7 @@ static float quantise_row(const float *x, int inputs, int8_t *a, float *group_su
 }
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
-#define ROWS_AT_ONCE 6
+#define ROWS_AT_ONCE 8
 /* rows is a constant where this is inlined (tile_rows below), so the rows' accumulators stay in registers */
 static inline __attribute__((always_inline)) void tile_rows_of(const uint8_t *tile, int groups, const int8_t *a,
                                                                const float *sums, const int rows, int inputs,
@@ -102,7 +102,9 @@ static void tile_rows(const uint8_t *tile, int groups, const int8_t *a, const fl
     case 3: tile_rows_of(tile, groups, a, sums, 3, inputs, acc); break;
     case 4: tile_rows_of(tile, groups, a, sums, 4, inputs, acc); break;
     case 5: tile_rows_of(tile, groups, a, sums, 5, inputs, acc); break;
-    default: tile_rows_of(tile, groups, a, sums, 6, inputs, acc); break;
+    case 6: tile_rows_of(tile, groups, a, sums, 6, inputs, acc); break;
+    case 7: tile_rows_of(tile, groups, a, sums, 7, inputs, acc); break;
+    default: tile_rows_of(tile, groups, a, sums, 8, inputs, acc); break;
     }
 }
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -181,12 +183,14 @@ int int4_rows_product(const float *x, int rows, int inputs, int outputs, const u
     }
     for (int r = 0; r < rows; r++)
         scales[r] = quantise_row(x + (size_t)r * inputs, inputs, a + (size_t)r * inputs, sums + (size_t)r * groups);
+    /* rows in blocks of at most ROWS_AT_ONCE, as even as they go (7 rows: one block, not 6 + 1) */
+    int blocks = (rows + ROWS_AT_ONCE - 1) / ROWS_AT_ONCE, per_block = (rows + blocks - 1) / blocks;
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < tiles; t++) {
         const uint8_t *tile = weight + (size_t)t * groups * BLOCK_BYTES;
         float acc[ROWS_AT_ONCE * TILE];
-        for (int r0 = 0; r0 < rows; r0 += ROWS_AT_ONCE) {
-            int n = rows - r0 < ROWS_AT_ONCE ? rows - r0 : ROWS_AT_ONCE;
+        for (int r0 = 0; r0 < rows; r0 += per_block) {
+            int n = rows - r0 < per_block ? rows - r0 : per_block;
             tile_rows(tile, groups, a + (size_t)r0 * inputs, sums + (size_t)r0 * groups, n, inputs, acc);
             for (int r = 0; r < n; r++) {
                 for (int o = 0; o < TILE; o++) {
