@@ -17,7 +17,14 @@ from specviz.analysis.race import verdict
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
 from specviz.models.forwards import KVCachedSequence, TreeLayout, full_forward, lean_weights_of_own_bits
-from specviz.models.int4 import Int4Linear, dequantised, int4_product, quantise_groups
+from specviz.models.int4 import (
+    Int4Linear,
+    dequantised,
+    int4_product,
+    joint_of,
+    quantise_groups,
+    share_one_buffer,
+)
 from specviz.models.int8 import Int8Embedding, Int8Linear, Int8Matrix, int8_linear, quantise_rows, weight_levels
 from specviz.models.kernels import INT4, INT8, kernels_of
 from specviz.models.machine import cpu_flags
@@ -116,6 +123,25 @@ def test_the_int4_kernel_is_its_formula_and_the_same_bits_on_every_instruction_s
     exact = rows @ linear.weight.T + linear.bias  # the float product: 4-bit weights are near it, never equal
     error = ((first - exact).abs().amax(dim=1) / exact.abs().amax(dim=1)).max()
     assert 0 < error < 0.2
+
+
+@pytest.mark.parametrize("biased", [True, False])
+def test_int4_layers_of_one_input_in_one_buffer_give_each_layers_own_bits_in_one_call(biased):
+    """q, k and v (gate and up likewise) laid end to end in one buffer: each layer alone keeps its bits, and one call
+    over the buffer gives every layer's outputs bit for bit, on one row and on a pass of 7."""
+    layers = [int4_layer(128, outputs, seed) for seed, outputs in enumerate((96, 32, 32))]
+    for layer in layers if not biased else []:
+        layer.place(layer.packed, None)
+    rows = unlike_rows(7, 128)
+    alone = [[layer(rows[:k]) for layer in layers] for k in (1, 7)]
+    assert joint_of(layers) is None  # apart, they are not one buffer
+    share_one_buffer(layers)
+    joint = joint_of(layers)
+    assert joint is not None and joint.outputs == (96, 32, 32)
+    assert len({layer.packed.untyped_storage().data_ptr() for layer in layers}) == 1
+    for k, before in zip((1, 7), alone):
+        assert all(torch.equal(layer(rows[:k]), own) for layer, own in zip(layers, before))
+        assert all(torch.equal(part, own) for part, own in zip(joint(rows[:k]), before))
 
 
 def test_int4_weights_are_their_groups_minimum_plus_levels_of_its_step():
@@ -223,7 +249,9 @@ def test_a_quantised_targets_lean_passes_are_transformers_own_bit_for_bit(quanti
     """A quantised target's passes take the lean body (no per-layer Python of transformers) only because it computes
     the same bits: a step, a causal pass and a tree's pass, each equal to transformers' forward of the same model."""
     target = quantised_pairs[(dtype, "float32")].target
-    assert lean_weights_of_own_bits(target) is not None
+    lean_weights = lean_weights_of_own_bits(target)
+    assert lean_weights is not None
+    assert all((layer.qkv is not None) == (dtype == "int4") for layer in lean_weights.layers)  # int4: joint calls
     assert lean_weights_of_own_bits(quantised_pairs[(dtype, "float32")].draft) is None  # a float draft's is not
     context, continuation = PROMPT, [7, 3, 11, 5]
     cached = len(context)

@@ -19,6 +19,8 @@ VNNI instruction) catch up with the memory. The output head and the input embedd
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 from transformers import PreTrainedModel
@@ -107,12 +109,18 @@ class Int4Linear(nn.Module):
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.packed = pack_groups(*quantise_groups(linear.weight))
-        self.bias = None if linear.bias is None else linear.bias.detach().float().contiguous()
+        self.bias: torch.Tensor | None = None if linear.bias is None else linear.bias.detach().float().contiguous()
         self.weight = torch.empty(self.out_features, self.in_features, device="meta")  # the shape; values packed
         kernel = int4_kernel()
         assert isinstance(kernel, Int4Kernel), kernel
         self.kernel = kernel
-        self.addresses = (self.packed.data_ptr(), None if self.bias is None else self.bias.data_ptr())
+        self.place(self.packed, self.bias)
+
+    def place(self, packed: torch.Tensor, bias: torch.Tensor | None) -> None:
+        """Hold the packed weight and bias (equal to the ones held) in ``packed`` and ``bias``: views of a buffer the
+        layer shares with others (:func:`share_one_buffer`)."""
+        self.packed, self.bias = packed, bias
+        self.addresses = (packed.data_ptr(), None if bias is None else bias.data_ptr())
 
     @property
     def matrix_bytes(self) -> int:
@@ -125,17 +133,79 @@ class Int4Linear(nn.Module):
         return y.view(*x.shape[:-1], self.out_features).to(x.dtype)  # no copy where x is float32
 
 
+JOINT_LAYERS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # a decoder layer's products of one input
+
+
+def share_one_buffer(layers: list[Int4Linear]) -> None:
+    """Lay the packed weights of layers that read the same input one after another in one buffer (their biases in
+    another where every layer has one), each layer holding a view of its part: no byte more, and :func:`joint_of`
+    multiplies them all in one kernel call. Done once, while a model is converted."""
+    packed = torch.cat([layer.packed for layer in layers])
+    biases = [layer.bias for layer in layers if layer.bias is not None]
+    shared_bias = torch.cat(biases) if len(biases) == len(layers) else None
+    tile_start = output_start = 0
+    for layer in layers:
+        tiles, outputs = layer.out_features // TILE, layer.out_features
+        bias = layer.bias if shared_bias is None else shared_bias[output_start : output_start + outputs]
+        layer.place(packed[tile_start : tile_start + tiles], bias)
+        tile_start, output_start = tile_start + tiles, output_start + outputs
+
+
+@dataclass(frozen=True)
+class JointInt4:
+    """Layers of one input whose packed weights (and biases) lie one after another (:func:`share_one_buffer`),
+    multiplied in ONE kernel call: each output of the kernel depends only on its own weights and the row, so the
+    call's outputs are, bit for bit, those of each layer called alone, for one kernel launch instead of several (the
+    lean step's q, k and v, and its gate and up: 7 calls a decoder layer become 4)."""
+
+    kernel: Int4Kernel
+    addresses: tuple[int, int | None]
+    in_features: int
+    outputs: tuple[int, ...]
+
+    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        packed, bias = self.addresses
+        y = kernel_product(self.kernel, x.reshape(-1, self.in_features), packed, sum(self.outputs), bias)
+        return y.view(*x.shape[:-1], -1).split(self.outputs, dim=-1)
+
+
+def joint_of(layers: list[nn.Module]) -> JointInt4 | None:
+    """One call for ``layers`` where they are int4 layers of one input laid one after another in one buffer (their
+    biases too, or none has one), else None."""
+    if not all(isinstance(layer, Int4Linear) for layer in layers):
+        return None
+    int4 = [layer for layer in layers if isinstance(layer, Int4Linear)]
+    biases = [layer.bias for layer in int4]
+
+    def end_to_end(parts: list[torch.Tensor]) -> bool:
+        return all(a.data_ptr() + a.numel() * a.element_size() == b.data_ptr() for a, b in zip(parts, parts[1:]))
+
+    if len({layer.in_features for layer in int4}) != 1 or not end_to_end([layer.packed for layer in int4]):
+        return None
+    if any(b is None for b in biases) and not all(b is None for b in biases):
+        return None
+    if biases[0] is not None and not end_to_end([b for b in biases if b is not None]):
+        return None
+    first = int4[0]
+    return JointInt4(first.kernel, first.addresses, first.in_features, tuple(layer.out_features for layer in int4))
+
+
 def quantize_int4(model: nn.Module) -> int:
     """Put a freshly loaded float32 model's Linear layers on int4 (in place, before it is shared): its output head,
     any layer whose shape the kernel cannot take, and its input embedding on int8; its attention one query row at a
     time (:mod:`specviz.models.row_attention`), so a target on it is exact to itself. Returns how many Linear
-    layers changed."""
+    layers changed. A decoder layer's q, k and v (and its gate and up) share one buffer (:func:`share_one_buffer`)."""
     head = model.get_output_embeddings() if isinstance(model, PreTrainedModel) else None
 
     def converted(layer: nn.Linear, _shared: bool) -> nn.Module:
         return Int4Linear(layer) if layer is not head and packs_int4(layer) else Int8Linear(layer)
 
     changed = replace_linear_layers(model, converted)
+    for module in model.modules():
+        for names in JOINT_LAYERS:
+            layers = [getattr(module, name, None) for name in names]
+            if all(isinstance(layer, Int4Linear) for layer in layers):
+                share_one_buffer(layers)  # type: ignore[arg-type]
     quantise_input_embedding(model)
     attend_by_rows(model)
     return changed

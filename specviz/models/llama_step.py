@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import DynamicCache, PreTrainedConfig, PreTrainedModel
 
+from specviz.models.int4 import JointInt4, joint_of
 from specviz.models.int8 import Int8Embedding
 from specviz.models.kernels import Projection
 from specviz.models.memo import memoised_while_alive
@@ -48,6 +49,8 @@ class LlamaLayer:
     down: Projection
     attention_norm: torch.Tensor
     mlp_norm: torch.Tensor
+    qkv: JointInt4 | None = None  # q, k and v in one int4 call (their buffers laid end to end), or None
+    gate_up: JointInt4 | None = None  # gate and up likewise
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,8 @@ def llama_weights(model: PreTrainedModel) -> LlamaWeights | None:
             down=Projection.of(layer.mlp.down_proj),
             attention_norm=layer.input_layernorm.weight.detach(),
             mlp_norm=layer.post_attention_layernorm.weight.detach(),
+            qkv=joint_of([layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj]),
+            gate_up=joint_of([layer.mlp.gate_proj, layer.mlp.up_proj]),
         )
         for layer in inner.layers
     )
@@ -179,10 +184,11 @@ def llama_layer(
     layer ``index`` (None: no cache, the T tokens attend among themselves where ``allowed``)."""
     batch, new = x.shape[:2]
     h = rms_norm(x, layer.attention_norm, weights.eps)
+    new_q, new_k, new_v = layer.qkv(h) if layer.qkv is not None else (layer.q(h), layer.k(h), layer.v(h))
     # (B, heads, T, d) and (B, kv heads, T, d)
-    q = layer.q(h).view(batch, new, weights.heads, weights.head_dim).transpose(1, 2)
-    k = layer.k(h).view(batch, new, weights.kv_heads, weights.head_dim).transpose(1, 2)
-    v = layer.v(h).view(batch, new, weights.kv_heads, weights.head_dim).transpose(1, 2)
+    q = new_q.view(batch, new, weights.heads, weights.head_dim).transpose(1, 2)
+    k = new_k.view(batch, new, weights.kv_heads, weights.head_dim).transpose(1, 2)
+    v = new_v.view(batch, new, weights.kv_heads, weights.head_dim).transpose(1, 2)
     q, k = rotate(q, cos, sin), rotate(k, cos, sin)
     keys, values = cache.update(k, v, index) if cache is not None else (k, v)  # (B, kv heads, cached + T, d)
     if weights.by_rows:  # (1, T, heads, d)
@@ -192,7 +198,8 @@ def llama_layer(
         attended = grouped_attention(q, keys, values, allowed).transpose(1, 2)  # (B, T, heads, d)
     x = x + layer.o(attended.reshape(batch, new, weights.heads * weights.head_dim))
     h = rms_norm(x, layer.mlp_norm, weights.eps)
-    return x + layer.down(F.silu(layer.gate(h)) * layer.up(h))
+    gate, up = layer.gate_up(h) if layer.gate_up is not None else (layer.gate(h), layer.up(h))
+    return x + layer.down(F.silu(gate) * up)
 
 
 def llama_hidden(
