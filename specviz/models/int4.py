@@ -27,6 +27,7 @@ from transformers import PreTrainedModel
 
 from specviz.models.compiled import Int4Kernel, int4_kernel
 from specviz.models.int8 import Int8Linear, quantise_input_embedding
+from specviz.models.machine import give_back_freed_heap
 from specviz.models.mapped_pages import replace_linear_layers
 from specviz.models.row_attention import attend_by_rows
 
@@ -206,6 +207,7 @@ def quantize_int4(model: nn.Module) -> int:
             layers = [getattr(module, name, None) for name in names]
             if all(isinstance(layer, Int4Linear) for layer in layers):
                 share_one_buffer(layers)  # type: ignore[arg-type]
+    give_back_freed_heap()  # the layers' own buffers, freed by the sharing, back to the system
     quantise_input_embedding(model)
     attend_by_rows(model)
     return changed
