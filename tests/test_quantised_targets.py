@@ -16,6 +16,7 @@ from transformers import DynamicCache
 from specviz.analysis.race import verdict
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
+from specviz.models.compiled import Kernels, compiled_kernels
 from specviz.models.forwards import KVCachedSequence, TreeLayout, full_forward, lean_weights_of_own_bits
 from specviz.models.int4 import (
     Int4Linear,
@@ -28,6 +29,7 @@ from specviz.models.int4 import (
 from specviz.models.int8 import Int8Embedding, Int8Linear, Int8Matrix, int8_linear, quantise_rows, weight_levels
 from specviz.models.kernels import INT4, INT8, kernels_of
 from specviz.models.machine import cpu_flags
+from specviz.models.row_attention import kernel_rows_attended, keys_seen
 from specviz.serving.urlstate import parse_query, to_query
 
 from .conftest import target_greedy
@@ -123,6 +125,49 @@ def test_the_int4_kernel_is_its_formula_and_the_same_bits_on_every_instruction_s
     exact = rows @ linear.weight.T + linear.bias  # the float product: 4-bit weights are near it, never equal
     error = ((first - exact).abs().amax(dim=1) / exact.abs().amax(dim=1)).max()
     assert 0 < error < 0.2
+
+
+def built(march: str) -> Kernels:
+    kernels = compiled_kernels(march)
+    assert isinstance(kernels, Kernels), kernels
+    return kernels
+
+
+def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seen: torch.Tensor, scale: float):
+    """softmax(q k^T * scale) v in float64 over each row's seen keys: q (1, heads, T, d), k and v (1, kv heads, S, d),
+    seen (T, S) bool -> (1, T, heads, d)."""
+    group = q.shape[1] // k.shape[1]
+    k64, v64 = (t.double().repeat_interleave(group, dim=1) for t in (k, v))
+    scores = (q.double() @ k64.transpose(-1, -2) * scale).masked_fill(~seen, float("-inf"))
+    return (scores.softmax(-1) @ v64).transpose(1, 2)
+
+
+def test_the_row_attention_kernel_is_attention_each_row_as_alone_and_the_same_bits_on_every_instruction_set():
+    """``row_attention.c`` on causal rows and on a tree's rows (each node: the cache and its ancestors): the float64
+    attention to float32's rounding, the same bits compiled for every instruction set, and each row of a pass the bits
+    of that row attended alone (what makes a pass over k + 1 rows k + 1 steps)."""
+    generator = torch.Generator().manual_seed(3)
+    cached, heads, kv_heads, d = 37, 4, 2, 32
+    q = torch.randn(1, heads, 4, d, generator=generator)
+    k, v = (torch.randn(1, kv_heads, cached + 4, d, generator=generator) * 3 for _ in range(2))
+    causal = torch.ones(4, cached + 4, dtype=torch.bool).tril(cached)
+    tree = torch.zeros(4, cached + 4, dtype=torch.bool)
+    tree[:, :cached] = True
+    for node, ancestors in enumerate(([0], [1], [0, 2], [1, 3])):
+        tree[node, [cached + a for a in ancestors]] = True
+    for seen in (causal, tree):
+        counts, indices = keys_seen(seen[None, None], 4, cached + 4)
+        assert (indices is None) == (seen is causal)
+        results = {
+            march: kernel_rows_attended(built(march), q, k, v, counts, indices, d**-0.5) for march in instruction_sets()
+        }
+        first = next(iter(results.values()))
+        assert all(torch.equal(result, first) for result in results.values()), list(results)
+        assert torch.allclose(first.double(), reference_attention(q, k, v, seen, d**-0.5), atol=1e-5)
+        for row in range(4):
+            alone = keys_seen(seen[None, None, row : row + 1], 1, cached + 4)
+            own = kernel_rows_attended(built("native"), q[:, :, row : row + 1], k, v, *alone, d**-0.5)
+            assert torch.equal(own[0, 0], first[0, row])
 
 
 @pytest.mark.parametrize("biased", [True, False])

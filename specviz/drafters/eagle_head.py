@@ -99,11 +99,8 @@ class EagleHead(nn.Module):
 
     def layer(self) -> LlamaLayer:
         weights = self.layer_weights
-        return LlamaLayer(
-            **{name: Projection(weights[name]) for name in PROJECTIONS},
-            attention_norm=weights["attention_norm"],
-            mlp_norm=weights["mlp_norm"],
-        )
+        q, k, v, o, gate, up, down = (Projection(weights[name]) for name in PROJECTIONS)
+        return LlamaLayer(q, k, v, o, gate, up, down, weights["attention_norm"], weights["mlp_norm"])
 
 
 def eagle_step(

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from specviz.models.compiled import Int4Kernel, int4_kernel
+from specviz.models.compiled import Kernels, compiled_kernels
 from specviz.models.int8 import Int8Linear, quantise_input_embedding
 from specviz.models.machine import give_back_freed_heap
 from specviz.models.mapped_pages import replace_linear_layers
@@ -40,8 +40,8 @@ def int4_not_on(device: torch.device) -> str | None:
     """Why :class:`Int4Linear` cannot run on ``device``, or None: it needs a CPU where the C kernel compiles."""
     if device.type != "cpu":
         return f"int4 weights run on a CPU; on {device} pick bfloat16"
-    kernel = int4_kernel()
-    return None if isinstance(kernel, Int4Kernel) else f"int4 weights need the package's C kernel, not built: {kernel}"
+    kernel = compiled_kernels()
+    return None if isinstance(kernel, Kernels) else f"int4 weights need the package's C kernel, not built: {kernel}"
 
 
 def packs_int4(linear: nn.Linear) -> bool:
@@ -85,12 +85,12 @@ def int4_product(
 ) -> torch.Tensor:
     """x (rows, in) float32 times a :func:`pack_groups`-ed weight, plus ``bias``: (rows, outputs) float32, through
     the kernel compiled for ``march`` (this CPU's own instruction set by default)."""
-    kernel = int4_kernel(march)
-    assert isinstance(kernel, Int4Kernel), kernel
+    kernel = compiled_kernels(march)
+    assert isinstance(kernel, Kernels), kernel
     return kernel_product(kernel, x, packed.data_ptr(), outputs, None if bias is None else bias.data_ptr())
 
 
-def kernel_product(kernel: Int4Kernel, x: torch.Tensor, packed: int, outputs: int, bias: int | None) -> torch.Tensor:
+def kernel_product(kernel: Kernels, x: torch.Tensor, packed: int, outputs: int, bias: int | None) -> torch.Tensor:
     """:func:`int4_product` on the addresses of a packed weight and its bias (a layer's, read once: a draft's
     step makes some 170 of these calls, each a few microseconds of Python)."""
     rows = x if x.dtype == torch.float32 and x.is_contiguous() else x.float().contiguous()
@@ -112,8 +112,8 @@ class Int4Linear(nn.Module):
         self.packed = pack_groups(*quantise_groups(linear.weight))
         self.bias: torch.Tensor | None = None if linear.bias is None else linear.bias.detach().float().contiguous()
         self.weight = torch.empty(self.out_features, self.in_features, device="meta")  # the shape; values packed
-        kernel = int4_kernel()
-        assert isinstance(kernel, Int4Kernel), kernel
+        kernel = compiled_kernels()
+        assert isinstance(kernel, Kernels), kernel
         self.kernel = kernel
         self.place(self.packed, self.bias)
 
@@ -159,7 +159,7 @@ class JointInt4:
     call's outputs are, bit for bit, those of each layer called alone, for one kernel launch instead of several (the
     lean step's q, k and v, and its gate and up: 7 calls a decoder layer become 4)."""
 
-    kernel: Int4Kernel
+    kernel: Kernels
     addresses: tuple[int, int | None]
     in_features: int
     outputs: tuple[int, ...]

@@ -7,10 +7,13 @@ for several (a causal mask, the heads repeated): the two add in different orders
 layer's int8 rounding of a row turns a last bit into a whole quantisation step. Over a 128-token answer that flips a
 near-tie (measured on the Qwen2.5-Coder pair: the int8 target's speculative text left its own on 4 of 4 prompts).
 
-Here every query row, a single step's included, attends through one call: torch's scaled dot-product attention for
-one query, softmax(q k^T / sqrt(d)) v, over exactly the keys it may see, gathered in order into a tensor of their
-own (a causal row: the cache and the new tokens up to itself; a tree node: the cache and its ancestors), no mask.
-A step over one token and each row of a pass over many then run identical arithmetic on identical inputs.
+Here every query row, a single step's included, attends as if alone: softmax(q k^T / sqrt(d)) v over exactly the
+keys it may see (a causal row: the cache and the new tokens up to itself; a tree node: the cache and its
+ancestors), no mask. On a CPU the package's C kernel (``row_attention.c``) computes every row of a pass in one call,
+each row's sums in a fixed order of its own; elsewhere, or where the kernel is not built, torch's scaled dot-product
+attention runs once per row over those keys gathered into a tensor of their own. Either way a step over one token
+and each row of a pass over many run identical arithmetic on identical inputs (one way per process: the kernel is
+built or not).
 Registered with transformers' attention interface as :data:`ROW_ATTENTION`; its masks are built as for ``sdpa``.
 The lean body (:mod:`specviz.models.llama_step`) attends through the same :func:`rows_attended` where its model
 does, so a quantised target's lean pass has the bits of transformers' own.
@@ -26,42 +29,87 @@ from torch import nn
 from transformers import AttentionInterface
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
+from specviz.models.compiled import Kernels, compiled_kernels
+
 ROW_ATTENTION = "specviz_rows"
 
 
-def keys_seen(mask: torch.Tensor | None, row: int, rows: int, keys: int) -> int | torch.Tensor:
-    """The keys query ``row`` of ``rows`` attends to: under a (batch 1) 4-D mask, bool (True: seen) or additive (0:
-    seen); without one (transformers' causal skip), the cache and the rows up to itself. A count n where they are
-    the first n keys (a causal row), else their indices in order (a tree node: the cache and its ancestors)."""
+def keys_seen(mask: torch.Tensor | None, rows: int, keys: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The keys each of ``rows`` query rows attends to: under a (batch 1) 4-D mask, bool (True: seen) or additive (0:
+    seen); without one (transformers' causal skip), the cache and the rows up to itself. Returns (counts (rows,)
+    int32, None) where every row sees the first keys (causal rows), else (counts, indices (rows, keys) int32: row r's
+    first counts[r] entries are the keys it sees, in order; a tree node's are the cache and its ancestors)."""
     if mask is None:
-        return keys - rows + row + 1
-    seen = mask[0, 0, row, -keys:]
+        return torch.arange(keys - rows + 1, keys + 1, dtype=torch.int32), None
+    seen = mask[0, 0, :, -keys:]
     seen = seen if seen.dtype == torch.bool else seen == 0
-    count = int(seen.sum())
-    return count if bool(seen[:count].all()) else seen.nonzero().flatten()
+    counts = seen.sum(dim=1, dtype=torch.int32)
+    if bool((seen == (torch.arange(keys, device=seen.device) < counts[:, None])).all()):
+        return counts.cpu(), None
+    seen_first = torch.sort((~seen).to(torch.uint8), dim=1, stable=True).indices  # the seen keys first, in order
+    return counts.cpu(), seen_first.to(torch.int32).cpu()
 
 
 def rows_attended(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, scaling: float | None
 ) -> torch.Tensor:
     """query (1, heads, T, d), key and value (1, kv heads, S, d), ``mask`` None or (1, 1, T, S) -> (1, T, heads, d).
-    Each row is one token's attention, softmax(q k^T * scaling) v, over the keys it sees (:func:`keys_seen`)
-    gathered into a contiguous tensor of their own (the cache of a single step is one), the key/value heads shared in
-    place, no mask."""
+    Each row is one token's attention, softmax(q k^T * scaling) v, over the keys it sees (:func:`keys_seen`),
+    computed as that row alone would be: by the package's kernel (:func:`kernel_rows_attended`) where it runs, else
+    by one torch call per row over those keys gathered into a contiguous tensor of their own (the cache of a single
+    step is one), the key/value heads shared in place."""
     if query.shape[0] != 1:
         raise ValueError("attention by rows computes one sequence at a time")
-    rows = []
-    for row in range(query.shape[2]):
-        seen = keys_seen(mask, row, query.shape[2], key.shape[2])
-        keys, values = (
-            (key[:, :, :seen], value[:, :, :seen]) if isinstance(seen, int) else (key[:, :, seen], value[:, :, seen])
-        )
-        rows.append(
+    rows, keys, head_dim = query.shape[2], key.shape[2], query.shape[3]
+    counts, indices = keys_seen(mask, rows, keys)
+    scale = scaling if scaling is not None else head_dim**-0.5
+    kernels = attention_kernels(query)
+    if kernels is not None:
+        return kernel_rows_attended(kernels, query, key, value, counts, indices, scale)
+    attended = []
+    for row, count in enumerate(counts.tolist()):
+        seen = slice(0, count) if indices is None else indices[row, :count].to(key.device, torch.long)
+        attended.append(
             F.scaled_dot_product_attention(
-                query[:, :, row : row + 1], keys.contiguous(), values.contiguous(), scale=scaling, enable_gqa=True
+                query[:, :, row : row + 1],
+                key[:, :, seen].contiguous(),
+                value[:, :, seen].contiguous(),
+                scale=scale,
+                enable_gqa=True,
             )
         )
-    return torch.cat(rows, dim=2).transpose(1, 2).contiguous()
+    return torch.cat(attended, dim=2).transpose(1, 2).contiguous()
+
+
+def attention_kernels(query: torch.Tensor) -> Kernels | None:
+    """The package's kernels where they attend these rows: float32 on a CPU, head dimensions a multiple of 16, the
+    library built on this machine (one way for the whole process: it is built or not)."""
+    if query.device.type != "cpu" or query.dtype != torch.float32 or query.shape[-1] % 16:
+        return None
+    kernels = compiled_kernels()
+    return kernels if isinstance(kernels, Kernels) else None
+
+
+def kernel_rows_attended(
+    kernels: Kernels,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    counts: torch.Tensor,
+    indices: torch.Tensor | None,
+    scale: float,
+) -> torch.Tensor:
+    """:func:`rows_attended` through ``row_attention.c``: every row of the pass in one call (float32 CPU tensors)."""
+    rows, heads, head_dim = query.shape[2], query.shape[1], query.shape[3]
+    q, k, v = (t[0].contiguous() for t in (query, key, value))
+    out = torch.empty(1, rows, heads, head_dim)
+    failed = kernels.attention(
+        q.data_ptr(), rows, heads, head_dim, k.data_ptr(), v.data_ptr(), k.shape[0], k.shape[1],
+        counts.data_ptr(), None if indices is None else indices.data_ptr(), scale, out.data_ptr(),
+    )  # fmt: skip
+    if failed:
+        raise MemoryError("the attention kernel could not allocate its scores")
+    return out
 
 
 def attention_by_rows(
