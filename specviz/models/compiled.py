@@ -84,12 +84,19 @@ def bind(library: Path, march: str) -> Kernels:
 
 def compiled_kernels(march: str = "native") -> Kernels | str:
     """The kernels compiled for ``march`` (built on first use, then read from the cache), or why they are not here."""
-    with _lock:
-        missing = [source.name for source in SOURCES if not source.is_file()]
-        if march not in _built and missing:
-            _built[march] = f"the kernels' sources {', '.join(missing)} are not installed beside {Path(__file__).name}"
+    with _lock:  # read on every attention call: after the first, a lookup, no file system
         if march not in _built:
-            target = library_path(march)
-            failure = None if target.is_file() else compile_library(march, target)
-            _built[march] = failure or bind(target, march)
+            missing = ", ".join(source.name for source in SOURCES if not source.is_file())
+            _built[march] = (
+                f"the kernels' sources {missing} are not installed beside {Path(__file__).name}"
+                if missing
+                else built_or_why(march)
+            )
         return _built[march]
+
+
+def built_or_why(march: str) -> Kernels | str:
+    """The library for ``march`` from the cache, else compiled now, or why it could not be."""
+    target = library_path(march)
+    failure = None if target.is_file() else compile_library(march, target)
+    return failure or bind(target, march)
