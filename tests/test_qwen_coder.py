@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import pytest
+from safetensors import safe_open
 
 from specviz.analysis.lab import exact_lab
 from specviz.config import DecodeConfig
 from specviz.engine import load_pair, prompt_ids_for, speculative_decode
+from specviz.models.int4 import Int4Linear
 from specviz.models.llama_step import llama_weights
 from specviz.models.published import FETCH_COMMAND, QWEN_CODER_05B, QWEN_CODER_15B, fetched
+from specviz.models.q4k import Q4K_FILE
 from specviz.ui.presets import QWEN_CODER_PAIR
 from specviz.ui.state import Session
 
@@ -38,6 +41,19 @@ def test_greedy_through_the_pair_is_the_targets_own_float32_generate(pair):
         trace = speculative_decode(config.replace(gamma=gamma), prompt_ids=ids, pair=pair)
         assert trace.output_ids == reference, gamma
         assert trace.stats.accepted_tokens > 0
+
+
+def test_the_int4_target_runs_its_gguf_q4k_blocks_and_speculation_is_its_own_greedy():
+    config = DecodeConfig(**PAIR, dtype="int4", draft_dtype="int4", max_new_tokens=12)
+    int4_pair = load_pair(config)
+    with safe_open(QWEN_CODER_15B.cache_dir / Q4K_FILE, "pt") as blocks:
+        kept = set(blocks.keys())
+    layers = {f"{name}.weight": m for name, m in int4_pair.target.model.named_modules() if isinstance(m, Int4Linear)}
+    assert {name for name, layer in layers.items() if layer.published} == kept  # the file's own 4-bit weights
+    assert len(kept) > 0.8 * len(layers)  # every Q4_K matrix of Q4_K_M: the others are Q6_K, quantised to int4
+    ids = prompt_ids_for(int4_pair, config, "Write a Python function that adds two numbers.", None)
+    trace = speculative_decode(config.replace(gamma=4), prompt_ids=ids, pair=int4_pair)
+    assert trace.output_ids == target_greedy(int4_pair.target, ids, 12)
 
 
 def test_sampling_through_the_pair_follows_p_at_its_computed_power(pair):

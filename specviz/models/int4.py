@@ -13,15 +13,19 @@ instruction set it is compiled for (AVX-512 VNNI, AVX2, plain C: tested equal bi
 query row at a time (:mod:`specviz.models.row_attention`), that makes an int4 TARGET exact to itself, as int8's
 is. A step reads about 0.63 bytes a weight (an eighth of float32's, scales included), unpacked once per pass and
 shared by its rows, so the pass stays near the cost of one row until the integer dot products (64 a
-VNNI instruction) catch up with the memory. The output head and the input embedding stay int8
+VNNI instruction) catch up with the memory. A model fetched from a GGUF takes the file's own Q4_K blocks as its
+groups where it has them (:mod:`specviz.models.q4k`: the same layout, so no second 4-bit rounding). The output head and the input embedding stay int8
 (:mod:`specviz.models.int8`): a draft's head is trimmed by FR-Spec, a target's decides every token.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
 
 import torch
+from safetensors import safe_open
 from torch import nn
 from transformers import PreTrainedModel
 
@@ -29,6 +33,7 @@ from specviz.models.compiled import Kernels, compiled_kernels
 from specviz.models.int8 import Int8Linear, quantise_input_embedding
 from specviz.models.machine import give_back_freed_heap
 from specviz.models.mapped_pages import replace_linear_layers
+from specviz.models.q4k import Q4K_FILE, q4k_groups
 from specviz.models.row_attention import attend_by_rows
 
 GROUP = 32  # inputs per scale and minimum
@@ -49,7 +54,10 @@ def packs_int4(linear: nn.Linear) -> bool:
     return linear.in_features % GROUP == 0 and linear.out_features % TILE == 0
 
 
-def quantise_groups(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+Groups = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # (Q, s, m) of a weight: :func:`quantise_groups`
+
+
+def quantise_groups(weight: torch.Tensor) -> Groups:
     """W (out, in) as (Q (out, in / 32, 32) uint8 in 0..15, s (out, in / 32) float16, m (out, in / 32) float16), Q
     rounded against the float16 s and m the kernel reads."""
     w = weight.detach().float().reshape(weight.shape[0], -1, GROUP)
@@ -104,12 +112,15 @@ def kernel_product(kernel: Kernels, x: torch.Tensor, packed: int, outputs: int, 
 
 class Int4Linear(nn.Module):
     """A Linear layer on 4-bit grouped weights (one packed copy, no float one), float32 in and out, through
-    :func:`kernel_product`. Its ``weight`` has the matrix's shape only (on the "meta" device)."""
+    :func:`kernel_product`: ``groups`` where given (a published model's own 4-bit blocks, :mod:`specviz.models.q4k`),
+    else its weight quantised by :func:`quantise_groups`. Its ``weight`` has the matrix's shape only (on the "meta"
+    device)."""
 
-    def __init__(self, linear: nn.Linear) -> None:
+    def __init__(self, linear: nn.Linear, groups: Groups | None = None) -> None:
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.packed = pack_groups(*quantise_groups(linear.weight))
+        self.published = groups is not None  # the groups read from a published GGUF (specviz.models.q4k)
+        self.packed = pack_groups(*(groups or quantise_groups(linear.weight)))
         self.bias: torch.Tensor | None = None if linear.bias is None else linear.bias.detach().float().contiguous()
         self.weight = torch.empty(self.out_features, self.in_features, device="meta")  # the shape; values packed
         kernel = compiled_kernels()
@@ -195,11 +206,16 @@ def quantize_int4(model: nn.Module) -> int:
     """Put a freshly loaded float32 model's Linear layers on int4 (in place, before it is shared): its output head,
     any layer whose shape the kernel cannot take, and its input embedding on int8; its attention one query row at a
     time (:mod:`specviz.models.row_attention`), so a target on it is exact to itself. Returns how many Linear
-    layers changed. A decoder layer's q, k and v (and its gate and up) share one buffer (:func:`share_one_buffer`)."""
+    layers changed. A decoder layer's q, k and v (and its gate and up) share one buffer (:func:`share_one_buffer`).
+    A model fetched from a GGUF takes the file's own 4-bit blocks where it has them (:func:`published_groups`)."""
     head = model.get_output_embeddings() if isinstance(model, PreTrainedModel) else None
+    module_names = {id(module): name for name, module in model.named_modules()}
+    published = published_groups(model)
 
     def converted(layer: nn.Linear, _shared: bool) -> nn.Module:
-        return Int4Linear(layer) if layer is not head and packs_int4(layer) else Int8Linear(layer)
+        if layer is head or not packs_int4(layer):
+            return Int8Linear(layer)
+        return Int4Linear(layer, published(f"{module_names[id(layer)]}.weight"))
 
     changed = replace_linear_layers(model, converted)
     for module in model.modules():
@@ -211,3 +227,21 @@ def quantize_int4(model: nn.Module) -> int:
     quantise_input_embedding(model)
     attend_by_rows(model)
     return changed
+
+
+def published_groups(model: nn.Module) -> Callable[[str], Groups | None]:
+    """A weight's groups by its checkpoint name, read from the Q4_K blocks kept beside the model's checkpoint
+    (:func:`specviz.models.q4k.write_q4k_blocks`; None for a weight without its blocks there, or a model without)."""
+    blocks_file = Path(str(getattr(model, "name_or_path", ""))) / Q4K_FILE
+    if not blocks_file.is_file():
+        return lambda _name: None
+    with safe_open(blocks_file, "pt") as blocks:
+        held = set(blocks.keys())
+
+    def groups(name: str) -> Groups | None:
+        if name not in held:
+            return None
+        with safe_open(blocks_file, "pt") as blocks:
+            return q4k_groups(blocks.get_tensor(name))
+
+    return groups

