@@ -14,8 +14,9 @@ query row at a time (:mod:`specviz.models.row_attention`), that makes an int4 TA
 is. A step reads about 0.63 bytes a weight (an eighth of float32's, scales included), unpacked once per pass and
 shared by its rows, so the pass stays near the cost of one row until the integer dot products (64 a
 VNNI instruction) catch up with the memory. A model fetched from a GGUF takes the file's own Q4_K blocks as its
-groups where it has them (:mod:`specviz.models.q4k`: the same layout, so no second 4-bit rounding). The output head and the input embedding stay int8
-(:mod:`specviz.models.int8`): a draft's head is trimmed by FR-Spec, a target's decides every token.
+groups where it has them (:mod:`specviz.models.q4k`: the same layout, so no second 4-bit rounding). The output
+head and the input embedding stay int8 (:mod:`specviz.models.int8`): a draft's head is trimmed by FR-Spec, a
+target's decides every token.
 """
 
 from __future__ import annotations
