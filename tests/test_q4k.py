@@ -63,6 +63,7 @@ def write_tiny_gguf(directory, layers: int) -> tuple[str, dict[str, torch.Tensor
     misplaced = "model.layers.0.self_attn.v_proj.weight"  # its blocks in the GGUF, another weight in the checkpoint
     name_map = get_tensor_name_map(MODEL_ARCH.QWEN2, layers)
     writer = GGUFWriter(f"{path}/tiny.gguf", "qwen2")
+    writer.add_block_count(layers)
     for name, weight in weights.items():
         gguf_name = name_map.get_name(name, try_suffixes=(".weight", ".bias"))
         if name in blocks or name == misplaced:

@@ -31,8 +31,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 Q4K_FILE = "q4k-blocks.safetensors"  # beside a fetched model's float32 safetensors: the Q4_K blocks it came from
-BLOCK_WEIGHTS, BLOCK_BYTES = 256, 144
-SUB_BLOCKS, SUB_BLOCK_WEIGHTS = 8, 32
+BLOCK_BYTES, SUB_BLOCK_WEIGHTS = 144, 32  # a super-block's bytes (256 weights), a sub-block's weights
 FLOAT16_ROUNDING = 2.0**-11  # float16's unit roundoff: half a unit in the last of its 11 significant bits
 
 
@@ -78,13 +77,9 @@ def write_q4k_blocks(gguf: Path, directory: Path) -> int:
     :func:`faithful` to the checkpoint's weight (the name map is gguf's own; a tensor it cannot place, or one stored
     reordered, is left to be quantised). Atomic: a loader sees the whole file or none. Returns how many were kept."""
     reader = GGUFReader(gguf)
+    kept = {}
     with safe_open(directory / "model.safetensors", "pt") as checkpoint:
-        names = set(checkpoint.keys())
-        layers = sum(1 for name in names if name.endswith("input_layernorm.weight"))
-        name_map = get_tensor_name_map(_architecture(reader), layers)
-        mapped = {name: name_map.get_name(name, try_suffixes=(".weight",)) for name in names}
-        to_gguf = {gguf_name: name for name, gguf_name in mapped.items() if gguf_name is not None}
-        kept = {}
+        to_gguf = _checkpoint_names(reader, set(checkpoint.keys()))
         for tensor in reader.tensors:
             name = to_gguf.get(tensor.name)
             if tensor.tensor_type != GGMLQuantizationType.Q4_K or name is None or not tensor.name.startswith("blk."):
@@ -98,8 +93,15 @@ def write_q4k_blocks(gguf: Path, directory: Path) -> int:
     return len(kept)
 
 
-def _architecture(reader: GGUFReader) -> MODEL_ARCH:
-    """The gguf package's architecture enum for the file's ``general.architecture`` (qwen2, llama, ...)."""
-    field = reader.fields["general.architecture"]
-    name = bytes(field.parts[field.data[0]]).decode()
-    return next(arch for arch in MODEL_ARCH if MODEL_ARCH_NAMES[arch] == name)
+def _checkpoint_names(reader: GGUFReader, names: set[str]) -> dict[str, str]:
+    """The checkpoint's weight names by their GGUF names, through the gguf package's own map for the file's
+    architecture and block count (empty for an architecture the package does not know: nothing is taken)."""
+    field = reader.fields.get("general.architecture")
+    architecture = bytes(field.parts[field.data[0]]).decode() if field else ""
+    arch = next((arch for arch in MODEL_ARCH if MODEL_ARCH_NAMES[arch] == architecture), None)
+    blocks = reader.fields.get(f"{architecture}.block_count")
+    if arch is None or blocks is None:
+        return {}
+    name_map = get_tensor_name_map(arch, int(blocks.parts[blocks.data[0]][0]))
+    mapped = {name: name_map.get_name(name, try_suffixes=(".weight",)) for name in names}
+    return {gguf_name: name for name, gguf_name in mapped.items() if gguf_name is not None}
