@@ -306,6 +306,47 @@ def test_a_pairs_defaults_are_measured_once_and_kept_for_this_machine_only(onedn
     assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu") is None  # another torch, measured again
 
 
+def test_the_app_measures_the_lesson_precisions_and_fastest_adds_the_quantised_ones(onednn, tmp_path, monkeypatch):
+    """A first app start measures what it opens on (float32 and bfloat16 targets); ``--fastest`` among the quantised
+    targets finds them missing and measures every precision."""
+    from specviz.analysis import defaults
+    from specviz.analysis.draft_precision import precisions_on
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    monkeypatch.setattr(defaults, "NOISY", float("inf"))  # a busy test machine's profiles count as quiet here
+    dirs, _ = onednn
+    config = config_for(dirs)
+    opened = defaults.defaults_once(config)
+    assert set(opened.fastest) == set(precisions_on("cpu", defaults.LESSON_PRECISIONS))
+    assert defaults.defaults_once(config) == opened  # stored: read, not measured again
+    widened = defaults.defaults_once(config, targets=defaults.PRECISIONS)
+    assert set(widened.fastest) == set(precisions_on("cpu", defaults.PRECISIONS))
+    assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu") == widened
+
+
+def test_greedy_acceptance_is_how_often_the_drafts_greedy_token_is_the_targets_next(onednn):
+    """α over the target's greedy text, the draft fed the target's tokens: one pass a prompt, checked here against
+    the draft's own argmax after each prefix, one transformers forward each."""
+    from specviz.analysis import defaults
+    from specviz.engine import load_pair
+
+    dirs, _ = onednn
+    config = config_for(dirs, draft_vocab=0)
+    pair = load_pair(config)
+    continuations = defaults.target_continuations(config, pair)
+    assert len(continuations) == 2 * defaults.ACCEPTANCE_PROMPTS
+    agreed = total = 0
+    for prompt, continuation in continuations:
+        for t, token in enumerate(continuation):
+            ids = torch.tensor([prompt + continuation[:t]])
+            with torch.inference_mode():
+                agreed += int(pair.draft.model(ids).logits[0, -1].argmax()) == token
+            total += 1
+    alpha = defaults.greedy_acceptance(config, pair.draft, continuations)
+    assert alpha == agreed / total and 0 < alpha < 1  # the tiny draft is a noisy copy: it agrees often, not always
+    assert defaults.greedy_acceptance(config, pair.target, continuations) == 1.0  # the target drafting for itself
+
+
 def test_an_unreadable_defaults_file_is_measured_again(tmp_path, monkeypatch):
     from specviz.analysis import defaults
 
@@ -330,7 +371,8 @@ def test_replicas_starting_together_agree_on_one_measured_choice(onednn, tmp_pat
     config = config_for(dirs)
     path = defaults.defaults_file(config.target, config.draft, config.device)
     path.parent.mkdir(parents=True)
-    chosen = roofline.MeasuredDefaults("bfloat16", 7, "the first replica's measurement")
+    fastest = {dtype: ("int4", 7, 1.5, 10.0) for dtype in defaults.LESSON_PRECISIONS}  # what a measurement holds
+    chosen = roofline.MeasuredDefaults("bfloat16", 7, "the first replica's measurement", fastest=fastest)
     got = []
     with open(path.with_suffix(".lock"), "w") as first:  # the first replica is measuring
         fcntl.flock(first, fcntl.LOCK_EX)

@@ -21,25 +21,30 @@ import json
 from pathlib import Path
 
 import torch
+from transformers import DynamicCache
 
 from specviz import DATA_DIR
 from specviz.analysis.draft_precision import precisions_on
 from specviz.analysis.roofline import MeasuredDefaults, fastest_drafts, measured_defaults, pair_profiles
 from specviz.config import DecodeConfig
-from specviz.engine import ModelPair, load_pair
+from specviz.engine import ModelPair, load_pair, prompt_ids_for
+from specviz.engine.baseline import autoregressive_decode
 from specviz.models.cache import cache_root, write_json_atomically
+from specviz.models.draft_forward import draft_forward
+from specviz.models.loaded import LoadedModel
 from specviz.models.loading import forget_loaded_models
 from specviz.models.machine import machine_key
 from specviz.models.profile import FORMAT, NOISY, PassProfile
 from specviz.registry.drafters import DRAFT_MODEL
+from specviz.registry.rules import GREEDY
 from specviz.settings import check
-from specviz.training.draft_model import HELDOUT_FILE, heldout_acceptance
+from specviz.training.draft_model import HELDOUT_FILE
 from specviz.training.teacher_text import read_prompt_file
 
 LESSON_PRECISIONS = ("float32", "bfloat16")  # a pair's default precision: exact, or the lesson of rounding
 PRECISIONS = (*LESSON_PRECISIONS, "int8", "int4")  # each profiled with every draft precision: --fastest knows them all
 ACCEPTANCE_PROMPTS = 3  # held-out prompts of each file (prose and code) the acceptance is measured on
-ACCEPTANCE_GAMMA, ACCEPTANCE_TOKENS = 4, 32
+ACCEPTANCE_TOKENS = 32  # of the target's greedy text after each held-out prompt
 CHOICES = 4  # bumped when what a pair's defaults choose changes (2: the draft's precision; 3: int8 targets; 4: int4)
 PAIR_DEFAULTS = ("dtype", "gamma", "draft_dtype")  # the settings a pair's measured defaults set
 
@@ -64,42 +69,68 @@ def store_defaults(target: str, draft: str | None, device: str, measured: Measur
     write_json_atomically(defaults_file(target, draft, device), dataclasses.asdict(measured))
 
 
-def greedy_acceptance(config: DecodeConfig, pair: ModelPair) -> float:
-    """The draft's greedy acceptance at γ = ``ACCEPTANCE_GAMMA`` (:func:`~specviz.training.draft_model.
-    heldout_acceptance`) on the first held-out prompts of the prose and the code files (no shipped draft saw them)."""
+Continuations = list[tuple[list[int], list[int]]]  # (prompt ids, the target's greedy continuation) per prompt
+
+
+def heldout_prompt_ids(config: DecodeConfig, pair: ModelPair) -> list[list[int]]:
+    """The first ``ACCEPTANCE_PROMPTS`` held-out prompts of the prose and the code files (no shipped draft saw them),
+    as token ids (chat template as the config sets it)."""
     prompts = [
         p
         for path in (HELDOUT_FILE, DATA_DIR / "heldout_code_prompts.txt")
         for p in read_prompt_file(path)[:ACCEPTANCE_PROMPTS]
     ]
-    assert pair.draft is not None, "a pair's defaults are measured for its draft model"
-    return heldout_acceptance(
-        pair.target,
-        pair.draft,
-        prompts,
-        max_new_tokens=ACCEPTANCE_TOKENS,
-        gamma=ACCEPTANCE_GAMMA,
-        draft_vocab=config.draft_vocab,
-    )
+    return [prompt_ids_for(pair, config, prompt, None) for prompt in prompts]
 
 
-def measure_pair_defaults(config: DecodeConfig, release: bool = False) -> MeasuredDefaults:
-    """Profile the config's pair in each precision with its draft in each draft precision, take each draft
-    precision's greedy acceptance (measured with the float32 target), choose the target's precision (the draft at
-    the target's own precision decides it, as before), then the fastest draft precision and γ for each target
-    precision, and store them when every profile was measured on a quiet machine. ``release``: free each target
-    precision's models before loading the next (a command's process; the app keeps what it loaded)."""
+def target_continuations(config: DecodeConfig, pair: ModelPair) -> Continuations:
+    """(prompt ids, the target's own greedy continuation of ``ACCEPTANCE_TOKENS`` tokens) for each held-out prompt."""
+    greedy = config.replace(rule=GREEDY, max_new_tokens=ACCEPTANCE_TOKENS)
+    return [(ids, autoregressive_decode(greedy, pair, ids)[0]) for ids in heldout_prompt_ids(greedy, pair)]
+
+
+def greedy_acceptance(config: DecodeConfig, draft: LoadedModel, continuations: Continuations) -> float:
+    """The draft's greedy acceptance α: how often its greedy token (through its drafting head, FR-Spec's trimmed one
+    where the config asks) is the target's own next token, over every position of the target's greedy
+    continuations, the draft fed the target's tokens (one pass a prompt). This is the per-token α of Leviathan et
+    al. (2023, Sec. 3.1: α = E[min(p, q)] summed, for greedy rules P(argmax q = argmax p)) that the pricing assumes
+    (:func:`~specviz.analysis.roofline.measured_defaults`): every drafted position a greedy round verifies is such
+    a position, for an accepted prefix is the target's own."""
+    forward = draft_forward(draft.draft_head_size(config.draft_vocab))
+    agreed = total = 0
+    for prompt, continuation in continuations:
+        if not continuation:
+            continue
+        fed = prompt + continuation[:-1]
+        logits = forward(draft, fed, DynamicCache(), 0, len(continuation), None)  # (len(continuation), V)
+        agreed += int((logits.argmax(-1).cpu() == torch.tensor(continuation)).sum())
+        total += len(continuation)
+    return agreed / max(1, total)
+
+
+def measure_pair_defaults(
+    config: DecodeConfig, release: bool = False, targets: tuple[str, ...] = PRECISIONS
+) -> MeasuredDefaults:
+    """Profile the config's pair in each of the ``targets`` precisions (the lesson's two first) with its draft in
+    each draft precision, take each draft precision's greedy acceptance against the float32 target's greedy text,
+    choose the target's precision (the draft at the target's own precision decides it, as before), then the fastest
+    draft precision and γ for each target precision measured, and store them when every profile was measured on a
+    quiet machine. ``release``: free each target precision's models before loading the next (a command's process;
+    the app keeps what it loaded)."""
     profiles: dict[tuple[str, str], tuple[PassProfile, PassProfile]] = {}
     alphas: dict[str, float] = {}
-    for dtype in precisions_on(config.device, PRECISIONS):
+    continuations: Continuations = []
+    for dtype in precisions_on(config.device, targets):
         for draft_dtype in precisions_on(config.device):
             precise = config.replace(dtype=dtype, draft_dtype=draft_dtype)
             pair = load_pair(precise)
             target, draft = pair_profiles(precise, pair)
             assert draft is not None, "a pair's defaults are measured for its draft model, which has a forward"
             profiles[(dtype, draft_dtype)] = (target, draft)
-            if draft_dtype not in alphas:
-                alphas[draft_dtype] = greedy_acceptance(precise, pair)
+            if draft_dtype not in alphas:  # first met beside the float32 target, whose greedy text decides
+                continuations = continuations or target_continuations(precise, pair)
+                assert pair.draft is not None, "a pair's defaults are measured for its draft model"
+                alphas[draft_dtype] = greedy_acceptance(precise, pair.draft, continuations)
             del pair
         if release:
             forget_loaded_models()
@@ -122,15 +153,23 @@ def measure_pair_defaults(config: DecodeConfig, release: bool = False) -> Measur
     return measured
 
 
-def defaults_once(config: DecodeConfig, release: bool = False) -> MeasuredDefaults:
+def defaults_once(
+    config: DecodeConfig, release: bool = False, targets: tuple[str, ...] = LESSON_PRECISIONS
+) -> MeasuredDefaults:
     """The config's pair's stored defaults, else measured and stored, one process at a time: replicas of one app
     starting together on a machine wait for the first and read its choice, so they agree on the default precision
-    and γ, and a class's link means the same trace on each of them. ``release``: as :func:`measure_pair_defaults`."""
+    and γ, and a class's link means the same trace on each of them. The app asks for the lesson's precisions only
+    (what it opens on: a first start measures two target precisions, not four); a stored result that lacks one of
+    ``targets`` (``--fastest int8,int4`` after the app's first start) is measured again with them all.
+    ``release``: as :func:`measure_pair_defaults`."""
     path = defaults_file(config.target, config.draft, config.device)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return stored_defaults(config.target, config.draft, config.device) or measure_pair_defaults(config, release)
+        stored = stored_defaults(config.target, config.draft, config.device)
+        if stored is not None and set(precisions_on(config.device, targets)) <= set(stored.fastest):
+            return stored
+        return measure_pair_defaults(config, release, targets if stored is None else PRECISIONS)
 
 
 def fastest_config(config: DecodeConfig, allowed: tuple[str, ...] = ()) -> tuple[DecodeConfig, str]:
@@ -141,7 +180,7 @@ def fastest_config(config: DecodeConfig, allowed: tuple[str, ...] = ()) -> tuple
     check(
         bool(drafted.draft_spec), "--fastest needs a draft model: name one with --draft (the embedded target has one)"
     )
-    measured = defaults_once(drafted, release=True)
+    measured = defaults_once(drafted, release=True, targets=PRECISIONS)
     known = ", ".join(measured.fastest)
     for dtype in allowed or (config.dtype,):
         check(dtype in measured.fastest, f"--fastest knows targets in {known}, not {dtype!r}")
