@@ -45,7 +45,7 @@ LESSON_PRECISIONS = ("float32", "bfloat16")  # a pair's default precision: exact
 PRECISIONS = (*LESSON_PRECISIONS, "int8", "int4")  # each profiled with every draft precision: --fastest knows them all
 ACCEPTANCE_PROMPTS = 3  # held-out prompts of each file (prose and code) the acceptance is measured on
 ACCEPTANCE_TOKENS = 32  # of the target's greedy text after each held-out prompt
-CHOICES = 4  # bumped when what a pair's defaults choose changes (2: the draft's precision; 3: int8 targets; 4: int4)
+CHOICES = 5  # bumped when what a pair's defaults choose changes (2: draft precision; 3: int8; 4: int4; 5: α per token)
 PAIR_DEFAULTS = ("dtype", "gamma", "draft_dtype")  # the settings a pair's measured defaults set
 
 
