@@ -17,7 +17,7 @@ from specviz.analysis.race import verdict
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
 from specviz.models.compiled import Kernels, compiled_kernels
-from specviz.models.forwards import KVCachedSequence, TreeLayout, full_forward, lean_weights_of_own_bits
+from specviz.models.forwards import KVCachedSequence, TreeLayout, full_forward, lean_weights_of_own_bits, model_body
 from specviz.models.int4 import (
     Int4Linear,
     dequantised,
@@ -28,6 +28,7 @@ from specviz.models.int4 import (
 )
 from specviz.models.int8 import Int8Embedding, Int8Linear, Int8Matrix, int8_linear, quantise_rows, weight_levels
 from specviz.models.kernels import INT4, INT8, kernels_of
+from specviz.models.llama_step import llama_weights
 from specviz.models.machine import cpu_flags
 from specviz.models.row_attention import kernel_rows_attended, keys_seen
 from specviz.serving.urlstate import parse_query, to_query
@@ -309,6 +310,28 @@ def test_a_quantised_targets_lean_passes_are_transformers_own_bit_for_bit(quanti
         lean.feed(full_forward, target, context, 1)
         logits = lean.feed(full_forward, target, new_ids, len(new_ids), layout)
         assert torch.equal(logits, transformers_pass(target, context, new_ids, layout))
+
+
+def test_an_int4_drafts_layers_run_in_two_c_calls_with_the_lean_steps_numbers(quantised_pairs):
+    """A draft on int4 runs each decoder layer in two calls of ``draft_layer.c`` (norms summed by the package, not by
+    torch, so not transformers' bits: a draft's numbers are free, the target decides): the lean step's hidden states
+    up to that rounding, for a chain and a tree; a target's passes stay the lean step's (tests above)."""
+    draft = quantised_pairs[("int4", "int4")].draft
+    weights = llama_weights(draft.model)
+    assert weights is not None and weights.draft_kernels is not None
+    cached = len(PROMPT)
+    allowed = torch.zeros(3, cached + 3, dtype=torch.bool)
+    allowed[:, :cached] = True
+    allowed[0, cached], allowed[1, cached + 1], allowed[2, [cached, cached + 2]] = True, True, True
+    tree = TreeLayout(positions=[cached, cached, cached + 1], allowed=allowed)
+    for new_ids, layout in (([7], None), ([7, 3, 11, 5], None), ([7, 13, 3], tree)):
+        hidden = {}
+        for as_draft in (False, True):
+            cache = DynamicCache()
+            model_body(draft, weights, PROMPT, cache, 0, 1, as_draft=as_draft)
+            hidden[as_draft] = model_body(draft, weights, new_ids, cache, cached, len(new_ids), layout, as_draft)
+        difference = (hidden[True] - hidden[False]).abs().max()
+        assert 0 < difference <= 0.05 * hidden[False].abs().max(), (new_ids, float(difference))
 
 
 @pytest.mark.parametrize("dtype,draft_dtype", [(t, d) for t, drafts in QUANTISED_PAIRS.items() for d in drafts])

@@ -1,5 +1,6 @@
 """The package's C kernels (``int4_rows.c``: the int4 product; ``row_attention.c``: attention one query row at a
-time), compiled once per machine with its own instruction set into one library and loaded.
+time; ``draft_layer.c``: a draft's int4 decoder layer in two calls), compiled once per machine with its own
+instruction set into one library and loaded.
 
 The sources are compiled by the system's C compiler for THIS CPU (``-march``, by default ``native``: AVX-512 VNNI,
 AVX2 or plain C, chosen by the compiler's own macros inside the sources), with OpenMP (the runtime torch already
@@ -26,7 +27,7 @@ from typing import Callable
 from specviz.models.cache import cache_root
 from specviz.models.machine import cpu_flags
 
-SOURCES = tuple(Path(__file__).with_name(name) for name in ("int4_rows.c", "row_attention.c"))
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("int4_rows.c", "row_attention.c", "draft_layer.c"))
 FLAGS = ("-O3", "-fopenmp", "-ffp-contract=off", "-fPIC", "-shared")
 _built: dict[str, Kernels | str] = {}
 _lock = threading.Lock()
@@ -34,11 +35,14 @@ _lock = threading.Lock()
 
 @dataclass(frozen=True)
 class Kernels:
-    """The compiled ``int4_rows_product`` and ``rows_attention`` (see each source's header for its arithmetic) and
-    where they were built."""
+    """The compiled ``int4_rows_product``, ``rows_attention`` and a draft's int4 decoder layer in two halves,
+    ``draft_layer_in`` and ``draft_layer_out`` (see each source's header for its arithmetic), and where they were
+    built."""
 
     product: Callable[..., int]
     attention: Callable[..., int]
+    layer_in: Callable[..., int]
+    layer_out: Callable[..., int]
     library: Path
     march: str
 
@@ -76,10 +80,16 @@ def bind(library: Path, march: str) -> Kernels:
     loaded = ctypes.CDLL(str(library))
     pointer, size, real = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
     product, attention = loaded.int4_rows_product, loaded.rows_attention
+    layer_in, layer_out = loaded.draft_layer_in, loaded.draft_layer_out
     product.argtypes = [pointer, size, size, size, pointer, pointer, pointer]
     attention.argtypes = [pointer, size, size, size, pointer, pointer, size, size, pointer, pointer, real, pointer]
-    product.restype = attention.restype = ctypes.c_int
-    return Kernels(product, attention, library, march)
+    layer_in.argtypes = [pointer, size, size, pointer, real, pointer, pointer, size, size, size, pointer, pointer]
+    layer_in.argtypes += [pointer, pointer, pointer]
+    layer_out.argtypes = [pointer, size, size, pointer, size, size, pointer, pointer, size, size, pointer, pointer]
+    layer_out.argtypes += [real, pointer, pointer, pointer, real, pointer, pointer, size, pointer, pointer]
+    for function in (product, attention, layer_in, layer_out):
+        function.restype = ctypes.c_int
+    return Kernels(product, attention, layer_in, layer_out, library, march)
 
 
 def compiled_kernels(march: str = "native") -> Kernels | str:

@@ -107,10 +107,12 @@ def model_body(
     cached: int,
     n_last: int,
     layout: TreeLayout | None = None,
+    as_draft: bool = False,
 ) -> torch.Tensor:
     """Final normed hidden states (n_last, H) of the last ``n_last`` new tokens: a plain Llama (its
     :func:`~specviz.models.llama_step.llama_weights`) through :mod:`specviz.models.llama_step`, the same numbers without
-    transformers' per-layer Python; any other model (``weights`` None) through transformers' own body."""
+    transformers' per-layer Python; any other model (``weights`` None) through transformers' own body. ``as_draft``:
+    a draft's pass (:func:`~specviz.models.llama_step.llama_hidden`)."""
     if weights is None:
         return loaded.model.model(
             **_inputs(loaded, new_ids, layout), past_key_values=cache, use_cache=True
@@ -118,7 +120,7 @@ def model_body(
     ids = torch.tensor(new_ids, device=loaded.device)  # (T,)
     positions = new_positions(layout, cached, len(new_ids), loaded.device)  # (T,)
     allowed = layout.allowed.to(loaded.device) if layout else causal_mask(len(new_ids), cached, loaded.device)
-    return llama_hidden(weights, ids, positions, allowed, cache, n_last)
+    return llama_hidden(weights, ids, positions, allowed, cache, n_last, as_draft)
 
 
 def states_forward(

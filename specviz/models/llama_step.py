@@ -16,7 +16,9 @@ Keys and values of every layer the step runs go to the same ``DynamicCache`` tra
 step's own layer numbers 0, 1, ...: a layer-skip draft's kept layers sit there compacted, so a cache is never
 shared with transformers' skipping loop, which keeps the model's numbering), and
 :class:`specviz.models.forwards.KVCachedSequence` crops it as before. The weights are the shared model's own
-parameters, only read, multiplied on the model's own kernel path (:mod:`specviz.models.kernels`).
+parameters, only read, multiplied on the model's own kernel path (:mod:`specviz.models.kernels`). A DRAFT whose
+layers are int4 runs each layer in two calls of ``draft_layer.c`` instead (:func:`draft_layer`: the same math, its
+norms summed by the package, so no longer transformers' bits, which a draft does not need).
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import DynamicCache, PreTrainedConfig, PreTrainedModel
 
+from specviz.models.compiled import Kernels
 from specviz.models.int4 import JointInt4, joint_of
 from specviz.models.int8 import Int8Embedding
 from specviz.models.kernels import Projection
 from specviz.models.memo import memoised_while_alive
-from specviz.models.row_attention import attends_by_rows, rows_attended
+from specviz.models.row_attention import attends_by_rows, keys_seen, rows_attended
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class LlamaWeights:
     kv_heads: int
     head_dim: int
     by_rows: bool  # the model attends one query row at a time (a quantised model: specviz.models.row_attention)
+    draft_kernels: Kernels | None = None  # where every layer is int4 (joint q k v, gate up): a draft's fused layer
 
 
 LEAN_MODEL_TYPES = ("llama", "qwen2")  # Qwen2: a Llama with biases on q, k and v (its config names no such flag)
@@ -123,7 +127,17 @@ def llama_weights(model: PreTrainedModel) -> LlamaWeights | None:
         kv_heads=int(config.num_key_value_heads),
         head_dim=head_dim,
         by_rows=attends_by_rows(model),
+        draft_kernels=fused_layer_kernels(layers, head_dim),
     )
+
+
+def fused_layer_kernels(layers: tuple[LlamaLayer, ...], head_dim: int) -> Kernels | None:
+    """The kernels a draft's :func:`draft_layer` calls, where every layer's products are int4 (q, k and v, and gate
+    and up, each in one buffer) and the heads suit the attention kernel; else None."""
+    fused = [layer for layer in layers if layer.qkv and layer.gate_up and layer.o.int4 and layer.down.int4]
+    if not layers or len(fused) < len(layers) or head_dim % 16:
+        return None
+    return layers[0].qkv.kernel if layers[0].qkv else None
 
 
 def rms_norm(x: torch.Tensor, gain: torch.Tensor, eps: float) -> torch.Tensor:
@@ -209,12 +223,60 @@ def llama_hidden(
     allowed: torch.Tensor | None,
     cache: DynamicCache,
     n_last: int,
+    as_draft: bool = False,
 ) -> torch.Tensor:
     """Final normed hidden states (n_last, H) of the last ``n_last`` of the new tokens ``ids`` (T,) at
     ``positions`` (T,), each attending where ``allowed`` (T, cached + T) is True (None: everything cached);
-    every layer's keys and values are appended to ``cache``."""
+    every layer's keys and values are appended to ``cache``. ``as_draft``: a draft's pass, which takes
+    :func:`draft_layer` where its layers are int4 (its numbers then this package's, not transformers' bits)."""
     x = weights.embedding(ids)[None]  # (1, T, H)
     cos, sin = rotary_tables(weights.inverse_frequencies, positions, x.dtype)  # (T, d) each
-    for index, layer in enumerate(weights.layers):
-        x = llama_layer(weights, layer, x, cos, sin, allowed, cache, index)
+    kernels = weights.draft_kernels if as_draft else None
+    if kernels is not None:
+        x = x.float().contiguous()
+        keys = allowed.shape[-1] if allowed is not None else int(cache.get_seq_length()) + len(ids)
+        counts, indices = keys_seen(allowed[None, None] if allowed is not None else None, len(ids), keys)
+        for index, layer in enumerate(weights.layers):
+            x = draft_layer(kernels, weights, layer, x, cos, sin, counts, indices, cache, index)
+    else:
+        for index, layer in enumerate(weights.layers):
+            x = llama_layer(weights, layer, x, cos, sin, allowed, cache, index)
     return rms_norm(x[0, -n_last:], weights.final_norm, weights.eps)  # (n_last, H)
+
+
+def draft_layer(
+    kernels: Kernels,
+    weights: LlamaWeights,
+    layer: LlamaLayer,
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    counts: torch.Tensor,
+    indices: torch.Tensor | None,
+    cache: DynamicCache,
+    index: int,
+) -> torch.Tensor:
+    """:func:`llama_layer` for a draft on int4 weights (x (1, T, H) float32, updated in place), in two calls of
+    ``draft_layer.c`` around the cache's update: norm, q k v and RoPE; then attention (row by row, as
+    :mod:`specviz.models.row_attention`), o, norm and the SwiGLU MLP. Rows see the keys ``counts`` and ``indices``
+    say (:func:`~specviz.models.row_attention.keys_seen`)."""
+    assert layer.qkv is not None and layer.gate_up is not None and layer.o.int4 and layer.down.int4
+    rows, hidden, heads, kv_heads, d = x.shape[1], x.shape[2], weights.heads, weights.kv_heads, weights.head_dim
+    q, k, v = torch.empty(heads, rows, d), torch.empty(1, kv_heads, rows, d), torch.empty(1, kv_heads, rows, d)
+    qkv, qkv_bias = layer.qkv.addresses
+    if kernels.layer_in(
+        x.data_ptr(), rows, hidden, layer.attention_norm.data_ptr(), weights.eps, qkv, qkv_bias, heads, kv_heads, d,
+        cos.data_ptr(), sin.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(),
+    ):  # fmt: skip
+        raise MemoryError("a draft layer could not allocate its rows")
+    keys, values = (t[0].contiguous() for t in cache.update(k, v, index))  # (kv heads, cached + T, d)
+    (o, o_bias), (gate_up, gate_up_bias), (down, down_bias) = (
+        layer.o.int4.addresses, layer.gate_up.addresses, layer.down.int4.addresses,
+    )  # fmt: skip
+    if kernels.layer_out(
+        x.data_ptr(), rows, hidden, q.data_ptr(), heads, d, keys.data_ptr(), values.data_ptr(), kv_heads,
+        keys.shape[1], counts.data_ptr(), None if indices is None else indices.data_ptr(), d**-0.5, o, o_bias,
+        layer.mlp_norm.data_ptr(), weights.eps, gate_up, gate_up_bias, layer.gate_up.outputs[0], down, down_bias,
+    ):  # fmt: skip
+        raise MemoryError("a draft layer could not allocate its rows")
+    return x
