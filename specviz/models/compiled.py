@@ -74,9 +74,9 @@ def compile_library(march: str, target: Path) -> str | None:
 
 
 def bind(library: Path, march: str) -> Kernels:
-    """The library's functions with their argument types: the product (x, rows, inputs, outputs, weight, bias or
-    NULL, y) -> 0 and the attention (q, rows, heads, d, k, v, kv heads, keys, seen counts, seen indices or NULL,
-    scale, out) -> 0."""
+    """The library's functions with their argument types (each returns 0, or -1 out of memory): the product (x, rows,
+    inputs, outputs, weight, bias or NULL, y), the attention (q, rows, heads, d, k, v, kv heads, keys, seen counts,
+    seen indices or NULL, scale, out) and the draft layer's two halves (``draft_layer.c`` names their arguments)."""
     loaded = ctypes.CDLL(str(library))
     pointer, size, real = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
     product, attention = loaded.int4_rows_product, loaded.rows_attention

@@ -21,9 +21,10 @@ target's decides every token.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 from safetensors import safe_open
@@ -211,14 +212,14 @@ def quantize_int4(model: nn.Module) -> int:
     A model fetched from a GGUF takes the file's own 4-bit blocks where it has them (:func:`published_groups`)."""
     head = model.get_output_embeddings() if isinstance(model, PreTrainedModel) else None
     module_names = {id(module): name for name, module in model.named_modules()}
-    published = published_groups(model)
+    with published_groups(model) as published:
 
-    def converted(layer: nn.Linear, _shared: bool) -> nn.Module:
-        if layer is head or not packs_int4(layer):
-            return Int8Linear(layer)
-        return Int4Linear(layer, published(f"{module_names[id(layer)]}.weight"))
+        def converted(layer: nn.Linear, _shared: bool) -> nn.Module:
+            if layer is head or not packs_int4(layer):
+                return Int8Linear(layer)
+            return Int4Linear(layer, published(f"{module_names[id(layer)]}.weight"))
 
-    changed = replace_linear_layers(model, converted)
+        changed = replace_linear_layers(model, converted)
     for module in model.modules():
         for names in JOINT_LAYERS:
             layers = [getattr(module, name, None) for name in names]
@@ -230,19 +231,15 @@ def quantize_int4(model: nn.Module) -> int:
     return changed
 
 
-def published_groups(model: nn.Module) -> Callable[[str], Groups | None]:
-    """A weight's groups by its checkpoint name, read from the Q4_K blocks kept beside the model's checkpoint
-    (:func:`specviz.models.q4k.write_q4k_blocks`; None for a weight without its blocks there, or a model without)."""
+@contextmanager
+def published_groups(model: nn.Module) -> Iterator[Callable[[str], Groups | None]]:
+    """While open: a weight's groups by its checkpoint name, read from the Q4_K blocks kept beside the model's
+    checkpoint (:func:`specviz.models.q4k.write_q4k_blocks`; the file opened once, each tensor read when asked; None
+    for a weight without its blocks there, or a model without the file)."""
     blocks_file = Path(str(getattr(model, "name_or_path", ""))) / Q4K_FILE
     if not blocks_file.is_file():
-        return lambda _name: None
+        yield lambda _name: None
+        return
     with safe_open(blocks_file, "pt") as blocks:
         held = set(blocks.keys())
-
-    def groups(name: str) -> Groups | None:
-        if name not in held:
-            return None
-        with safe_open(blocks_file, "pt") as blocks:
-            return q4k_groups(blocks.get_tensor(name))
-
-    return groups
+        yield lambda name: q4k_groups(blocks.get_tensor(name)) if name in held else None

@@ -134,10 +134,8 @@ def llama_weights(model: PreTrainedModel) -> LlamaWeights | None:
 def fused_layer_kernels(layers: tuple[LlamaLayer, ...], head_dim: int) -> Kernels | None:
     """The kernels a draft's :func:`draft_layer` calls, where every layer's products are int4 (q, k and v, and gate
     and up, each in one buffer) and the heads suit the attention kernel; else None."""
-    fused = [layer for layer in layers if layer.qkv and layer.gate_up and layer.o.int4 and layer.down.int4]
-    if not layers or len(fused) < len(layers) or head_dim % 16:
-        return None
-    return layers[0].qkv.kernel if layers[0].qkv else None
+    joint = [layer.qkv for layer in layers if layer.qkv and layer.gate_up and layer.o.int4 and layer.down.int4]
+    return joint[0].kernel if joint and len(joint) == len(layers) and not head_dim % 16 else None
 
 
 def rms_norm(x: torch.Tensor, gain: torch.Tensor, eps: float) -> torch.Tensor:
@@ -233,7 +231,7 @@ def llama_hidden(
     cos, sin = rotary_tables(weights.inverse_frequencies, positions, x.dtype)  # (T, d) each
     kernels = weights.draft_kernels if as_draft else None
     if kernels is not None:
-        x = x.float().contiguous()
+        x = x.float().contiguous()  # a tensor of this pass's own: each draft_layer adds to it in place
         keys = allowed.shape[-1] if allowed is not None else int(cache.get_seq_length()) + len(ids)
         counts, indices = keys_seen(allowed[None, None] if allowed is not None else None, len(ids), keys)
         for index, layer in enumerate(weights.layers):
