@@ -9,6 +9,8 @@ tree, two block sizes each) and sampling at computed power against each target's
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from transformers import DynamicCache
@@ -28,7 +30,7 @@ from specviz.models.int4 import (
 )
 from specviz.models.int8 import Int8Embedding, Int8Linear, Int8Matrix, int8_linear, quantise_rows, weight_levels
 from specviz.models.kernels import INT4, INT8, kernels_of
-from specviz.models.llama_step import llama_weights
+from specviz.models.llama_step import Int4DecoderLayer, llama_weights
 from specviz.models.machine import cpu_flags
 from specviz.models.row_attention import kernel_rows_attended, keys_seen
 from specviz.serving.urlstate import parse_query, to_query
@@ -298,6 +300,9 @@ def test_a_quantised_targets_lean_passes_are_transformers_own_bit_for_bit(quanti
     lean_weights = lean_weights_of_own_bits(target)
     assert lean_weights is not None
     assert all((layer.qkv is not None) == (dtype == "int4") for layer in lean_weights.layers)  # int4: joint calls
+    # int4: both run the package's layer, transformers' forward through its decoder layers
+    int4_layers = [isinstance(layer, Int4DecoderLayer) for layer in target.model.model.layers]
+    assert (lean_weights.int4_kernels is not None) == (dtype == "int4") and set(int4_layers) == {dtype == "int4"}
     assert lean_weights_of_own_bits(quantised_pairs[(dtype, "float32")].draft) is None  # a float draft's is not
     context, continuation = PROMPT, [7, 3, 11, 5]
     cached = len(context)
@@ -312,26 +317,28 @@ def test_a_quantised_targets_lean_passes_are_transformers_own_bit_for_bit(quanti
         assert torch.equal(logits, transformers_pass(target, context, new_ids, layout))
 
 
-def test_an_int4_drafts_layers_run_in_two_c_calls_with_the_lean_steps_numbers(quantised_pairs):
-    """A draft on int4 runs each decoder layer in two calls of ``draft_layer.c`` (norms summed by the package, not by
-    torch, so not transformers' bits: a draft's numbers are free, the target decides): the lean step's hidden states
-    up to that rounding, for a chain and a tree; a target's passes stay the lean step's (tests above)."""
-    draft = quantised_pairs[("int4", "int4")].draft
-    weights = llama_weights(draft.model)
-    assert weights is not None and weights.draft_kernels is not None
+@pytest.mark.parametrize("role", ["target", "draft"])
+def test_an_int4_models_layers_run_in_two_c_calls_with_the_lean_steps_numbers(quantised_pairs, role):
+    """An int4 model, target or draft, runs each decoder layer in two calls of ``int4_layer.c`` (norms summed by the
+    package, not by torch): the lean step's torch layers on the same int4 products give its hidden states up to that
+    rounding, for a chain and a tree (a RoPE or mask slip is far outside it)."""
+    model = getattr(quantised_pairs[("int4", "int4")], role)
+    weights = llama_weights(model.model)
+    assert weights is not None and weights.int4_kernels is not None
+    torch_layers = dataclasses.replace(weights, int4_kernels=None)
     cached = len(PROMPT)
     allowed = torch.zeros(3, cached + 3, dtype=torch.bool)
     allowed[:, :cached] = True
     allowed[0, cached], allowed[1, cached + 1], allowed[2, [cached, cached + 2]] = True, True, True
     tree = TreeLayout(positions=[cached, cached, cached + 1], allowed=allowed)
     for new_ids, layout in (([7], None), ([7, 3, 11, 5], None), ([7, 13, 3], tree)):
-        hidden = {}
-        for as_draft in (False, True):
+        hidden = []
+        for lean_weights in (weights, torch_layers):
             cache = DynamicCache()
-            model_body(draft, weights, PROMPT, cache, 0, 1, as_draft=as_draft)
-            hidden[as_draft] = model_body(draft, weights, new_ids, cache, cached, len(new_ids), layout, as_draft)
-        difference = (hidden[True] - hidden[False]).abs().max()
-        assert 0 < difference <= 0.05 * hidden[False].abs().max(), (new_ids, float(difference))
+            model_body(model, lean_weights, PROMPT, cache, 0, 1)
+            hidden.append(model_body(model, lean_weights, new_ids, cache, cached, len(new_ids), layout))
+        difference = (hidden[0] - hidden[1]).abs().max()
+        assert 0 < difference <= 0.05 * hidden[1].abs().max(), (role, new_ids, float(difference))
 
 
 @pytest.mark.parametrize("dtype,draft_dtype", [(t, d) for t, drafts in QUANTISED_PAIRS.items() for d in drafts])

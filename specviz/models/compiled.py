@@ -1,5 +1,5 @@
 """The package's C kernels (``int4_rows.c``: the int4 product; ``row_attention.c``: attention one query row at a
-time; ``draft_layer.c``: a draft's int4 decoder layer in two calls), compiled once per machine with its own
+time; ``int4_layer.c``: an int4 model's decoder layer in two calls), compiled once per machine with its own
 instruction set into one library and loaded.
 
 The sources are compiled by the system's C compiler for THIS CPU (``-march``, by default ``native``: AVX-512 VNNI,
@@ -27,7 +27,7 @@ from typing import Callable
 from specviz.models.cache import cache_root
 from specviz.models.machine import cpu_flags
 
-SOURCES = tuple(Path(__file__).with_name(name) for name in ("int4_rows.c", "row_attention.c", "draft_layer.c"))
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("int4_rows.c", "row_attention.c", "int4_layer.c"))
 FLAGS = ("-O3", "-fopenmp", "-ffp-contract=off", "-fPIC", "-shared")
 _built: dict[str, Kernels | str] = {}
 _lock = threading.Lock()
@@ -35,8 +35,8 @@ _lock = threading.Lock()
 
 @dataclass(frozen=True)
 class Kernels:
-    """The compiled ``int4_rows_product``, ``rows_attention`` and a draft's int4 decoder layer in two halves,
-    ``draft_layer_in`` and ``draft_layer_out`` (see each source's header for its arithmetic), and where they were
+    """The compiled ``int4_rows_product``, ``rows_attention`` and an int4 model's decoder layer in two halves,
+    ``int4_layer_in`` and ``int4_layer_out`` (see each source's header for its arithmetic), and where they were
     built."""
 
     product: Callable[..., int]
@@ -76,11 +76,11 @@ def compile_library(march: str, target: Path) -> str | None:
 def bind(library: Path, march: str) -> Kernels:
     """The library's functions with their argument types (each returns 0, or -1 out of memory): the product (x, rows,
     inputs, outputs, weight, bias or NULL, y), the attention (q, rows, heads, d, k, v, kv heads, keys, seen counts,
-    seen indices or NULL, scale, out) and the draft layer's two halves (``draft_layer.c`` names their arguments)."""
+    seen indices or NULL, scale, out) and the int4 layer's two halves (``int4_layer.c`` names their arguments)."""
     loaded = ctypes.CDLL(str(library))
     pointer, size, real = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
     product, attention = loaded.int4_rows_product, loaded.rows_attention
-    layer_in, layer_out = loaded.draft_layer_in, loaded.draft_layer_out
+    layer_in, layer_out = loaded.int4_layer_in, loaded.int4_layer_out
     product.argtypes = [pointer, size, size, size, pointer, pointer, pointer]
     attention.argtypes = [pointer, size, size, size, pointer, pointer, size, size, pointer, pointer, real, pointer]
     layer_in.argtypes = [pointer, size, size, pointer, real, pointer, pointer, size, size, size, pointer, pointer]

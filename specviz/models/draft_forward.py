@@ -50,7 +50,7 @@ def draft_forward(k: int) -> ForwardFn:
         if weights is None and not k:
             return full_forward(loaded, new_ids, cache, cached, n_last, layout)
         with loaded.lock, torch.inference_mode():
-            hidden = model_body(loaded, weights, new_ids, cache, cached, n_last, layout, as_draft=True)  # (n_last, H)
+            hidden = model_body(loaded, weights, new_ids, cache, cached, n_last, layout)  # (n_last, H)
             if not k:
                 return loaded.model.get_output_embeddings()(hidden)  # (n_last, V)
             ids, head = trimmed_head(loaded, k)

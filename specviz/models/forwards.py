@@ -62,11 +62,13 @@ def _inputs(loaded: LoadedModel, new_ids: list[int], layout: TreeLayout | None) 
 def lean_weights_of_own_bits(loaded: LoadedModel) -> LlamaWeights | None:
     """The lean body's weights where a model's full passes take it: a plain Llama (or Qwen2) that attends one query
     row at a time, as a quantised model does. There the lean body computes transformers' own bits, every row of every
-    pass (the products are the model's own layers, attention the same :func:`~specviz.models.row_attention.
-    rows_attended`, the norms and rotations the same operations: tests/test_quantised_targets.py), without
-    transformers' per-layer Python: the target alone, the speculative run and the profile all run it, and
-    transformers' ``generate`` on the same model gives the same tokens. A float model's passes stay transformers' own:
-    there ``generate`` is the peer measured beside the app, on the same passes."""
+    pass (tests/test_quantised_targets.py), without transformers' per-layer Python: an int8 model's products are its
+    own layers, attention the same :func:`~specviz.models.row_attention.rows_attended`, the norms and rotations the
+    same operations; an int4 model's layers are :func:`~specviz.models.llama_step.int4_layer` in both (transformers'
+    decoder layers call it: :class:`~specviz.models.llama_step.Int4DecoderLayer`). The target alone, the speculative
+    run and the profile all run it, and transformers' ``generate`` on the same model gives the same tokens. A float
+    model's passes stay transformers' own: there ``generate`` is the peer measured beside the app, on the same
+    passes."""
     if not attends_by_rows(loaded.model):  # asked first: a float model's weights are not read (nor kept) here
         return None
     return llama_weights(loaded.model)
@@ -107,12 +109,10 @@ def model_body(
     cached: int,
     n_last: int,
     layout: TreeLayout | None = None,
-    as_draft: bool = False,
 ) -> torch.Tensor:
     """Final normed hidden states (n_last, H) of the last ``n_last`` new tokens: a plain Llama (its
     :func:`~specviz.models.llama_step.llama_weights`) through :mod:`specviz.models.llama_step`, the same numbers without
-    transformers' per-layer Python; any other model (``weights`` None) through transformers' own body. ``as_draft``:
-    a draft's pass (:func:`~specviz.models.llama_step.llama_hidden`)."""
+    transformers' per-layer Python; any other model (``weights`` None) through transformers' own body."""
     if weights is None:
         return loaded.model.model(
             **_inputs(loaded, new_ids, layout), past_key_values=cache, use_cache=True
@@ -120,7 +120,7 @@ def model_body(
     ids = torch.tensor(new_ids, device=loaded.device)  # (T,)
     positions = new_positions(layout, cached, len(new_ids), loaded.device)  # (T,)
     allowed = layout.allowed.to(loaded.device) if layout else causal_mask(len(new_ids), cached, loaded.device)
-    return llama_hidden(weights, ids, positions, allowed, cache, n_last, as_draft)
+    return llama_hidden(weights, ids, positions, allowed, cache, n_last)
 
 
 def states_forward(

@@ -25,9 +25,10 @@ from specviz.models import hub
 from specviz.models.embedded import EMBEDDED_NAME, embedded_model_dir
 from specviz.models.embedded_draft import EMBEDDED_DRAFT_NAME, embedded_draft_dir
 from specviz.models.errors import ModelLoadError, VocabularyMismatchError
-from specviz.models.int4 import int4_not_on, quantize_int4
+from specviz.models.int4 import int4_not_on
 from specviz.models.int8 import int8_not_on, quantize_int8
 from specviz.models.kernels import DEFAULT, INT4, INT8, QUANTISED
+from specviz.models.llama_step import quantize_int4_model
 from specviz.models.loaded import LoadedModel
 from specviz.models.machine import check_memory, resolve_device, share_kv_heads_in_masked_attention, weights_bytes
 from specviz.models.mapped_pages import own_remaining_weights
@@ -47,7 +48,7 @@ class Quantisation(NamedTuple):
         return self.not_on(device) is None
 
 
-QUANTISATIONS = {INT8: Quantisation(quantize_int8, int8_not_on), INT4: Quantisation(quantize_int4, int4_not_on)}
+QUANTISATIONS = {INT8: Quantisation(quantize_int8, int8_not_on), INT4: Quantisation(quantize_int4_model, int4_not_on)}
 
 
 def torch_dtype(name: str) -> torch.dtype:

@@ -1,5 +1,5 @@
-/* A draft's decoder layer on int4 weights in two calls: the Python around some forty small tensor operations a layer
- * (each a few microseconds of dispatch) is most of what a small draft's step costs beyond its weights' bytes.
+/* An int4 model's decoder layer in two calls: the Python around some forty small tensor operations a layer (each a
+ * few microseconds of dispatch) costs a step more than its products do beyond its weights' bytes.
  *
  * The math is the lean step's (llama_step.py; LLaMA, Touvron et al. 2023; Qwen2's q, k and v biases):
  *   layer_in:  h = n1(x);  q, k, v = h W_qkv^T + b_qkv  (one int4 product, int4_rows.c);  q, k = RoPE(q), RoPE(k)
@@ -8,9 +8,10 @@
  *              x += W_down (silu(h W_gate^T) * h W_up^T)
  *   n(x) = g * x / sqrt(mean(x^2) + eps)  (RMSNorm, Zhang & Sennrich 2019);  silu(z) = z / (1 + e^-z)
  *   RoPE: (x_i, x_{i+d/2}) -> (x_i cos - x_{i+d/2} sin, x_{i+d/2} cos + x_i sin) at the row's angles.
- * Only a DRAFT runs it: its norms' sums are this file's (float32, inputs in order), not torch's, so its numbers are
- * not transformers' to the bit; a draft's are free to be any (the target decides every token, and the rules test
- * the q each token was drawn from), while a target's lean step stays transformers' own.
+ * EVERY pass of an int4 model runs it, a target's and transformers' own forward included (llama_step.py), so it
+ * defines the int4 model's numbers: its norms' sums are this file's (float32, inputs in order), not torch's. Each row
+ * is computed alone (norms, RoPE and SiLU row by row, the products' and attention's rows never meet), so a pass over
+ * k rows gives, row for row, the bits of k one-row calls: what makes an int4 target exact to itself.
  */
 #include <math.h>
 #include <stdint.h>
@@ -48,9 +49,9 @@ static void rotate_heads(const float *in, int heads, int rows, int r, int d, con
 
 /* x (rows, hidden); cos, sin (rows, d); q out (heads, rows, d), k and v out (kv_heads, rows, d). 0, or -1 when out
  * of memory. */
-int draft_layer_in(const float *x, int rows, int hidden, const float *gain, float eps, const uint8_t *qkv,
-                   const float *qkv_bias, int heads, int kv_heads, int d, const float *cos, const float *sin, float *q,
-                   float *k, float *v) {
+int int4_layer_in(const float *x, int rows, int hidden, const float *gain, float eps, const uint8_t *qkv,
+                  const float *qkv_bias, int heads, int kv_heads, int d, const float *cos, const float *sin, float *q,
+                  float *k, float *v) {
     int width = (heads + 2 * kv_heads) * d;
     float *h = malloc(sizeof(float) * (size_t)rows * hidden);
     float *projected = malloc(sizeof(float) * (size_t)rows * width);
@@ -83,11 +84,11 @@ static int add_product(float *x, const float *in, int rows, int inputs, int outp
 
 /* x (rows, hidden) updated in place; q (heads, rows, d); keys and values (kv_heads, n_keys, d) with the rows' own;
  * seen_count / seen_index as rows_attention reads them; gate_up: the gate's and the up's weights end to end. */
-int draft_layer_out(float *x, int rows, int hidden, const float *q, int heads, int d, const float *keys,
-                    const float *values, int kv_heads, int n_keys, const int32_t *seen_count, const int32_t *seen_index,
-                    float scale, const uint8_t *o, const float *o_bias, const float *gain, float eps,
-                    const uint8_t *gate_up, const float *gate_up_bias, int intermediate, const uint8_t *down,
-                    const float *down_bias) {
+int int4_layer_out(float *x, int rows, int hidden, const float *q, int heads, int d, const float *keys,
+                   const float *values, int kv_heads, int n_keys, const int32_t *seen_count, const int32_t *seen_index,
+                   float scale, const uint8_t *o, const float *o_bias, const float *gain, float eps,
+                   const uint8_t *gate_up, const float *gate_up_bias, int intermediate, const uint8_t *down,
+                   const float *down_bias) {
     float *attended = malloc(sizeof(float) * (size_t)rows * heads * d);
     float *h = malloc(sizeof(float) * (size_t)rows * hidden);
     float *both = malloc(sizeof(float) * (size_t)rows * 2 * intermediate);
