@@ -6,9 +6,14 @@ asked for, at each γ, on held-out prompts no shipped draft saw. Runs are paired
 (medians), and every ratio compares totals of the same prompts. Prints, per configuration: tokens/s over
 ``generate``'s, how many outputs are token-identical to ``generate``'s, the draft's cost ratio c (its lean step over
 the target's step, from their profiles) and the greedy acceptance of its drafts; then the process's peak memory.
+With ``--assisted-drafts``, transformers' assisted generation runs in the same pairing, on the same loaded target,
+with the draft in each precision named, at each γ (a constant number of drafted tokens) and on its own default
+schedule (the number adapted round by round, drafting stopped below its confidence threshold), and the engine's
+fastest configuration is printed over assisted generation's fastest.
 
     .venv/bin/python -m benchmarks.bench_speculation [--pairs embedded,qwen-coder] [--dtypes float32]
         [--draft-dtypes float32,bfloat16,int8] [--gammas 3,5] [--trees 2x4] [--prompts 4] [--max-new-tokens 40]
+        [--assisted-drafts float32,bfloat16]
 """
 
 from __future__ import annotations
@@ -16,10 +21,12 @@ from __future__ import annotations
 import argparse
 import resource
 import time
+from collections.abc import Callable
 
 from benchmarks.bench_machine import PAIRS, hf_generate, pair_config, paired
 from specviz import DATA_DIR
 from specviz.analysis.roofline import cost_coefficient, pair_profiles
+from specviz.config import DecodeConfig
 from specviz.engine import load_pair, speculative_decode
 from specviz.engine.trace import Trace
 from specviz.models.loading import encode_prompt
@@ -56,13 +63,16 @@ def bench_pair(name: str, dtype: str, draft_dtypes: list[str], gammas: list[int]
     texts = read_prompt_file(DATA_DIR / prompt_file)[: args.prompts]
     target = load_pair(base).target
     prompt_ids = [encode_prompt(target.tokenizer, text, True) for text in texts]
+    assisted = assisted_runs(base, gammas, args)
 
     # seconds, tokens, identical outputs, drafted, accepted, rounds
-    totals = {label: [0.0, 0, 0, 0, 0, 0] for label in ["generate", *configs]}
+    totals = {label: [0.0, 0, 0, 0, 0, 0] for label in ["generate", *configs, *assisted]}
     for ids in prompt_ids:
         functions = {"generate": lambda ids=ids: hf_generate(target, ids, args.max_new_tokens)}
         for label, (config, pair, _) in configs.items():
             functions[label] = lambda c=config, p=pair, ids=ids: speculative_decode(c, prompt_ids=ids, pair=p)
+        for label, run in assisted.items():
+            functions[label] = lambda run=run, ids=ids: run(ids)
         results = paired(functions, args.repeats)
         reference = results["generate"][1]
         for label, (seconds, result) in results.items():
@@ -85,9 +95,35 @@ def bench_pair(name: str, dtype: str, draft_dtypes: list[str], gammas: list[int]
             f"identical {same}/{len(prompt_ids)}  c {costs[draft_dtype]:.3f}  "
             f"acceptance {accepted / max(drafted, 1):.2f}  {tokens / max(rounds, 1):.2f} tokens/round"
         )
+    for label in assisted:
+        seconds, tokens, same = totals[label][:3]
+        print(
+            f"  {label:26s} {tokens / seconds:7.2f} tokens/s  {tokens / seconds / base_rate:5.2f}x generate  "
+            f"identical {same}/{len(prompt_ids)}"
+        )
     best = max(configs, key=lambda label: totals[label][1] / totals[label][0])
     print(f"  fastest: {best.strip()}: {totals[best][1] / totals[best][0] / base_rate:.2f}x generate")
+    if assisted:
+        peer = max(assisted, key=lambda label: totals[label][1] / totals[label][0])
+        ratio = (totals[best][1] / totals[best][0]) / (totals[peer][1] / totals[peer][0])
+        print(f"  assisted generation's fastest: {peer.strip()}; the engine's fastest over it: {ratio:.2f}x")
     print(f"  peak memory of this process so far: {peak_memory_gb():.1f} GB")
+
+
+def assisted_runs(base: DecodeConfig, gammas: list[int], args: argparse.Namespace) -> dict[str, Callable]:
+    """transformers' assisted generation on the target of ``base`` with the draft in each precision of
+    ``--assisted-drafts``: at each γ, drafting exactly γ tokens a round, and on transformers' default schedule."""
+    runs: dict[str, Callable] = {}
+    for draft_dtype in filter(None, args.assisted_drafts.split(",")):
+        pair = load_pair(base.replace(draft_dtype=draft_dtype))
+        schedules = {f"γ={g}": {"num_assistant_tokens": g, "num_assistant_tokens_schedule": "constant",
+                                "assistant_confidence_threshold": 0.0} for g in gammas}  # fmt: skip
+        schedules["default schedule"] = {}
+        for name, options in schedules.items():
+            runs[f"assisted {draft_dtype:8s} {name}"] = lambda ids, pair=pair, options=options: hf_generate(
+                pair.target, ids, args.max_new_tokens, assistant_model=pair.draft.model, **options
+            )
+    return runs
 
 
 def main() -> None:
@@ -102,6 +138,9 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument(
         "--draft-vocab", type=int, default=None, help="the draft head's size K (FR-Spec; default: as the draft ships)"
+    )
+    parser.add_argument(
+        "--assisted-drafts", default="", help="draft precisions for transformers' assisted generation, e.g. float32"
     )
     parser.add_argument(
         "--trees",
