@@ -307,7 +307,7 @@ class Int4DecoderLayer(nn.Module):
         cached = int(past_key_values.get_seq_length(self.index)) if past_key_values is not None else 0
         counts, indices = keys_seen(attention_mask, rows, cached + rows)
         cos, sin = (t[0].float().contiguous() for t in position_embeddings)  # (T, d) each
-        x = hidden_states.float().clone()  # the layer adds to it in place; the caller's stays as it was
+        x = hidden_states.float().clone(memory_format=torch.contiguous_format)  # added to in place; the caller's kept
         layer = self.weights.layers[self.index]
         return int4_layer(kernels, self.weights, layer, x, cos, sin, counts, indices, past_key_values, self.index)
 
