@@ -235,7 +235,7 @@ def llama_hidden(
         keys = allowed.shape[-1] if allowed is not None else int(cache.get_seq_length()) + len(ids)
         counts, indices = keys_seen(allowed[None, None] if allowed is not None else None, len(ids), keys)
         for index, layer in enumerate(weights.layers):
-            x = int4_layer(weights.int4_kernels, weights, layer, x, cos, sin, counts, indices, cache, index)
+            x = int4_layer(weights, layer, x, cos, sin, counts, indices, cache, index)
     else:
         for index, layer in enumerate(weights.layers):
             x = llama_layer(weights, layer, x, cos, sin, allowed, cache, index)
@@ -243,7 +243,6 @@ def llama_hidden(
 
 
 def int4_layer(
-    kernels: Kernels,
     weights: LlamaWeights,
     layer: LlamaLayer,
     x: torch.Tensor,
@@ -255,10 +254,11 @@ def int4_layer(
     index: int,
 ) -> torch.Tensor:
     """:func:`llama_layer` on int4 weights (x (1, T, H) float32, updated in place), in two calls of ``int4_layer.c``
-    around the cache's update: norm, q k v and RoPE; then attention (row by row, as
+    (``weights.int4_kernels``) around the cache's update: norm, q k v and RoPE; then attention (row by row, as
     :mod:`specviz.models.row_attention`), o, norm and the SwiGLU MLP. Rows see the keys ``counts`` and ``indices``
     say (:func:`~specviz.models.row_attention.keys_seen`); without a cache, the new rows' own keys."""
-    assert layer.qkv is not None and layer.gate_up is not None and layer.o.int4 and layer.down.int4
+    kernels = weights.int4_kernels
+    assert kernels and layer.qkv is not None and layer.gate_up is not None and layer.o.int4 and layer.down.int4
     rows, hidden, heads, kv_heads, d = x.shape[1], x.shape[2], weights.heads, weights.kv_heads, weights.head_dim
     q, k, v = torch.empty(heads, rows, d), torch.empty(1, kv_heads, rows, d), torch.empty(1, kv_heads, rows, d)
     qkv, qkv_bias = layer.qkv.addresses
@@ -302,27 +302,25 @@ class Int4DecoderLayer(nn.Module):
         **_: object,
     ) -> torch.Tensor:
         assert position_embeddings is not None and hidden_states.shape[0] == 1, "one sequence, its rotary angles given"
-        kernels, rows = self.weights.int4_kernels, hidden_states.shape[1]
-        assert kernels is not None
+        rows = hidden_states.shape[1]
         cached = int(past_key_values.get_seq_length(self.index)) if past_key_values is not None else 0
         counts, indices = keys_seen(attention_mask, rows, cached + rows)
         cos, sin = (t[0].float().contiguous() for t in position_embeddings)  # (T, d) each
         x = hidden_states.float().clone(memory_format=torch.contiguous_format)  # added to in place; the caller's kept
         layer = self.weights.layers[self.index]
-        return int4_layer(kernels, self.weights, layer, x, cos, sin, counts, indices, past_key_values, self.index)
+        return int4_layer(self.weights, layer, x, cos, sin, counts, indices, past_key_values, self.index)
 
 
-def run_int4_layers_in_c(model: PreTrainedModel) -> bool:
+def run_int4_layers_in_c(model: PreTrainedModel) -> None:
     """Make every decoder layer of a freshly quantised model whose every layer is int4 an :class:`Int4DecoderLayer`
-    (in place, before the model is shared). Returns whether it did (not for a model the step does not compute, nor
-    one with a layer the kernel cannot take)."""
+    (in place, before the model is shared); a model the step does not compute, or with a layer the kernel cannot
+    take, keeps transformers' layers."""
     weights = llama_weights(model)
     if weights is None or weights.int4_kernels is None:
-        return False
+        return
     layers = model.model.layers
     for index, layer in enumerate(layers):
         layers[index] = Int4DecoderLayer(layer, weights, index)
-    return True
 
 
 def quantize_int4_model(model: nn.Module) -> int:
