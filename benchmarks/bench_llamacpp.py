@@ -45,7 +45,7 @@ from transformers import AutoTokenizer
 
 from benchmarks.bench_machine import PAIRS, pair_config
 from specviz import DATA_DIR
-from specviz.analysis.defaults import fastest_config
+from specviz.analysis.defaults import exit_words, fastest_config
 from specviz.analysis.peer_passes import PASS_TOKENS, read_llama_bench, store_peer_passes
 from specviz.analysis.race import run_race
 from specviz.engine import load_pair
@@ -166,7 +166,7 @@ def app_runs(wanted: str, prompts: list[list[int]], max_new: int) -> tuple[str, 
         draft_dtype, gamma, *stop = given
         exit_at = float(stop[0]) if stop else 0.0
         config = config.replace(draft_dtype=draft_dtype, gamma=int(gamma), confidence_exit=exit_at)
-        chosen = f"draft {draft_dtype}, γ = {gamma}" + (f", stopping below max q = {exit_at}" if exit_at else "")
+        chosen = f"draft {draft_dtype}, γ = {gamma}{exit_words(exit_at)}"
     else:
         config, chosen = fastest_config(config)
     config = config.replace(max_new_tokens=max_new)

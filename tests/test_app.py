@@ -182,7 +182,7 @@ def test_a_link_to_a_pair_opens_on_its_own_measured_precision_unless_it_sets_one
     at = make_app({"target": hub.target, "draft": hub.draft, "dtype": app.dtype, "prompt": "Hi"}).run()
     assert (at.session_state.dtype, at.session_state.gamma) == (app.dtype, gamma)
     # the precision is the link's: a pair change keeps it (the draft's precision follows the pair: not measured here)
-    assert at.session_state[Session.pair_defaults.key] == {"gamma": gamma, "draft_dtype": None}
+    assert at.session_state[Session.pair_defaults.key] == {"gamma": gamma, "draft_dtype": None, "confidence_exit": 0}
 
 
 def test_a_pair_change_moves_the_settings_that_still_hold_the_last_pairs_defaults():
@@ -218,12 +218,15 @@ def test_a_quiz_link_on_any_page_opens_the_quiz_at_its_round_with_no_verdict(tin
 
 
 def test_the_students_link_round_trips_to_the_quiz(tiny_params):
-    at = make_app({**tiny_params, "gamma": "2"}).run()
+    from specviz.serving.pairs import app_defaults
+
+    gamma = 3 if app_defaults().gamma == 2 else 2  # not the app's own: the link carries what differs from it
+    at = make_app({**tiny_params, "gamma": str(gamma)}).run()
     link = next(c.value for c in at.code if "view=quiz" in c.value)
     query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(link).query))
-    assert urllib.parse.urlsplit(link).path.endswith("lesson_player") and query["gamma"] == "2"
+    assert urllib.parse.urlsplit(link).path.endswith("lesson_player") and query["gamma"] == str(gamma)
     opened = make_app(query).run()
-    assert player_of(opened)[2]["view"] == "quiz" and player_of(opened)[0]["config"]["gamma"] == 2
+    assert player_of(opened)[2]["view"] == "quiz" and player_of(opened)[0]["config"]["gamma"] == gamma
 
 
 def test_a_drafter_without_weights_for_the_pair_says_why_in_the_sidebar(tiny_params):
@@ -246,6 +249,32 @@ def test_the_cli_lesson_takes_the_pairs_measured_defaults_where_the_user_gave_no
     assert (given.dtype, given.gamma) == ("bfloat16", 3)
     monkeypatch.setattr(pairs, "pair_defaults", lambda target, draft, device: None)  # not measured here
     assert pairs.with_pair_defaults(DecodeConfig(device="cpu")) == DecodeConfig(device="cpu")
+
+
+def test_a_server_set_to_a_quantised_precision_opens_each_pair_on_its_fastest_draft_there(monkeypatch, tmp_path):
+    """``SPECVIZ_DTYPE=int4``: the pair opens on the draft precision, γ and confidence exit measured fastest for an
+    int4 target on this machine, and says so; a precision not measured here keeps the config's own."""
+    from specviz.analysis.defaults import store_defaults
+    from specviz.analysis.roofline import FastestDraft, MeasuredDefaults
+    from specviz.config import DecodeConfig
+    from specviz.serving import pairs
+
+    monkeypatch.setattr("specviz.analysis.defaults.cache_root", lambda: tmp_path)
+    fastest = {"float32": FastestDraft("int4", 5, 2.6, 9.4, 0.0), "int4": FastestDraft("int4", 6, 1.5, 23.0, 0.8)}
+    store_defaults("a-target", "a-draft", "cpu", MeasuredDefaults("float32", 5, "measured", "int4", fastest))
+    monkeypatch.setenv("SPECVIZ_DTYPE", "int4")
+    own = pairs.pair_defaults("a-target", "a-draft", "cpu")
+    assert own is not None and (own.dtype, own.gamma, own.draft_dtype, own.confidence_exit) == ("int4", 6, "int4", 0.8)
+    assert "stopping below max q = 0.8" in own.reason
+    monkeypatch.setattr(pairs, "pair_defaults", lambda target, draft, device: own)
+    chosen = pairs.with_pair_defaults(DecodeConfig(device="cpu"))
+    assert (chosen.dtype, chosen.gamma, chosen.draft_dtype, chosen.value("confidence_exit")) == ("int4", 6, "int4", 0.8)
+    monkeypatch.undo()
+    monkeypatch.setattr("specviz.analysis.defaults.cache_root", lambda: tmp_path)
+    monkeypatch.setenv("SPECVIZ_DTYPE", "int8")  # not measured for this pair: the config's γ
+    assert pairs.pair_defaults("a-target", "a-draft", "cpu") == MeasuredDefaults(
+        "int8", DecodeConfig().gamma, "$SPECVIZ_DTYPE sets int8 on this server."
+    )
 
 
 def test_the_packaged_main_script_serves_the_same_pages(tiny_params):

@@ -334,6 +334,37 @@ def test_the_metrics_labels_are_whole_at_1280_px(app_url):
         assert page.evaluate(CUT_LABELS) == []  # [label, pixels it overflows]
 
 
+DRAFT_CHOICES = {"float32": "float32", "bfloat16": "bfloat16", "int8": "int8 weights", "int4": "int4 weights"}
+
+
+def test_a_precision_picked_in_the_sidebar_opens_on_the_fastest_draft_measured_for_it(app_url):
+    """#52 as a teacher meets it: a click on the sidebar's other lesson precision moves γ, the draft's precision and
+    its confidence exit to the fastest measured for a target in it on this machine (the app measures both lesson
+    precisions when it starts), and the Precision page says which; the link carries them to a fresh tab."""
+    with chromium_page(1400, 1000) as page:
+        page.goto(f"{app_url}/numerics")
+        precision = page.get_by_role("radiogroup", name="Precision", exact=True)
+        precision.wait_for(timeout=300_000)
+        exact = precision.get_by_role("radio", name="float32 (exact)", exact=True).is_checked()
+        other = "bfloat16" if exact else "float32"
+        precision.get_by_text("bfloat16" if exact else "float32 (exact)", exact=True).click()
+        said = page.get_by_text(re.compile(rf"The fastest draft measured here for a {other} target: "))
+        said.first.wait_for(timeout=300_000)
+        draft, gamma, stop = re.findall(
+            rf"for a {other} target: (\w+) at γ = (\d+)(, stopping below max q = [0-9.]+)?", said.first.inner_text()
+        )[0]
+        assert page.get_by_role("slider", name=re.compile("Block size γ")).input_value() == gamma
+        drafts = page.get_by_role("radiogroup", name="Draft precision", exact=True)
+        assert drafts.get_by_role("radio", name=DRAFT_CHOICES[draft], exact=True).is_checked()
+        page.wait_for_url(re.compile(rf"dtype={other}"), timeout=300_000)
+        fresh = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
+        fresh.set_default_timeout(600_000)
+        fresh.goto(page.url)
+        fresh.get_by_text(re.compile(rf"The fastest draft measured here for a {other} target: ")).first.wait_for()
+        slider = fresh.get_by_role("slider", name=re.compile("Block size γ"))
+        assert slider.input_value() == gamma and (stop == "") == ("confidence_exit" not in page.url)
+
+
 QUANTISED_CHOICES = {  # the sidebar's Precision options
     "int8": "int8 (exact to the int8 target; CPU)",
     "int4": "int4 (exact to the int4 target; CPU)",

@@ -26,6 +26,7 @@ from specviz.models.profile import KERNELS_VAR, NOISY, PassProfile, keep_if_quie
 from specviz.models.rates import MachineRates
 from specviz.rules.distributions import softmax32
 from specviz.rules.sampling import BrokenResidualRule
+from specviz.rules.theory import expected_speedup
 from tests.tiny import make_tiny_pair
 
 from .conftest import target_greedy
@@ -227,17 +228,76 @@ def test_the_default_precision_is_exact_where_float32_speculation_pays():
     assert slow.dtype == "bfloat16" and "lossless only up to rounding" in slow.reason
 
 
-def test_the_fastest_draft_is_the_one_priced_fastest_at_its_own_acceptance():
+def replay_of(agreed: str, confidence: str = "") -> roofline.DraftReplay:
+    """A one-continuation replay: ``agreed`` as 1/0 per position, ``confidence`` as digits d for max q = d / 10
+    (every position 0.9 where not given)."""
+    sure = confidence or "9" * len(agreed)
+    return roofline.DraftReplay((tuple(a == "1" for a in agreed),), (tuple(int(d) / 10 for d in sure),))
+
+
+def test_greedy_rounds_replay_along_the_targets_text_as_the_engine_plays_them():
+    # γ 3 on 8 positions: draft 3, accept 2, emit the correction (3 tokens); draft 3, all accepted, bonus (4); the
+    # last position is the final round's own token (nothing left to draft)
+    assert roofline.replayed_rounds([1, 1, 0, 1, 1, 1, 1, 0], [0.9] * 8, 3, 0.0) == [(3, 3), (3, 4), (0, 1)]
+    # a confidence exit stops drafting after the first unsure position (that one still drafted)
+    assert roofline.replayed_rounds([1, 1, 1, 1, 1], [0.9, 0.5, 0.9, 0.9, 0.9], 4, 0.8) == [(2, 3), (1, 2)]
+    # the rounds never draft past the continuation: every token is emitted once
+    for gamma in range(1, 9):
+        rounds = roofline.replayed_rounds([1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 0], [0.9] * 11, gamma, 0.0)
+        assert sum(emitted for _, emitted in rounds) == 11 and all(d <= gamma for d, _ in rounds)
+
+
+def test_a_replay_of_independent_acceptance_prices_what_theorem_3_8_does():
+    """With acceptance i.i.d. at α and full blocks, the replayed speedup converges to Thm. 3.8's at v(k)."""
+    generator = torch.Generator().manual_seed(0)
+    alpha, gamma, c = 0.7, 4, 0.1
+    agreed = (torch.rand(200_000, generator=generator) < alpha).tolist()
+    replay = roofline.DraftReplay((tuple(agreed),), ((0.9,) * len(agreed),))
+    target, draft = profile_of(tuple(20.0 + n for n in range(9))), profile_of((20.0 * c,) * 9)
+    replayed = roofline.replayed_speedup(replay, gamma, 0.0, target, draft)
+    assert replayed == pytest.approx(expected_speedup(alpha, gamma, c, target.verify_cost(gamma)), rel=0.01)
+    assert replay.alpha == pytest.approx(alpha, abs=0.005)
+
+
+def test_the_engines_own_costs_per_token_shorten_the_rounds_that_pay():
+    """A round costs its passes plus the engine's work on each drafted token and verified position; where drafting a
+    token costs more than its pass, shorter blocks pay (the replay prices what the engine spends, not only the
+    models' passes)."""
+    target, draft = profile_of(tuple(20.0 + n for n in range(9))), profile_of((2.0,) * 9)
+    spent = roofline.RoundOverheads(drafted_ms=3.0, position_ms=0.5)
+    assert roofline.round_ms(4, target, draft, spent) == 4 * (2.0 + 3.0) + 24.0 + 5 * 0.5
+    replay = replay_of(
+        "".join("1" if x < 0.8 else "0" for x in torch.rand(400, generator=torch.Generator().manual_seed(1)))
+    )
+    free = roofline.replayed_draft(replay, target, draft, exits=(0.0,))
+    costly = roofline.replayed_draft(replay, target, draft, spent, exits=(0.0,))
+    assert costly[0] < free[0] and costly[2] < free[2]
+
+
+def test_the_fastest_draft_is_the_one_whose_replayed_rounds_are_fastest():
     target = profile_of((20.0,) * 9)
-    exact, bf16, int8 = profile_of((6.0,) * 9), profile_of((3.0,) * 9), profile_of((1.5,) * 9)
-    profiles = {("float32", "float32"): (target, exact), ("float32", "bfloat16"): (target, bf16)}
-    profiles[("float32", "int8")] = (target, int8)
-    cheaper = roofline.fastest_drafts(profiles, {"float32": 0.8, "bfloat16": 0.8, "int8": 0.78})
-    assert cheaper["float32"][:2] == ("int8", roofline.best_priced_gamma(0.78, 1.5 / 20, target))
-    assert cheaper["float32"][2] == roofline.priced_draft(0.78, target, int8)[1]
-    # a draft that became cheap by losing most of its acceptance does not pay: the bfloat16 draft wins
-    worse = roofline.fastest_drafts(profiles, {"float32": 0.8, "bfloat16": 0.8, "int8": 0.3})
-    assert worse["float32"][0] == "bfloat16"
+    exact, int8 = profile_of((6.0,) * 9), profile_of((1.5,) * 9)
+    profiles = {("float32", "float32"): (target, exact), ("float32", "int8"): (target, int8)}
+    agreeing = replay_of("1111011110" * 6)
+    cheaper = roofline.fastest_drafts(profiles, {"float32": agreeing, "int8": agreeing})["float32"]
+    assert cheaper.draft_dtype == "int8"
+    gamma, exit_at, speedup = roofline.replayed_draft(agreeing, target, int8)
+    assert (cheaper.gamma, cheaper.confidence_exit, cheaper.speedup) == (gamma, exit_at, speedup)
+    assert cheaper.tokens_per_s == pytest.approx(speedup * 1000 / 20.0)
+    # a draft that became cheap by losing most of its acceptance does not pay: the float32 draft wins
+    worse = roofline.fastest_drafts(profiles, {"float32": agreeing, "int8": replay_of("1000" * 15)})
+    assert worse["float32"].draft_dtype == "float32"
+
+
+def test_a_confidence_exit_is_chosen_where_the_draft_knows_when_it_is_wrong():
+    """A draft whose every disagreement comes at low confidence: stopping there saves the rounds' wasted draft steps
+    and rows, so a confidence exit pays; the same draft, sure of its wrong tokens, gets none."""
+    target, draft = profile_of(tuple(20.0 * (1 + 0.1 * n) for n in range(9))), profile_of((5.0,) * 9)
+    agreed = "".join("1" if x < 0.75 else "0" for x in torch.rand(400, generator=torch.Generator().manual_seed(0)))
+    knows = replay_of(agreed, agreed.replace("0", "4").replace("1", "9"))
+    _, exit_at, speedup = roofline.replayed_draft(knows, target, draft)
+    assert exit_at > 0 and speedup > roofline.replayed_draft(knows, target, draft, exits=(0.0,))[2]
+    assert roofline.replayed_draft(replay_of(agreed), target, draft)[1] == 0.0
 
 
 def test_fastest_decodes_on_the_measured_choice_and_the_trace_records_it(onednn, tmp_path, monkeypatch, capsys):
@@ -252,7 +312,8 @@ def test_fastest_decodes_on_the_measured_choice_and_the_trace_records_it(onednn,
     chosen = defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu").fastest["float32"]
     recorded = json.loads(out.read_text())["config"]
     assert (recorded["drafter"], recorded["draft_dtype"], recorded["gamma"]) == ("model", *chosen[:2])
-    assert f"the draft model in {chosen[0]} at γ = {chosen[1]}" in capsys.readouterr().err
+    assert recorded["confidence_exit"] == chosen.confidence_exit in roofline.EXITS
+    assert f"the draft model in {chosen.draft_dtype} at γ = {chosen.gamma}" in capsys.readouterr().err
 
 
 def test_fastest_among_target_precisions_picks_the_one_priced_fastest_and_records_it(
@@ -269,11 +330,15 @@ def test_fastest_among_target_precisions_picks_the_one_priced_fastest_and_record
     args = ["trace", "--target", dirs["target"], "--draft", dirs["draft"], "--fastest", "int8,int4"]
     assert main([*args, "--prompt-ids", ",".join(map(str, PROMPT)), "--device", "cpu", "--out", str(out)]) == 0
     fastest = defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu").fastest
-    dtype = max(("int8", "int4"), key=lambda d: fastest[d][3])
+    dtype = max(("int8", "int4"), key=lambda d: fastest[d].tokens_per_s)
     recorded = json.loads(out.read_text())["config"]
     assert (recorded["dtype"], recorded["draft_dtype"], recorded["gamma"]) == (dtype, *fastest[dtype][:2])
+    assert recorded["confidence_exit"] == fastest[dtype].confidence_exit
     said = capsys.readouterr().err
-    assert f"a {dtype} target (the fastest of int8, int4)" in said and f"{fastest[dtype][3]:.1f} tokens/s" in said
+    assert (
+        f"a {dtype} target (the fastest of int8, int4)" in said
+        and f"{fastest[dtype].tokens_per_s:.1f} tokens/s" in said
+    )
     assert main([*args[:-1], "int3", "--prompt-ids", "1,2", "--device", "cpu", "--out", str(out)]) != 0
     assert "--fastest knows targets in" in capsys.readouterr().err
 
@@ -299,8 +364,9 @@ def test_a_pairs_defaults_are_measured_once_and_kept_for_this_machine_only(onedn
     assert "greedy acceptance on held-out prompts, α = " in measured.reason  # measured: no manifest for this pair
     assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu") == measured
     assert set(measured.fastest) == set(defaults.PRECISIONS)  # the fastest draft for each target precision
-    assert measured.draft_dtype == measured.fastest[measured.dtype][0] in ("float32", "bfloat16", "int8", "int4")
-    assert measured.gamma == measured.fastest[measured.dtype][1] and "Fastest draft here" in measured.reason
+    assert measured.draft_dtype in ("float32", "bfloat16", "int8", "int4")  # the lesson's: γ tokens a round
+    assert all(fastest.confidence_exit in roofline.EXITS for fastest in measured.fastest.values())
+    assert "Fastest draft here" in measured.reason and 1 <= measured.gamma <= PROFILE_TOKENS - 1
     assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cuda") is None  # another device, another record
     monkeypatch.setattr(torch, "__version__", "0.0.0")
     assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu") is None  # another torch, measured again
@@ -324,9 +390,9 @@ def test_the_app_measures_the_lesson_precisions_and_fastest_adds_the_quantised_o
     assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu") == widened
 
 
-def test_greedy_acceptance_is_how_often_the_drafts_greedy_token_is_the_targets_next(onednn):
-    """α over the target's greedy text, the draft fed the target's tokens: one pass a prompt, checked here against
-    the draft's own argmax after each prefix, one transformers forward each."""
+def test_the_drafts_replay_reads_its_greedy_tokens_and_confidence_along_the_targets_text(onednn):
+    """Agreement and confidence over the target's greedy text, the draft fed the target's tokens: one pass a prompt,
+    checked here against the draft's own softmax after each prefix, one transformers forward each."""
     from specviz.analysis import defaults
     from specviz.engine import load_pair
 
@@ -335,16 +401,19 @@ def test_greedy_acceptance_is_how_often_the_drafts_greedy_token_is_the_targets_n
     pair = load_pair(config)
     continuations = defaults.target_continuations(config, pair)
     assert len(continuations) == 2 * defaults.ACCEPTANCE_PROMPTS
-    agreed = total = 0
+    agreed, confidence = [], []
     for prompt, continuation in continuations:
         for t, token in enumerate(continuation):
             ids = torch.tensor([prompt + continuation[:t]])
             with torch.inference_mode():
-                agreed += int(pair.draft.model(ids).logits[0, -1].argmax()) == token
-            total += 1
-    alpha = defaults.greedy_acceptance(config, pair.draft, continuations)
-    assert alpha == agreed / total and 0 < alpha < 1  # the tiny draft is a noisy copy: it agrees often, not always
-    assert defaults.greedy_acceptance(config, pair.target, continuations) == 1.0  # the target drafting for itself
+                q = torch.softmax(pair.draft.model(ids).logits[0, -1].float(), -1)
+            agreed.append(int(q.argmax()) == token)
+            confidence.append(float(q.max()))
+    replay = defaults.draft_replay(config, pair.draft, continuations)
+    assert [a for one in replay.agreed for a in one] == agreed
+    assert [c for one in replay.confidence for c in one] == pytest.approx(confidence, abs=1e-5)
+    assert replay.alpha == sum(agreed) / len(agreed) and 0 < replay.alpha < 1  # a noisy copy: agrees often, not always
+    assert defaults.draft_replay(config, pair.target, continuations).alpha == 1.0  # the target drafting for itself
 
 
 def test_an_unreadable_defaults_file_is_measured_again(tmp_path, monkeypatch):
@@ -371,7 +440,7 @@ def test_replicas_starting_together_agree_on_one_measured_choice(onednn, tmp_pat
     config = config_for(dirs)
     path = defaults.defaults_file(config.target, config.draft, config.device)
     path.parent.mkdir(parents=True)
-    fastest = {dtype: ("int4", 7, 1.5, 10.0) for dtype in defaults.LESSON_PRECISIONS}  # what a measurement holds
+    fastest = {dtype: ("int4", 7, 1.5, 10.0, 0.8) for dtype in defaults.LESSON_PRECISIONS}  # a measurement's
     chosen = roofline.MeasuredDefaults("bfloat16", 7, "the first replica's measurement", fastest=fastest)
     got = []
     with open(path.with_suffix(".lock"), "w") as first:  # the first replica is measuring

@@ -3,10 +3,11 @@
 A pair's default is the precision that keeps the lesson true (:func:`~specviz.analysis.roofline.measured_defaults`:
 float32 where its speculation, priced at this machine's v(k) and c, pays; else the faster precision, lossless only
 up to rounding) at the draft's greedy acceptance, then the draft precision and γ fastest in that precision
-(:func:`~specviz.analysis.roofline.fastest_drafts`; ``--fastest`` reads the same for any target precision). Each
-draft precision's acceptance is measured here on held-out prompts. Measuring loads the pair in each precision in
-turn (never both at once: the published 1.5B target takes 7 GB in float32), so it runs where a wait is expected
-(``specviz fetch``, ``python -m specviz machine``) and the app reads the stored result.
+(:func:`~specviz.analysis.roofline.fastest_drafts`: greedy rounds replayed along the target's own text at this
+machine's costs; ``--fastest`` reads the same for any target precision, a confidence exit included). Each draft
+precision is read along the target's greedy text of held-out prompts (:func:`draft_replay`). Measuring loads the
+pair in each precision in turn (never both at once: the published 1.5B target takes 7 GB in float32), so it runs
+where a wait is expected (``specviz fetch``, ``python -m specviz machine``) and the app reads the stored result.
 
 No streamlit.
 """
@@ -25,9 +26,17 @@ from transformers import DynamicCache
 
 from specviz import DATA_DIR
 from specviz.analysis.draft_precision import precisions_on
-from specviz.analysis.roofline import MeasuredDefaults, fastest_drafts, measured_defaults, pair_profiles
+from specviz.analysis.roofline import (
+    DraftReplay,
+    MeasuredDefaults,
+    Profiles,
+    RoundOverheads,
+    fastest_drafts,
+    measured_defaults,
+    pair_profiles,
+)
 from specviz.config import DecodeConfig
-from specviz.engine import ModelPair, load_pair, prompt_ids_for
+from specviz.engine import ModelPair, load_pair, prompt_ids_for, speculative_decode
 from specviz.engine.baseline import autoregressive_decode
 from specviz.models.cache import cache_root, write_json_atomically
 from specviz.models.draft_forward import draft_forward
@@ -44,9 +53,11 @@ from specviz.training.teacher_text import read_prompt_file
 LESSON_PRECISIONS = ("float32", "bfloat16")  # a pair's default precision: exact, or the lesson of rounding
 PRECISIONS = (*LESSON_PRECISIONS, "int8", "int4")  # each profiled with every draft precision: --fastest knows them all
 ACCEPTANCE_PROMPTS = 3  # held-out prompts of each file (prose and code) the acceptance is measured on
-ACCEPTANCE_TOKENS = 32  # of the target's greedy text after each held-out prompt
-CHOICES = 5  # bumped when what a pair's defaults choose changes (2: draft precision; 3: int8; 4: int4; 5: α per token)
-PAIR_DEFAULTS = ("dtype", "gamma", "draft_dtype")  # the settings a pair's measured defaults set
+ACCEPTANCE_TOKENS = 64  # of the target's greedy text after each held-out prompt (rounds replayed along it)
+OVERHEAD_GAMMA, OVERHEAD_TOKENS = 4, 40  # the engine's run that reads its rounds' own costs (round_overheads)
+CHOICES = 6  # bumped when what a pair's defaults choose changes (2: draft precision; 3: int8; 4: int4; 5: α per token;
+# 6: rounds replayed, confidence exits)
+PAIR_DEFAULTS = ("dtype", "gamma", "draft_dtype", "confidence_exit")  # the settings a pair's measured defaults set
 
 
 def defaults_file(target: str, draft: str | None, device: str) -> Path:
@@ -89,23 +100,40 @@ def target_continuations(config: DecodeConfig, pair: ModelPair) -> Continuations
     return [(ids, autoregressive_decode(greedy, pair, ids)[0]) for ids in heldout_prompt_ids(greedy, pair)]
 
 
-def greedy_acceptance(config: DecodeConfig, draft: LoadedModel, continuations: Continuations) -> float:
-    """The draft's greedy acceptance α: how often its greedy token (through its drafting head, FR-Spec's trimmed one
-    where the config asks) is the target's own next token, over every position of the target's greedy
-    continuations, the draft fed the target's tokens (one pass a prompt). This is the per-token α of Leviathan et
-    al. (2023, Sec. 3.1: α = E[min(p, q)] summed, for greedy rules P(argmax q = argmax p)) that the pricing assumes
-    (:func:`~specviz.analysis.roofline.measured_defaults`): every drafted position a greedy round verifies is such
-    a position, for an accepted prefix is the target's own."""
+def draft_replay(config: DecodeConfig, draft: LoadedModel, continuations: Continuations) -> DraftReplay:
+    """The draft read along the target's greedy continuations (:class:`~specviz.analysis.roofline.DraftReplay`), fed
+    the target's tokens, one pass a prompt, through its drafting head (FR-Spec's trimmed one where the config asks):
+    at each position whether its greedy token is the target's own next token, and its confidence max q there. Its
+    ``alpha`` is the per-token α of Leviathan et al. (2023, Sec. 3.1: for greedy rules P(argmax q = argmax p)):
+    every drafted position a greedy round verifies is such a position, for an accepted prefix is the target's own."""
     forward = draft_forward(draft.draft_head_size(config.draft_vocab))
-    agreed = total = 0
+    agreed, confidence = [], []
     for prompt, continuation in continuations:
         if not continuation:
             continue
         fed = prompt + continuation[:-1]
-        logits = forward(draft, fed, DynamicCache(), 0, len(continuation), None)  # (len(continuation), V)
-        agreed += int((logits.argmax(-1).cpu() == torch.tensor(continuation)).sum())
-        total += len(continuation)
-    return agreed / max(1, total)
+        logits = forward(draft, fed, DynamicCache(), 0, len(continuation), None).float().cpu()  # (len, V)
+        agreed.append(tuple((logits.argmax(-1) == torch.tensor(continuation)).tolist()))
+        confidence.append(tuple(torch.softmax(logits, -1).amax(-1).tolist()))
+    return DraftReplay(tuple(agreed), tuple(confidence))
+
+
+def round_overheads(config: DecodeConfig, pair: ModelPair, target: PassProfile, draft: PassProfile) -> RoundOverheads:
+    """What the engine's greedy rounds cost beyond the passes the profiles time
+    (:class:`~specviz.analysis.roofline.RoundOverheads`), read from its own trace: ``OVERHEAD_TOKENS`` decoded at
+    γ = ``OVERHEAD_GAMMA`` after the last held-out prompt (a warm-up run first), the first round (the prompt's
+    passes) left out. A drafted token's share is its draft time past the draft's one-token step; a verified
+    position's is the verification's time past the target's pass over that many positions (never below 0)."""
+    prompt = heldout_prompt_ids(config, pair)[-1]
+    greedy = config.replace(drafter=DRAFT_MODEL, rule=GREEDY, gamma=OVERHEAD_GAMMA, confidence_exit=0.0)
+    speculative_decode(greedy.replace(max_new_tokens=OVERHEAD_GAMMA + 1), prompt_ids=prompt, pair=pair)
+    rounds = speculative_decode(greedy.replace(max_new_tokens=OVERHEAD_TOKENS), prompt_ids=prompt, pair=pair).rounds
+    timed = rounds[1:] or rounds
+    drafted = sum(r.draft_forward_passes for r in timed)
+    positions = sum(r.target_positions for r in timed)
+    drafting = sum(r.draft_ms for r in timed) - drafted * draft.step_ms
+    verifying = sum(r.verify_ms - target.pass_cost_ms(r.target_positions) for r in timed)
+    return RoundOverheads(max(0.0, drafting / max(1, drafted)), max(0.0, verifying / max(1, positions)))
 
 
 def measure_pair_defaults(
@@ -117,8 +145,9 @@ def measure_pair_defaults(
     draft precision and γ for each target precision measured, and store them when every profile was measured on a
     quiet machine. ``release``: free each target precision's models before loading the next (a command's process;
     the app keeps what it loaded)."""
-    profiles: dict[tuple[str, str], tuple[PassProfile, PassProfile]] = {}
-    alphas: dict[str, float] = {}
+    profiles: Profiles = {}
+    overheads: dict[tuple[str, str], RoundOverheads] = {}
+    replays: dict[str, DraftReplay] = {}
     continuations: Continuations = []
     for dtype in precisions_on(config.device, targets):
         for draft_dtype in precisions_on(config.device):
@@ -127,26 +156,27 @@ def measure_pair_defaults(
             target, draft = pair_profiles(precise, pair)
             assert draft is not None, "a pair's defaults are measured for its draft model, which has a forward"
             profiles[(dtype, draft_dtype)] = (target, draft)
-            if draft_dtype not in alphas:  # first met beside the float32 target, whose greedy text decides
+            overheads[(dtype, draft_dtype)] = round_overheads(precise, pair, target, draft)
+            if draft_dtype not in replays:  # first met beside the float32 target, whose greedy text decides
                 continuations = continuations or target_continuations(precise, pair)
                 assert pair.draft is not None, "a pair's defaults are measured for its draft model"
-                alphas[draft_dtype] = greedy_acceptance(precise, pair.draft, continuations)
+                replays[draft_dtype] = draft_replay(precise, pair.draft, continuations)
             del pair
         if release:
             forget_loaded_models()
             gc.collect()
     own = {dtype: profiles[(dtype, dtype)] for dtype in LESSON_PRECISIONS}  # the draft at the target's own precision
-    measured = measured_defaults(own, alphas[LESSON_PRECISIONS[0]])
-    fastest = fastest_drafts(profiles, alphas)
-    draft_dtype, gamma, speedup, _ = fastest[measured.dtype]
+    measured = measured_defaults(own, replays[LESSON_PRECISIONS[0]].alpha)
+    lesson = fastest_drafts(profiles, replays, overheads, exits=(0.0,))[measured.dtype]  # γ tokens a round
     measured = dataclasses.replace(
         measured,
-        gamma=gamma,
-        draft_dtype=draft_dtype,
-        fastest=fastest,
-        reason=f"{measured.reason} Fastest draft here: {draft_dtype} at γ = {gamma}, {speedup:.2f}× priced "
-        f"(greedy acceptance {', '.join(f'{d} {a:.2f}' for d, a in alphas.items())}; the target decides every "
-        "token, so the draft's precision never changes the output).",
+        gamma=lesson.gamma,
+        draft_dtype=lesson.draft_dtype,
+        fastest=fastest_drafts(profiles, replays, overheads),
+        reason=f"{measured.reason} Fastest draft here: {lesson.draft_dtype} at γ = {lesson.gamma}, "
+        f"{lesson.speedup:.2f}× its rounds replayed on held-out text (greedy acceptance "
+        f"{', '.join(f'{d} {r.alpha:.2f}' for d, r in replays.items())}; the target decides every token, so the "
+        "draft's precision never changes the output).",
     )
     if all(profile.spread < NOISY for pair in profiles.values() for profile in pair):
         store_defaults(config.target, config.draft, config.device, measured)
@@ -173,9 +203,10 @@ def defaults_once(
 
 
 def fastest_config(config: DecodeConfig, allowed: tuple[str, ...] = ()) -> tuple[DecodeConfig, str]:
-    """``config`` on its pair's fastest exact configuration measured on this machine (the draft model, its precision
-    and γ: :func:`~specviz.analysis.roofline.fastest_drafts`) for its target precision, or, given ``allowed`` target
-    precisions, for the one of them whose priced tokens a second are highest; and the choice in words."""
+    """``config`` on its pair's fastest exact configuration measured on this machine (the draft model, its precision,
+    γ and confidence exit: :func:`~specviz.analysis.roofline.fastest_drafts`) for its target precision, or, given
+    ``allowed`` target precisions, for the one of them whose replayed tokens a second are highest; and the choice in
+    words."""
     drafted = config.replace(drafter=DRAFT_MODEL)
     check(
         bool(drafted.draft_spec), "--fastest needs a draft model: name one with --draft (the embedded target has one)"
@@ -184,13 +215,42 @@ def fastest_config(config: DecodeConfig, allowed: tuple[str, ...] = ()) -> tuple
     known = ", ".join(measured.fastest)
     for dtype in allowed or (config.dtype,):
         check(dtype in measured.fastest, f"--fastest knows targets in {known}, not {dtype!r}")
-    dtype = max(allowed, key=lambda d: measured.fastest[d][3]) if allowed else config.dtype
-    draft_dtype, gamma, speedup, tokens_per_s = measured.fastest[dtype]
-    chosen = drafted.replace(dtype=dtype, draft_dtype=draft_dtype, gamma=gamma).validated()
+    dtype = max(allowed, key=lambda d: measured.fastest[d].tokens_per_s) if allowed else config.dtype
+    fastest = measured.fastest[dtype]
+    chosen = drafted.replace(
+        dtype=dtype, draft_dtype=fastest.draft_dtype, gamma=fastest.gamma, confidence_exit=fastest.confidence_exit
+    ).validated()
     among = f" (the fastest of {', '.join(allowed)})" if allowed else ""
     return chosen, (
-        f"--fastest: a {dtype} target{among}, the draft model in {draft_dtype} at γ = {gamma} ({speedup:.2f}× its "
-        f"target alone, {tokens_per_s:.1f} tokens/s, priced on this machine)"
+        f"--fastest: a {dtype} target{among}, the draft model in {fastest.draft_dtype} at γ = {fastest.gamma}"
+        f"{exit_words(fastest.confidence_exit)} "
+        f"({fastest.speedup:.2f}× its target alone, {fastest.tokens_per_s:.1f} tokens/s, replayed on held-out text "
+        "at this machine's costs)"
+    )
+
+
+def exit_words(confidence_exit: float) -> str:
+    """A confidence exit in the words the choice is said in ("" for none)."""
+    return f", stopping below max q = {confidence_exit:g}" if confidence_exit else ""
+
+
+def at_precision(own: MeasuredDefaults, dtype: str) -> MeasuredDefaults | None:
+    """A pair's measured defaults for a target in ``dtype``: ``own`` where that is its default precision, else the
+    draft precision, γ and confidence exit measured fastest for that precision here (None: not measured in it)."""
+    if own.dtype == dtype:
+        return own
+    if dtype not in own.fastest:
+        return None
+    fastest = own.fastest[dtype]
+    return MeasuredDefaults(
+        dtype,
+        fastest.gamma,
+        f"The fastest draft measured here for a {dtype} target: {fastest.draft_dtype} at γ = {fastest.gamma}"
+        f"{exit_words(fastest.confidence_exit)} ({fastest.speedup:.2f}× its target alone, its rounds replayed on "
+        "held-out text).",
+        fastest.draft_dtype,
+        own.fastest,
+        fastest.confidence_exit,
     )
 
 

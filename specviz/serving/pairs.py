@@ -12,7 +12,7 @@ from collections.abc import Hashable
 
 import torch
 
-from specviz.analysis.defaults import PAIR_DEFAULTS, defaults_once, follow_pair, stored_defaults
+from specviz.analysis.defaults import PAIR_DEFAULTS, at_precision, defaults_once, follow_pair, stored_defaults
 from specviz.analysis.roofline import MeasuredDefaults
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair
@@ -60,7 +60,7 @@ def app_defaults() -> DecodeConfig:
     (:func:`pair_defaults`); sampling at ``LESSON_TEMPERATURE``."""
     config = DecodeConfig(device=app_device())
     own = pair_defaults(config.target, config.draft, config.device)
-    measured = {"dtype": own.dtype, "gamma": own.gamma, "draft_dtype": own.draft_dtype} if own else {}
+    measured = {name: getattr(own, name) for name in PAIR_DEFAULTS} if own else {}
     return config.replace(temperature=LESSON_TEMPERATURE, **measured)
 
 
@@ -76,13 +76,15 @@ def with_pair_defaults(config: DecodeConfig) -> DecodeConfig:
 def pair_defaults(target: str, draft: str | None, device: str) -> MeasuredDefaults | None:
     """A pair's own precision and block size on this machine: the embedded pair's measured here, another's as
     ``specviz fetch`` or ``python -m specviz machine`` stored them (None: not measured on this machine yet). A
-    precision $SPECVIZ_DTYPE names wins for every pair (with the config's γ unless measured in that precision)."""
+    precision $SPECVIZ_DTYPE names wins for every pair, on the draft precision, γ and confidence exit measured
+    fastest for it here (the config's own where that precision was not measured)."""
     embedded = (target, draft) == (EMBEDDED, None)
     measured = MACHINE_DEFAULTS.get(device) if embedded else stored_defaults(target, draft, device)
     wanted = os.environ.get("SPECVIZ_DTYPE")
-    if not wanted or (measured is not None and measured.dtype == wanted):
+    if not wanted:
         return measured
-    return MeasuredDefaults(wanted, DecodeConfig().gamma, f"$SPECVIZ_DTYPE sets {wanted} on this server.")
+    at = at_precision(measured, wanted) if measured is not None else None
+    return at or MeasuredDefaults(wanted, DecodeConfig().gamma, f"$SPECVIZ_DTYPE sets {wanted} on this server.")
 
 
 def _load(target: str, draft: str | None, drafter: str, device: str, dtype: str, draft_dtype: str | None) -> ModelPair:

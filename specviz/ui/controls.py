@@ -10,7 +10,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.errors import StreamlitAPIException
 
-from specviz.analysis.defaults import PAIR_DEFAULTS, follow_pair
+from specviz.analysis.defaults import PAIR_DEFAULTS, at_precision, follow_pair
 from specviz.config import DecodeConfig, field_params
 from specviz.drafters.modules import on_this_machine
 from specviz.limits import shipped_weights_fit
@@ -117,6 +117,19 @@ def _apply_pair_defaults(device: str) -> None:
     set_field_states({**values, **open_machine_choices()})
 
 
+def _apply_precision_defaults(device: str) -> None:
+    """A target precision picked in the sidebar: the draft precision, γ and confidence exit that still hold the
+    defaults applied before move to the pair's fastest measured for that precision (:func:`at_precision`); the
+    precision stays the user's, and nothing moves where the pair was not measured in it."""
+    own = pair_defaults(*chosen_pair(), device)
+    values, session.pair_defaults = follow_pair(
+        {name: field_state(name) for name in PAIR_DEFAULTS},
+        session.pair_defaults,
+        at_precision(own, field_state("dtype")) if own is not None else None,
+    )
+    set_field_states(values)
+
+
 def open_machine_choices() -> dict[str, object]:
     """The widgets' states that leave every machine-dependent choice open again (:class:`MachineChoice`: a new pair's
     is measured anew, on its own target)."""
@@ -197,7 +210,8 @@ def draw_sidebar(sb: DeltaGenerator, defaults: DecodeConfig) -> None:
             sb.header(section)
         for name in drawn:
             if field_params()[name].section == section:
-                draw_if_read(sb, name, read)
+                changed = (lambda: _apply_precision_defaults(defaults.device)) if name == "dtype" else None
+                draw_if_read(sb, name, read, changed)
         drafter = drafter_entry(field_state("drafter"))
         if section == "Models" and not shipped_weights_fit(
             drafter.requires_model_outputs, target, field_state("parallel_weights")

@@ -5,6 +5,7 @@ state and the field's value."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, TypedDict
 
 from streamlit.delta_generator import DeltaGenerator
@@ -89,15 +90,19 @@ def unshowable(name: str, value: Any) -> bool:
     return number and ((widget == "slider" and not math.isfinite(value)) or (widget == "number" and value > NUMBER_MAX))
 
 
+Changed = Callable[[], None]  # what a widget's change sets off (streamlit's on_change)
+
+
 class WidgetKeys(TypedDict):
     key: str
     help: str
+    on_change: Changed | None
 
 
-def draw_field(container: DeltaGenerator, name: str) -> None:
-    """The widget a config field's Param describes, keyed by the field's name."""
+def draw_field(container: DeltaGenerator, name: str, changed: Changed | None = None) -> None:
+    """The widget a config field's Param describes, keyed by the field's name (``changed``: its on_change)."""
     p = field_params()[name]
-    common = WidgetKeys(key=name, help=p.help)
+    common = WidgetKeys(key=name, help=p.help, on_change=changed)
     if p.widget in ("radio", "select"):
         choices = [widget_value(name, c) for c in p.choices]
         options = choices + ([field_state(name)] if field_state(name) not in choices else [])
@@ -125,10 +130,11 @@ def draw_field(container: DeltaGenerator, name: str) -> None:
         container.checkbox(p.label, **common)
 
 
-def draw_if_read(container: DeltaGenerator, name: str, read: set[str]) -> None:
+def draw_if_read(container: DeltaGenerator, name: str, read: set[str], changed: Changed | None = None) -> None:
     """Draw a field's widget when the chosen drafter and rule read it (``read``); otherwise keep its value out of
-    sight (streamlit forgets the state of a widget a run does not draw, so it is kept as plain session state)."""
+    sight (streamlit forgets the state of a widget a run does not draw, so it is kept as plain session state).
+    ``changed``: called when the user changes the widget, before the page runs again."""
     if field_enabled(name, read):
-        draw_field(container, name)
+        draw_field(container, name, changed)
     else:
         keep_field_state(name)

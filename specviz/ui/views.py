@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz.analysis.defaults import PRECISIONS
+from specviz.analysis.defaults import PRECISIONS, at_precision
 from specviz.analysis.draft_precision import precisions_on
 from specviz.analysis.peer_passes import peer_sentence, peer_table, stored_peer_passes
 from specviz.analysis.race import Race
@@ -63,7 +63,9 @@ def pair_defaults_text(config: DecodeConfig) -> str:
             f"app's ({app_defaults().dtype}). `python -m specviz machine --target {config.target} "
             f"--draft {config.draft}` measures it once (a few minutes for a 1.5B pair)."
         )
-    return f"**This pair's default precision here: {measured.dtype}, γ = {measured.gamma}.** {measured.reason}"
+    own = f"**This pair's default precision here: {measured.dtype}, γ = {measured.gamma}.** {measured.reason}"
+    picked = at_precision(measured, config.dtype) if config.dtype != measured.dtype else None
+    return f"{own} {picked.reason}" if picked is not None else own
 
 
 def priced_story_text(config: DecodeConfig, pair: ModelPair, priced: float, alpha: float, c: float) -> str:
