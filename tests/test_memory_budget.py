@@ -126,3 +126,32 @@ def test_a_session_arriving_as_the_build_ends_gets_the_built_pair():
     cache._lock = NewcomerAtRelease(cache, built)  # type: ignore[assignment]
     cache.get("pair")
     assert builds == ["pair"], f"{len(builds)} builds of one pair"
+
+
+def test_an_int8_embedding_holds_only_the_rows_a_text_reads(tmp_path, monkeypatch):
+    """The int8 input embedding's rows live in a file of the cache, mapped: making one keeps none of its table in the
+    process's memory, a lookup makes only the rows it reads resident, and they are the quantised rows."""
+    import gc
+
+    import torch
+    from torch import nn
+
+    from specviz.models.int8 import Int8Embedding, quantise_rows
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    embedding = nn.Embedding(65536, 1024)  # its int8 table: 64 MiB
+    give_back_freed_heap()
+    before = resident_bytes()
+    table = Int8Embedding(embedding)
+    gc.collect()
+    give_back_freed_heap()
+    assert resident_bytes() - before < 16 * 2**20  # held in memory, the table alone would add 64 MiB
+    (stored,) = (tmp_path / "tables").iterdir()
+    assert stored.stat().st_size == 65536 * 1024 and str(stored) in open("/proc/self/maps", encoding="utf-8").read()
+    ids = torch.tensor([3, 40_000, 65_535])
+    looked_up = table(ids)
+    assert resident_bytes() - before < 16 * 2**20
+    values, scales = quantise_rows(embedding.weight.detach().float())
+    assert torch.equal(looked_up, values[ids].float() * scales[ids])
+    assert torch.equal(Int8Embedding(embedding).values, table.values)  # a second load maps the same file
+    assert len(list((tmp_path / "tables").iterdir())) == 1

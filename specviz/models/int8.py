@@ -24,8 +24,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from specviz.models.cache import cache_root
 from specviz.models.machine import cpu_flags
-from specviz.models.mapped_pages import release_file_pages, replace_linear_layers
+from specviz.models.mapped_pages import file_backed, release_file_pages, replace_linear_layers
 from specviz.models.row_attention import attend_by_rows
 
 INT8_MAX = 127  # symmetric: [-127, 127], so negation never overflows
@@ -143,13 +144,16 @@ class Int8Linear(nn.Module):
 
 class Int8Embedding(nn.Module):
     """An input embedding on int8 rows, each with its own scale: e(t) = w_t * Q_t, looked up and rescaled in float32
-    (a quarter of float32's bytes; a lookup is no product, so every row takes all 127 levels). Like
-    :class:`Int8Linear`, its ``weight`` has the table's shape only (on the "meta" device)."""
+    (a quarter of float32's bytes; a lookup is no product, so every row takes all 127 levels). The int8 rows live in
+    a file of the cache, mapped (:func:`~specviz.models.mapped_pages.file_backed`): a text's lookups make only its
+    tokens' rows resident. Like :class:`Int8Linear`, its ``weight`` has the table's shape only (on the "meta"
+    device)."""
 
     def __init__(self, embedding: nn.Embedding) -> None:
         super().__init__()
         self.num_embeddings, self.embedding_dim = embedding.num_embeddings, embedding.embedding_dim
-        self.values, scales = quantise_rows(embedding.weight.detach().float())
+        values, scales = quantise_rows(embedding.weight.detach().float())
+        self.values = file_backed(values, cache_root() / "tables")
         self.scales = scales.reshape(-1)
         self.weight = torch.empty(self.num_embeddings, self.embedding_dim, device="meta")
 

@@ -1,4 +1,5 @@
-"""Memory a weight read from a memory-mapped file holds after it was copied elsewhere (packed, quantised).
+"""Memory-mapped weights: the pages a weight holds after it was copied elsewhere (packed, quantised), and tables
+kept on a mapped file so that only the rows read are resident.
 
 transformers maps a safetensors file into memory: a loaded weight is a view of the file's pages, which become
 resident as they are read. A weight packed into oneDNN's layout or quantised to int8 is never read again, but its
@@ -6,7 +7,8 @@ pages stay resident (and counted) while the mapping lives, so a packed model wou
 last view of the file is gone. :func:`release_file_pages` gives such a weight's pages back at once (``madvise(2)``'s
 MADV_DONTNEED on the whole pages inside it): for a private file mapping the pages are dropped, and a later read
 would fault the file's bytes back in. Only file mappings are touched, never anonymous memory; Linux only (a no-op
-elsewhere).
+elsewhere). :func:`file_backed` goes the other way for a table read a few rows at a time (an input embedding): its
+values move to a file of the cache, mapped, and a lookup faults in only the pages of the rows it reads.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import hashlib
 import mmap
+import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -58,6 +63,26 @@ def release_file_pages(tensor: torch.Tensor) -> int:
     if end <= start or libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), MADV_DONTNEED) != 0:
         return 0
     return end - start
+
+
+def file_backed(table: torch.Tensor, folder: Path) -> torch.Tensor:
+    """A CPU ``table`` read a few rows at a time (an input embedding) as the same values on a file of ``folder``,
+    mapped privately: only the pages a lookup reads become resident, so a 151,936-row vocabulary costs the rows
+    its text uses, not the whole table (the way llama.cpp maps its weights). The file is named by the table's
+    content, written once and renamed into place, so processes and loads of the same weights share it (and the
+    page cache); where it cannot be written the table stays in memory as it was."""
+    values = table.contiguous().numpy()
+    path = folder / f"{hashlib.blake2b(values.data, digest_size=16).hexdigest()}.{values.dtype}"
+    try:
+        if not path.is_file() or path.stat().st_size != values.nbytes:
+            folder.mkdir(parents=True, exist_ok=True)
+            staging = path.with_suffix(f".{os.getpid()}.tmp")
+            staging.write_bytes(values.data)
+            os.replace(staging, path)
+        mapped = torch.from_file(str(path), shared=False, size=table.numel(), dtype=table.dtype)
+    except OSError:
+        return table
+    return mapped.view(table.shape)
 
 
 def replace_linear_layers(model: nn.Module, converted: Callable[[nn.Linear, bool], nn.Module]) -> int:
