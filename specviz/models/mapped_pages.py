@@ -80,7 +80,7 @@ def file_backed(table: torch.Tensor, folder: Path) -> torch.Tensor:
             staging.write_bytes(values.data)
             os.replace(staging, path)
         mapped = torch.from_file(str(path), shared=False, size=table.numel(), dtype=table.dtype)
-    except OSError:
+    except (OSError, RuntimeError):  # a cache that cannot be written, a file that cannot be mapped
         return table
     return mapped.view(table.shape)
 
