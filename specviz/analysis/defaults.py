@@ -53,8 +53,8 @@ from specviz.training.teacher_text import read_prompt_file
 LESSON_PRECISIONS = ("float32", "bfloat16")  # a pair's default precision: exact, or the lesson of rounding
 PRECISIONS = (*LESSON_PRECISIONS, "int8", "int4")  # each profiled with every draft precision: --fastest knows them all
 ACCEPTANCE_PROMPTS = 3  # held-out prompts of each file (prose and code) the acceptance is measured on
-ACCEPTANCE_TOKENS = 64  # of the target's greedy text after each held-out prompt (rounds replayed along it)
-OVERHEAD_GAMMA, OVERHEAD_TOKENS = 4, 40  # the engine's run that reads its rounds' own costs (round_overheads)
+ACCEPTANCE_TOKENS = 48  # of the target's greedy text after each held-out prompt (rounds replayed along it)
+OVERHEAD_GAMMA, OVERHEAD_TOKENS = 4, 24  # the engine's run that reads its rounds' own costs (round_overheads)
 CHOICES = 6  # bumped when what a pair's defaults choose changes (2: draft precision; 3: int8; 4: int4; 5: α per token;
 # 6: rounds replayed, confidence exits)
 PAIR_DEFAULTS = ("dtype", "gamma", "draft_dtype", "confidence_exit")  # the settings a pair's measured defaults set
@@ -121,12 +121,11 @@ def draft_replay(config: DecodeConfig, draft: LoadedModel, continuations: Contin
 def round_overheads(config: DecodeConfig, pair: ModelPair, target: PassProfile, draft: PassProfile) -> RoundOverheads:
     """What the engine's greedy rounds cost beyond the passes the profiles time
     (:class:`~specviz.analysis.roofline.RoundOverheads`), read from its own trace: ``OVERHEAD_TOKENS`` decoded at
-    γ = ``OVERHEAD_GAMMA`` after the last held-out prompt (a warm-up run first), the first round (the prompt's
-    passes) left out. A drafted token's share is its draft time past the draft's one-token step; a verified
+    γ = ``OVERHEAD_GAMMA`` after the last held-out prompt, the first round (the prompt's passes and the run's first
+    allocations) left out. A drafted token's share is its draft time past the draft's one-token step; a verified
     position's is the verification's time past the target's pass over that many positions (never below 0)."""
     prompt = heldout_prompt_ids(config, pair)[-1]
     greedy = config.replace(drafter=DRAFT_MODEL, rule=GREEDY, gamma=OVERHEAD_GAMMA, confidence_exit=0.0)
-    speculative_decode(greedy.replace(max_new_tokens=OVERHEAD_GAMMA + 1), prompt_ids=prompt, pair=pair)
     rounds = speculative_decode(greedy.replace(max_new_tokens=OVERHEAD_TOKENS), prompt_ids=prompt, pair=pair).rounds
     timed = rounds[1:] or rounds
     drafted = sum(r.draft_forward_passes for r in timed)
