@@ -145,7 +145,7 @@ def measure_pair_defaults(
     quiet machine. ``release``: free each target precision's models before loading the next (a command's process;
     the app keeps what it loaded)."""
     profiles: Profiles = {}
-    overheads: dict[tuple[str, str], RoundOverheads] = {}
+    overheads: dict[str, RoundOverheads] = {}  # by target precision: the engine's work is the same for every draft
     replays: dict[str, DraftReplay] = {}
     continuations: Continuations = []
     for dtype in precisions_on(config.device, targets):
@@ -155,7 +155,8 @@ def measure_pair_defaults(
             target, draft = pair_profiles(precise, pair)
             assert draft is not None, "a pair's defaults are measured for its draft model, which has a forward"
             profiles[(dtype, draft_dtype)] = (target, draft)
-            overheads[(dtype, draft_dtype)] = round_overheads(precise, pair, target, draft)
+            if dtype not in overheads:  # read beside the first draft precision met
+                overheads[dtype] = round_overheads(precise, pair, target, draft)
             if draft_dtype not in replays:  # first met beside the float32 target, whose greedy text decides
                 continuations = continuations or target_continuations(precise, pair)
                 assert pair.draft is not None, "a pair's defaults are measured for its draft model"

@@ -294,17 +294,17 @@ Profiles = dict[tuple[str, str], tuple[PassProfile, PassProfile]]  # (target pre
 def fastest_drafts(
     profiles: Profiles,
     replays: dict[str, DraftReplay],
-    overheads: dict[tuple[str, str], RoundOverheads] | None = None,
+    overheads: dict[str, RoundOverheads] | None = None,
     exits: Sequence[float] = EXITS,
 ) -> dict[str, FastestDraft]:
     """For each target precision, the draft precision, γ and confidence exit (one of ``exits``) whose greedy rounds,
     replayed along the target's text at this machine's costs, are fastest (:func:`replayed_draft`). ``profiles``:
     (target precision, draft precision) -> (target, draft); ``replays``: by draft precision; ``overheads``: the
-    engine's own per round, as ``profiles`` (none where absent). The output is the target's whatever the draft runs
+    engine's own per round, by target precision (none where absent). The output is the target's whatever the draft runs
     in, so every choice is as exact as the target's precision."""
     fastest: dict[str, FastestDraft] = {}
     for (dtype, draft_dtype), (target, draft) in profiles.items():
-        spent = (overheads or {}).get((dtype, draft_dtype), RoundOverheads())
+        spent = (overheads or {}).get(dtype, RoundOverheads())
         gamma, exit_at, speedup = replayed_draft(replays[draft_dtype], target, draft, spent, exits)
         if dtype not in fastest or speedup > fastest[dtype].speedup:
             fastest[dtype] = FastestDraft(draft_dtype, gamma, speedup, speedup * 1000 / target.step_ms, exit_at)
