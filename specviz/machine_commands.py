@@ -37,6 +37,7 @@ def machine_command(config: DecodeConfig) -> None:
     from specviz.analysis.defaults import measure_pair_defaults
     from specviz.analysis.roofline import (
         best_priced_gamma,
+        busy_sentence,
         cost_coefficient,
         pair_profiles,
         roofline_table,
@@ -60,6 +61,7 @@ def machine_command(config: DecodeConfig) -> None:
                 f"{loaded.name} {profile.dtype} {path}{chosen}: pass over 1..9 tokens, ms: "
                 + " ".join(f"{ms:.1f}" for ms in profile.pass_ms)
                 + f"; step {profile.bandwidth_gbs:.1f} GB/s"
+                + busy_sentence(profile)
             )
     target, draft = pair_profiles(config, pair)
     print(speed_sentence(target))

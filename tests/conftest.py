@@ -77,6 +77,16 @@ def embedded():
     return load_model("embedded", "cpu")
 
 
+@pytest.fixture(scope="session")
+def measured_machine(embedded):
+    """This machine's defaults for the embedded pair, measured (or read from the cache) before an app runs, as on a
+    server that has run once: a fresh server measures them in the background, and the pages' defaults move when they
+    are done (tests/test_app.py's make_app and the servers of the browser tests ask for this first)."""
+    from specviz.serving.pairs import MACHINE_DEFAULTS
+
+    return {device: MACHINE_DEFAULTS.get(device) for device in ("cpu", "auto")}
+
+
 def target_greedy(loaded, prompt_ids: list[int], max_new_tokens: int) -> list[int]:
     """The target's own greedy decoding through transformers' generate."""
     ids = torch.tensor([prompt_ids])

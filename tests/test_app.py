@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz.serving.pairs import app_defaults
+from specviz.serving.pairs import MACHINE_DEFAULTS, app_defaults, app_device
 from specviz.ui.state import Session
 
 APP = str(
@@ -21,7 +21,10 @@ APP = str(
 
 def make_app(params: dict[str, str]) -> AppTest:
     # Each run's work is bounded (tiny models, or a few tokens of the embedded one); the generous timeout
-    # only keeps a busy 2-core machine from failing a run that is merely slow.
+    # only keeps a busy 2-core machine from failing a run that is merely slow. This machine's defaults are measured
+    # first (once; then read from the cache), as on a server that has run once: a fresh server measures them in the
+    # background, and a test's expectations would move under it.
+    MACHINE_DEFAULTS.get(app_device())
     at = AppTest.from_file(APP, default_timeout=1800)
     for key, value in params.items():
         at.query_params[key] = value
@@ -42,6 +45,12 @@ def player_of(at: AppTest) -> tuple[dict, list[dict], dict]:
     return embedded_json(page, "trace-data"), embedded_json(page, "drawings"), embedded_json(page, "start")
 
 
+def students_links(at: AppTest) -> list[str]:
+    """The quiz links the teacher's sidebar shows (its "Copy link for students (quiz)": a box the player rewrites)."""
+    boxes = [e.proto for e in at.get("bidi_component") if e.proto.component_name == "specviz_students_link"]
+    return [json.loads(box.json)["link"] for box in boxes]
+
+
 def test_round_view_sends_every_round_to_the_browser_once(tiny_params):
     at = make_app(tiny_params).run()
     assert not at.exception and not at.error
@@ -53,7 +62,7 @@ def test_round_view_sends_every_round_to_the_browser_once(tiny_params):
     for row in ("Decoder input", "Draft", "Verify", "Output", "Next input", "[MASK]"):
         assert row in drawings[0]["rows"]
     assert any("✓" in d["rows"] or "✗" in d["rows"] for d in drawings)
-    assert start == {"view": "step", "round": 1}  # the player keeps the page's link on its round
+    assert start == {"view": "step", "round": 1, "answered": 0}  # the player keeps the page's link on its round
     last = len(trace["rounds"])
     linked = make_app({**tiny_params, "round": str(last)}).run()
     assert player_of(linked)[2]["round"] == last and linked.query_params["round"] == str(last)
@@ -212,7 +221,7 @@ def test_a_quiz_link_on_any_page_opens_the_quiz_at_its_round_with_no_verdict(tin
     at.run()
     assert not at.exception, at.exception
     trace, _, start = player_of(at)
-    assert start == {"view": "quiz", "round": 2}  # the player opens in its quiz: verdicts wait for answers
+    assert start == {"view": "quiz", "round": 2, "answered": 0}  # opens in its quiz: verdicts wait for answers
     assert at.query_params["view"] == "quiz" and at.query_params["prompt"] == tiny_params["prompt"]
     assert len(at.get("iframe")) == 1 and not any("drafted tokens accepted" in m.value for m in at.markdown)
 
@@ -222,9 +231,10 @@ def test_the_students_link_round_trips_to_the_quiz(tiny_params):
 
     gamma = 3 if app_defaults().gamma == 2 else 2  # not the app's own: the link carries what differs from it
     at = make_app({**tiny_params, "gamma": str(gamma)}).run()
-    link = next(c.value for c in at.code if "view=quiz" in c.value)
+    (link,) = students_links(at)
     query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(link).query))
     assert urllib.parse.urlsplit(link).path.endswith("lesson_player") and query["gamma"] == str(gamma)
+    assert query["view"] == "quiz" and query["round"] == "1"  # the round is named, the first one too
     opened = make_app(query).run()
     assert player_of(opened)[2]["view"] == "quiz" and player_of(opened)[0]["config"]["gamma"] == gamma
 
@@ -271,9 +281,9 @@ def test_a_server_set_to_a_quantised_precision_opens_each_pair_on_its_fastest_dr
     assert (chosen.dtype, chosen.gamma, chosen.draft_dtype, chosen.value("confidence_exit")) == ("int4", 6, "int4", 0.8)
     monkeypatch.undo()
     monkeypatch.setattr("specviz.analysis.defaults.cache_root", lambda: tmp_path)
-    monkeypatch.setenv("SPECVIZ_DTYPE", "int8")  # not measured for this pair: the config's γ
+    monkeypatch.setenv("SPECVIZ_DTYPE", "int8")  # not measured for this pair: the config's γ, at least the lesson's
     assert pairs.pair_defaults("a-target", "a-draft", "cpu") == MeasuredDefaults(
-        "int8", DecodeConfig().gamma, "$SPECVIZ_DTYPE sets int8 on this server."
+        "int8", max(pairs.LESSON_GAMMA_MIN, DecodeConfig().gamma), "$SPECVIZ_DTYPE sets int8 on this server."
     )
 
 
@@ -323,3 +333,41 @@ def test_a_flat_trees_link_carries_the_block_this_machine_measured(tiny_params):
     assert not opened.exception and not opened.error
     assert opened.query_params["flat_block"] == str(made)
     assert player_of(opened)[0]["config"]["flat_block"] == made
+
+
+def test_a_fresh_start_opens_at_once_and_measures_the_machine_after_the_work_on_screen(monkeypatch):
+    """No defaults stored for this machine: the first page opens on the config's defaults (nothing measured while it
+    opens), the measurement waits while the sessions' work runs, then measures once; the pair then opens on its
+    measured defaults, its block at least the lesson's (a measured fastest γ of 2 opens at 3)."""
+    from specviz.analysis.roofline import MeasuredDefaults
+    from specviz.limits import EMBEDDED
+    from specviz.serving import pairs
+    from specviz.serving.built_once import BuiltOnce
+
+    measured: list[str] = []
+
+    def measure(device: str) -> MeasuredDefaults:
+        measured.append(device)
+        return MeasuredDefaults("float32", 2, "the fastest here")
+
+    busy = iter([True, True, False])  # the work on screen, twice looked at, then done
+    monkeypatch.setattr(pairs, "MACHINE_DEFAULTS", BuiltOnce(measure, kept=1))
+    monkeypatch.setattr(pairs, "_measuring", {})
+    monkeypatch.setattr(pairs, "IDLE_POLL_S", 0.01)
+    device = "a-device-never-measured"  # no stored file: a fresh machine
+    assert not pairs.defaults_known(device) and pairs.pair_defaults(EMBEDDED, None, device) is None
+    pairs.measure_in_background(device, busy=lambda: next(busy))
+    pairs.measure_in_background(device, busy=lambda: next(busy))  # asked again by another session: one thread
+    pairs._measuring[device].join()
+    assert measured == [device] and next(busy, "looked at until idle") == "looked at until idle"
+    own = pairs.pair_defaults(EMBEDDED, None, device)
+    assert pairs.defaults_known(device) and own is not None and own.gamma == pairs.LESSON_GAMMA_MIN == 3
+
+
+def test_what_a_precision_pick_moved_is_said_in_one_line():
+    from specviz.ui.controls import moved_settings
+
+    before = {"dtype": "int4", "gamma": 5, "draft_dtype": None, "confidence_exit": 0.0}
+    after = {"dtype": "int4", "gamma": 4, "draft_dtype": "int4", "confidence_exit": 0.9}
+    assert moved_settings(before, after) == "γ 5 → 4, draft precision the target's → int4, confidence exit off → 0.9"
+    assert moved_settings(before, dict(before)) == ""  # nothing moved: nothing said

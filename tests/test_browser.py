@@ -41,12 +41,12 @@ def running_app():
 
 
 @pytest.fixture(scope="module")
-def app_url(embedded):  # the embedded fixture makes sure the de-quantised cache exists
+def app_url(measured_machine):  # the de-quantised cache and this machine's defaults exist, as after a first start
     with running_app() as url:
         yield url
 
 
-def test_a_page_link_opened_first_on_a_fresh_server_keeps_the_prompt_at_the_next_click(embedded):
+def test_a_page_link_opened_first_on_a_fresh_server_keeps_the_prompt_at_the_next_click(measured_machine):
     """A teacher starts the server and shares a link to a page: streamlit runs that first request without
     app.py (its pages/ folder mode). The sidebar drawn then used to lose the prompt at the next click."""
     with running_app() as url, sync_playwright() as pw:
@@ -197,7 +197,7 @@ def test_the_roofline_panel_in_chromium(app_url):
         page = browser.new_page(viewport={"width": 1440, "height": 1000})
         page.set_default_timeout(600_000)
         page.goto(f"{app_url}/parallel_verification?max_new_tokens=8")
-        page.get_by_text("one pass over k + 1 new tokens").first.wait_for()
+        appears(page, page.get_by_text("one pass over k + 1 new tokens"))
         for name in ("target, measured", "draft, measured", "target's memory bound", "target's compute bound"):
             assert page.get_by_text(name, exact=True).count() >= 1  # the chart's legend
         assert page.get_by_text("Measured on this machine").count() >= 1
@@ -206,6 +206,33 @@ def test_the_roofline_panel_in_chromium(app_url):
         page.screenshot(path=str(ARTIFACTS / "roofline.png"))  # the panel: heading, chart, sentence
         browser.close()
     assert (ARTIFACTS / "roofline.png").stat().st_size > 10_000
+
+
+# The app is at work on the page: its script runs, or a spinner, a progress bar or a place in the work queue shows.
+WORKING = """() => document.querySelector('.stApp')?.dataset.testScriptState === 'running'
+  || !!document.querySelector('[data-testid="stSpinner"], [data-testid="stProgress"], [data-testid="stStatusWidget"]')
+  || [...document.querySelectorAll('[data-testid="stAlert"]')].some((a) => a.innerText.includes('waiting in line'))"""
+IDLE_GRACE_S = 120.0  # how long an idle app may take to show what a test waits for (a redraw after the work)
+LOOK_MS = 5_000
+
+
+def appears(page, locator) -> None:
+    """Wait for ``locator`` as long as the app is at work (:data:`WORKING`: a busy machine's loading and measuring take
+    what they take), and fail once the app has been idle for ``IDLE_GRACE_S`` without showing it: the wait follows
+    the app's own progress, not a clock."""
+    idle_since: float | None = None
+    while True:
+        try:
+            locator.first.wait_for(timeout=LOOK_MS)
+            return
+        except PlaywrightTimeout:
+            pass
+        if page.evaluate(WORKING):
+            idle_since = None
+        elif idle_since is None:
+            idle_since = time.monotonic()
+        elif time.monotonic() - idle_since > IDLE_GRACE_S:
+            raise AssertionError(f"the app went idle without showing {locator}: {page.inner_text('body')[:2000]}")
 
 
 @contextlib.contextmanager
@@ -274,20 +301,21 @@ def logged_computations(server: Server) -> list[tuple[str, str]]:
     return [(m[2], m[3]) for m in map(LOGGED.search, list(server.lines)) if m]
 
 
-def test_opening_a_page_as_a_fresh_visitor_starts_no_computation_but_its_round(embedded):
-    """Parallel verification, Recursive and What if opened by typed links on a fresh server: each shows its costly
-    work's button with the estimate, and the server's log shows no computation but the link's one round trace (and the
-    headline's pricing of it, a profile lookup)."""
+def test_opening_a_page_as_a_fresh_visitor_starts_no_computation_but_its_round(measured_machine):
+    """Parallel verification, Recursive, What if and the Losslessness lab opened by typed links on a fresh server: each
+    shows its costly work's button with the estimate, and the server's log shows no computation but the link's one
+    round trace (and the headline's pricing of it, a profile lookup)."""
     pages = (
         ("parallel_verification", "Time the passes now"),
         ("recursive", "Decode with the tree"),
         ("what_if", "Decode the second run"),
+        ("losslessness", "Sample the first drafted token"),  # nothing sampled before the press
     )
     with running_server() as server, chromium_page(1280, 900) as page:
         for path, button in pages:
             page.goto(f"{server.url}/{path}?max_new_tokens=8")
             start = page.get_by_role("button", name=re.compile(re.escape(button)))
-            start.wait_for(timeout=300_000)
+            appears(page, start)
             assert PRICED.search(start.inner_text()), (path, start.inner_text())  # its estimate, before the press
         page.wait_for_timeout(3_000)  # a computation started on opening would be running by now
         assert page.locator('[data-testid="stProgress"]').count() == 0
@@ -315,6 +343,42 @@ def test_a_students_link_reads_the_class_results_and_cannot_re_time_the_race(app
         assert student.get_by_role("button", name=measure).count() == 0  # the class's race, shown, not re-timed
         student.get_by_role("link", name="Metrics and theory").click()
         student.wait_for_url(re.compile(r"/metrics\?.*student=1"), timeout=300_000)
+
+
+RACE_FIGURES = """() => [...document.querySelectorAll('[data-testid="stMetric"]')]
+  .map((m) => m.innerText).join(' | ')"""
+
+
+def test_the_class_race_stays_the_teachers_when_a_student_opens_the_address_bar_link(app_url):
+    """The teacher measures the race and shares the address bar's link (no student mark). A student who opens it in
+    a browser of their own and presses Measure again sees that measurement as their own, shown to them alone; the
+    teacher's race page, reloaded, still shows the race it measured (the same lane times and speedup), and the
+    teacher's own Measure again still replaces it for the class."""
+    link = f"{app_url}/race?max_new_tokens=8&seed=11"
+    again = re.compile("^Measure again")
+    with chromium_page(1366, 768) as teacher:
+        teacher.goto(link)
+        teacher.get_by_role("button", name=re.compile("Measure the race on this server")).click()
+        teacher.get_by_role("button", name=again).wait_for(timeout=300_000)
+        teacher.locator('[data-testid="stMetric"]').first.wait_for()
+        measured = teacher.evaluate(RACE_FIGURES)
+        student = teacher.context.browser.new_page(viewport={"width": 1366, "height": 768})  # a browser of their own
+        student.set_default_timeout(600_000)
+        student.goto(teacher.url)  # the address bar's link, as most teachers share it
+        student.get_by_role("button", name=again).click()
+        student.get_by_text("Your own measurement, shown to you alone").wait_for()
+        assert student.evaluate(RACE_FIGURES) != measured  # the student sees their own lanes
+        teacher.reload()
+        teacher.get_by_role("button", name=again).wait_for(timeout=300_000)
+        teacher.locator('[data-testid="stMetric"]').first.wait_for()
+        assert teacher.evaluate(RACE_FIGURES) == measured  # the class's race is the teacher's
+        assert teacher.get_by_text("Your own measurement").count() == 0
+        teacher.get_by_role("button", name=again).click()  # and the teacher may still replace it (a run the load
+        # disturbed is said, and the quiet race stays shown)
+        teacher.wait_for_function(
+            f"() => ({RACE_FIGURES})() !== {measured!r} || document.body.innerText.includes('was disturbed')",
+            timeout=300_000,
+        )
 
 
 CUT_LABELS = """() => Array.from(document.querySelectorAll('[data-testid="stMetricLabel"]'), (label) =>
@@ -347,13 +411,18 @@ def test_a_precision_picked_in_the_sidebar_opens_on_the_fastest_draft_measured_f
         precision.wait_for(timeout=300_000)
         exact = precision.get_by_role("radio", name="float32 (exact)", exact=True).is_checked()
         other = "bfloat16" if exact else "float32"
+        before = page.get_by_role("slider", name=re.compile("Block size γ")).input_value()
         precision.get_by_text("bfloat16" if exact else "float32 (exact)", exact=True).click()
         said = page.get_by_text(re.compile(rf"The fastest draft measured here for a {other} target: "))
         said.first.wait_for(timeout=300_000)
-        draft, gamma, stop = re.findall(
+        draft, fastest, stop = re.findall(
             rf"for a {other} target: (\w+) at γ = (\d+)(, stopping below max q = [0-9.]+)?", said.first.inner_text()
         )[0]
+        gamma = str(max(3, int(fastest)))  # the lesson opens on a block to verify (at least 3), the fastest named
         assert page.get_by_role("slider", name=re.compile("Block size γ")).input_value() == gamma
+        if gamma != before:  # what the click moved is said in one line of the sidebar
+            moved = page.locator('[data-testid="stSidebar"]').get_by_text(f"γ {before} → {gamma}")
+            assert moved.count() == 1, page.locator('[data-testid="stSidebar"]').inner_text()
         drafts = page.get_by_role("radiogroup", name="Draft precision", exact=True)
         assert drafts.get_by_role("radio", name=DRAFT_CHOICES[draft], exact=True).is_checked()
         page.wait_for_url(re.compile(rf"dtype={other}"), timeout=300_000)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -45,15 +46,21 @@ EXPECTED = {
     "vllm_log_pr24127.txt": ("vllm", 59, 295, 262, 262 / 295, 1 + 262 / 59, (0.983, 0.949, 0.915, 0.881, 0.712), 5),
     # per_step_accepted 3,1,0,2,3,3,0,1: 6 steps accepted >= 1, 4 >= 2, 3 >= 3
     "vllm_request.json": ("vllm", 8, 24, 13, 13 / 24, 1 + 13 / 8, (6 / 8, 4 / 8, 3 / 8), 3),
+    # detailed, 10 steps of up to 4 (two drafted fewer): accepted 4,2,0,2,4,1,3,0,4,3 of 4,4,4,2,4,4,3,4,4,4
+    "vllm_request_steps.json": ("vllm", 10, 37, 23, 23 / 37, 1 + 23 / 10, (8 / 10, 7 / 10, 5 / 10, 3 / 10), 4),
     # the vLLM docs' example: histogram [39, 1, 0, 3]
     "vllm_request_docs.json": ("vllm", 43, 129, 10, 10 / 129, 1 + 10 / 43, (4 / 43, 3 / 43, 3 / 43), 3),
     # three windows: accept len 3.2, 2.8, 3.0 and rate 0.55, 0.45, 0.50; (L - 1) / r = 4 drafted per round
     "sglang_decode.log": ("sglang", None, None, None, 0.5, 3.0, None, 4),
     "sglang_metrics.prom": ("sglang", None, None, None, 0.55, 3.2, None, 4),
+    # two /generate answers, k = 3: 10 + 16 steps, 21 + 24 of 30 + 48 proposed; histograms [1,2,2,5] + [3,5,5,3]
+    "sglang_generate.json": ("sglang", 26, 78, 45, 45 / 78, 1 + 45 / 26, (22 / 26, 15 / 26, 8 / 26), 3),
     # llama.cpp PR #24536's own statistics line
     "llamacpp_server_pr24536.log": ("llama.cpp", 87, 259, 167, 167 / 259, 1 + 167 / 87, (0.805, 0.632, 0.483), 3),
     "llamacpp_server.log": ("llama.cpp", None, 150, 90, 0.6, 2.8, (0.76, 0.64, 0.40), 3),
     "llamacpp_speculative.log": ("llama.cpp", None, 120, 76, 76 / 120, None, None, 5),
+    # llama-server's /metrics: 120 drafts, 204 of 342 accepted, 96 / 66 / 42 of them at positions 0..2
+    "llamacpp_metrics.prom": ("llama.cpp", 120, 342, 204, 204 / 342, 1 + 204 / 120, (0.8, 0.55, 0.35), 3),
     # llama.cpp PR #12603's timings
     "llamacpp_completion.json": ("llama.cpp", None, 347, 65, 65 / 347, None, None, None),
     # captured here (README): the server's last statistics line, cumulative over its two requests (27 accept calls)
@@ -153,6 +160,86 @@ def test_older_formats_of_the_same_lines():
     )
 
 
+def test_llamacpps_counters_read_at_the_digits_it_prints_them_and_before_any_position():
+    """llama-server writes the three totals as C++ doubles (6 significant digits) and the positions exactly."""
+    big = read(
+        "llamacpp_metrics.prom",
+        **{"_total 342\n": "_total 3.42009e+06\n", "_total 204\n": "_total 2.04001e+06\n"},
+        **{"_total 120\n": "_total 1.2e+06\n", '"0"} 96': '"0"} 960004', '"1"} 66': '"1"} 660003'},
+        **{'"2"} 42': '"2"} 420004'},
+    )
+    report = read_engine_report(big)  # the positions add up to 2040011: 2.04001e+06 to its 6 digits
+    assert (report.drafts, report.draft_tokens, report.accepted_tokens) == (1_200_000, 3_420_090, 2_040_010)
+    assert report.per_position == pytest.approx((0.8, 0.55, 0.35), abs=1e-5)
+    with pytest.raises(ConfigError, match="add up to 2040021 accepted tokens"):
+        read_engine_report(big.replace('"2"} 420004', '"2"} 420014'))
+    # no speculative request finished yet: no per-position counter; a server that never drafted: zeros
+    text = read("llamacpp_metrics.prom")
+    text = text[: text.index("# HELP llamacpp:spec_decode_num_accepted_tokens_per_pos")]
+    before = read_engine_report(text)
+    assert (before.per_position, before.draft_length, before.mean_acceptance_length) == (None, None, 2.7)
+    with pytest.raises(ConfigError, match="no drafted tokens: speculative decoding never ran"):
+        read_engine_report(re.sub(r"(spec_decode_\w+_total) \d+", r"\1 0", text))
+
+
+def test_sglangs_meta_info_request_by_request_and_in_older_builds_names():
+    responses = json.loads(read("sglang_generate.json"))
+    first = read_engine_report(json.dumps(responses[0]))  # one /generate answer: 21 of 30 over 10 steps
+    assert (first.drafts, first.draft_tokens, first.accepted_tokens, first.draft_length) == (10, 30, 21, 3)
+    assert first.mean_acceptance_length == 1 + 21 / 10  # SGLang's own 3.2 counts the prefill's token too
+    assert first.per_position == pytest.approx((9 / 10, 7 / 10, 5 / 10))  # histogram [1, 2, 2, 5]
+    whole = read_engine_report(read("sglang_generate.json")).to_dict()
+    for correct, proposed in (
+        ("spec_accepted_drafts", "spec_proposed_drafts"),
+        ("spec_accept_token_num", "spec_draft_token_num"),
+    ):
+        older = [  # the same requests as builds before spec_num_correct_drafts wrote them
+            {
+                "meta_info": {
+                    key: r["meta_info"][key]
+                    for key in ("completion_tokens", "spec_accept_rate", "spec_accept_length", "spec_verify_ct")
+                }
+                | {
+                    correct: r["meta_info"]["spec_num_correct_drafts"],
+                    proposed: r["meta_info"]["spec_num_proposed_drafts"],
+                }
+                | {"spec_accept_histogram": r["meta_info"]["spec_correct_drafts_histogram"]}
+            }
+            for r in responses
+        ]
+        assert read_engine_report(json.dumps(older), "sglang").to_dict() == whole
+    # the oldest builds write spec_verify_ct alone: SGLang's accept length, completion tokens per step, only
+    bare = [{"meta_info": {k: r["meta_info"][k] for k in ("completion_tokens", "spec_verify_ct")}} for r in responses]
+    report = read_engine_report(json.dumps(bare))
+    assert (report.drafts, report.acceptance_rate, report.mean_acceptance_length) == (None, None, (32 + 41) / 26)
+
+
+def test_vllms_per_step_arrays_in_a_response_and_in_the_offline_output():
+    """The detailed level's per-step arrays give what the summary gives and more: a draft shorter than k counts."""
+    response = json.loads(read("vllm_request_steps.json"))
+    metrics = response["metrics"]["speculative_decoding"]
+    summary = {key: value for key, value in metrics.items() if not key.startswith("per_step_")}
+    by_histogram = read_engine_report(json.dumps({"metrics": {"speculative_decoding": summary}}))
+    by_steps = read_engine_report(read("vllm_request_steps.json"))
+    assert (by_histogram.source, by_steps.source) == ("per-request JSON", "per-request JSON, per step")
+    assert by_histogram.to_dict() | {"source": ""} == by_steps.to_dict() | {"source": ""}
+    # the offline CompletionOutput.spec_decode_metrics: its histogram and the arrays, no summary; a list pools steps
+    offline = {"num_spec_tokens": 4, "histogram": metrics["acceptance_histogram"], "num_draft_tokens": 37}
+    offline |= {key: metrics[key] for key in ("per_step_accepted", "per_step_drafted")}
+    pooled = read_engine_report(json.dumps([offline, offline]))
+    assert (pooled.drafts, pooled.draft_tokens, pooled.accepted_tokens) == (20, 74, 46)
+    assert (pooled.per_position, pooled.draft_length) == (by_steps.per_position, 4)
+    bad = [
+        ({"per_step_accepted": [4, 2, 0, 3, 4, 1, 3, 0, 4, 3]}, "step 4 accepted 3 of 2 drafted tokens"),
+        ({"per_step_drafted": [4, 4, 4]}, "10 steps in per_step_accepted, 3 in per_step_drafted"),
+        ({"per_step_accepted": [4, 2, 0, 2, 4, 2, 3, 0, 4, 2]}, "does not give the histogram"),
+        ({"num_draft_tokens": 40, "draft_acceptance_rate": 23 / 40}, "adds up to 37 tokens, num_draft_tokens is 40"),
+    ]
+    for change, message in bad:
+        with pytest.raises(ConfigError, match=message):
+            read_engine_report(json.dumps({"metrics": {"speculative_decoding": metrics | change}}))
+
+
 CUT_LOG = read("vllm_log.txt").splitlines()[1]
 
 
@@ -185,6 +272,15 @@ CUT_LOG = read("vllm_log.txt").splitlines()[1]
         ('{"content": "hi", "timings": {"prompt_n": 3, "predicted_n": 8}}', None, "carry no draft_n"),
         (read("llamacpp_server.log").replace("(   90 accepted", "(   90 acc\n"), None, "N accepted / M generated"),
         (read("llamacpp_server_pr24536.log").replace(", #acc tokens", "\n"), "llama.cpp", "expected '#acc tokens'"),
+        (read("llamacpp_metrics.prom"), "vllm", "reads as llama.cpp's /metrics text"),
+        (
+            read("llamacpp_metrics.prom", **{'position="2"': 'position="3"'}),
+            None,
+            "per-position counters for positions",
+        ),
+        (read("sglang_generate.json", **{'rate": 0.7,': 'rate": 0.75,'}), None, "0.75 is not 21 accepted / 30"),
+        (read("sglang_generate.json", **{"[1, 2, 2, 5]": "[1, 2, 3, 4]"}), None, "does not give 10 steps and 21"),
+        ('{"meta_info": {"spec_verify_ct": 0, "completion_tokens": 9}}', None, "speculative decoding never ran"),
         (
             "[2026-03-02 10:14:06 TP0] Decode batch, #running-req: 1, accept len: 0.50, accept rate: 0.5",
             None,

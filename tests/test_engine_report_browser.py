@@ -1,7 +1,8 @@
 """The page "Your engine's numbers" in chromium, driven as a person drives it (typing, clicks, an upload): a real
-llama.cpp server log pasted shows its per-position curve and the verdict, a paste cut short a message; and the round
-view's downloads in vLLM's names, uploaded and pasted into the page, read back to the trace's own numbers (its
-downloaded JSON)."""
+llama.cpp server log pasted shows its per-position curve and the verdict, a paste cut short a message; llama-server's
+/metrics and SGLang's /generate meta_info pasted in a 1280x720 window show their curves with every metric's label
+whole; and the round view's downloads in vLLM's names, uploaded and pasted into the page, read back to the trace's
+own numbers (its downloaded JSON)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
+
+from specviz.presentation.engine_figures import REPORTED
 
 from .test_browser import chromium_page, running_app
 
@@ -20,7 +23,7 @@ TRACE_S = 300_000  # the round view's trace of 16 tokens on the embedded pair
 
 
 @pytest.fixture(scope="module")
-def app_url(embedded):  # the embedded fixture makes sure the de-quantised cache exists
+def app_url(measured_machine):  # the de-quantised cache and this machine's defaults exist, as after a first start
     with running_app() as url:
         yield url
 
@@ -77,6 +80,49 @@ def test_a_pasted_llamacpp_log_shows_its_curve_and_verdict_and_a_malformed_one_a
         assert (page.locator(".js-plotly-plot").count(), page.locator(METRIC).count()) == (0, 0)
 
 
+def cut_labels(page) -> list[str]:
+    """The metric labels the page shows cut (an element of the label narrower than its text: the ellipsis)."""
+    return page.locator('[data-testid="stMetricLabel"]').evaluate_all(
+        """labels => labels
+            .filter(label => [label, ...label.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1))
+            .map(label => label.innerText)"""
+    )
+
+
+def curve_points(page) -> list[float]:
+    """The engine's per-position rates as the page's chart holds them (the plotted trace's y)."""
+    page.locator(".js-plotly-plot .legendtext").first.wait_for(timeout=PAGE_S)
+    return page.locator(".js-plotly-plot").first.evaluate(
+        f"plot => Array.from(plot.data.find(trace => trace.name === '{REPORTED}').y, Number)"
+    )
+
+
+def test_llamacpps_metrics_and_sglangs_meta_info_show_their_curves_with_every_label_whole(app_url):
+    """A laptop's 1280x720 window: each metric label whole (none cut to 'mean accepta…'), each new format's curve."""
+    with chromium_page(1280, 720) as page:
+        page.set_default_timeout(PAGE_S)
+        page.goto(f"{app_url}/engine_report")
+        page.get_by_text("Nothing read yet").wait_for(timeout=PAGE_S)
+        paste(page, (DATA / "llamacpp_metrics.prom").read_text())  # llama-server's /metrics, whole (README)
+        page.get_by_text("Read llama.cpp's Prometheus /metrics.").wait_for(timeout=PAGE_S)
+        values = settled_metrics(page)
+        read = ("drafts", "drafted tokens", "accepted tokens", "acceptance rate", "mean acceptance length")
+        # 204 of 342 drafted tokens accepted over 120 drafts: 1 + 204 / 120 = 2.70 tokens per pass at k = 3
+        assert [values[label] for label in read] == ["120", "342", "204", "0.596", "2.70"]
+        assert values["k (draft length)"] == "3"
+        assert curve_points(page) == pytest.approx([0.8, 0.55, 0.35])  # 96, 66, 42 of the 120 drafts
+        assert page.locator('[data-testid="stMetricLabel"]').count() == 7
+        assert cut_labels(page) == []
+        # SGLang's /generate answer to two prompts: 45 of 78 proposed tokens accepted over 26 verification steps
+        paste(page, (DATA / "sglang_generate.json").read_text())
+        page.get_by_text("Read sglang's per-request meta_info.").wait_for(timeout=PAGE_S)
+        values = settled_metrics(page)
+        assert [values[label] for label in read] == ["26", "78", "45", "0.577", "2.73"]
+        assert curve_points(page) == pytest.approx([22 / 26, 15 / 26, 8 / 26])  # its histograms [4, 7, 7, 8] summed
+        assert cut_labels(page) == []
+        assert page.locator('[data-testid="stException"]').count() == 0
+
+
 def download(page, label: str) -> Path:
     with page.expect_download(timeout=PAGE_S) as started:
         page.get_by_role("button", name=label).click()
@@ -109,7 +155,7 @@ def test_the_round_views_export_reads_back_to_the_traces_numbers(app_url, tmp_pa
         page.get_by_role("button", name=f"Remove {prometheus.name}").click()
         page.get_by_text("Nothing read yet").wait_for(timeout=PAGE_S)
         paste(page, request)
-        page.get_by_text("Read vllm's per-request JSON.").wait_for(timeout=PAGE_S)
+        page.get_by_text("Read vllm's per-request JSON, per step.").wait_for(timeout=PAGE_S)
         values = settled_metrics(page)
         assert {label: values[label] for label in expected} == expected
         assert page.locator('[data-testid="stException"]').count() == 0

@@ -6,8 +6,20 @@ from __future__ import annotations
 import pytest
 
 from specviz.config import DecodeConfig
-from specviz.serving.lecture import MAX_RECORDINGS, LecturePlan, new_recording, prepare, recording
+from specviz.serving.estimates import RUNNING_LEFT_S, pace, plan_left
+from specviz.serving.lecture import (
+    MAX_RECORDINGS,
+    PREPARATIONS,
+    LecturePlan,
+    Preparation,
+    is_stored,
+    new_recording,
+    prepare,
+    recording,
+    stored_keys,
+)
 from specviz.serving.pool import shared_work
+from specviz.serving.sharedwork import SharedWork
 from specviz.serving.works import TRACE, Work
 from specviz.settings import ConfigError
 from specviz.ui.state import Session
@@ -56,12 +68,23 @@ def test_after_preparing_every_recorded_page_runs_without_starting_a_computation
     assert not rehearsal.toggle[0].value
     recorded = recording(rehearsal.session_state[Session.recorder.key]).plan()  # off: the plan is kept
     assert {TRACE, "speedup", "sweep", "race", "rules", "departures"} <= {w.name for w in recorded.works}
-    plan = LecturePlan.from_json(recorded.to_json())  # offered, pressed or not
-    assert plan.links and all("prompt=w5" in link for link in plan.links)  # (AppTest gives every page one path)
+    assert recorded.links and all("prompt=w5" in link for link in recorded.links)  # (AppTest: one path per page)
 
-    preparation = prepare(plan, shared_work())
+    rehearsal.toggle[0].set_value(True).run()  # on again: pressing Prepare stops it, and the page says so
+    stored_before = sum(row == "✓" for row in rehearsal.dataframe[0].value["stored"])
+    assert stored_before > 0  # the pages decoded their traces while recording
+    [press] = [b for b in rehearsal.button if b.label == f"Prepare the lecture ({len(recorded.works)} computations)"]
+    press.click().run()
+    assert not rehearsal.toggle[0].value and not recording(rehearsal.session_state[Session.recorder.key]).on
+    assert any("Recording stopped: the lecture is" in info.value for info in rehearsal.info)
+    preparation = PREPARATIONS[-1]
+    assert preparation.plan == recorded
     assert preparation.finished.wait(1800)
-    assert preparation.failed == [] and preparation.done == preparation.total == len(plan.works)
+    assert preparation.failed == [] and preparation.total == len(recorded.works)
+    assert preparation.progress(stored_keys(shared_work(), recorded.works)) == preparation.total
+    rehearsal.run()
+    assert f"Prepared: {preparation.total} of {preparation.total}" in rehearsal.success[0].value
+    assert list(rehearsal.dataframe[0].value["stored"]) == ["✓"] * preparation.total
 
     before = computations()
     lecture = make_app(params).run()  # a student's session, in front of the class
@@ -93,3 +116,49 @@ def test_a_recording_notes_each_work_and_link_once_and_only_while_on(tiny_dirs):
     for _ in range(MAX_RECORDINGS):
         new_recording()
     assert recording(recorder) is None  # the server keeps the latest recordings only
+
+
+def test_the_time_left_follows_the_machines_measured_pace():
+    """An estimate three times too low moves to three times; a running work counts down, never to nothing, and one
+    running past its estimate slows the pace before it ends (no clock: durations are fed in)."""
+    assert pace([]) == 1.0 and pace([(10.0, 30.0)]) == 3.0 and pace([(10.0, 30.0), (20.0, 60.0)]) == 3.0
+    assert plan_left((10.0, 0.0), [10.0, 10.0], []) == 30.0  # before any evidence: the estimates
+    assert plan_left((10.0, 0.0), [10.0], [(10.0, 30.0)]) == 60.0  # the first took 3x its estimate: so do the rest
+    assert plan_left((10.0, 12.0), [10.0], [(10.0, 30.0)]) == 48.0  # counts down as the running one runs
+    assert plan_left((10.0, 29.0), [], [(10.0, 30.0)]) == RUNNING_LEFT_S  # running: not done
+    assert plan_left((10.0, 100.0), [10.0], [(10.0, 30.0)]) == RUNNING_LEFT_S + 65.0  # pace (30 + 100) / 20
+    assert plan_left((10.0, 0.0), [10.0], [(10.0, 5.0)]) == 10.0  # a fast machine: half the estimates
+    assert plan_left(None, [], [(10.0, 5.0)]) == 0.0
+
+
+def test_a_preparation_counts_what_is_stored_skips_it_and_stops_the_recording(tiny_dirs):
+    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", device="cpu")
+    config = config.replace(max_new_tokens=4)
+    works = tuple(Work(TRACE, config, prompt) for prompt in ("w3 w7", "w5 w9", "w7 w3"))
+    pool = SharedWork(max_bytes=2**26)
+    pool.submit(works[1].first_key, works[1].compute, "rehearsal", works[1].label).finished.wait()
+    _, taken = new_recording()
+    taken.on = True
+
+    preparation = prepare(LecturePlan((), works), pool, lambda work: 2.0, taken)
+    assert preparation.progress(stored_keys(pool, works)) >= 1  # the result stored before it began counts at once
+    assert not taken.on and preparation.stopped is taken  # pages opened now add nothing to the plan
+    taken.note(Work(TRACE, config, "w9"), "/?late=1")
+    assert taken.plan().works == ()
+    assert preparation.finished.wait(600)
+    assert preparation.failed == [] and preparation.progress(stored_keys(pool, works)) == 3 and not preparation.running
+    assert [estimate for estimate, _ in preparation.paced] == [2.0, 2.0]  # the stored one was not computed again
+    assert preparation.remaining_s(stored_keys(pool, works), 0.0) == 0.0
+
+
+def test_the_time_left_skips_stored_works_and_prices_unpriced_ones_at_the_mean(tiny_dirs):
+    config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", device="cpu")
+    works = tuple(Work(TRACE, config, f"w{i}") for i in range(5))
+    pool = SharedWork(max_bytes=2**20)
+    pool.submit(works[3].first_key, lambda progress: "done", "rehearsal", "stored").finished.wait()
+    assert is_stored(pool, works[3]) and not is_stored(pool, works[2])
+    preparation = Preparation(LecturePlan((), works), lambda work: None, [10.0, 30.0, None, 50.0, 10.0], (1, 100.0))
+    preparation.paced.append((10.0, 20.0))  # the first took twice its estimate
+    # running: 2 x 30 - 15 s run; waiting: the unpriced one at the mean (25), the stored one at nothing, the last
+    assert preparation.remaining_s(stored_keys(pool, works), 115.0) == 45.0 + 2 * (25.0 + 10.0)
+    assert Preparation(LecturePlan((), works), lambda work: None, [None] * 5).remaining_s(set(), 0.0) is None

@@ -1,6 +1,10 @@
 """Prepare a lecture as a teacher clicks it (#51): recording on, the lecture's pages opened by sidebar clicks and by
 typed links (each a new session of the same browser), back to the lecture page, Prepare; then every recorded link,
-opened by a fresh visitor, starts no computation (the server's work-pool log says so)."""
+opened by a fresh visitor, starts no computation (the server's work-pool log says so).
+
+While it prepares (#66), the page counts what is stored (the traces the rehearsal decoded from the start), says a time
+left that moves, stops the recording and says so; when it ends, the table's stored column is whole without a reload,
+and a page opened afterwards (a typed link) adds nothing to the plan."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import sys
 import time
 from urllib.parse import urljoin
 
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import expect, sync_playwright
 
 from specviz.serving.processes import CHROMIUM_ARGS, Server, free_port
 
@@ -27,6 +31,9 @@ SETTLE_MS = 300_000  # a page run that computes on a busy 2-core machine: slow, 
 # seconds on an idle machine, 23 minutes seen on a 2-core machine running four other suites
 FIRST_RUN_MS = 1_800_000
 PREPARE_MS = 1_800_000  # the plan's computations (about 20 on the embedded pair at 4 and 5 tokens), one by one
+AFTERWARDS = "max_new_tokens=6"  # a page opened after the preparation, with settings no recorded page had
+PROGRESS = re.compile(r"Preparing: (\d+) of (\d+) stored · now .*?(?: · about (\d+ (?:s|min)) left)?$")
+PREPARED = re.compile(r"Prepared: (\d+) of (\d+) computations are stored")
 
 
 def settled(page, title: str) -> None:
@@ -49,7 +56,43 @@ def recording_switch(page, timeout_ms: int = SETTLE_MS):
     return switch
 
 
-def test_a_lecture_recorded_by_clicks_and_links_is_prepared_and_its_links_then_compute_nothing(embedded):
+def stored_column(page, rows: int) -> list[str]:
+    """The plan table's stored column, row by row, once its ``rows`` rows are drawn (the grid's accessible table holds
+    every row: the table is drawn at its full height)."""
+    return page.wait_for_function(
+        """(rows) => {
+            const drawn = [...document.querySelectorAll('[data-testid="stDataFrame"] table tbody tr')];
+            const column = drawn.map((row) => (row.lastElementChild ? row.lastElementChild.textContent.trim() : ''));
+            return column.length === rows ? column : null;
+        }""",
+        arg=rows,
+    ).json_value()
+
+
+def progress_lines(page, timeout_ms: int) -> tuple[list[str], str]:
+    """Every progress line the lecture page shows, each as it changes, and its final "Prepared" line (each wait is
+    for the page's own text, bounded by what is left of ``timeout_ms``)."""
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+        text = page.wait_for_function(
+            """([last, prepared]) => {
+                const done = document.body.innerText.match(new RegExp(prepared));
+                if (done) return done[0];
+                const bar = document.querySelector('[data-testid="stProgress"]');
+                const line = bar ? bar.innerText.trim() : '';
+                return line && line !== last ? line : null;
+            }""",
+            arg=[seen[-1] if seen else "", PREPARED.pattern],
+            timeout=left_ms,
+        ).json_value()
+        if PREPARED.fullmatch(text):
+            return seen, text
+        seen.append(text)
+
+
+def test_a_lecture_recorded_by_clicks_and_links_is_prepared_and_its_links_then_compute_nothing(measured_machine):
     server = Server(free_port(), serve=[sys.executable, "-m", "streamlit", "run", "app.py"], cwd=ROOT)  # log: INFO
     try:
         server.wait_healthy()
@@ -85,12 +128,29 @@ def test_a_lecture_recorded_by_clicks_and_links_is_prepared_and_its_links_then_c
             prepare = page.get_by_role("button", name=re.compile(r"Prepare the lecture \(\d+ computations\)"))
             count = int(re.search(r"\((\d+) computations", prepare.inner_text())[1])
             assert count >= 2 * len(LECTURE), prepare.inner_text()
+            stored_before = stored_column(page, count).count("✓")
+            assert stored_before > 0  # the pages decoded their traces while recording
             before = len(server.started())
             prepare.click()
-            page.get_by_text(re.compile(r"Prepared: \d+ of \d+ computations are stored")).wait_for(timeout=PREPARE_MS)
-            assert f"Prepared: {count} of {count}" in page.inner_text("body")
+            expect(recording_switch(page)).not_to_be_checked(timeout=SETTLE_MS)  # pressing Prepare stopped it
+            lines, prepared = progress_lines(page, PREPARE_MS)
+            assert prepared == f"Prepared: {count} of {count} computations are stored", prepared
+            progress = [PROGRESS.fullmatch(line) for line in lines]
+            assert lines and all(progress), lines
+            counts = [int(match[1]) for match in progress]
+            assert counts[0] >= stored_before and counts == sorted(counts), lines  # counted from the store
+            assert len({match[3] for match in progress if match[3]}) >= 2, lines  # the time left moves
+            assert stored_column(page, count) == ["✓"] * count  # current as it ends, with no reload
+            page.get_by_text("Recording stopped: the lecture is prepared").wait_for()
             assert page.locator('[data-testid="stAlertContentError"]').count() == 0, page.inner_text("body")
             assert len(server.started()) > before  # the log shows what starts: preparing did start computations
+
+            page.goto(f"{server.url}/metrics?{AFTERWARDS}")  # typed: recording is off, so it adds nothing
+            settled(page, LECTURE["metrics"])
+            nav.get_by_role("link", name="Prepare a lecture").click()
+            expect(recording_switch(page)).not_to_be_checked(timeout=SETTLE_MS)
+            page.get_by_role("button", name=f"Prepare the lecture ({count} computations)").wait_for()
+            page.get_by_text(prepared).wait_for()
 
             for link in links:
                 prepared = len(server.started())

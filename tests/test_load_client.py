@@ -13,7 +13,7 @@ from specviz.serving.processes import Server, free_port
 
 
 @pytest.fixture(scope="module")
-def server(embedded):  # the embedded fixture makes sure the de-quantised cache exists
+def server(measured_machine):  # the de-quantised cache and this machine's defaults exist
     app = Server(free_port())
     app.wait_healthy()
     yield app

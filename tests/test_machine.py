@@ -16,13 +16,15 @@ from specviz.analysis.lab import chi_square_power, goodness_of_fit, output_law
 from specviz.cli import main
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
+from specviz.models import pass_timing
+from specviz.models import profile as machine_profile
 from specviz.models.forwards import full_forward
 from specviz.models.kernels import DEFAULT, ONEDNN, PackedLinear, kernels_of, use_kernels
 from specviz.models.llama_step import llama_weights
 from specviz.models.loading import load_model
 from specviz.models.machine import matrix_units_in_words
 from specviz.models.pass_timing import PROFILE_TOKENS
-from specviz.models.profile import KERNELS_VAR, NOISY, PassProfile, keep_if_quiet, pass_profile, profile_file
+from specviz.models.profile import KERNELS_VAR, PassProfile, keep_least_loaded, pass_profile, profile_file
 from specviz.models.rates import MachineRates
 from specviz.rules.distributions import softmax32
 from specviz.rules.sampling import BrokenResidualRule
@@ -123,7 +125,8 @@ def test_speculative_sampling_on_the_fast_path_is_lossless(onednn):
     assert goodness_of_fit(tokens, broken) < 1e-3
 
 
-def test_the_profile_is_measured_once_and_read_back(onednn):
+def test_the_profile_is_measured_once_and_read_back(onednn, monkeypatch):
+    monkeypatch.setattr(machine_profile, "MEASURE_AGAIN_S", float("inf"))  # a busy one is not measured again here
     dirs, pair = onednn
     loaded = pair.target
     profile = loaded.profiles[ONEDNN]
@@ -135,18 +138,56 @@ def test_the_profile_is_measured_once_and_read_back(onednn):
     assert 0 <= profile.flat_until() <= PROFILE_TOKENS - 1 and profile.cpu and profile.torch == torch.__version__
     assert pass_profile(loaded, full_forward) is profile  # measured once per process
     path = profile_file(loaded, "full")
-    if profile.spread < NOISY:  # a quiet measurement is kept for every later process: its file holds these figures
-        with open(path, encoding="utf-8") as f:
-            assert PassProfile.from_dict(json.load(f)) == profile
-    else:  # measured while the machine was busy: used by this process, never cached
-        assert not os.path.isfile(path)
+    with open(path, encoding="utf-8") as f:  # kept for every later process, quiet or (marked) busy
+        assert PassProfile.from_dict(json.load(f)) == profile
 
 
-def test_a_profile_measured_on_a_busy_machine_is_not_cached(tmp_path):
+def test_a_busy_profile_never_replaces_a_quieter_one_in_the_cache(tmp_path):
     quiet, busy = profile_of((10.0,) * 9), dataclasses.replace(profile_of((10.0,) * 9), spread=2.0)
-    assert keep_if_quiet(str(tmp_path / "quiet.json"), quiet) and (tmp_path / "quiet.json").is_file()
-    assert not keep_if_quiet(str(tmp_path / "busy.json"), busy) and not (tmp_path / "busy.json").exists()
-    assert PassProfile.from_dict(json.loads((tmp_path / "quiet.json").read_text())) == quiet
+    path = str(tmp_path / "profile.json")
+    assert keep_least_loaded(path, busy) and PassProfile.from_dict(json.loads(open(path).read())) == busy
+    assert keep_least_loaded(path, quiet) and PassProfile.from_dict(json.loads(open(path).read())) == quiet
+    assert not keep_least_loaded(path, busy)  # the quiet one stays the machine's
+    # a load constant through every round: the rounds agree (spread 1.19), the timing thread had a third of a core
+    constant = dataclasses.replace(profile_of((645.0,) * 9), spread=1.19, cpu_share=0.3)
+    assert not constant.quiet and not keep_least_loaded(path, constant)
+    lighter = dataclasses.replace(constant, pass_ms=(200.0,) * 9)
+    kept = str(tmp_path / "busy.json")
+    assert keep_least_loaded(kept, constant) and keep_least_loaded(kept, lighter)  # the lighter load replaces it
+    assert not keep_least_loaded(kept, constant)
+    assert "Measured while other work held the cores" in roofline.speed_sentence(constant)
+    assert "other work" not in roofline.speed_sentence(quiet)
+
+
+def test_the_cpu_share_is_the_threads_cpu_time_over_the_wall_time(monkeypatch):
+    monkeypatch.setattr(pass_timing, "thread_clock", lambda: (12.0, 4.5))
+    assert pass_timing.cpu_share((10.0, 4.0)) == 0.25  # 0.5 s of CPU in 2 s: the thread waited 3/4 of the time
+
+
+def test_a_busy_profile_is_this_processs_the_least_loaded_kept_and_measured_again_when_quiet(
+    onednn, tmp_path, monkeypatch
+):
+    """Measured under load (here a constant one: its rounds agree), a profile is kept marked busy: the least loaded of
+    its attempts serves this process and is cached as such, is measured again later (and by the next process), and
+    the first quiet measurement replaces it for all."""
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    _, pair = onednn
+    timings = iter(
+        [
+            pass_timing.Timed((60.0,) * 9, 1.19, 0.3),
+            pass_timing.Timed((40.0,) * 9, 1.19, 0.4),
+            pass_timing.Timed((12.0,) * 9, 1.05, 0.97),
+        ]
+    )
+    monkeypatch.setattr(machine_profile, "time_passes", lambda *args, **kwargs: next(timings))
+    path = profile_file(pair.draft, "full")
+    busy = pass_profile(pair.draft, full_forward)
+    assert busy.step_ms == 40.0 and not busy.quiet  # two attempts, the least loaded kept
+    assert PassProfile.from_dict(json.loads(open(path).read())) == busy  # cached, marked busy
+    assert pass_profile(pair.draft, full_forward) is busy  # this process's until measured again
+    monkeypatch.setattr(machine_profile, "MEASURE_AGAIN_S", 0.0)
+    again = pass_profile(pair.draft, full_forward)
+    assert again.step_ms == 12.0 and again.quiet and PassProfile.from_dict(json.loads(open(path).read())) == again
 
 
 def test_a_changed_precision_kernel_path_or_torch_version_is_another_profile(onednn, monkeypatch):
@@ -215,6 +256,29 @@ def test_the_cli_prints_the_machine_profile(onednn, capsys):
     out = capsys.readouterr().out
     assert "read bandwidth" in out and "onednn (chosen)" in out and "Measured on this machine" in out
     assert "memory_bound_ms" in out and "best gamma priced at v(k)" in out
+
+
+def test_the_c_every_page_prices_with_is_the_one_the_cli_prints(onednn, capsys, monkeypatch):
+    """The app's configuration (here with a confidence exit, which ends a round and changes no pass) reads the draft's
+    one profile, the one ``python -m specviz machine`` prints c from (its rates and defaults left out here)."""
+    from specviz.analysis import defaults
+    from specviz.models import rates
+
+    dirs, pair = onednn
+    monkeypatch.setattr(defaults, "measure_pair_defaults", lambda *args, **kwargs: roofline.MeasuredDefaults("", 1, ""))
+    monkeypatch.setattr(rates, "machine_rates", lambda: MachineRates(40.0, {"float32": 500.0}))
+    args = ["machine", "--target", dirs["target"], "--draft", dirs["draft"], "--drafter", "model", "--device", "cpu"]
+    assert main(args) == 0
+    exiting = config_for(dirs, confidence_exit=0.8)
+    assert roofline.draft_profile(exiting, pair) is roofline.draft_profile(config_for(dirs), pair)
+    trace = speculative_decode(exiting, prompt_ids=PROMPT, pair=pair)
+    assert f"c = {metrics.machine_speedup(trace, pair)[0]:.3f} " in capsys.readouterr().out
+
+
+def test_the_oracle_drafts_with_the_targets_own_profile(onednn):
+    dirs, pair = onednn
+    oracle = roofline.draft_profile(config_for(dirs, drafter="oracle"), pair)
+    assert oracle is pass_profile(pair.target, full_forward) and oracle.forward == "full"
 
 
 def test_the_default_precision_is_exact_where_float32_speculation_pays():
@@ -304,7 +368,7 @@ def test_fastest_decodes_on_the_measured_choice_and_the_trace_records_it(onednn,
     from specviz.analysis import defaults
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
-    monkeypatch.setattr(defaults, "NOISY", float("inf"))  # a busy test machine's profiles count as quiet here
+    monkeypatch.setattr(PassProfile, "quiet", True)  # a busy test machine's profiles count as quiet here
     dirs, _ = onednn
     out = tmp_path / "trace.json"
     args = ["trace", "--target", dirs["target"], "--draft", dirs["draft"], "--drafter", "ngram", "--fastest"]
@@ -324,7 +388,7 @@ def test_fastest_among_target_precisions_picks_the_one_priced_fastest_and_record
     from specviz.analysis import defaults
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
-    monkeypatch.setattr(defaults, "NOISY", float("inf"))  # a busy test machine's profiles count as quiet here
+    monkeypatch.setattr(PassProfile, "quiet", True)  # a busy test machine's profiles count as quiet here
     dirs, _ = onednn
     out = tmp_path / "trace.json"
     args = ["trace", "--target", dirs["target"], "--draft", dirs["draft"], "--fastest", "int8,int4"]
@@ -356,7 +420,7 @@ def test_a_pairs_defaults_are_measured_once_and_kept_for_this_machine_only(onedn
     from specviz.analysis import defaults
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
-    monkeypatch.setattr(defaults, "NOISY", float("inf"))  # a busy test machine's profiles count as quiet here
+    monkeypatch.setattr(PassProfile, "quiet", True)  # a busy test machine's profiles count as quiet here
     dirs, _ = onednn
     assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu") is None
     measured = defaults.measure_pair_defaults(config_for(dirs))
@@ -379,7 +443,7 @@ def test_the_app_measures_the_lesson_precisions_and_fastest_adds_the_quantised_o
     from specviz.analysis.draft_precision import precisions_on
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
-    monkeypatch.setattr(defaults, "NOISY", float("inf"))  # a busy test machine's profiles count as quiet here
+    monkeypatch.setattr(PassProfile, "quiet", True)  # a busy test machine's profiles count as quiet here
     dirs, _ = onednn
     config = config_for(dirs)
     opened = defaults.defaults_once(config)

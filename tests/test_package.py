@@ -35,7 +35,7 @@ PACKAGED = [
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory, embedded) -> tuple[Path, Path, dict[str, str]]:
+def installed(tmp_path_factory, measured_machine) -> tuple[Path, Path, dict[str, str]]:
     """A wheel built from a copy of the checkout (setuptools writes build/ beside what it builds), checked for the
     files it must carry, installed with ``pip --target`` outside the checkout: (site, an empty directory, the
     environment that finds the installed copy)."""

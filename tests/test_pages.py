@@ -102,7 +102,9 @@ def test_compare_rules_page(params):
 
 
 def test_losslessness_page(params):
-    at = open_page(params, "losslessness")  # the exact first-token test runs at once, at N = 20,000
+    at = open_page(params, "losslessness")
+    assert not at.exception and not at.error and not at.metric  # nothing sampled on opening the page
+    press(at, "Sample the first drafted token")  # the exact first-token test, at N = 20,000
     assert not at.exception and not at.error
     labels = [m.label.split(":")[0] for m in at.metric]
     assert labels == ["speculative sampling", "target sampling", "broken rule", "power vs broken rule"]
@@ -266,7 +268,7 @@ def test_lesson_player_page_sends_the_whole_trace_and_keeps_the_linked_view(para
     assert not at.exception and not at.error
     assert at.query_params["view"] in ("quiz", ["quiz"])  # a teacher's quiz link stays a quiz link
     trace, _, start = player_of(at)
-    assert len(trace["rounds"]) >= 2 and start == {"view": "quiz", "round": 1}
+    assert len(trace["rounds"]) >= 2 and start == {"view": "quiz", "round": 1, "answered": 0}
     present = make_app({**params, "view": "present"})
     present.switch_page("pages/lesson_player.py").run()
     assert player_of(present)[2]["view"] == "present"

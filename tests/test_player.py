@@ -125,6 +125,11 @@ def test_the_quiz_scores_known_answers_and_reveals_the_verdicts(sampled_trace, o
     assert page.locator("#rows .mark").all_inner_texts() == ["?"] * asked  # hidden until answered
     assert page.locator(".test").count() == 0
     assert page.locator("#cards svg line").count() == 0  # the draw u is the verdict: not drawn before the answer
+    page.keyboard.press("ArrowRight")  # the next round's context is this one's outcome: held until answered
+    assert (
+        page.locator("#title").inner_text().startswith(f"Round {index} of")
+        and "Skip" in page.locator("#held").inner_text()
+    )
     for position in rnd.draft:  # answer every token right
         page.locator(f'button[data-quiz="{index}:{position.index}"][data-guess="{position.status}"]').click()
     assert page.locator("#score").inner_text() == f"Score: {asked} / {asked}"
@@ -132,10 +137,9 @@ def test_the_quiz_scores_known_answers_and_reveals_the_verdicts(sampled_trace, o
     assert page.locator(".verdict-ok").count() == asked
     checked = sum(p.status != "not_verified" for p in rnd.draft)
     assert page.locator("#cards svg line").count() == checked  # and each check's draw u with it
-    other = next(i for i, r in enumerate(sampled_trace.rounds, start=1) if i != index and r.draft)
-    page.keyboard.press("Home")
-    for _ in range(other - 1):
-        page.keyboard.press("ArrowRight")
+    other = index - 1 if index > 1 else index + 1  # a round one step away: back is open, forward once answered
+    page.keyboard.press("ArrowLeft" if other < index else "ArrowRight")
+    assert page.locator("#title").inner_text().startswith(f"Round {other} of")
     wrong = sampled_trace.rounds[other - 1].draft[0]
     page.locator(f'button[data-quiz="{other}:0"][data-guess="{"rejected" if wrong.accepted else "accepted"}"]').click()
     assert page.locator("#score").inner_text() == f"Score: {asked} / {asked + 1}"

@@ -17,7 +17,7 @@ WAIT_MS = 300_000  # a trace of the embedded pair on a busy 2-core machine: minu
 
 
 @pytest.fixture(scope="module")
-def app_url(embedded):  # the embedded fixture makes sure the de-quantised cache exists
+def app_url(measured_machine):  # the de-quantised cache and this machine's defaults exist, as after a first start
     with running_app() as url:
         yield url
 
@@ -66,6 +66,10 @@ def test_a_quiz_link_shows_no_verdict_before_its_answers(app_url, path):
         seen = page.evaluate(PLAYER)  # and the student is told why
         assert seen["closed"] == ["step", "present", "race"] and "every question is answered" in seen["held"], seen
         page.locator("h1").first.click()  # the keys, from the page around the frame
+        page.keyboard.press("ArrowRight")  # held: the next round's context is this one's outcome
+        assert_quiz_waits(page, 2)
+        assert "or Skip" in page.evaluate(PLAYER)["held"]
+        answer_round(page)
         page.keyboard.press("ArrowRight")
         assert_quiz_waits(page, 3)
         page.wait_for_function("() => location.search.includes('round=3')")
@@ -80,10 +84,114 @@ def test_a_quiz_link_shows_no_verdict_before_its_answers(app_url, path):
             if not page.url.startswith(app_url):
                 break  # before the link: the tab's blank page
             settled(page)
-            assert "view=quiz" in page.url, (backs, page.url)
-            assert page.evaluate(PLAYER)["verdicts"] == 0, (backs, page.url)
-            assert page.evaluate(PLAYER)["view"] == "quiz", (backs, page.url)
+            seen = page.evaluate(PLAYER)
+            assert "view=quiz" in page.url and seen["view"] == "quiz", (backs, page.url, seen)
+            assert seen["verdicts"] == 0 or seen["title"].startswith("Round 2 of"), (backs, page.url, seen)  # answered
         assert backs >= 1
+
+
+def answer_round(page) -> int:
+    """Answer every question of the shown quiz round ("never checked" each time); the number answered."""
+    questions = page.frame_locator("iframe").first.locator("button[data-guess='not_verified']")
+    asked = questions.count()
+    for _ in range(asked):
+        questions.first.click()  # each answered question leaves the list
+    return asked
+
+
+TOTALS = """() => { const doc = document.querySelector('iframe').contentDocument;
+  const shown = (e) => e.getClientRects().length;
+  const inFrame = [...doc.querySelectorAll('body *')].filter((e) => shown(e) && e.children.length === 0)
+    .map((e) => e.textContent).join(' ');
+  return inFrame + ' ' + document.querySelector('[data-testid="stMain"]').innerText; }"""
+
+
+def test_a_quiz_round_opens_the_next_only_once_answered_or_skipped(app_url):
+    """A student's quiz: no accepted count anywhere on the screen (the player's summary line included) while a question
+    waits; Next, →, End and the slider stay on the unanswered round; Skip reveals its verdicts and scores its questions
+    as asked and unanswered; then Next opens the next round."""
+    with chromium_page(1366, 768) as page:
+        page.goto(f"{app_url}/lesson_player?max_new_tokens=16&view=quiz&student=1")
+        settled(page)
+        assert_quiz_waits(page, 1)
+        assert "accepted" not in page.evaluate(TOTALS), page.evaluate(TOTALS)
+        frame = page.frame_locator("iframe").first
+        frame.locator("#next").click()
+        frame.locator("#last").click()
+        page.locator("h1").first.click()
+        page.keyboard.press("End")
+        assert_quiz_waits(page, 1)
+        asked = frame.locator("button[data-guess='not_verified']").count()
+        frame.get_by_role("button", name=re.compile("^Skip")).click()
+        seen = page.evaluate(PLAYER)
+        assert seen["title"].startswith("Round 1 of") and seen["verdicts"] > 0, seen  # revealed
+        assert frame.locator("#score").inner_text() == f"Score: 0 / {asked} ({asked} skipped)"
+        assert frame.locator(".quiz").all_inner_texts()[0].startswith("Skipped: the target's answer:")
+        frame.locator("#next").click()
+        assert_quiz_waits(page, 2)
+        assert "accepted" not in page.evaluate(TOTALS)
+
+
+ROUND_VIEW_OUTPUT = "Output (colour: how each token was produced"
+
+
+def test_a_students_session_keeps_every_page_in_the_quiz_until_it_is_answered(app_url):
+    """A student's link (student=1) that opens the Round view and Metrics from the sidebar meets the quiz there,
+    with neither the colour-coded output nor any accepted count, until every round is answered: then the Round view
+    shows them (the page reruns itself when the last answer is given). Back from a round reached by stepping opens
+    that round's quiz, never its verdicts."""
+    with chromium_page(1366, 768) as page:
+        page.goto(f"{app_url}/lesson_player?max_new_tokens=8&view=quiz&student=1")
+        settled(page)
+        nav = page.locator('[data-testid="stSidebarNav"]')
+        for name in ("Round view", "Metrics and theory"):
+            nav.get_by_role("link", name=name).click()
+            page.get_by_text("it opens once your quiz has answered every round").wait_for(timeout=WAIT_MS)
+            settled(page)
+            assert_quiz_waits(page, 1)
+            assert ROUND_VIEW_OUTPUT not in page.evaluate(TOTALS) and "accepted" not in page.evaluate(TOTALS)
+        nav.get_by_role("link", name="Round view").click()
+        page.get_by_text("it opens once your quiz has answered every round").wait_for(timeout=WAIT_MS)
+        settled(page)
+        count = int(re.search(r"of (\d+)", page.evaluate(PLAYER)["title"]).group(1))
+        assert count >= 2
+        answer_round(page)
+        page.keyboard.press("ArrowRight")
+        assert_quiz_waits(page, 2)
+        page.wait_for_function("() => location.search.includes('round=2')", timeout=WAIT_MS)
+        nav.get_by_role("link", name="Metrics and theory").click()
+        page.get_by_text("it opens once your quiz has answered every round").wait_for(timeout=WAIT_MS)
+        page.go_back()  # to the round the student stepped to: its quiz, not its verdicts
+        page.wait_for_function("() => location.search.includes('round=2')", timeout=WAIT_MS)
+        settled(page)
+        assert_quiz_waits(page, 2)
+        for index in range(2, count + 1):
+            answer_round(page)
+            if index < count:
+                page.keyboard.press("ArrowRight")
+        page.get_by_text(ROUND_VIEW_OUTPUT).wait_for(timeout=WAIT_MS)  # every round answered: the page shows it all
+        assert page.get_by_text("drafted tokens accepted").count() >= 1
+
+
+def test_the_students_link_names_the_round_the_player_shows(app_url):
+    """The teacher steps the player to round 3 and opens "Copy link for students (quiz)": its link opens the quiz at
+    round 3 (round=3, view=quiz, student=1), as the caption promises."""
+    with chromium_page(1366, 768) as page:
+        page.goto(f"{app_url}/?max_new_tokens=16")
+        settled(page)
+        page.locator("h1").first.click()
+        page.keyboard.press("ArrowRight")
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function("() => location.search.includes('round=3')", timeout=WAIT_MS)
+        page.get_by_text("Copy link for students (quiz)").click()
+        link = page.get_by_test_id("students-link")
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('*')].some((e) => e.shadowRoot?.querySelector('code')"
+            "?.textContent.includes('round=3'))",
+            timeout=WAIT_MS,
+        )
+        text = link.inner_text()
+        assert "round=3" in text and "view=quiz" in text and "student=1" in text, text
 
 
 MARK_COLOURS = {"rgb(46, 125, 50)": "accept", "rgb(198, 40, 40)": "reject", "rgb(158, 158, 158)": "never checked"}
@@ -207,3 +315,25 @@ def test_the_present_view_fits_a_projector_in_the_app(app_url, gamma):
         page.screenshot(path=str(ARTIFACTS / f"present-link-gamma{gamma}.png"))
     assert_fits_the_projector(by_button, drafted)
     assert_fits_the_projector(by_link, drafted)
+
+
+def test_back_from_a_quiz_reached_by_stepping_opens_the_quiz_not_the_verdicts(app_url):
+    """A teacher steps the step view to round 2, then presses Quiz: the tab's history holds round 2's step view, and
+    Back to it opens round 2's quiz (unanswered), never its verdicts; once answered, the other views open again."""
+    with chromium_page(1366, 768) as page:
+        page.goto(f"{app_url}/lesson_player?max_new_tokens=16")
+        settled(page)
+        page.locator("h1").first.click()
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function("() => location.search.includes('round=2')", timeout=WAIT_MS)
+        page.wait_for_timeout(1_000)  # the player tells the server its place once the stepping stops
+        page.frame_locator("iframe").first.locator("#view-quiz").click()
+        page.wait_for_function("() => location.search.includes('view=quiz')", timeout=WAIT_MS)
+        page.wait_for_timeout(1_000)
+        page.go_back()
+        page.wait_for_function("() => !location.search.includes('view=quiz')", timeout=WAIT_MS)
+        settled(page)
+        seen = page.evaluate(PLAYER)  # the step view's entry: its round, unanswered, opens in the quiz
+        assert seen["view"] == "quiz" and seen["verdicts"] == 0 and "accepted" not in seen["title"], seen
+        answer_round(page)
+        assert page.evaluate(PLAYER)["closed"] == []

@@ -10,16 +10,27 @@ import pytest
 
 from specviz.analysis.engine_export import drafting_run, vllm_prometheus
 from specviz.analysis.engine_report import read_engine_report
-from specviz.analysis.race import Lane, Race, lane_choices, load_signs, run_race, verdict
+from specviz.analysis.race import (
+    Lane,
+    Race,
+    lane_choices,
+    load_signs,
+    run_race,
+    slowdown_over,
+    speedup_words,
+    verdict,
+)
 from specviz.config import DecodeConfig
 from specviz.engine import autoregressive_decode, speculative_decode
 from specviz.models.pair import prompt_ids_for
 from specviz.presentation.race import race_page
 from specviz.serving import jsoncodec
 from specviz.serving.pool import shared_work, shown_attempt
+from specviz.ui.racing import headline_text
 
 from .conftest import TINY_TEXT_PROMPT
 from .test_app import make_app
+from .test_machine import profile_of
 
 
 @pytest.fixture(scope="module")
@@ -109,14 +120,41 @@ def test_a_race_goes_through_the_replicas_json_store(race):
     assert jsoncodec.decode(json.loads(json.dumps(jsoncodec.encode(race)))) == race
 
 
-def lane(name: str, slowdown: float) -> Lane:
-    return Lane(name, (), 1000.0, (), "", slowdown)
+def lane(name: str, slowdown: float | None, cpu_share: float = 1.0, total_ms: float = 1000.0) -> Lane:
+    return Lane(name, (), total_ms, (), "", slowdown, cpu_share=cpu_share)
 
 
 def test_a_lane_slowed_more_than_the_others_is_a_sign_of_load():
     assert load_signs((lane("target alone", 1.5), lane("speculative", 1.6))) == ()  # both lanes alike: quiet
     signs = load_signs((lane("target alone", 2.4), lane("speculative", 1.5)))
     assert len(signs) == 1 and "target alone ran at 2.40×" in signs[0]
+
+
+def test_a_load_constant_through_the_race_is_a_sign_of_load_and_a_quiet_race_is_not_flagged():
+    """A constant load slows both lanes alike, so their steps agree; the decoding thread's share of a core tells it
+    apart. A quiet race, each lane's thread on a core and its steps as the profile's, shows no sign."""
+    loaded = load_signs((lane("target alone", 3.9, cpu_share=0.3), lane("speculative", 3.8, cpu_share=0.35)))
+    assert len(loaded) == 2 and "target alone had 30% of a core" in loaded[0]
+    assert load_signs((lane("target alone", 1.05, cpu_share=0.97), lane("speculative", 1.1, cpu_share=0.95))) == ()
+
+
+def test_a_lane_priced_from_a_busy_profile_is_not_compared():
+    """A profile measured under load prices a lane too slow, and a quiet lane would look faster than the others: its
+    slowdown is not known, and the race is not flagged for it."""
+    quiet = profile_of((20.0,) * 9)
+    busy = dataclasses.replace(quiet, pass_ms=(80.0,) * 9, spread=1.19, cpu_share=0.3)
+    assert slowdown_over(420.0, 400.0, quiet, None) == 1.05 and slowdown_over(420.0, 1600.0, quiet, busy) is None
+    assert load_signs((lane("target alone", 1.05), lane("speculative", None))) == ()
+
+
+def test_a_race_slower_than_the_target_alone_says_slower_never_faster():
+    assert speedup_words(1.36) == "1.36× faster" and speedup_words(0.97) == "0.97× (slower)"
+    slower = Race((lane("target alone", 1.0), lane("speculative", 1.0, total_ms=1031.0)), ("",), "", "", "", "", ())
+    said = headline_text(slower, 0.15)
+    assert "0.97× (slower), measured" in said and "profile: 0.15× (slower)" in said and "faster" not in said
+    assert "1.36× faster, priced" in headline_text(None, 1.36)
+    page = race_page(slower)
+    assert "× (slower)`" in page and "speedup(lane) < 1" in page  # the replay words it and colours it so
 
 
 def shown_race(races: list[Race]) -> tuple[Race | None, Race | None]:
@@ -161,7 +199,7 @@ def test_the_race_page_measures_once_for_every_session(tiny_params):
     assert not at.exception and not at.error, [e.value for e in at.error]
     metrics = {m.label: m for m in at.metric}
     assert set(metrics) == {"target alone", "speculative: draft model, γ = 3"}
-    assert metrics["speculative: draft model, γ = 3"].delta.endswith("× faster")
+    assert re.fullmatch(r"\d+\.\d\d× (faster|\(slower\))", metrics["speculative: draft model, γ = 3"].delta)
     assert any(m.value.startswith("**speculative: draft model, γ = 3**: Identical: 10 of 10") for m in at.markdown)
     assert len(at.get("iframe")) == 1
     exports = [b.label for b in at.get("download_button") if b.label.startswith("vLLM's")]
@@ -181,9 +219,9 @@ def test_every_speed_page_quotes_the_races_speedup_once_a_race_was_run(tiny_para
     assert any(", priced** from this machine's profile" in i.value for i in at.info)  # before a race: labelled
     at.switch_page("pages/race.py").run()
     next(b for b in at.button if b.label.startswith("Measure the race on this server")).click().run()
-    measured = next(m for m in at.metric if m.label.startswith("speculative")).delta.split("×")[0]
+    measured = next(m for m in at.metric if m.label.startswith("speculative")).delta
     for page in ("metrics", "parallel_verification"):
         at.switch_page(f"pages/{page}.py").run()
         assert not at.exception, at.exception
         quoted = [i.value for i in at.info if i.value.startswith("**Speedup of this configuration")]
-        assert quoted and quoted[0].startswith(f"**Speedup of this configuration: {measured}×, measured** in the race")
+        assert quoted and quoted[0].startswith(f"**Speedup of this configuration: {measured}, measured** in the race")

@@ -9,14 +9,15 @@ from specviz.config import DecodeConfig
 from specviz.models.profile import PassProfile
 from specviz.serving.works import TRACE, Work
 from specviz.ui import offers, waiting
+from specviz.ui.state import Session
 
-from .test_app import make_app, player_of
+from .test_app import make_app, player_of, students_links
 from .test_pages import press
 
 
 def student_link(teacher) -> dict[str, str]:
     """The query of the "Copy link for students" link the teacher's sidebar shows."""
-    link = next(c.value for c in teacher.code if "view=quiz" in c.value)
+    (link,) = students_links(teacher)
     return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(link).query))
 
 
@@ -28,7 +29,7 @@ def test_the_students_link_marks_a_student_session_that_every_link_it_writes_kee
     assert not student.exception and player_of(student)[2]["view"] == "quiz"  # the round's own trace is shown
     student.switch_page("pages/metrics.py").run()
     assert not student.exception and student.query_params["student"] == "1"  # every page's link keeps it
-    assert not any("view=quiz" in c.value for c in student.code)  # a student gets no link to hand out
+    assert students_links(student) == []  # a student gets no link to hand out
 
 
 def test_a_bad_student_value_falls_back_to_the_teachers_session_with_a_message(tiny_params):
@@ -50,6 +51,39 @@ def test_a_student_session_starts_no_race_and_cannot_measure_it_again(tiny_param
     student.run()  # the student's page now reads the class's race
     assert not student.exception and "target alone" in {m.label for m in student.metric}
     assert not any(b.label.startswith("Measure") for b in student.button)
+
+
+def lane_times(at) -> str:
+    """The race the page shows, as its replay page (every token's measured time, in ms: one measurement's own)."""
+    return at.get("iframe")[0].proto.srcdoc
+
+
+def test_the_class_race_belongs_to_the_session_that_measured_it_first(tiny_params):
+    """Another teacher's session (a student on the address bar's link) that presses Measure again measures for itself:
+    its race is shown to it alone, the class keeps the first session's; the first session's own Measure again still
+    adds to the class's; and the teacher's link (teacher=<key>) opened in a new session owns it too."""
+    params = {**tiny_params, "max_new_tokens": "7", "seed": "21"}  # a race no other test ran
+    teacher = make_app(params)
+    teacher.switch_page("pages/race.py").run()
+    press(teacher, "Measure the race on this server")
+    class_race = lane_times(teacher)
+    other = make_app(params)
+    other.switch_page("pages/race.py").run()
+    assert lane_times(other) == class_race  # the class's race, shown to every session of the link
+    press(other, "Measure again")
+    assert not other.exception and any("shown to you alone" in c.value for c in other.caption)
+    assert lane_times(other) != class_race
+    newcomer = make_app(params)
+    newcomer.switch_page("pages/race.py").run()
+    assert lane_times(newcomer) == class_race and not any("shown to you alone" in c.value for c in newcomer.caption)
+    key = teacher.session_state[Session.teacher_key.key]
+    owner = make_app({**params, "teacher": key})
+    owner.switch_page("pages/race.py").run()
+    assert "teacher" not in owner.query_params  # the key never stays in the address bar
+    press(owner, "Measure again")
+    assert not any("shown to you alone" in c.value for c in owner.caption)
+    newcomer.run()
+    assert lane_times(newcomer) != class_race or any("disturbed" in w.value for w in newcomer.warning)
 
 
 def test_a_student_session_shows_no_start_button_for_costly_work(tiny_params):

@@ -42,8 +42,8 @@ from specviz.models.cache import cache_root, write_json_atomically
 from specviz.models.draft_forward import draft_forward
 from specviz.models.loaded import LoadedModel
 from specviz.models.loading import forget_loaded_models
-from specviz.models.machine import machine_key
-from specviz.models.profile import FORMAT, NOISY, PassProfile
+from specviz.models.machine import machine_key, resolve_device
+from specviz.models.profile import FORMAT, PassProfile
 from specviz.registry.drafters import DRAFT_MODEL
 from specviz.registry.rules import GREEDY
 from specviz.settings import check
@@ -61,8 +61,10 @@ PAIR_DEFAULTS = ("dtype", "gamma", "draft_dtype", "confidence_exit")  # the sett
 
 
 def defaults_file(target: str, draft: str | None, device: str) -> Path:
-    """Where a pair's measured defaults on this machine are kept (keyed like the profiles they come from)."""
-    key = "|".join((target, str(draft), device, machine_key(), torch.__version__, str(FORMAT), str(CHOICES)))
+    """Where a pair's measured defaults on this machine are kept (keyed like the profiles they come from; "auto" as
+    the device it picks here, so the app's and a server's ``SPECVIZ_DEVICE=cpu`` share one measurement)."""
+    where = str(resolve_device(device)) if device == "auto" else device
+    key = "|".join((target, str(draft), where, machine_key(), torch.__version__, str(FORMAT), str(CHOICES)))
     return cache_root() / "machine" / f"defaults-{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
 
 
@@ -141,9 +143,9 @@ def measure_pair_defaults(
     """Profile the config's pair in each of the ``targets`` precisions (the lesson's two first) with its draft in
     each draft precision, take each draft precision's greedy acceptance against the float32 target's greedy text,
     choose the target's precision (the draft at the target's own precision decides it, as before), then the fastest
-    draft precision and γ for each target precision measured, and store them when every profile was measured on a
-    quiet machine. ``release``: free each target precision's models before loading the next (a command's process;
-    the app keeps what it loaded)."""
+    draft precision and γ for each target precision measured, and store them (from the least loaded profiles measured
+    so far: a busy machine's are marked so, and measured again by later processes). ``release``: free each target
+    precision's models before loading the next (a command's process; the app keeps what it loaded)."""
     profiles: Profiles = {}
     overheads: dict[str, RoundOverheads] = {}  # by target precision: the engine's work is the same for every draft
     replays: dict[str, DraftReplay] = {}
@@ -178,8 +180,8 @@ def measure_pair_defaults(
         f"{', '.join(f'{d} {r.alpha:.2f}' for d, r in replays.items())}; the target decides every token, so the "
         "draft's precision never changes the output).",
     )
-    if all(profile.spread < NOISY for pair in profiles.values() for profile in pair):
-        store_defaults(config.target, config.draft, config.device, measured)
+    store_defaults(config.target, config.draft, config.device, measured)  # busy profiles too: each is the least
+    # loaded measured so far (profile.keep_least_loaded), and measuring the pair again per process fed the load
     return measured
 
 

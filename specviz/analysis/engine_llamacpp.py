@@ -1,7 +1,8 @@
 """llama.cpp's reports of speculative decoding, read into an :class:`EngineReport` (formats and their sources:
 docs/engine_report.md): the ``statistics <implementation>:`` line of common/speculative.cpp, the server's
 ``print_timing`` line (``draft acceptance = ...``), the summary of ``llama-speculative`` / ``llama-speculative-simple``
-(``n_drafted``, ``n_accept``) and the server's response ``timings.draft_n`` / ``draft_n_accepted``. No torch."""
+(``n_drafted``, ``n_accept``), the server's response ``timings.draft_n`` / ``draft_n_accepted`` and its ``/metrics``
+counters in vLLM's names (``llamacpp:spec_decode_...``). No torch."""
 
 from __future__ import annotations
 
@@ -20,9 +21,11 @@ from specviz.analysis.engine_record import (
     report,
     required,
     share,
+    spec_decode_counters,
 )
 from specviz.settings import ConfigError
 
+PREFIX = "llamacpp:spec_decode_"
 STATS_MARK = "#gen tokens"
 TIMING = re.compile(r"draft acceptance(?: rate)? = ")
 TIMING_COUNTS = re.compile(r"\s*(-?[\d.]+)\s*\(\s*(-?\d+) accepted\s*/\s*(-?\d+) generated\)")
@@ -149,3 +152,12 @@ def from_timings_json(data: Any) -> EngineReport:
         raise ConfigError(f"{what}: draft_n without draft_n_accepted (a paste cut short?)")
     accepted, drafted = count(timings["draft_n_accepted"], what), count(timings["draft_n"], what)
     return report("llama.cpp", "server JSON timings", accepted=accepted, draft_tokens=drafted)
+
+
+def from_prometheus(text: str) -> EngineReport:
+    """llama-server's ``/metrics`` (``--metrics``; tools/server/server-task.cpp, ``server_task_result_metrics::
+    to_metrics``, since PR #26389): the counters ``llamacpp:spec_decode_num_draft_tokens_total``,
+    ``..._num_accepted_tokens_total``, ``..._num_drafts_total`` (verification steps) and, once a speculative request
+    has finished, ``..._num_accepted_tokens_per_pos_total{position="i"}`` for i < the draft's most tokens, counted
+    as vLLM counts them. The three totals are written as C++ doubles, 6 significant digits; the positions exactly."""
+    return spec_decode_counters(text, PREFIX, "llama.cpp", "llama.cpp's /metrics text", digits=6)

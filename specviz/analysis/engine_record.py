@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +80,21 @@ def rates(text: str, what: str) -> tuple[float, ...]:
     if not items:
         raise ConfigError(f"{what}: the list of rates is empty")
     return tuple(share(item, f"{what} (position {i})") for i, item in enumerate(items, 1))
+
+
+def counts(values: object, what: str) -> list[int]:
+    """A JSON list of counts (ConfigError for anything else)."""
+    if not isinstance(values, list):
+        raise ConfigError(f"{what} should be a list of counts; got {values!r}")
+    return [count(n, f"{what}[{j}]") for j, n in enumerate(values)]
+
+
+def reached(histogram: Counter[int], k: int) -> tuple[float, ...] | None:
+    """Per position i = 1..k, the share of verification steps that accepted at least i drafted tokens, from a
+    histogram of the steps by the tokens each accepted (vLLM's per-position rate: a step that accepted n counts at
+    positions 1..n); None without steps."""
+    steps = histogram.total()
+    return tuple(sum(n for j, n in histogram.items() if j >= i) / steps for i in range(1, k + 1)) if steps else None
 
 
 def field(text: str, label: str, value: str, what: str) -> str | None:
@@ -179,6 +195,52 @@ def prometheus_samples(text: str, prefix: str, what: str) -> list[tuple[str, dic
         name, labels, value = sample.groups()
         samples.append((name, dict(LABEL.findall(labels or "")), value))
     return samples
+
+
+SPEC_COUNTERS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "num_accepted_tokens_per_pos")
+
+
+def spec_decode_counters(text: str, prefix: str, engine: str, what: str, digits: int | None = None) -> EngineReport:
+    """vLLM's four spec-decode counters under ``prefix`` (``vllm:spec_decode_``, or ``llamacpp:spec_decode_`` where
+    llama-server exports them in vLLM's names), with or without ``_total`` (``_created`` skipped), summed over their
+    label sets; per position by its ``position`` label, 0 first. ``digits``: the significant digits the engine prints
+    a count with (llama-server's C++ stream prints 6: ``1.23457e+06``), within which the per-position counters must
+    add up to the accepted tokens (exactly where None)."""
+    totals: Counter[str] = Counter()
+    per_pos: Counter[int] = Counter()
+    for name, labels, value in prometheus_samples(text, prefix, what):
+        base = name[len(prefix) :].removesuffix("_total")
+        if base not in SPEC_COUNTERS:
+            continue
+        totals[base] += (n := count(value, f"{what}: {name}"))
+        if base == "num_accepted_tokens_per_pos":
+            per_pos[count(labels.get("position"), f"{what}: the position label of {name}")] += n
+    missing = [f"{prefix}{name}_total" for name in SPEC_COUNTERS[1:3] if name not in totals]
+    if missing:
+        raise ConfigError(f"{what}: expected {' and '.join(missing)} in it (a paste cut short?)")
+    drafts = totals["num_drafts"] if "num_drafts" in totals else None
+    accepted, positions = totals["num_accepted_tokens"], None
+    if per_pos:
+        if sorted(per_pos) != list(range(len(per_pos))):
+            raise ConfigError(f"{what}: per-position counters for positions {sorted(per_pos)}; expected 0, 1, 2, ...")
+        rounding = (
+            0.0 if digits is None or not accepted else 0.5 * 10 ** (math.floor(math.log10(accepted)) - digits + 1)
+        )
+        if abs(per_pos.total() - accepted) > rounding:
+            raise ConfigError(
+                f"{what}: the per-position counters add up to {per_pos.total()} accepted tokens, "
+                f"num_accepted_tokens says {accepted}"
+            )
+        positions = tuple(per_pos[i] / drafts for i in range(len(per_pos))) if drafts else None
+    return report(
+        engine,
+        "Prometheus /metrics",
+        accepted=accepted,
+        draft_tokens=totals["num_draft_tokens"],
+        drafts=drafts,
+        per_position=positions,
+        draft_length=len(per_pos) or None,
+    )
 
 
 def objects_with(data: Any, key: str) -> list[dict[str, Any]]:

@@ -23,11 +23,12 @@ __all__ = ["ENGINES", "EngineReport", "read_engine_report"]
 # what each engine's text looks like, for the messages
 ENGINES = {
     "vllm": "vLLM's /metrics text (vllm:spec_decode_...), its 'SpecDecoding metrics:' log line or a response's "
-    "metrics.speculative_decoding JSON",
-    "sglang": "SGLang's 'Decode batch' log line (accept len, accept rate) or its /metrics gauges "
-    "(sglang:spec_accept_...)",
+    "metrics.speculative_decoding JSON (summary, or detailed with per_step_accepted)",
+    "sglang": "SGLang's 'Decode batch' log line (accept len, accept rate), its /metrics gauges "
+    "(sglang:spec_accept_...) or a /generate response's meta_info (spec_verify_ct)",
     "llama.cpp": "llama.cpp's 'statistics' or 'draft acceptance' server log line, the llama-speculative summary "
-    "(n_drafted, n_accept) or a server response's timings (draft_n, draft_n_accepted)",
+    "(n_drafted, n_accept), a server response's timings (draft_n, draft_n_accepted) or its /metrics text "
+    "(llamacpp:spec_decode_...)",
 }
 
 
@@ -43,6 +44,7 @@ class Format:
 
 TEXT_FORMATS = (
     Format("vllm", "/metrics text", lambda text: vllm.PREFIX in text, vllm.from_prometheus),
+    Format("llama.cpp", "/metrics text", lambda text: llamacpp.PREFIX in text, llamacpp.from_prometheus),
     Format("vllm", "SpecDecoding metrics log", lambda text: vllm.LOG_MARK in text, vllm.from_log),
     Format("sglang", "/metrics text", lambda text: sglang.PREFIX in text, sglang.from_prometheus),
     Format("sglang", "decode log", lambda text: sglang.LOG_MARK in text, sglang.from_decode_log),
@@ -53,6 +55,8 @@ TEXT_FORMATS = (
     Format("llama.cpp", "llama-speculative summary", lambda text: "n_drafted" in text, llamacpp.from_example),
 )
 JSON_FORMATS = (
+    Format("vllm", "per-step JSON", lambda text: f'"{vllm.STEP_KEYS[0]}"' in text, vllm.from_request_steps),
+    Format("sglang", "meta_info JSON", lambda text: f'"{sglang.META_MARK}"' in text, sglang.from_meta_info),
     Format(
         "vllm",
         "per-request JSON",

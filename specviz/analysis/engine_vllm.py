@@ -1,6 +1,7 @@
-"""vLLM's three reports of speculative decoding, read into an :class:`EngineReport` (formats and their sources:
-docs/engine_report.md): the Prometheus counters of ``/metrics``, the ``SpecDecoding metrics:`` log line and the
-per-request ``metrics.speculative_decoding`` of ``--per-request-spec-decode-metrics``. No torch."""
+"""vLLM's reports of speculative decoding, read into an :class:`EngineReport` (formats and their sources:
+docs/engine_report.md): the Prometheus counters of ``/metrics``, the ``SpecDecoding metrics:`` log line, the
+per-request ``metrics.speculative_decoding`` of ``--per-request-spec-decode-metrics summary`` and the ordered
+per-step arrays the ``detailed`` level adds. No torch."""
 
 from __future__ import annotations
 
@@ -13,60 +14,30 @@ from specviz.analysis.engine_record import (
     EngineReport,
     agree_with_length,
     count,
+    counts,
     field,
     length_of,
     number,
     objects_with,
-    prometheus_samples,
     rates,
+    reached,
     report,
     required,
     share,
+    spec_decode_counters,
 )
 from specviz.settings import ConfigError
 
 PREFIX = "vllm:spec_decode_"
-COUNTERS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "num_accepted_tokens_per_pos")
 LOG_MARK = "SpecDecoding metrics:"
 REQUEST_KEYS = ("acceptance_histogram", "num_spec_steps", "num_accepted_draft_tokens", "num_draft_tokens")
+STEP_KEYS = ("per_step_accepted", "per_step_drafted")  # the detailed level's ordered per-step arrays
 
 
 def from_prometheus(text: str) -> EngineReport:
-    """The four counters (with or without ``_total``; ``_created`` skipped), summed over their label sets (one
-    per engine of a data-parallel server); per position by its ``position`` label, 0 first."""
-    what = "vLLM's /metrics text"
-    totals: Counter[str] = Counter()
-    per_pos: Counter[int] = Counter()
-    for name, labels, value in prometheus_samples(text, PREFIX, what):
-        base = name[len(PREFIX) :].removesuffix("_total")
-        if base not in COUNTERS:
-            continue
-        totals[base] += (n := count(value, f"{what}: {name}"))
-        if base == "num_accepted_tokens_per_pos":
-            per_pos[count(labels.get("position"), f"{what}: the position label of {name}")] += n
-    missing = [f"{PREFIX}{name}_total" for name in COUNTERS[1:3] if name not in totals]
-    if missing:
-        raise ConfigError(f"{what}: expected {' and '.join(missing)} in it (a paste cut short?)")
-    drafts = totals["num_drafts"] if "num_drafts" in totals else None
-    positions = None
-    if per_pos:
-        if sorted(per_pos) != list(range(len(per_pos))):
-            raise ConfigError(f"{what}: per-position counters for positions {sorted(per_pos)}; expected 0, 1, 2, ...")
-        if per_pos.total() != totals["num_accepted_tokens"]:
-            raise ConfigError(
-                f"{what}: the per-position counters add up to {per_pos.total()} accepted tokens, "
-                f"num_accepted_tokens says {totals['num_accepted_tokens']}"
-            )
-        positions = tuple(per_pos[i] / drafts for i in range(len(per_pos))) if drafts else None
-    return report(
-        "vllm",
-        "Prometheus /metrics",
-        accepted=totals["num_accepted_tokens"],
-        draft_tokens=totals["num_draft_tokens"],
-        drafts=drafts,
-        per_position=positions,
-        draft_length=len(per_pos) or None,
-    )
+    """The four counters (:func:`~specviz.analysis.engine_record.spec_decode_counters`), summed over their label
+    sets (one per engine of a data-parallel server)."""
+    return spec_decode_counters(text, PREFIX, "vllm", "vLLM's /metrics text")
 
 
 def from_log(text: str) -> EngineReport:
@@ -141,14 +112,13 @@ def from_request_json(data: Any) -> EngineReport:
         drafted += drafted_here
     steps, k = histogram.total(), max(histogram)
     accepted = sum(j * n for j, n in histogram.items())
-    per_position = tuple(sum(histogram[j] for j in range(i, k + 1)) / steps for i in range(1, k + 1)) if steps else None
     return report(
         "vllm",
         "per-request JSON",
         accepted=accepted,
         draft_tokens=drafted,
         drafts=steps,
-        per_position=per_position,
+        per_position=reached(histogram, k),
         draft_length=k,
     )
 
@@ -169,12 +139,6 @@ def _request(metrics: dict[str, Any], what: str) -> tuple[list[int], int]:
             f"{what}: the acceptance_histogram holds {held} accepted drafts (index j counts the steps that "
             f"accepted j), num_accepted_draft_tokens is {accepted}"
         )
-    if "per_step_accepted" in metrics:
-        per_step = counts(metrics["per_step_accepted"], f"{what}: per_step_accepted")
-        if Counter(per_step) != Counter({j: n for j, n in enumerate(hist) if n}):
-            raise ConfigError(f"{what}: per_step_accepted does not give the acceptance_histogram")
-    if "per_step_drafted" in metrics and sum(counts(metrics["per_step_drafted"], what)) != drafted:
-        raise ConfigError(f"{what}: per_step_drafted does not add up to num_draft_tokens {drafted}")
     rate = metrics.get("draft_acceptance_rate")
     if drafted and rate is not None and abs(share(rate, f"{what}: draft_acceptance_rate") - accepted / drafted) > 1e-6:
         raise ConfigError(f"{what}: draft_acceptance_rate {rate} is not {accepted} / {drafted} accepted / drafted")
@@ -183,8 +147,51 @@ def _request(metrics: dict[str, Any], what: str) -> tuple[list[int], int]:
     return hist, drafted
 
 
-def counts(values: object, what: str) -> list[int]:
-    """A JSON list of counts (ConfigError for anything else)."""
-    if not isinstance(values, list):
-        raise ConfigError(f"{what} should be a list of counts; got {values!r}")
-    return [count(n, f"{what}[{j}]") for j, n in enumerate(values)]
+def from_request_steps(data: Any) -> EngineReport:
+    """The ordered per-step arrays of ``--per-request-spec-decode-metrics detailed`` (vLLM's docs, "Per-Request
+    Acceptance Metrics": ``summary`` plus ``per_step_accepted`` and ``per_step_drafted``, one entry per verification
+    step, in order), in a response's ``metrics.speculative_decoding`` (whose summary is checked as
+    :func:`from_request_json` checks it, and against the steps) or in the offline output's ``spec_decode_metrics``
+    (``histogram``, ``num_draft_tokens``, ``num_spec_tokens`` beside the arrays); a list of either pools its steps.
+    Each step is one draft: the drafts are the steps, the drafted and accepted tokens their sums, per position i the
+    share of steps that accepted at least i (a step that drafted fewer counts as not reaching it, as vLLM counts), k
+    the engine's ``num_spec_tokens`` (else the longest draft)."""
+    what = "vLLM's per-step metrics (detailed)"
+    steps: list[tuple[int, int]] = []
+    k = 0
+    for metrics in objects_with(data, STEP_KEYS[0]):
+        steps += _steps(metrics, what)
+        if metrics.get("num_spec_tokens") is not None:
+            k = max(k, count(metrics["num_spec_tokens"], f"{what}: num_spec_tokens"))
+    if not steps:
+        raise ConfigError(f"{what}: {STEP_KEYS[0]} lists no verification step: speculative decoding never ran")
+    k = k or max(drafted for drafted, _ in steps)
+    return report(
+        "vllm",
+        "per-request JSON, per step",
+        accepted=sum(accepted for _, accepted in steps),
+        draft_tokens=sum(drafted for drafted, _ in steps),
+        drafts=len(steps),
+        per_position=reached(Counter(accepted for _, accepted in steps), k),
+        draft_length=k,
+    )
+
+
+def _steps(metrics: dict[str, Any], what: str) -> list[tuple[int, int]]:
+    """(drafted, accepted) of each step of one request, checked against each other and against the request's
+    histogram and drafted tokens where it has them."""
+    if STEP_KEYS[1] not in metrics:
+        raise ConfigError(f"{what}: {STEP_KEYS[0]} without {STEP_KEYS[1]} (a paste cut short?)")
+    accepted, drafted = (counts(metrics[key], f"{what}: {key}") for key in STEP_KEYS)
+    if len(accepted) != len(drafted):
+        raise ConfigError(f"{what}: {len(accepted)} steps in {STEP_KEYS[0]}, {len(drafted)} in {STEP_KEYS[1]}")
+    if bad := next(((n, a, d) for n, (a, d) in enumerate(zip(accepted, drafted), 1) if a > d), None):
+        raise ConfigError(f"{what}: step {bad[0]} accepted {bad[1]} of {bad[2]} drafted tokens, which is impossible")
+    hist, total = metrics.get("histogram"), metrics.get("num_draft_tokens")
+    if "acceptance_histogram" in metrics:  # a response's summary: its own checks first
+        hist, total = _request(metrics, what)
+    if hist is not None and Counter(accepted) != +Counter(dict(enumerate(counts(hist, f"{what}: histogram")))):
+        raise ConfigError(f"{what}: {STEP_KEYS[0]} does not give the histogram (index j: steps that accepted j)")
+    if total is not None and sum(drafted) != count(total, f"{what}: num_draft_tokens"):
+        raise ConfigError(f"{what}: {STEP_KEYS[1]} adds up to {sum(drafted)} tokens, num_draft_tokens is {total}")
+    return list(zip(drafted, accepted, strict=True))

@@ -19,7 +19,6 @@ draft's samples from the same stream), and what is preserved is the text's distr
 from __future__ import annotations
 
 import datetime
-import statistics
 from dataclasses import dataclass
 
 from specviz import limits
@@ -31,10 +30,11 @@ from specviz.analysis.roofline import draft_profile
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.token_texts import TokenTexts
-from specviz.engine.trace import REJECTED, EmittedToken, Round, Trace
+from specviz.engine.trace import REJECTED, EmittedToken, Round
 from specviz.models.machine import cpu_name
 from specviz.models.pair import prompt_ids_for
-from specviz.models.profile import model_profile
+from specviz.models.pass_timing import cpu_share, thread_clock
+from specviz.models.profile import LOADED, PassProfile, model_profile
 from specviz.registry.drafters import DRAFTERS, drafter_entry
 from specviz.registry.rules import rule_entry, rule_for
 from specviz.token_lists import common_prefix
@@ -64,8 +64,10 @@ class Lane:
     total_ms: float  # the lane's measured wall time, from its loop's start to its last token
     output_ids: tuple[int, ...]
     text: str
-    slowdown: float  # its measured steps over this machine's quiet profile of them (1.0: as quiet as the profile)
+    slowdown: float | None  # its measured steps over this machine's quiet profile of them (1.0: as quiet as the
+    # profile); None where that profile was measured busy (:func:`slowdown_over`)
     drafting: DraftingRun | None = None  # a speculative lane's rounds as vLLM counts them (its export)
+    cpu_share: float = 1.0  # the decoding thread's share of a core while the lane ran (under LOADED: other work)
 
     @property
     def drafting_share(self) -> float:
@@ -111,6 +113,12 @@ class Race:
         }
 
 
+def speedup_words(speedup: float) -> str:
+    """A speedup (the target alone's time over the lane's) as every page words it: "1.36× faster", and under 1, where
+    speculation lost, "0.97× (slower)", never "faster"."""
+    return f"{speedup:.2f}× faster" if speedup >= 1 else f"{speedup:.2f}× (slower)"
+
+
 def lane_summary(lane: Lane) -> dict[str, object]:
     wall_s = lane.total_ms / 1e3
     return {
@@ -125,12 +133,23 @@ def target_lane(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) ->
     """The target alone, one token per forward, each token recorded as a round records a token the target emits (in
     its clock, as a speculative lane's rounds are) and its commit time kept."""
     times: list[tuple[EmittedToken, float]] = []  # each token's record (built inside the clock) and its time
+    started = thread_clock()
     ids, seconds = autoregressive_decode(config, pair, prompt_ids, lambda record, ms: times.append((record, ms)))
+    share = cpu_share(started)
     texts = TokenTexts(pair.target.tokenizer).after(prompt_ids).sequence(ids)
     arrivals = tuple(Arrival(ms, (text,), ("target",)) for (_, ms), text in zip(times, texts))
     steps = [b.at_ms - a.at_ms for a, b in zip(arrivals, arrivals[1:])]  # the first includes the prompt's pass
-    slowdown = statistics.fmean(steps) / model_profile(pair.target).step_ms if steps else 1.0
-    return Lane(TARGET_LANE, arrivals, seconds * 1e3, tuple(ids), "".join(texts), slowdown)
+    profile = model_profile(pair.target)
+    slowdown = slowdown_over(sum(steps), len(steps) * profile.step_ms, profile)
+    return Lane(TARGET_LANE, arrivals, seconds * 1e3, tuple(ids), "".join(texts), slowdown, cpu_share=share)
+
+
+def slowdown_over(measured_ms: float, priced_ms: float, *profiles: PassProfile | None) -> float | None:
+    """A lane's slowdown, measured / priced ms of its steps (priced from ``profiles``), or None where nothing was
+    priced or a profile was itself measured on a busy machine (:attr:`~specviz.models.profile.PassProfile.quiet`):
+    against a slowed figure a quiet lane would look fast, and its race disturbed."""
+    quiet = all(profile is None or profile.quiet for profile in profiles)
+    return measured_ms / priced_ms if priced_ms and quiet else None
 
 
 def round_arrival(rnd: Round) -> Arrival:
@@ -150,21 +169,26 @@ def round_arrival(rnd: Round) -> Arrival:
     )
 
 
-def speculative_lane(name: str, trace: Trace, pair: ModelPair) -> Lane:
+def speculative_lane(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) -> Lane:
     """A speculative run as a lane: one arrival per round, its steps compared with the machine's quiet profile."""
+    started = thread_clock()
+    trace = speculative_decode(config, prompt_ids=prompt_ids, pair=pair)
+    share = cpu_share(started)
     assert trace.stats is not None, "a decoded trace carries its stats"
-    drafts, passes = profile_timeline(trace, model_profile(pair.target), draft_profile(trace.config, pair))
+    target, draft = model_profile(pair.target), draft_profile(trace.config, pair)
+    drafts, passes = profile_timeline(trace, target, draft)
     later = trace.rounds[1:]  # the first round's pass includes the prompt's
     priced = sum(drafts[1:]) + sum(passes[1:])
     measured = sum(r.draft_ms + r.target_pass_ms for r in later)
     return Lane(
-        name,
+        lane_name(config),
         tuple(round_arrival(r) for r in trace.rounds),
         trace.stats.wall_ms,
         tuple(trace.output_ids),
         trace.output_text,
-        measured / priced if priced else 1.0,
+        slowdown_over(measured, priced, target, draft),
         drafting_run(trace),
+        share,
     )
 
 
@@ -177,16 +201,26 @@ def lane_name(config: DecodeConfig) -> str:
 def load_signs(lanes: tuple[Lane, ...]) -> tuple[str, ...]:
     """Why a race measured the machine's load rather than the method, in words (empty: no sign of load).
 
-    Each lane's steps are compared with this machine's quiet profile of the same passes (its ``slowdown``); the
-    loop's own work (probabilities, records) adds about the same share to every lane, so on a quiet machine the
-    lanes agree (:func:`~specviz.analysis.paired.disagree`). When they do not, other work shared the cores during
-    one, and the ratio of their wall times measures that work as much as speculation."""
-    if not disagree([lane.slowdown for lane in lanes]):
-        return ()
-    fastest, slowest = min(lanes, key=lambda lane: lane.slowdown), max(lanes, key=lambda lane: lane.slowdown)
+    Two signs. A lane whose decoding thread had less than ``LOADED`` of a core
+    (:func:`~specviz.models.pass_timing.cpu_share`) waited for other work, even a load constant through the whole race
+    (which slows every lane alike). And each lane's steps are compared with this machine's quiet profile of the same
+    passes (its ``slowdown``); the loop's own work (probabilities, records) adds about the same share to every lane,
+    so on a quiet machine the lanes agree (:func:`~specviz.analysis.paired.disagree`). When they do not, other work
+    shared the cores during one, and the ratio of their wall times measures that work as much as speculation (lanes
+    without a quiet profile to compare with are left out of that comparison: :func:`slowdown_over`)."""
+    signs = tuple(
+        f"{lane.name} had {lane.cpu_share:.0%} of a core: other work held the cores while it ran"
+        for lane in lanes
+        if lane.cpu_share < LOADED
+    )
+    slowed = {lane.name: lane.slowdown for lane in lanes if lane.slowdown is not None}
+    if not disagree(list(slowed.values())):
+        return signs
+    fastest, slowest = min(slowed, key=slowed.__getitem__), max(slowed, key=slowed.__getitem__)
     return (
-        f"{slowest.name} ran at {slowest.slowdown:.2f}× this machine's quiet steps and {fastest.name} at "
-        f"{fastest.slowdown:.2f}×: other work shared the cores during one of them",
+        *signs,
+        f"{slowest} ran at {slowed[slowest]:.2f}× this machine's quiet steps and {fastest} at {slowed[fastest]:.2f}×: "
+        "other work shared the cores during one of them",
     )
 
 
@@ -205,7 +239,7 @@ def run_race(
     for lane_config, lane_pair in lanes:
         speculative_decode(lane_config.replace(max_new_tokens=WARM_UP_TOKENS), prompt_ids=ids, pair=lane_pair)
     target = target_lane(config, pair, ids)
-    raced = [speculative_lane(lane_name(c), speculative_decode(c, prompt_ids=ids, pair=p), p) for c, p in lanes]
+    raced = [speculative_lane(c, p, ids) for c, p in lanes]
     everything = (target, *raced)
     return Race(
         everything,

@@ -24,7 +24,6 @@ from specviz.models.kernels import INT4, INT8, ONEDNN, QUANTISED
 from specviz.models.machine import matrix_units_in_words
 from specviz.models.profile import FLAT, PassProfile, model_profile, pass_profile
 from specviz.models.rates import MachineRates
-from specviz.registry.drafters import drafter_entry
 from specviz.rules.theory import expected_speedup
 
 EXITS = (0.0, 0.6, 0.7, 0.8, 0.9)  # the confidence exits priced beside every γ (0: always γ tokens)
@@ -46,15 +45,11 @@ def kernel_words(profile: PassProfile) -> str:
 
 def draft_profile(config: DecodeConfig, pair: ModelPair) -> PassProfile | None:
     """The drafter's own forward (its model, its lean body, its trimmed head) measured as the target's is, or None
-    for a drafter without an autoregressive draft (n-gram lookup, drafters on the target's states)."""
+    for a drafter without an autoregressive draft (n-gram lookup, drafters on the target's states). The profile is
+    the forward's (:func:`~specviz.models.profile.forward_name`), whatever else the drafter's settings hold: the
+    one every page and ``python -m specviz machine`` read (the oracle's is the target's own)."""
     source = draft_source(config, pair)
-    if source is None:
-        return None
-    loaded, forward = source
-    entry = drafter_entry(config.drafter)
-    own = config.settings(entry.settings) if entry.settings else None  # what else shapes its forward
-    name = f"{config.drafter}:{config.draft_vocab}:{own}"
-    return pass_profile(loaded, forward, forward_name=name)
+    return None if source is None else pass_profile(*source)
 
 
 def speed_sentence(profile: PassProfile) -> str:
@@ -74,6 +69,20 @@ def speed_sentence(profile: PassProfile) -> str:
         f"({profile.bandwidth_gbs:.1f} GB/s of weights), and its pass over k + 1 tokens costs v(k) = "
         f"{', '.join(f'{v:.2f}' for v in costs.values())} one-token steps for k = 1..{max(costs)}: {shape}."
         + below_one_sentence(costs)
+        + busy_sentence(profile)
+    )
+
+
+def busy_sentence(profile: PassProfile) -> str:
+    """What a profile measured on a busy machine is (empty for a quiet one, the machine's): the least loaded figure so
+    far, not this machine's quiet cost, measured again until a quiet one replaces it
+    (:func:`~specviz.models.profile.pass_profile`)."""
+    if profile.quiet:
+        return ""
+    return (
+        f" Measured while other work held the cores (the timing thread had {profile.cpu_share:.0%} of a core; its "
+        f"rounds {profile.spread:.2f}× apart): not this machine's quiet cost, and measured again until a quiet "
+        "measurement replaces it."
     )
 
 

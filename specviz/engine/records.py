@@ -127,7 +127,7 @@ def models_info(pair: ModelPair, config: DecodeConfig) -> dict[str, str | int]:
         "target": target.name,
         "draft": draft_name,
         "device": str(target.device),
-        "dtype": str(target.model.dtype).replace("torch.", ""),
+        "dtype": target.precision,  # as loaded (int8 and int4 compute in float32 around their integer products)
     }
     if pair.draft and uses_draft_model(config):
         info["draft_dtype"] = pair.draft.precision  # the draft's own precision (the target's decides exactness)

@@ -40,8 +40,12 @@ PACKABLE_DTYPES = (torch.float32, torch.bfloat16)  # oneDNN's packed inference k
 
 
 def can_pack(dtype: torch.dtype, device: torch.device) -> bool:
-    """Whether the ``onednn`` path exists for weights of ``dtype`` on ``device`` (a CPU build with oneDNN)."""
-    return device.type == "cpu" and dtype in PACKABLE_DTYPES and torch.backends.mkldnn.is_available()
+    """Whether the ``onednn`` path exists for weights of ``dtype`` on ``device``: a CPU build with oneDNN, and for
+    bfloat16 a CPU whose oneDNN kernels take it (AVX-512 BW/VL/DQ or AVX-NE-CONVERT: an AVX2-only CPU has no such
+    path, and its bfloat16 weights keep torch's default one)."""
+    if device.type != "cpu" or dtype not in PACKABLE_DTYPES or not torch.backends.mkldnn.is_available():
+        return False
+    return dtype != torch.bfloat16 or bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def pack(weight: torch.Tensor) -> torch.Tensor:

@@ -7,9 +7,12 @@ spare, T is flat in k and v(k) ~ 1 (Leviathan et al. 2023, Sec. 3.4's assumption
 compute-bound or takes a slow path,
 v grows with k and a large block loses. Which holds depends on the CPU (AMX tiles, AVX-512 with bfloat16 dot
 products, AVX2 only), the precision and the matrix kernel, so the app measures it instead of guessing: for each
-(model, precision, kernel path, device, CPU, torch version) the cached pass over 1..9 new tokens after a
-realistic cached context, the median of alternating rounds (:mod:`specviz.models.pass_timing` times them). Its file in
-``$SPECVIZ_CACHE/machine`` makes every later load, in any process, free.
+(model, forward, precision, kernel path and the C kernels' build, device, CPU, torch version) the cached pass over
+1..9 new tokens after a realistic cached context, the median of alternating rounds (:mod:`specviz.models.pass_timing`
+times them). A profile measured on a quiet machine is the machine's: its file in ``$SPECVIZ_CACHE/machine`` makes
+every later load, in any process, free. One measured while other work held the cores (whether that load came and
+went or stayed constant) is kept marked busy, the least loaded of the attempts so far (load only ever slows a pass),
+said so on the pages that read it, and measured again by the next process that asks, until a quiet one replaces it.
 
 Pure torch; no streamlit.
 """
@@ -18,14 +21,17 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from specviz.models.cache import cache_root, write_json_atomically
+from specviz.models.compiled import library_path
 from specviz.models.forwards import ForwardFn, full_forward
 from specviz.models.int4 import Int4Linear
 from specviz.models.int8 import Int8Linear
@@ -43,9 +49,11 @@ from specviz.models.machine import cpu_name, machine_key
 from specviz.models.pass_timing import CONTEXT_TOKENS, profile_context, time_passes
 from specviz.progress import Progress
 
-FORMAT = 2  # bumped when what a profile holds changes, so old files are measured again
+FORMAT = 3  # bumped when what a profile holds changes, so old files are measured again (3: the CPU share)
 NOISY = 1.5  # a pass size whose slowest round took this much longer than its fastest: the machine was busy
-ATTEMPTS = 2  # measurements tried before a noisy profile is used (for this process only, never cached)
+LOADED = 0.8  # a timing thread with less of a core than this waited for other work: the machine was busy
+ATTEMPTS = 2  # measurements tried before a busy profile is used (for this process only, never cached)
+MEASURE_AGAIN_S = 300.0  # a busy profile this old is measured again when asked for (the quieter attempt kept)
 FLAT = 1.25  # v(k) up to this counts as "flat": a pass over k + 1 tokens costs about one step
 
 
@@ -65,6 +73,14 @@ class PassProfile:
     pass_ms: tuple[float, ...]
     weight_bytes: int  # the bytes of every weight a step reads (embedding rows aside)
     spread: float = 1.0  # the largest slowest-over-fastest round of one pass size (NOISY and above: measured busy)
+    cpu_share: float = 1.0  # the timing thread's share of a core (under LOADED: other work held the cores)
+
+    @property
+    def quiet(self) -> bool:
+        """Whether it was measured on a quiet machine: its rounds agree (spread < ``NOISY``) and, on a CPU, the timing
+        thread had a core (CPU share >= ``LOADED``: :func:`~specviz.models.pass_timing.cpu_share`), so a load that
+        stays constant through every round, which slows them all alike, counts as load too."""
+        return self.spread < NOISY and (self.device != "cpu" or self.cpu_share >= LOADED)
 
     @property
     def step_ms(self) -> float:
@@ -125,15 +141,34 @@ def weight_bytes(loaded: LoadedModel) -> int:
     return total if tied or not counted else total - embedding.numel() * embedding.element_size()
 
 
-def profile_file(loaded: LoadedModel, forward_name: str) -> str:
-    """The cache file of a model's profile on this machine, in its precision and kernel path."""
+def forward_name(forward: ForwardFn) -> str:
+    """What a profile's passes ran through: "full" for a model's own forward, else the forward's function and what its
+    closure holds (a draft's head size, the layers a self-draft skips). So every drafter setting that does not shape the
+    pass (a confidence exit ends a round; it changes no pass) reads the same profile, the one the CLI prints."""
+    if forward is full_forward:
+        return "full"
+    held = inspect.getclosurevars(forward).nonlocals
+    values = {name: sorted(value) if isinstance(value, frozenset) else value for name, value in held.items()}
+    return f"{forward.__qualname__}({', '.join(f'{name}={value!r}' for name, value in sorted(values.items()))})"
+
+
+def kernels_build(loaded: LoadedModel) -> str:
+    """The build of the C kernels a quantised model's passes run (their sources, flags and CPU: a changed kernel is a
+    new library, so its passes are measured again), empty for a model on torch's kernels."""
+    return library_path("native").name if kernels_of(loaded.model) in QUANTISED else ""
+
+
+def profile_file(loaded: LoadedModel, name: str) -> str:
+    """The cache file of a model's profile on this machine through the forward called ``name`` (:func:`forward_name`),
+    in its precision and kernel path."""
     key = "|".join(
         (
             loaded.spec,
             loaded.name,
-            forward_name,
+            name,
             str(loaded.model.dtype),
             kernels_of(loaded.model),
+            kernels_build(loaded),
             str(loaded.device),
             machine_key(),
             str(FORMAT),
@@ -143,51 +178,83 @@ def profile_file(loaded: LoadedModel, forward_name: str) -> str:
     return str(cache_root() / "machine" / f"{loaded.name.replace('/', '_')}-{digest}.json")
 
 
-_MEASURED: dict[str, PassProfile] = {}  # this process's profiles by file, the noisy ones (never written) included
+_MEASURED: dict[str, tuple[PassProfile, float]] = {}  # this process's profiles by file, with when each was measured
+# (time.monotonic())
 
 
-def pass_profile(
-    loaded: LoadedModel,
-    forward: ForwardFn,
-    forward_name: str = "full",
-    on_progress: Progress | None = None,
-) -> PassProfile:
-    """The model's :class:`PassProfile` through ``forward``: this process's, else its cache file's, else measured
-    (seconds; up to ``ATTEMPTS`` times while the rounds disagree, the quietest kept) and written there if quiet."""
-    path = profile_file(loaded, forward_name)
-    if path in _MEASURED:
-        return _MEASURED[path]
+def pass_profile(loaded: LoadedModel, forward: ForwardFn, on_progress: Progress | None = None) -> PassProfile:
+    """The model's :class:`PassProfile` through ``forward``: this process's, else its cache file's where that was
+    measured quiet, else measured (seconds; up to ``ATTEMPTS`` times while the machine is busy) and the least loaded
+    of those and the file's kept in the file (:func:`keep_least_loaded`). A busy profile is measured again once by
+    each process that asks for it, and again ``MEASURE_AGAIN_S`` later in a long-lived one, so the file converges to
+    the machine's quiet cost without any process waiting for a quiet machine."""
+    path = profile_file(loaded, forward_name(forward))
+    held, at = _MEASURED.get(path, (None, 0.0))
+    if held is not None and (held.quiet or time.monotonic() - at < MEASURE_AGAIN_S):
+        return held
+    stored = read_profile(path)
+    if stored is not None and stored.quiet:
+        _MEASURED[path] = (stored, time.monotonic())
+        return stored
+    context = profile_context(loaded)
+    attempts = [attempt for attempt in (held, stored) if attempt is not None]
+    tries = 1 if attempts else ATTEMPTS  # a busy one is at hand: one more look, not a wait for a quiet machine
+    for _ in range(tries):
+        attempts.append(measured_profile(loaded, forward, context, on_progress))
+        if attempts[-1].quiet:
+            break
+    profile = least_loaded(attempts)
+    keep_least_loaded(path, profile)
+    _MEASURED[path] = (profile, time.monotonic())
+    return profile
+
+
+def read_profile(path: str) -> PassProfile | None:
+    """The profile a cache file holds (quiet, or the least loaded measured so far), None where there is none or it is
+    unreadable."""
     try:
         with open(path, encoding="utf-8") as f:
-            return _MEASURED.setdefault(path, PassProfile.from_dict(json.load(f)))
+            return PassProfile.from_dict(json.load(f))
     except (OSError, ValueError, TypeError, KeyError):
-        pass
-    context = profile_context(loaded)
-    measured: list[tuple[tuple[float, ...], float]] = []  # (pass_ms, spread) of each attempt
-    while len(measured) < ATTEMPTS and (not measured or measured[-1][1] >= NOISY):
-        measured.append(time_passes(loaded, forward, context, on_progress=on_progress))
-    pass_ms, spread = min(measured, key=lambda m: m[1])
-    profile = PassProfile(
+        return None
+
+
+def measured_profile(
+    loaded: LoadedModel, forward: ForwardFn, context: list[int], on_progress: Progress | None = None
+) -> PassProfile:
+    """One measurement of ``loaded``'s passes through ``forward`` after ``context``
+    (:func:`~specviz.models.pass_timing.time_passes`), as a :class:`PassProfile`."""
+    timed = time_passes(loaded, forward, context, on_progress=on_progress)
+    return PassProfile(
         model=loaded.name,
-        forward=forward_name,
+        forward=forward_name(forward),
         dtype=str(loaded.model.dtype).replace("torch.", ""),
         kernels=kernels_of(loaded.model),
         device=str(loaded.device),
         cpu=cpu_name(),
         torch=torch.__version__,
         context=CONTEXT_TOKENS,
-        pass_ms=pass_ms,
+        pass_ms=timed.pass_ms,
         weight_bytes=weight_bytes(loaded),
-        spread=spread,
+        spread=timed.spread,
+        cpu_share=timed.cpu_share,
     )
-    keep_if_quiet(path, profile)
-    return _MEASURED.setdefault(path, profile)
 
 
-def keep_if_quiet(path: str, profile: PassProfile) -> bool:
+def least_loaded(attempts: list[PassProfile]) -> PassProfile:
+    """The quiet minimum of several measurements of one model's passes: a quiet one where there is one, else the one
+    whose passes cost least in all (:func:`round_cost`: load only ever slows a pass, so the fastest was the least
+    loaded)."""
+    return min(attempts, key=lambda profile: (not profile.quiet, round_cost(profile)))
+
+
+def keep_least_loaded(path: str, profile: PassProfile) -> bool:
     """Write ``profile`` to its cache file (atomically: a concurrent process reads all of it or measures too) unless
-    it was measured on a busy machine; whether it was written."""
-    if profile.spread >= NOISY:
+    the file holds one measured on a quieter machine (:func:`least_loaded`); whether it was written. A busy profile is
+    written too, marked as such (:attr:`PassProfile.quiet`: the pages say so, and the next process measures again),
+    so a machine that is never quiet still measures each profile once per process, not on every ask."""
+    stored = read_profile(path)
+    if stored is not None and least_loaded([stored, profile]) is stored:
         return False
     write_json_atomically(Path(path), profile.to_dict())
     return True
@@ -209,12 +276,12 @@ def choose_kernels(loaded: LoadedModel, on_progress: Progress | None = None) -> 
     ``$SPECVIZ_KERNELS`` names a path to take instead (each still profiled)."""
     quantised = kernels_of(loaded.model)
     if quantised in QUANTISED:  # quantised weights have one kernel: profile it
-        loaded.profiles[quantised] = pass_profile(loaded, full_forward, on_progress=on_progress)
+        loaded.profiles[quantised] = pass_profile(loaded, full_forward, on_progress)
         return quantised
     paths = KERNEL_PATHS if can_pack(loaded.model.dtype, loaded.device) else (DEFAULT,)
     for path in paths:
         use_kernels(loaded.model, path)
-        loaded.profiles[path] = pass_profile(loaded, full_forward, on_progress=on_progress)
+        loaded.profiles[path] = pass_profile(loaded, full_forward, on_progress)
     wanted = os.environ.get(KERNELS_VAR, "auto")
     chosen = wanted if wanted in paths else min(paths, key=lambda path: round_cost(loaded.profiles[path]))
     use_kernels(loaded.model, chosen)
@@ -222,8 +289,10 @@ def choose_kernels(loaded: LoadedModel, on_progress: Progress | None = None) -> 
 
 
 def model_profile(loaded: LoadedModel) -> PassProfile:
-    """The profile of the kernel path the model runs on now (measured and cached if the loader did not)."""
+    """The profile of the kernel path the model runs on now, kept with the model's: the loader's (measured now if it
+    has none), and where that one was measured busy, :func:`pass_profile`'s (measured again ``MEASURE_AGAIN_S`` on)."""
     path = kernels_of(loaded.model)
-    if path not in loaded.profiles:
-        loaded.profiles[path] = pass_profile(loaded, full_forward)
-    return loaded.profiles[path]
+    held = loaded.profiles.get(path)
+    if held is None or not held.quiet:
+        held = loaded.profiles[path] = pass_profile(loaded, full_forward)
+    return held

@@ -29,6 +29,7 @@ from specviz.presentation import render, tree_drawing
 from specviz.presentation.race import race_section
 from specviz.presentation.render import script_safe
 from specviz.registry.rules import rule_entry
+from specviz.serving.urlstate import VIEWS
 
 TEMPLATE = Path(__file__).with_name("player_template.html")
 
@@ -67,9 +68,6 @@ def lesson_title(trace: Trace) -> str:
     )
 
 
-VIEWS = ("step", "present", "quiz", "race")
-
-
 def lesson_html(
     trace: Trace, title: str | None = None, view: str = "step", round_index: int = 1, race: Race | None = None
 ) -> str:
@@ -78,12 +76,13 @@ def lesson_html(
     return opened_at(lesson_page(trace, title, race), view, round_index)
 
 
-def opened_at(page: str, view: str, round_index: int) -> str:
+def opened_at(page: str, view: str, round_index: int, answered: int = 0) -> str:
     """A :func:`lesson_page` opening on ``view`` and round ``round_index``: the one part that differs between the
-    sessions showing one trace, so the page itself is built once."""
+    sessions showing one trace, so the page itself is built once. ``answered``: the quiz's rounds answered from the
+    first on, as the server was last told (the player tells it again whenever its own count differs)."""
     if view not in VIEWS:
         raise ValueError(f"view must be one of {', '.join(VIEWS)}; got {view!r}")
-    start = json.dumps({"view": view, "round": int(round_index)})
+    start = json.dumps({"view": view, "round": int(round_index), "answered": int(answered)})
     return page.replace(START_TAG.format(START_PLACEHOLDER), START_TAG.format(start), 1)
 
 

@@ -213,7 +213,7 @@ def summary_line(trace: Trace) -> str:
         f"**{s.accepted_tokens}/{s.drafted_tokens}** drafted tokens accepted · "
         f"**{s.mean_tokens_per_round:.2f}** tokens per round · **{s.target_forward_passes}** target passes "
         f"vs **{s.autoregressive_forward_passes}** autoregressive · stopped by {s.stop_reason.replace('_', ' ')} · "
-        f"{trace.models['device']} {trace.models['dtype']}"
+        f"{trace.models['device']} · target in {trace.models['dtype']}"
         + (f" · draft in {trace.models['draft_dtype']}" if "draft_dtype" in trace.models else "")
         + (
             ""

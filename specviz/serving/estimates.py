@@ -1,8 +1,13 @@
-"""How long a session waits for shared work (pure: the pool's state in, seconds out).
+"""How long a session waits for shared work, and a lecture's preparation for its plan (pure: the pool's or the
+preparation's state in, seconds out).
 
 A job's expected run is its estimate from the machine profile (:mod:`specviz.serving.work_estimates`) or, without
 one, its label's mean over recent runs; a queued newcomer waits for the jobs ahead of it to free a slot (each running
 one's remaining time, each queued one's expected run), then for its own expected run.
+
+A preparation's works run one after the other; what is left of it is their estimates scaled by the machine's pace
+(:func:`pace`: what the finished ones took over what they were estimated at), the running one's less the time it has
+run (:func:`plan_left`).
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 from specviz.serving.jobs import Job
 
 RUNS_KEPT = 20  # recent run times kept per label
+RUNNING_LEFT_S = 5.0  # the least a running work is said to have left: running, it is not done
 
 
 def record_run(durations: dict[str, list[float]], label: str, seconds: float) -> None:
@@ -49,3 +55,25 @@ def queue_wait(remaining: list[float], workers: int) -> float:
     for seconds in remaining:
         slots[slots.index(min(slots))] += seconds
     return min(slots)
+
+
+def pace(finished: list[tuple[float, float]], running: tuple[float, float] | None = None) -> float:
+    """How many times its estimate a work takes on this machine now: the seconds the ``finished`` works took over the
+    seconds they were estimated at (each ``(estimate, took)``; 1 before any: the estimate is all there is). A
+    ``running`` work (``(estimate, elapsed)``) counts as if it ended now once that says slower: a run already past its
+    estimate is evidence before it ends (a busy machine shows it on the first work, not after it)."""
+    estimated, took = sum(e for e, _ in finished), sum(t for _, t in finished)
+    ratio = took / estimated if estimated > 0 else 1.0
+    if running is None or estimated + running[0] <= 0:
+        return ratio
+    return max(ratio, (took + running[1]) / (estimated + running[0]))
+
+
+def plan_left(running: tuple[float, float] | None, waiting: list[float], finished: list[tuple[float, float]]) -> float:
+    """Seconds until a plan's works are done: the ``running`` one's (``(estimate, elapsed)``) paced estimate less the
+    time it has run, never under :data:`RUNNING_LEFT_S`, then each ``waiting`` one's paced estimate (:func:`pace` over
+    the ``finished`` works' ``(estimate, took)``). The figure counts down while a work runs and moves to the machine's
+    measured pace as works end."""
+    scale = pace(finished, running)
+    now = 0.0 if running is None else max(RUNNING_LEFT_S, scale * running[0] - running[1])
+    return now + scale * sum(waiting)

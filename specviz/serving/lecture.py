@@ -4,6 +4,9 @@ A :class:`LecturePlan` is the links the lecture uses and the works their pages o
 recorded while the teacher rehearses or loaded from a plan file. :func:`prepare` computes the works one after the
 other on the process's work pool, in the background, into the shared store (and, with Redis, every replica's): in
 front of the class every press on those pages finds its result stored and shows it at once, for every student.
+How far it is is read from that store, and the time left is the works' estimates here (:meth:`Work.estimated_seconds`)
+scaled by what the machine took for those it computed (:mod:`specviz.serving.estimates`). Preparing stops the
+teacher's recording: a page opened meanwhile would add a work the preparation does not hold.
 
 A plan is recorded server-side, by the teacher's :class:`Recording`: every session of the teacher's browser (a page
 opened by a sidebar click or by a typed link, which is a new session) finds it by the recorder id its cookie carries
@@ -17,15 +20,15 @@ from __future__ import annotations
 
 import json
 import secrets
-import statistics
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
 from specviz.config import DecodeConfig
+from specviz.serving.estimates import plan_left
 from specviz.serving.sharedwork import SharedWork
 from specviz.serving.works import WORKS, Work
 from specviz.settings import ConfigError
@@ -85,46 +88,96 @@ def planned_work(entry: Any) -> Work:
         raise ConfigError(f"A lecture plan's {entry['name']!r} entry is malformed: {exc}") from None
 
 
+def is_stored(pool: SharedWork, work: Work) -> bool:
+    """Whether ``work``'s result is in ``pool``'s store (here or another replica's): what a press on its page finds."""
+    return pool.cached(work.first_key) is not None
+
+
+def stored_keys(pool: SharedWork, works: tuple[Work, ...]) -> set[tuple[Hashable, ...]]:
+    """Where the results of those of ``works`` that are stored now are kept (their first keys): one reading of the
+    store, from which a page draws both its table and its progress, so the two agree."""
+    return {work.first_key for work in works if is_stored(pool, work)}
+
+
 @dataclass
 class Preparation:
-    """A plan being prepared: how far it is, what runs, what failed, and when it should end."""
+    """A plan being prepared: the work it is on and since when, what each work is estimated at here, what the works
+    computed so far took against their estimates, what failed, and the recording it stopped. How far it is is read
+    from the store (:meth:`progress`), not counted by the preparation: a work stored before it began counts at once."""
 
     plan: LecturePlan
-    done: int = 0
-    running: str = ""
+    price: Callable[[Work], float | None]  # a work's estimate here; None while its pair is not loaded
+    prices: list[float | None] = field(default_factory=list)  # each work's, by position, priced once known
+    current: tuple[int, float] = (0, 0.0)  # the work running (its position; the plan's length once done) and since
+    # (one value, replaced whole: a page reading it never sees one work's position with another's start)
+    paced: list[tuple[float, float]] = field(default_factory=list)  # (estimate, took) of each work computed here
     failed: list[str] = field(default_factory=list)
-    started: float = field(default_factory=time.monotonic)
+    stopped: Recording | None = None  # the recording that was on when it began, turned off then
     finished: threading.Event = field(default_factory=threading.Event)
-    seconds: list[float] = field(default_factory=list)  # each work's time, in order
 
     @property
     def total(self) -> int:
         return len(self.plan.works)
 
-    def remaining_s(self) -> float | None:
-        """The works left at the median time of those done so far (None before the first is done)."""
-        if not self.seconds:
+    @property
+    def running(self) -> str:
+        """The running work's label ("" once done)."""
+        position = self.current[0]
+        return self.plan.works[position].label if position < self.total else ""
+
+    def reprice(self) -> None:
+        """Price every work not priced yet whose pair is loaded now (a plan loaded from a file after a restart is
+        priced pair by pair, as the preparation loads them)."""
+        self.prices += [None] * (self.total - len(self.prices))
+        for position, work in enumerate(self.plan.works):
+            if self.prices[position] is None:
+                self.prices[position] = self.price(work)
+
+    def progress(self, stored: set[tuple[Hashable, ...]]) -> int:
+        """How many of the plan's works are ``stored`` (:func:`stored_keys`)."""
+        return sum(work.first_key in stored for work in self.plan.works)
+
+    def remaining_s(self, stored: set[tuple[Hashable, ...]], now: float) -> float | None:
+        """Seconds until the preparation ends (:func:`~specviz.serving.estimates.plan_left`): the running work, then
+        every later one not ``stored`` yet, at their estimates scaled by the pace measured so far. A work not priced yet
+        counts at the mean of those priced (one lecture's works are alike); None while none is."""
+        known = [p for p in self.prices if p is not None]
+        if not known:
             return None
-        return statistics.median(self.seconds) * (self.total - self.done)
+        mean = sum(known) / len(known)
+        prices = [p if p is not None else mean for p in self.prices]
+        position, since = self.current
+        running = (prices[position], now - since) if position < self.total else None
+        waiting = [prices[i] for i in range(position + 1, self.total) if self.plan.works[i].first_key not in stored]
+        return plan_left(running, waiting, self.paced)
 
 
-def prepare(plan: LecturePlan, pool: SharedWork) -> Preparation:
+def prepare(
+    plan: LecturePlan, pool: SharedWork, price: Callable[[Work], float | None], recording: Recording | None = None
+) -> Preparation:
     """Compute ``plan``'s works one after the other on ``pool`` (each once for every session; a result already stored
-    is kept), in a background thread; returns the :class:`Preparation` to follow."""
-    preparation = Preparation(plan)
+    is kept), in a background thread; returns the :class:`Preparation` to follow. ``recording`` stops: the pages
+    opened while the lecture is prepared would add works its plan does not hold. ``price``: a work's estimate here."""
+    on = recording if recording is not None and recording.on else None
+    preparation = Preparation(plan, price, current=(0, time.monotonic()), stopped=on)
+    if recording is not None:
+        recording.on = False
+    preparation.reprice()
 
     def run() -> None:
-        for work in plan.works:
-            preparation.running, started = work.label, time.monotonic()
-            if pool.cached(work.first_key) is None:
-                job = pool.submit(work.first_key, work.compute, SESSION, work.label)
+        for position, work in enumerate(plan.works):
+            preparation.reprice()
+            preparation.current = (position, time.monotonic())
+            if not is_stored(pool, work):
+                estimate = preparation.prices[position]
+                job = pool.submit(work.first_key, work.compute, SESSION, work.label, estimate)
                 job.finished.wait()
                 pool.leave(job, SESSION)
                 if job.error is not None:
                     preparation.failed.append(f"{work.label}: {job.error}")
-            preparation.seconds.append(time.monotonic() - started)
-            preparation.done += 1
-        preparation.running = ""
+                elif job.started is not None and estimate is not None:  # computed, not found stored meanwhile
+                    preparation.paced.append((estimate, time.monotonic() - job.started))
+        preparation.current = (preparation.total, time.monotonic())
         preparation.finished.set()
 
     threading.Thread(target=run, name="specviz-lecture", daemon=True).start()

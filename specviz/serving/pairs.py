@@ -4,15 +4,25 @@ traceback)."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import os
 import threading
-from collections.abc import Hashable
+import time
+from collections.abc import Callable, Hashable
 
 import torch
 
-from specviz.analysis.defaults import PAIR_DEFAULTS, at_precision, defaults_once, follow_pair, stored_defaults
+from specviz.analysis.defaults import (
+    LESSON_PRECISIONS,
+    PAIR_DEFAULTS,
+    at_precision,
+    defaults_once,
+    follow_pair,
+    stored_defaults,
+)
+from specviz.analysis.draft_precision import precisions_on
 from specviz.analysis.roofline import MeasuredDefaults
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair
@@ -48,6 +58,37 @@ def _measure_machine_defaults(device: str) -> MeasuredDefaults | None:
 MACHINE_DEFAULTS = BuiltOnce(_measure_machine_defaults, kept=4)
 """The embedded pair's precision and block size per device (:mod:`~specviz.analysis.defaults`): stored, else
 measured, once per process; None (the config's own defaults) where the pair cannot be had."""
+IDLE_POLL_S = 1.0  # how often a measurement waiting for the sessions' work looks again
+_measuring: dict[str, threading.Thread] = {}
+_measuring_lock = threading.Lock()
+
+
+def defaults_known(device: str) -> bool:
+    """Whether the embedded pair's defaults on ``device`` are at hand: measured in this process, or stored by an
+    earlier one (then read now: a file)."""
+    if MACHINE_DEFAULTS.has(device):
+        return True
+    stored = stored_defaults(EMBEDDED, None, device)
+    if stored is None or not set(precisions_on(device, LESSON_PRECISIONS)) <= set(stored.fastest):
+        return False
+    MACHINE_DEFAULTS.get(device)
+    return True
+
+
+def measure_in_background(device: str, busy: Callable[[], bool]) -> None:
+    """Measure the embedded pair's defaults on ``device`` on a thread of its own (once per process and device), once
+    ``busy()`` (the work sessions wait for) is false: a fresh start shows its first round first, and the pages take
+    the machine's measured defaults and figures when they are there (:func:`pair_defaults` says None meanwhile)."""
+
+    def measure() -> None:
+        while busy():
+            time.sleep(IDLE_POLL_S)
+        MACHINE_DEFAULTS.get(device)
+
+    with _measuring_lock:
+        if device not in _measuring:
+            _measuring[device] = threading.Thread(target=measure, name="specviz-machine-defaults", daemon=True)
+            _measuring[device].start()
 
 
 def app_device() -> str:
@@ -73,18 +114,34 @@ def with_pair_defaults(config: DecodeConfig) -> DecodeConfig:
     return config.replace(**values)
 
 
+LESSON_GAMMA_MIN = 3  # the smallest block a lesson opens on: a round of one or two drafted tokens has barely a block
+# to verify in one pass (Leviathan et al. 2023, Fig. 1), whatever this machine measures fastest (said beside it)
+
+
+def lesson_block(own: MeasuredDefaults | None) -> MeasuredDefaults | None:
+    """``own`` with γ at least :data:`LESSON_GAMMA_MIN` (the fastest measured stays in ``own.fastest``, and the pages
+    name it beside the lesson's block: :func:`specviz.ui.views.fastest_note`)."""
+    if own is None or own.gamma >= LESSON_GAMMA_MIN:
+        return own
+    return dataclasses.replace(own, gamma=LESSON_GAMMA_MIN)
+
+
 def pair_defaults(target: str, draft: str | None, device: str) -> MeasuredDefaults | None:
-    """A pair's own precision and block size on this machine: the embedded pair's measured here, another's as
-    ``specviz fetch`` or ``python -m specviz machine`` stored them (None: not measured on this machine yet). A
+    """A pair's own precision and block size on this machine: the embedded pair's measured here (None until then:
+    :func:`measure_in_background`), another's as ``specviz fetch`` or ``python -m specviz machine`` stored them
+    (None: not measured on this machine yet). A
     precision $SPECVIZ_DTYPE names wins for every pair, on the draft precision, γ and confidence exit measured
     fastest for it here (the config's own where that precision was not measured)."""
-    embedded = (target, draft) == (EMBEDDED, None)
-    measured = MACHINE_DEFAULTS.get(device) if embedded else stored_defaults(target, draft, device)
+    if (target, draft) == (EMBEDDED, None):
+        measured = MACHINE_DEFAULTS.get(device) if defaults_known(device) else None  # else: measured in the background
+    else:
+        measured = stored_defaults(target, draft, device)
     wanted = os.environ.get("SPECVIZ_DTYPE")
     if not wanted:
-        return measured
+        return lesson_block(measured)
     at = at_precision(measured, wanted) if measured is not None else None
-    return at or MeasuredDefaults(wanted, DecodeConfig().gamma, f"$SPECVIZ_DTYPE sets {wanted} on this server.")
+    said = f"$SPECVIZ_DTYPE sets {wanted} on this server."
+    return lesson_block(at) or MeasuredDefaults(wanted, max(LESSON_GAMMA_MIN, DecodeConfig().gamma), said)
 
 
 def _load(target: str, draft: str | None, drafter: str, device: str, dtype: str, draft_dtype: str | None) -> ModelPair:

@@ -52,6 +52,12 @@ class RedisShare:
         raw = self.client.get(redis_key("result", key))
         return None if raw is None else jsoncodec.loads(raw)
 
+    def claim(self, key: Hashable, value: Any) -> Any:
+        """``value`` stored as ``key``'s result where no process stored one (Redis's SET NX), and the result that
+        stands: the first claim, from whichever replica made it."""
+        self.client.set(redis_key("result", key), jsoncodec.dumps(value), nx=True)
+        return self.get(key)
+
     def busy(self, key: Hashable) -> bool:
         """Whether some process holds ``key``'s lock (computes it now)."""
         return bool(self.client.exists(redis_key("lock", key)))

@@ -79,6 +79,17 @@ class SharedWork:
                 self.store.put(key, value)
         return value
 
+    def claim(self, key: Hashable, value: Any) -> Any:
+        """The first claim made on ``key``: ``value`` where nobody claimed it before (here or, with a shared store, on
+        any replica), else the earlier claim, which stands (who owns a class's result: :mod:`specviz.ui.waiting`).
+        A claim is a small stored result: the store's least recently used entries go first when it is full."""
+        with self.lock:
+            held = self.cached(key)
+            if held is None:
+                held = value if self.shared is None else self.shared.claim(key, value)
+                self.store.put(key, held)
+        return held
+
     def known(self, key: Hashable) -> bool:
         """Whether ``key``'s result is stored, queued or running (here or, with a shared store, anywhere)."""
         with self.lock:

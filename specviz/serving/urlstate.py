@@ -9,6 +9,7 @@ default). Only non-default values are written, so shared links stay short. The t
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 
 from specviz.config import DecodeConfig, field_params, field_type
@@ -60,6 +61,8 @@ def url_fields() -> tuple[str, ...]:
 
 
 PROMPT_CHARS_MAX = 4000
+VIEW = "view"  # the parameter naming the lesson player's view a link opens (on any page)
+VIEWS = ("step", "present", "quiz", "race")  # the lesson player's views (specviz.presentation.player)
 STUDENT = "student"  # the parameter of a student's link: the session reads the class's results, starts no costly work
 
 
@@ -75,6 +78,21 @@ def parse_student(params: Mapping[str, str]) -> tuple[bool, list[str]]:
     return False, [f"URL parameter {STUDENT}={str(raw)[:20]!r} ignored (must be 1 or 0): a teacher's session"]
 
 
+TEACHER = "teacher"  # the parameter of the teacher's own link: the key that owns the class's results
+TEACHER_KEY = re.compile(r"[0-9a-f]{32}")  # a key as the app makes them (uuid4().hex)
+
+
+def parse_teacher(params: Mapping[str, str]) -> tuple[str | None, list[str]]:
+    """The teacher's key a link carries (``teacher=<32 hex digits>``: the teacher's own link, never the address bar's,
+    which drops it), with a message for a value that is not a key."""
+    raw = params.get(TEACHER)
+    if raw is None:
+        return None, []
+    if TEACHER_KEY.fullmatch(str(raw)):
+        return str(raw), []
+    return None, [f"URL parameter {TEACHER}={str(raw)[:8]!r}… ignored (not a teacher's key): this session has its own"]
+
+
 @dataclasses.dataclass(frozen=True)
 class UrlState:
     config: DecodeConfig
@@ -82,6 +100,8 @@ class UrlState:
     round: int  # 1-based round to show
     student: bool  # a student's link (:data:`STUDENT`)
     messages: tuple[str, ...]  # one line per value that was ignored, and why
+    teacher: str | None = None  # the teacher's key the link carries (:data:`TEACHER`)
+    ignored: tuple[str, ...] = ()  # the settings whose value was ignored (said in ``messages``)
 
 
 def _whole_link(params: Mapping[str, str], defaults: DecodeConfig) -> DecodeConfig | None:
@@ -96,9 +116,10 @@ def _whole_link(params: Mapping[str, str], defaults: DecodeConfig) -> DecodeConf
         return None
 
 
-def _field_by_field(params: Mapping[str, str], defaults: DecodeConfig) -> tuple[DecodeConfig, list[str]]:
-    """Apply the URL fields in order, each checked with those before it; explain each one ignored."""
-    config, messages = defaults, []
+def _field_by_field(params: Mapping[str, str], defaults: DecodeConfig) -> tuple[DecodeConfig, list[str], list[str]]:
+    """Apply the URL fields in order, each checked with those before it; explain each one ignored. Returns the
+    config, the messages and the names of the fields ignored."""
+    config, messages, ignored = defaults, [], []
     for name in url_fields():
         if name not in params:
             continue
@@ -109,17 +130,28 @@ def _field_by_field(params: Mapping[str, str], defaults: DecodeConfig) -> tuple[
         except (ValueError, ConfigError) as exc:
             reason = str(exc) if isinstance(exc, ConfigError) else "malformed"
             messages.append(f"URL parameter {name}={raw[:40]!r} ignored ({reason}); using {defaults.value(name)!r}")
+            ignored.append(name)
             continue
         config = candidate
-    return config, messages
+    return config, messages, ignored
+
+
+def parse_view(params: Mapping[str, str]) -> list[str]:
+    """A message for a ``view=`` the lesson player has not (a link's view opens it on any page: ``VIEWS``)."""
+    view = params.get(VIEW)
+    if view is None or view in VIEWS:
+        return []
+    return [f"URL parameter {VIEW}={str(view)[:20]!r} ignored (must be one of {', '.join(VIEWS)}); showing the page"]
 
 
 def parse_query(params: Mapping[str, str], defaults: DecodeConfig) -> UrlState:
     """Read a URL's query parameters into a validated config; bad values fall back with a message."""
     config = _whole_link(params, defaults)
-    messages: list[str] = []
+    messages: list[str] = parse_view(params)
+    ignored: list[str] = []
     if config is None:  # the link does not hold as a whole: keep what holds, field by field
-        config, messages = _field_by_field(params, defaults)
+        config, field_messages, ignored = _field_by_field(params, defaults)
+        messages += field_messages
     prompt = params.get("prompt")
     if prompt is not None and len(prompt) > PROMPT_CHARS_MAX:
         messages.append(f"URL parameter prompt is {len(prompt)} characters long; it was cut to {PROMPT_CHARS_MAX}")
@@ -134,17 +166,25 @@ def parse_query(params: Mapping[str, str], defaults: DecodeConfig) -> UrlState:
             messages.append(f"URL parameter round={str(params['round'])[:20]!r} ignored (must be a positive integer)")
             round_index = 1
     student, student_messages = parse_student(params)
-    return UrlState(config, prompt, round_index, student, tuple(messages + student_messages))
+    teacher, teacher_messages = parse_teacher(params)
+    messages += student_messages + teacher_messages
+    return UrlState(config, prompt, round_index, student, tuple(messages), teacher, tuple(ignored))
 
 
 def to_query(
-    config: DecodeConfig, prompt: str, round_index: int, defaults: DecodeConfig, student: bool = False
+    config: DecodeConfig,
+    prompt: str,
+    round_index: int,
+    defaults: DecodeConfig,
+    student: bool = False,
+    pinned: tuple[str, ...] = (),
 ) -> dict[str, str]:
-    """The query parameters that reproduce ``config``, ``prompt``, the shown round and a student's session."""
+    """The query parameters that reproduce ``config``, ``prompt``, the shown round and a student's session: each
+    setting that differs from ``defaults``, and those ``pinned`` (defaults that may yet change) whatever they hold."""
     query: dict[str, str] = {}
     for name in url_fields():
         value = config.value(name)
-        if value == defaults.value(name):
+        if value == defaults.value(name) and name not in pinned:
             continue
         query[name] = format_value(value)
     query["prompt"] = prompt

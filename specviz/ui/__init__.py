@@ -26,10 +26,13 @@ from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, EMBEDDED_PAIR, PAIR_
 from specviz.ui.racing import race_link, raced, show_headline
 from specviz.ui.turns import taking_turns
 from specviz.ui.views import (
+    answered_rounds,
+    fastest_note,
     linked_round,
     pair_defaults_text,
     precision_caption,
     priced_story_text,
+    quiz_holds,
     roofline_panel,
     show_player,
 )
@@ -51,9 +54,11 @@ __all__ = [
     "PAIR_PRESETS",
     "PROMPT_PRESETS",
     "UNSET",
+    "answered_rounds",
     "config_value",
     "draw_field",
     "draw_shared_sidebar",
+    "fastest_note",
     "field_enabled",
     "get_trace",
     "init_state_from_url",
@@ -68,6 +73,7 @@ __all__ = [
     "pair_defaults_text",
     "precision_caption",
     "priced_story_text",
+    "quiz_holds",
     "race_link",
     "raced",
     "roofline_panel",

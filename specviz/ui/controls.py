@@ -11,20 +11,32 @@ from streamlit.delta_generator import DeltaGenerator
 from streamlit.errors import StreamlitAPIException
 
 from specviz.analysis.defaults import PAIR_DEFAULTS, at_precision, follow_pair
+from specviz.analysis.roofline import MeasuredDefaults
 from specviz.config import DecodeConfig, field_params
 from specviz.drafters.modules import on_this_machine
 from specviz.limits import shipped_weights_fit
 from specviz.models.published import FETCH_COMMAND, PUBLISHED, fetched
 from specviz.registry.drafter_settings import MachineChoice
 from specviz.registry.drafters import drafter_entry, settings_groups
-from specviz.serving.pairs import MACHINE_DEFAULTS, app_defaults, app_device, loaded_target, pair_defaults
-from specviz.serving.urlstate import to_query
+from specviz.serving.pairs import (
+    app_defaults,
+    app_device,
+    defaults_known,
+    lesson_block,
+    loaded_target,
+    measure_in_background,
+    pair_defaults,
+)
+from specviz.serving.pool import shared_work
+from specviz.serving.urlstate import TEACHER, to_query
 from specviz.settings import ConfigError
 from specviz.ui.fields import chosen_pair, config_value, draw_if_read, fields_read, widget_value
 from specviz.ui.navigation import LESSON_VIEWS, navigation
+from specviz.ui.offers import own_key
 from specviz.ui.opening import init_state_from_url
 from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, PAIR_PRESETS, PROMPT_PRESETS, pair_option
-from specviz.ui.state import Session, field_state, session, set_field_states
+from specviz.ui.state import Session, field_state, page_key, session, set_field_states
+from specviz.ui.teacher_links import remember_teacher_key, show_students_link
 from specviz.ui.turns import defer
 
 
@@ -43,15 +55,24 @@ PAGE_CONFIG = PageConfig(
 def draw_shared_sidebar() -> None:
     """Choose the sidebar's config once per run, for the page that runs next (app.py calls it before the page), and
     keep it; the widgets are drawn after the page's first paint (:mod:`specviz.ui.turns`), in the sidebar's place
-    reserved here, above anything the page adds there. The first run on a machine measures its defaults first (the
-    embedded pair's passes: seconds), under a spinner."""
-    if MACHINE_DEFAULTS.has(app_device()):
-        defaults = app_defaults()
-    else:
-        with st.spinner("Measuring this machine once: the embedded pair's passes over 1 to 9 tokens …"):
-            defaults = app_defaults()
+    reserved here, above anything the page adds there. A machine's first start measures its defaults (the embedded
+    pair's passes and acceptance: a minute or two) in the background once the sessions' work is done, so its first
+    round is not held up (:func:`~specviz.serving.pairs.measure_in_background`); the sidebar says so meanwhile."""
+    device = app_device()
+    if not defaults_known(device):
+        pool = shared_work()
+        measure_in_background(device, busy=lambda: bool(pool.running or pool.queue))
+        st.sidebar.caption(MEASURING_NOTE)
+    defaults = app_defaults()
     session.config, session.chosen_prompt = sidebar_controls(defaults, st.sidebar.container())
     session.defaults, session.sidebar_drawn = defaults, True
+
+
+MEASURING_NOTE = (
+    "⏳ This machine is measured once, in the background after the work on screen (the embedded pair's passes and "
+    "acceptance): the pair's measured precision, block size and speed figures apply once it is done. Links written "
+    "meanwhile name every one of those settings, so they open the same trace later."
+)
 
 
 def shared_controls() -> tuple[DecodeConfig | None, str, DecodeConfig]:
@@ -90,7 +111,15 @@ def draw_students_link(config: DecodeConfig, prompt: str, defaults: DecodeConfig
             "reads the results you prepared: it starts no costly computation and measures nothing again."
         )
         query = to_query(config, prompt, session.round, defaults, student=True)
-        st.code(students_link(query), language=None, wrap_lines=True)
+        show_students_link(students_link(query, session.round), page_key("sidebar", "students_link"))
+        st.caption(
+            "The address bar's link is safe to share too: the races and timings you measured or prepared stay yours "
+            "(another session's Measure again is shown to it alone). **Your own link**, to keep them yours in "
+            "another tab or browser (do not share it):"
+        )
+        own = {**to_query(config, prompt, session.round, defaults), TEACHER: own_key()}
+        remember_teacher_key(own[TEACHER])
+        st.code((st.context.url or "/").split("?")[0] + "?" + urlencode(own), language=None, wrap_lines=True)
 
 
 def linked_view() -> dict[str, str] | None:
@@ -101,33 +130,61 @@ def linked_view() -> dict[str, str] | None:
     return {"view": view} if view in LESSON_VIEWS else None
 
 
-def students_link(query: dict[str, str]) -> str:
-    """The quiz link of a page's settings (``query``: with ``student=1``, :data:`~specviz.serving.urlstate.STUDENT`):
+def students_link(query: dict[str, str], round_index: int) -> str:
+    """The quiz link of a page's settings (``query``: with ``student=1``, :data:`~specviz.serving.urlstate.STUDENT`)
+    at round ``round_index`` (named even when it is the first: the sidebar's box rewrites it as the player steps):
     the lesson player's quiz view on the same server (its address as the browser reached it), or a path from the
     server's root where the address is not known."""
-    return urljoin(st.context.url or "/", "lesson_player") + "?" + urlencode({**query, "view": "quiz"})
+    return (
+        urljoin(st.context.url or "/", "lesson_player")
+        + "?"
+        + urlencode({**query, "round": str(round_index), "view": "quiz"})
+    )
+
+
+MOVED_NAMES = {
+    "dtype": "precision",
+    "gamma": "γ",
+    "draft_dtype": "draft precision",
+    "confidence_exit": "confidence exit",
+}
+
+
+def moved_settings(before: dict, after: dict) -> str:
+    """The settings that moved, in one line ("γ 5 → 4, confidence exit off → 0.9"; "" where none did)."""
+
+    def shown(name: str, value: object) -> str:
+        return "off" if name == "confidence_exit" and not value else "the target's" if value is None else str(value)
+
+    return ", ".join(
+        f"{MOVED_NAMES[name]} {shown(name, before.get(name))} → {shown(name, after[name])}"
+        for name in MOVED_NAMES
+        if name in after and after[name] != before.get(name)
+    )
+
+
+def _follow(own: MeasuredDefaults | None, why: str) -> dict[str, object]:
+    """The pair defaults still applied moved to ``own`` (:func:`follow_pair`), and said in the sidebar's one line."""
+    before = {name: field_state(name) for name in PAIR_DEFAULTS}
+    values, session.pair_defaults = follow_pair(before, session.pair_defaults, own)
+    moved = moved_settings(before, values)
+    session.defaults_moved = f"{why}: {moved}." if moved else ""
+    return values
 
 
 def _apply_pair_defaults(device: str) -> None:
-    values, session.pair_defaults = follow_pair(
-        {name: field_state(name) for name in PAIR_DEFAULTS},
-        session.pair_defaults,
-        pair_defaults(*chosen_pair(), device),
-    )
+    values = _follow(pair_defaults(*chosen_pair(), device), "This pair opens on its defaults measured here")
     set_field_states({**values, **open_machine_choices()})
 
 
 def _apply_precision_defaults(device: str) -> None:
     """A target precision picked in the sidebar: the draft precision, γ and confidence exit that still hold the
-    defaults applied before move to the pair's fastest measured for that precision (:func:`at_precision`); the
-    precision stays the user's, and nothing moves where the pair was not measured in it."""
-    own = pair_defaults(*chosen_pair(), device)
-    values, session.pair_defaults = follow_pair(
-        {name: field_state(name) for name in PAIR_DEFAULTS},
-        session.pair_defaults,
-        at_precision(own, field_state("dtype")) if own is not None else None,
-    )
-    set_field_states(values)
+    defaults applied before move to the pair's fastest measured for that precision (:func:`at_precision`, at least
+    the lesson's block: :func:`lesson_block`), and the sidebar says what moved; the precision stays the user's, and
+    nothing moves where the pair was not measured in it."""
+    own, dtype = pair_defaults(*chosen_pair(), device), field_state("dtype")
+    fastest = lesson_block(at_precision(own, dtype)) if own is not None else None
+    set_field_states(_follow(fastest, f"The fastest measured here for a {dtype} target"))
 
 
 def open_machine_choices() -> dict[str, object]:
@@ -212,6 +269,8 @@ def draw_sidebar(sb: DeltaGenerator, defaults: DecodeConfig) -> None:
             if field_params()[name].section == section:
                 changed = (lambda: _apply_precision_defaults(defaults.device)) if name == "dtype" else None
                 draw_if_read(sb, name, read, changed)
+        if section == "Models" and session.defaults_moved:  # what a pair or a precision picked moved, said once
+            sb.info(session.defaults_moved, icon=":material/tune:")
         drafter = drafter_entry(field_state("drafter"))
         if section == "Models" and not shipped_weights_fit(
             drafter.requires_model_outputs, target, field_state("parallel_weights")
@@ -240,6 +299,7 @@ def write_url(
 ) -> None:
     """Mirror the state into the address bar so a copied link reopens this exact view (``extra``: a
     page's own parameters, such as the lesson player's view); a student's session keeps its mark in every link."""
-    query = {**to_query(config, prompt, round_index, defaults, student=session.student), **(extra or {})}
+    pinned = () if defaults_known(config.device) else PAIR_DEFAULTS  # not measured yet: the defaults may still move
+    query = {**to_query(config, prompt, round_index, defaults, student=session.student, pinned=pinned), **(extra or {})}
     if query != st.query_params.to_dict():
         st.query_params.from_dict(query)

@@ -38,8 +38,8 @@ def engine_text() -> tuple[str | None, str | None]:
         height=180,
         max_chars=ENGINE_REPORT_BYTES_MAX,
         key=page_key(PAGE, "pasted"),
-        placeholder="e.g. vllm:spec_decode_num_drafts_total{...} 100.0, or a 'SpecDecoding metrics:' line, or "
-        "llama.cpp's 'draft acceptance = ...' line",
+        placeholder="e.g. vllm:spec_decode_num_drafts_total{...} 100.0 (or llamacpp:spec_decode_...), a "
+        "'SpecDecoding metrics:' line, llama.cpp's 'draft acceptance = ...' line or SGLang's /generate JSON",
     )
     uploaded = st.file_uploader(
         "… or upload the file (a saved /metrics page, a log, a response's JSON)", key=page_key(PAGE, "file")
@@ -82,8 +82,9 @@ def show_what_was_read(report: EngineReport) -> None:
         ("mean acceptance length", shown(report.mean_acceptance_length, "{:.2f}"), "tokens per target pass, bonus in"),
         ("k (draft length)", shown(report.draft_length), "the most tokens a draft holds"),
     )
-    for column, (label, value, meaning) in zip(st.columns(len(cells)), cells):
-        column.metric(label, value, help=meaning)
+    for row in (cells[:3], cells[3:]):  # three a row: six abreast cut 'mean acceptance length' in a laptop's window
+        for column, (label, value, meaning) in zip(st.columns(len(row)), row):
+            column.metric(label, value, help=meaning)
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,13 @@ student's session may not: it reads what the class already has)."""
 
 from __future__ import annotations
 
+import uuid
+
 from specviz.models.profile import model_profile
 from specviz.serving.pairs import loaded_target
 from specviz.serving.works import Work
 from specviz.ui.state import session
+from specviz.ui.teacher_links import remembered_teacher_key
 
 NOT_PREPARED = (
     "Your teacher has not prepared this yet: it appears here once it is computed (a student's link starts no costly "
@@ -36,6 +39,16 @@ def may_start() -> bool:
     """Whether this session may start costly work: a teacher's may; a student's link (``student=1``) reads what the
     class already has."""
     return not session.student
+
+
+def own_key() -> str:
+    """The key this session's measurements are owned by: the teacher's link's (``teacher=``), else the one this
+    browser remembers (:mod:`specviz.ui.teacher_links`), else a random one made on first use. A class's result
+    belongs to the key that measured or prepared it first; another session's Measure again is its own
+    (:func:`specviz.ui.waiting.measured_again`)."""
+    if not session.teacher_key:
+        session.teacher_key = remembered_teacher_key() or uuid.uuid4().hex
+    return session.teacher_key
 
 
 def measure_again_hint() -> str:

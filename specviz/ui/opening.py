@@ -28,6 +28,8 @@ def init_state_from_url(defaults: DecodeConfig) -> None:
     config, unshown = opening_config(state.config, query, defaults)
     seed_widgets(config, state.prompt if state.prompt is not None else DEFAULT_PROMPT, state.round)
     session.student = state.student
+    if state.teacher is not None:
+        session.teacher_key = state.teacher
     session.pair_defaults = {name: config.value(name) for name in PAIR_DEFAULTS if name not in query}
     session.link_messages = [
         *state.messages,
@@ -40,6 +42,7 @@ def init_state_from_url(defaults: DecodeConfig) -> None:
             f"{name}={query[name]} in the link is not used by the {config.rule} rule and the {config.drafter} "
             "drafter; it applies once a setting that reads it is chosen"
             for name in unread_fields(query)
+            if name not in state.ignored  # said once: ignored, not "applies once a setting reads it"
         ),
     ]
     session.initialized = True

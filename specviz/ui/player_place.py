@@ -26,7 +26,8 @@ PLACE_JS = f"""
 export default function (component) {{
   let timer = null;
   const told = (event) => {{
-    const place = {{round: Number(event.detail.round), view: String(event.detail.view)}};
+    const place = {{round: Number(event.detail.round), view: String(event.detail.view),
+                   answered: Number(event.detail.answered)}};
     clearTimeout(timer);
     timer = setTimeout(() => component.setStateValue("place", place), {SETTLE_MS});
   }};
@@ -38,21 +39,35 @@ PLACE = st.components.v2.component("specviz_player_place", js=PLACE_JS)
 ROUND_MAX = 1_000_000  # a place a player could show; anything else a client sends is ignored
 
 
-def told_place(place: Any) -> tuple[int, str] | None:
-    """The round and view in what the browser told, or None where it is not a place the player could show."""
+def _count(value: Any, least: int) -> int | None:
+    """``value`` as a whole number in [least, ROUND_MAX], or None."""
+    if not isinstance(value, int | float) or not least <= value <= ROUND_MAX or value != int(value):
+        return None
+    return int(value)
+
+
+def told_place(place: Any) -> tuple[int, str, int] | None:
+    """The round, view and answered quiz rounds in what the browser told, or None where it is not a place the player
+    could show."""
     if not isinstance(place, dict):
         return None
-    shown, view = place.get("round"), place.get("view")
-    if not isinstance(shown, int | float) or not 1 <= shown <= ROUND_MAX or shown != int(shown) or view not in VIEWS:
+    shown, view, answered = _count(place.get("round"), 1), place.get("view"), _count(place.get("answered"), 0)
+    if shown is None or view not in VIEWS or answered is None:
         return None
-    return int(shown), str(view)
+    return shown, str(view), answered
 
 
 @st.fragment
-def keep_players_place(config: DecodeConfig, prompt: str, defaults: DecodeConfig) -> None:
-    """Mount the place keeper; when the player told a new place, the session's round and the page's link follow."""
+def keep_players_place(config: DecodeConfig, prompt: str, defaults: DecodeConfig, trace: str, rounds: int) -> None:
+    """Mount the place keeper of the player showing ``trace`` (its :func:`~specviz.ui.views.trace_id`, ``rounds``
+    long); when the player told a new place, the session's round, its quiz's answered rounds and the page's link
+    follow. A student's session whose quiz has just answered every round reruns its page, which then shows it all."""
     told = told_place(PLACE(key=page_key("player", "place"), on_place_change=lambda: None).place)
     if told is None:
         return
-    session.round, view = told
+    session.round, view, answered = told
+    before = session.quiz_answered.get(trace, 0)
+    session.quiz_answered = {**session.quiz_answered, trace: answered}
     write_url(config, prompt, session.round, defaults, extra={"view": view} if view != "step" else None)
+    if session.student and before < rounds <= answered:
+        st.rerun(scope="app")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz.analysis.race import Race
+from specviz.analysis.race import Race, speedup_words
 from specviz.config import DecodeConfig
 from specviz.serving.pool import shared_work, shown_attempt, stored_attempts
 from specviz.serving.works import PRICED_SPEEDUP, TRACE, Work
@@ -39,17 +39,18 @@ def headline_text(race: Race | None, priced: float | None) -> str:
     """The configuration's one speed figure, the same on every page: the ``race``'s measured speedup, or before a
     race was run the profile-priced figure (``priced``: the theory at the trace's α, priced with this machine's c and
     v(k); None where it is not known), labelled as such. A page's other figures are named for what they are."""
-    beside = f" (priced from this machine's profile: {priced:.2f}×)" if priced is not None else ""
+    beside = f" (priced from this machine's profile: {speedup_words(priced)})" if priced is not None else ""
     if race is not None:
         return (
-            f"**Speedup of this configuration: {race.headline:.2f}×, measured** in the race of "
+            f"**Speedup of this configuration: {speedup_words(race.headline)}, measured** in the race of "
             f"{race.measured_at.replace('T', ' ')}{beside}. The figures below are read against it."
         )
     if priced is None:
         return "**Speedup of this configuration: not measured yet.** The Race page runs the two decoders on one clock."
     return (
-        f"**Speedup of this configuration: {priced:.2f}×, priced** from this machine's profile at this trace's α; no "
-        "race measured yet (the Race page runs the two decoders on one clock). The figures below are read against it."
+        f"**Speedup of this configuration: {speedup_words(priced)}, priced** from this machine's profile at this "
+        "trace's α; no race measured yet (the Race page runs the two decoders on one clock). The figures below are "
+        "read against it."
     )
 
 

@@ -71,9 +71,15 @@ class Session:
     initialized: Entry[bool] = Entry(bool)
     link_messages: Entry[list[str]] = Entry(list)  # what the link asked for that could not be set, and why
     round: Entry[int] = Entry(_first_round)  # the 1-based round the link names; every page's link carries it
+    # per trace (:func:`specviz.ui.views.trace_id`): the quiz's rounds answered from the first on, as the lesson player
+    # told them (:mod:`specviz.ui.player_place`); a student's session is shown no more of that trace
+    quiz_answered: Entry[dict[str, int]] = Entry(dict)
     # a student's link (``student=1``, read once): the class's results are shown, costly work never starts here, and
     # every link the session writes carries it (the teacher's link has none)
     student: Entry[bool] = Entry(bool)
+    # the key that owns the class's results this session measured or prepared first (a random one, made on first use;
+    # the teacher's own link, ``teacher=<key>``, carries it to another tab): :func:`specviz.ui.offers.own_key`
+    teacher_key: Entry[str] = Entry(str)
     # the sidebar: its pair and prompt widgets (the config fields' widgets: field_state)
     pair: Entry[str] = Entry(str)
     custom_target: Entry[str] = Entry(str)
@@ -81,6 +87,7 @@ class Session:
     prompt_preset: Entry[str | None] = Entry(_none)
     prompt: Entry[str] = Entry(str)
     pair_defaults: Entry[dict[str, Any]] = Entry(dict)  # the settings still on the pair's measured defaults
+    defaults_moved: Entry[str] = Entry(str)  # what the last pair or precision picked moved, in one line (or "")
     # what the sidebar chose this run (its config: the widgets come after the page), for the page that runs after it
     # (:func:`specviz.ui.controls.shared_controls`)
     sidebar_drawn: Entry[bool] = Entry(bool)

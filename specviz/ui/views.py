@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz.analysis.defaults import PRECISIONS, at_precision
+from specviz.analysis.defaults import PRECISIONS, at_precision, exit_words
 from specviz.analysis.draft_precision import precisions_on
 from specviz.analysis.peer_passes import peer_sentence, peer_table, stored_peer_passes
 from specviz.analysis.race import Race
@@ -25,6 +25,7 @@ from specviz.presentation.player import lesson_page, opened_at
 from specviz.presentation.verification_figures import roofline_figure
 from specviz.serving.pairs import app_defaults, pair_defaults
 from specviz.serving.pool import shared_work
+from specviz.serving.sharedwork import key_digest
 from specviz.ui.controls import write_url
 from specviz.ui.player_place import keep_players_place
 from specviz.ui.racing import shown_race
@@ -66,6 +67,22 @@ def pair_defaults_text(config: DecodeConfig) -> str:
     own = f"**This pair's default precision here: {measured.dtype}, γ = {measured.gamma}.** {measured.reason}"
     picked = at_precision(measured, config.dtype) if config.dtype != measured.dtype else None
     return f"{own} {picked.reason}" if picked is not None else own
+
+
+def fastest_note(config: DecodeConfig) -> str | None:
+    """Beside the lesson's block: this machine's fastest measured for the pair in the config's precision (greedy
+    rounds replayed along held-out text: :func:`~specviz.analysis.roofline.fastest_drafts`), where the sidebar's γ is
+    not it (the lesson opens on a block of at least :data:`~specviz.serving.pairs.LESSON_GAMMA_MIN`); None where it is
+    the same, or not measured here."""
+    own = pair_defaults(config.target, config.draft, config.device)
+    fastest = own.fastest.get(config.dtype) if own is not None else None
+    if fastest is None or fastest.gamma == config.gamma:
+        return None
+    return (
+        f"This machine's fastest for this pair in {config.dtype}: **γ = {fastest.gamma}**, the draft in "
+        f"{fastest.draft_dtype}{exit_words(fastest.confidence_exit)} ({fastest.speedup:.2f}× its target alone, "
+        f"predicted from greedy rounds replayed on held-out text); this trace drafts γ = {config.gamma}."
+    )
 
 
 def priced_story_text(config: DecodeConfig, pair: ModelPair, priced: float, alpha: float, c: float) -> str:
@@ -142,20 +159,50 @@ def shared_lesson_page(trace: Trace, race: Race | None) -> str:
     return page
 
 
+def trace_id(trace: Trace) -> str:
+    """A short name of ``trace`` (its settings and prompt), under which a session keeps what its quiz answered."""
+    return key_digest(("quiz", repr(trace.config), tuple(trace.prompt_ids)))
+
+
+def answered_rounds(trace: Trace) -> int:
+    """The rounds of ``trace`` this session may see decided: every one for a teacher's; for a student's
+    (``student=1``), those its quiz answered from the first on (each round's outcome is the next round's context)."""
+    if not session.student:
+        return len(trace.rounds)
+    return min(len(trace.rounds), session.quiz_answered.get(trace_id(trace), 0))
+
+
+def quiz_holds(trace: Trace, config: DecodeConfig, prompt: str, defaults: DecodeConfig) -> bool:
+    """A student's page that would show how ``trace``'s rounds ended, before its quiz answered them: the quiz in the
+    page's place (at the session's round), and True (the page stops there). False for a teacher's session, or once
+    every round is answered."""
+    answered = answered_rounds(trace)
+    if answered >= len(trace.rounds):
+        return False
+    st.info(
+        f"This page shows how the rounds ended: it opens once your quiz has answered every round ({answered} of "
+        f"{len(trace.rounds)} so far). Answer them here."
+    )
+    show_player(trace, config, prompt, defaults, session.round, "quiz")
+    return True
+
+
 def show_player(
     trace: Trace, config: DecodeConfig, prompt: str, defaults: DecodeConfig, linked: int, view: str = "step"
 ) -> str:
     """The lesson player for a computed trace, opened on the linked round (clipped to the trace) with the
     page's link (``config``: the sidebar's, which may differ from the trace's own) on it; every round is in
-    the page, so stepping needs no server. Returns the player's HTML, which is also the lesson download."""
-    shown = min(linked, len(trace.rounds))
+    the page, so stepping needs no server. A student's session opens it on the quiz until every round is answered
+    (:func:`answered_rounds`), whatever view was asked. Returns the player's HTML, which is also the lesson download."""
+    shown, told = min(linked, len(trace.rounds)), session.quiz_answered.get(trace_id(trace), 0)
+    view = "quiz" if answered_rounds(trace) < len(trace.rounds) else view
     write_url(config, prompt, shown, defaults, extra={"view": view} if view != "step" else None)
     race = shown_race(config, prompt)
-    page = opened_at(shared_lesson_page(trace, race), view, shown)
+    page = opened_at(shared_lesson_page(trace, race), view, shown, told)
     st.html(PROJECTOR_STYLE)
     st.iframe(page, height="content")  # streamlit sizes the frame to the player's content
     painted()  # the page's main view is out: the rest waits while other sessions' first paints do
-    keep_players_place(config, prompt, defaults)
+    keep_players_place(config, prompt, defaults, trace_id(trace), len(trace.rounds))
     return page
 
 

@@ -28,9 +28,9 @@ from specviz.serving.pool import (
     stored_attempts,
 )
 from specviz.serving.sharedwork import key_digest
-from specviz.serving.works import TRACE, Work
+from specviz.serving.works import TRACE, WORKS, Work
 from specviz.ui import turns
-from specviz.ui.offers import NOT_PREPARED, estimate_label, estimated, may_start
+from specviz.ui.offers import NOT_PREPARED, estimate_label, estimated, may_start, own_key
 from specviz.ui.recorder import teachers_recording
 from specviz.ui.state import Session, page_key, session
 
@@ -81,49 +81,92 @@ def shared_result(work: Work, button: str | None = None, button_key: str | None 
     return result
 
 
+def owner_key(key: tuple[Hashable, ...]) -> tuple[Hashable, ...]:
+    """Where the key that owns a class's live measurement ``key`` is stored (:meth:`SharedWork.claim`)."""
+    return key + ("owner",)
+
+
+def own_series(key: tuple[Hashable, ...], owner: str) -> tuple[Hashable, ...]:
+    """The attempts a session that does not own ``key`` measured itself: stored apart, read by that key alone."""
+    return key + ("own", owner)
+
+
 def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str) -> tuple[Any, Any]:
     """A live timing every session shares, with a "Measure again" button: (the attempt to show, the latest attempt
     when it was ``disturbed`` and a quiet one is shown instead) (:func:`~specviz.serving.pool.shown_attempt`).
 
     The first attempt starts when someone presses ``start`` (with its estimate); one under way for another session is
     waited for without a press. Each attempt is its own shared result (``work.key + (n,)``), so the quiet one a class
-    saw is kept when a later one meets a busy machine. A student's session neither starts nor repeats one: it shows
-    the class's attempts, or says none was measured yet.
+    saw is kept when a later one meets a busy machine. The class's attempts belong to the session that measured the
+    first (its :func:`~specviz.ui.offers.own_key`; a lecture's preparation claims those it prepares): only that key
+    adds one. Any other teacher's session (a student who opened the address bar's link, say) measures again for
+    itself: its attempts are stored apart (:func:`own_series`), shown to it alone, and the class's race stays the
+    teacher's. A student's session neither starts nor repeats one: it shows the class's attempts, or says none was
+    measured yet.
     """
     record(work)
     pool, label, estimate = shared_work(), work.label, estimated(work)
-    attempts = stored_attempts(pool, work.key)
-    following = work.key + (len(attempts),)
     teacher, slot = may_start(), st.empty()  # one button's place: the start, then Measure again
+    me = own_key() if teacher else None
+
+    def measured() -> tuple[list[Any], bool, list[Any]]:
+        """(the class's attempts, whether this session owns them, this session's own attempts: the class's where it
+        owns them)."""
+        attempts = stored_attempts(pool, work.key)
+        owned = me is not None and pool.cached(owner_key(work.key)) in (None, me)
+        own = attempts if owned else [] if me is None else stored_attempts(pool, own_series(work.key, me))
+        return attempts, owned, own
 
     def again() -> bool:
         return teacher and slot.button(
             estimate_label(f"Measure again: {label.lower()}", work, estimate), key=page_key("again", label)
         )
 
-    if attempts:
+    attempts, owned, own = measured()
+    class_next = work.key + (len(attempts),)  # the class's next attempt: waited for when another session started it
+    if attempts or own:
         pressed = again()
     elif teacher:
         pressed = slot.button(estimate_label(start, work, estimate), type="primary", key=page_key("start", label))
     else:
         pressed = False
-        if not pool.known(following):
+        if not pool.known(class_next):
             st.info(NOT_PREPARED)
-    if pressed or pool.known(following):
-        first = not attempts
+    if pressed or pool.known(class_next):
+        first = not attempts and not own
+        following = class_next
+        if me is not None and pressed:
+            owned = owned and pool.claim(owner_key(work.key), me) == me  # two first presses at once: one key wins
+            series = work.key if owned else own_series(work.key, me)
+            following = series + (len(stored_attempts(pool, series)),)
         submit_and_wait(following, work.compute, label, lambda: estimate)
-        attempts = stored_attempts(pool, work.key)
-        if first and attempts:  # the first result is here: Measure again takes the start button's place
+        attempts, owned, own = measured()
+        if first and (attempts or own):  # the first result is here: Measure again takes the start button's place
             again()
+    if own and not owned:
+        st.caption(
+            "**Your own measurement, shown to you alone.** The class's results belong to the session that measured "
+            "or prepared them first (the teacher's): a Measure again from any other session changes nothing the "
+            "class sees."
+        )
+        return shown_attempt(own, disturbed)
     return shown_attempt(attempts, disturbed)
+
+
+def claim(work: Work) -> None:
+    """Make ``work``'s class result this session's where nobody owns it yet (a live timing: :func:`measured_again`;
+    a lecture's preparation claims what it prepares, so the teacher who prepared it may measure it again)."""
+    if WORKS[work.name].measured and may_start():
+        shared_work().claim(owner_key(work.key), own_key())
 
 
 def record(work: Work) -> None:
     """While the teacher rehearses a lecture (:mod:`specviz.ui.recorder`), every work a page offers joins its plan,
-    with the page's address."""
+    with the page's address, and its live timings become the teacher's (:func:`claim`)."""
     recording = teachers_recording()
     if recording is not None and recording.on:
         recording.note(work, f"{st.context.url or '/'}?{urlencode(st.query_params.to_dict())}")
+        claim(work)
 
 
 def let_the_classroom_run_first() -> None:

@@ -12,8 +12,9 @@ config, prompt, defaults = ui.shared_controls()
 st.title("Your engine's numbers")
 st.caption(
     "Paste or upload what your serving engine reported about a speculative run: vLLM's `/metrics` "
-    "(`vllm:spec_decode_...`), its `SpecDecoding metrics:` log line or a response's per-request metrics; SGLang's "
-    "`Decode batch` line or `sglang:spec_accept_...` gauges; llama.cpp's server log or a response's `timings` "
+    "(`vllm:spec_decode_...`), its `SpecDecoding metrics:` log line or a response's per-request metrics (summary or "
+    "detailed, per step); SGLang's `Decode batch` line, `sglang:spec_accept_...` gauges or a `/generate` answer's "
+    "`meta_info`; llama.cpp's server log, its `/metrics` (`llamacpp:spec_decode_...`) or a response's `timings` "
     "(`draft_n`, `draft_n_accepted`). The page reads the counts, finds α behind them, draws the acceptance at each "
     "draft position against the i.i.d. theory α^i and says what this α buys at your draft's cost c and your target's "
     "pass cost v(k). The Round view and the Race download their own runs in vLLM's names: they read back here."

@@ -1,12 +1,16 @@
 """Prepare a lecture: record the pages a lecture uses while rehearsing (or load a plan file), then compute every
 costly result they show in the background, so nothing is slow in front of the class."""
 
+import time
+
 import streamlit as st
 
 from specviz import ui
-from specviz.serving.lecture import PREPARATIONS, LecturePlan, prepare
+from specviz.serving.lecture import PREPARATIONS, LecturePlan, Recording, prepare, stored_keys
 from specviz.serving.pool import shared_work
+from specviz.serving.sharedwork import SharedWork
 from specviz.settings import ConfigError
+from specviz.ui.offers import estimated
 from specviz.ui.recorder import keep_recorder_in_browser, own_recording, record_pages, teachers_recording
 
 ui.shared_controls()  # the sidebar's settings are not read here: the recorded pages keep their own
@@ -35,28 +39,78 @@ if uploaded is not None:
         recording = own_recording()
         recording.replace(loaded)
         st.success(f"Loaded {len(loaded.works)} computations from {len(loaded.links)} links.")
+
+
+def time_left(seconds: float | None) -> str:
+    """The progress line's tail: the time left, in minutes past a minute and a half ("" while unknown)."""
+    if seconds is None:
+        return ""
+    return f" · about {seconds:.0f} s left" if seconds < 90 else f" · about {seconds / 60:.0f} min left"
+
+
+def prepare_lecture(plan: LecturePlan, pool: SharedWork, recording: Recording | None) -> None:
+    """The Prepare button's callback, run before the page: the page it draws shows the recording stopped and the
+    preparation begun. Each work is priced here (:func:`~specviz.ui.offers.estimated`) as its pair loads."""
+    prepare(plan, pool, estimated, recording)
+
+
+@st.fragment(run_every=1.0)
+def follow_preparation(plan: LecturePlan, pool: SharedWork) -> None:
+    """The plan's table and the server's latest preparation, redrawn every second from one reading of the store: the
+    progress counts the results stored (those stored before it began too), and the table is current when it ends
+    (whether it has ended is read before the store: once it has, every result it stored is in that reading)."""
+    preparation = PREPARATIONS[-1] if PREPARATIONS else None
+    finished = preparation is not None and preparation.finished.is_set()
+    stored = stored_keys(pool, plan.works + (preparation.plan.works if preparation is not None else ()))
+    if plan.works:
+        st.dataframe(
+            [
+                {
+                    "computation": w.label,
+                    "prompt": w.prompt[:40],
+                    "settings": f"{w.config.target} ← {w.config.draft or w.config.drafter}, {w.config.rule}, "
+                    f"γ = {w.config.gamma}, {w.config.dtype}",
+                    "stored": "✓" if w.first_key in stored else "",
+                }
+                for w in plan.works
+            ],
+            hide_index=True,
+            width="stretch",
+            height="content",  # every row drawn: the whole plan at a glance
+        )
+    if preparation is None:
+        return
+    done, total = preparation.progress(stored), preparation.total
+    if finished:
+        st.success(f"Prepared: {done} of {total} computations are stored.")
+    else:
+        left = preparation.remaining_s(stored, time.monotonic())
+        st.progress(
+            done / max(1, total),
+            text=f"Preparing: {done} of {total} stored · now {preparation.running or '…'}{time_left(left)}",
+        )
+    if preparation.stopped is not None and not preparation.stopped.on:
+        st.info(
+            f"Recording stopped: the lecture is {'prepared' if finished else 'being prepared'}. "
+            "Turn it on again to add pages to the plan."
+        )
+    for failure in preparation.failed:
+        st.error(failure)
+
+
 plan = recording.plan() if recording is not None else LecturePlan((), ())
+pool = shared_work()
 if not plan.works:
     st.info("No computation recorded yet: turn recording on and open the lecture's pages (with their settings).")
-else:
-    pool = shared_work()
-    st.dataframe(
-        [
-            {
-                "computation": w.label,
-                "prompt": w.prompt[:40],
-                "settings": f"{w.config.target} ← {w.config.draft or w.config.drafter}, {w.config.rule}, "
-                f"γ = {w.config.gamma}, {w.config.dtype}",
-                "stored": "✓" if pool.cached(w.first_key) is not None else "",
-            }
-            for w in plan.works
-        ],
-        hide_index=True,
-        width="stretch",
-    )
+follow_preparation(plan, pool)
+if plan.works:
     left, middle, right = st.columns(3)
-    if left.button(f"Prepare the lecture ({len(plan.works)} computations)", type="primary"):
-        prepare(plan, pool)
+    left.button(
+        f"Prepare the lecture ({len(plan.works)} computations)",
+        type="primary",
+        on_click=prepare_lecture,
+        args=(plan, pool, recording),
+    )
     middle.download_button(
         "Save the lecture plan (JSON)", plan.to_json(), "specviz-lecture.json", "application/json", on_click="ignore"
     )
@@ -67,25 +121,3 @@ else:
         with st.expander(f"The lecture's links ({len(plan.links)})"):
             for link in plan.links:
                 st.code(link, language=None, wrap_lines=True)
-
-
-@st.fragment(run_every=1.0)
-def follow_preparation() -> None:
-    """The server's latest preparation, redrawn every second until it ends."""
-    if not PREPARATIONS:
-        return
-    preparation = PREPARATIONS[-1]
-    left = preparation.remaining_s()
-    if preparation.finished.is_set():
-        st.success(f"Prepared: {preparation.done} of {preparation.total} computations are stored.")
-    else:
-        st.progress(
-            preparation.done / max(1, preparation.total),
-            text=f"Preparing: {preparation.done} of {preparation.total} done · now {preparation.running or '…'}"
-            + (f" · about {left:.0f} s left" if left is not None else ""),
-        )
-    for failure in preparation.failed:
-        st.error(failure)
-
-
-follow_preparation()

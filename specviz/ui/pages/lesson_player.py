@@ -20,12 +20,9 @@ st.caption(
     "`view=present` (on any page) opens straight into that view; a quiz link keeps its tab in the quiz until every "
     "question is answered. **Race** replays the race of these settings once the Race page measured one."
 )
-if requested_view not in VIEWS:
-    st.warning(
-        f"URL parameter view={str(requested_view)[:20]!r} ignored (must be one of {', '.join(VIEWS)}); showing step"
-    )
-    requested_view = "step"
-view = requested_view  # the player's own buttons switch views, and write the view into this page's link
+# another value is said with the link's other messages; the player's own buttons switch views and write the view into
+# this page's link
+view = requested_view if requested_view in VIEWS else "step"
 if view == "present":  # a projector shows the round, not the settings (the player's Present button folds them)
     st.html("<style>[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'] {display: none;}</style>")
 trace = ui.get_trace(config, prompt) if config else None
@@ -33,6 +30,8 @@ if trace is not None and not trace.rounds:
     st.info("Nothing was generated (the model ended at once).")
 elif config is not None and trace is not None:
     page = ui.show_player(trace, config, prompt, defaults, linked_round, view)
+    if ui.answered_rounds(trace) < len(trace.rounds):  # a student's quiz: its files would hold every verdict
+        st.stop()
     st.download_button(
         "Download this lesson (one HTML file, opens with no server)",
         lambda: page,

@@ -33,7 +33,12 @@ n = st.select_slider(
 if config is not None:
     lab_config = lab.sampling(config)
 
-    computed = ui.shared_result(Work("exact-lab", lab_config, prompt, (n,)))
+    computed = ui.shared_result(  # sampled on a press, never on opening the page
+        Work("exact-lab", lab_config, prompt, (n,)),
+        button="Sample the first drafted token",
+        hint="Press to draw N samples per arm at the first drafted position: every session of this link then shares "
+        "them.",
+    )
     if computed is not None:
         result, tokenizer, _ = computed
         if result is None:

@@ -5,7 +5,7 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from specviz import ui
-from specviz.analysis.race import lane_choices
+from specviz.analysis.race import lane_choices, speedup_words
 from specviz.presentation.race import race_page
 from specviz.registry.drafters import drafter_entry
 from specviz.registry.rules import rule_for
@@ -69,10 +69,13 @@ if config is not None:
         st.iframe(page, height="content")
         columns = st.columns(len(race.lanes))
         for column, lane in zip(columns, race.lanes):
+            lost = race.speedup(lane) < 1  # slower than the target alone: a red arrow down, never a green "faster"
             column.metric(
                 lane.name,
                 f"{lane.total_ms / 1e3:.2f} s",
-                delta=None if lane is race.lanes[0] else f"{race.speedup(lane):.2f}× faster",
+                delta=None if lane is race.lanes[0] else speedup_words(race.speedup(lane)),
+                delta_color="inverse" if lost else "normal",
+                delta_arrow="down" if lost else "auto",
                 help=f"{len(lane.output_ids)} tokens, {len(lane.output_ids) / lane.total_ms * 1e3:.1f} tokens/s; "
                 f"drafting {100 * lane.drafting_share:.0f}% of the time",
             )

@@ -20,10 +20,14 @@ st.caption(
     "the page."
 )
 trace = ui.get_trace(config, prompt) if config else None
+if config is not None and trace is not None and trace.rounds and ui.quiz_holds(trace, config, prompt, defaults):
+    st.stop()  # a student's quiz comes first: this page would show how its rounds ended
 if trace is not None and not trace.rounds:
     st.info("Nothing was generated (the model ended at once).")
 elif config is not None and trace is not None:
     st.markdown(ui.summary_line(trace))
+    if (fastest := ui.fastest_note(config)) is not None:
+        st.caption(fastest)
     player = ui.show_player(trace, config, prompt, defaults, linked_round)
     st.markdown("##### Output (colour: how each token was produced; underline alternates per round)")
     st.markdown(render.CSS + render.output_html(trace), unsafe_allow_html=True)
