@@ -136,23 +136,6 @@ def test_a_quiz_round_opens_the_next_only_once_answered_or_skipped(app_url):
 ROUND_VIEW_OUTPUT = "Output (colour: how each token was produced"
 
 
-def test_a_students_session_keeps_every_page_in_the_quiz_until_it_is_answered(app_url):
-    """A student's link (student=1) that opens the Round view and Metrics from the sidebar meets the quiz there (the
-    page's own quiz in its place, or the lesson player's, where the link still names the quiz view), with neither the
-    colour-coded output nor any accepted count."""
-    with chromium_page(1366, 768) as page:
-        page.goto(f"{app_url}/lesson_player?max_new_tokens=8&view=quiz&student=1")
-        settled(page)
-        nav = page.locator('[data-testid="stSidebarNav"]')
-        for name in ("Round view", "Metrics and theory"):
-            nav.get_by_role("link", name=name).click()
-            held = page.get_by_text("it opens once your quiz has answered every round")
-            held.or_(page.get_by_role("heading", name="Lesson player")).first.wait_for(timeout=WAIT_MS)
-            settled(page)
-            assert_quiz_waits(page, 1)
-            assert ROUND_VIEW_OUTPUT not in page.evaluate(TOTALS) and not COUNTS.search(page.evaluate(TOTALS))
-
-
 def test_the_students_link_names_the_round_the_player_shows(app_url):
     """The teacher steps the player to round 3 and opens "Copy link for students (quiz)": its link opens the quiz at
     round 3 (round=3, view=quiz, student=1), as the caption promises."""
