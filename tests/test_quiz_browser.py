@@ -133,7 +133,6 @@ def test_a_quiz_round_opens_the_next_only_once_answered_or_skipped(app_url):
         assert not COUNTS.search(page.evaluate(TOTALS))
 
 
-ROUND_VIEW_OUTPUT = "Output (colour: how each token was produced"
 
 
 def test_the_students_link_names_the_round_the_player_shows(app_url):
