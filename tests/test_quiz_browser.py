@@ -133,8 +133,6 @@ def test_a_quiz_round_opens_the_next_only_once_answered_or_skipped(app_url):
         assert not COUNTS.search(page.evaluate(TOTALS))
 
 
-
-
 def test_the_students_link_names_the_round_the_player_shows(app_url):
     """The teacher steps the player to round 3 and opens "Copy link for students (quiz)": its link opens the quiz at
     round 3 (round=3, view=quiz, student=1), as the caption promises."""
