@@ -28,7 +28,15 @@ from specviz.models.int4 import (
     quantise_groups,
     share_one_buffer,
 )
-from specviz.models.int8 import Int8Embedding, Int8Linear, Int8Matrix, int8_linear, quantise_rows, weight_levels
+from specviz.models.int8 import (
+    INT8_MAX,
+    Int8Embedding,
+    Int8Linear,
+    Int8Matrix,
+    int8_linear,
+    quantise_rows,
+    weight_levels,
+)
 from specviz.models.kernels import INT4, INT8, kernels_of
 from specviz.models.llama_step import Int4DecoderLayer, llama_weights
 from specviz.models.machine import cpu_flags
@@ -369,10 +377,12 @@ def test_greedy_trees_are_the_quantised_targets_own_greedy(tiny_dirs, quantised_
     assert any(r.tree.path for r in trace.rounds)
 
 
-@pytest.mark.parametrize("dtype,bound", [("int8", 0.1), ("int4", 0.6)])
+@pytest.mark.parametrize("dtype,bound", [("int8", 0.1 * INT8_MAX / weight_levels(cpu_flags())), ("int4", 0.6)])
 def test_a_quantised_target_is_not_the_float32_one(tiny_dirs, tiny_pair, quantised_pairs, dtype, bound):
     """What "exact" means here: to the quantised target as run, a coarser model than the float32 one (4 bits far
-    coarser: the tiny target's sharp random weights, init 0.3, compound each layer's error; 0.36 measured)."""
+    coarser: the tiny target's sharp random weights, init 0.3, compound each layer's error; 0.36 measured). Where the
+    CPU has no int8 dot products, weights keep 63 levels, not 127, and the error doubles (0.12 measured on an AVX2-only
+    EPYC), so the int8 bound scales with the levels."""
     ids = torch.tensor([PROMPT])
     with torch.inference_mode():
         exact = tiny_pair.target.model(ids).logits

@@ -3,7 +3,9 @@ the teacher's key, remembered by the browser.
 
 The player steps in the browser and tells the page each place it shows (a ``specviz:place`` event); the sidebar is not
 redrawn for a step, so a link drawn by the server would name the round of the page's last run. The link's component
-shows the link the server drew and rewrites its ``round=`` from those events, and copies what it shows.
+shows the link the server drew with the ``round=`` of the page's address (the player writes its round there: a
+component mounted after the steps, or redrawn by a later run, missed their events) and rewrites it from those events,
+and copies what it shows.
 
 The key that owns the class's results a teacher measured (:func:`specviz.ui.offers.own_key`) is kept in a cookie of
 the app's own (``specviz_teacher``, one year, this site only), so a reload, another tab of the same browser, or the
@@ -33,6 +35,8 @@ export default function (component) {
   const link = new URL(component.data.link, window.location.href);
   const show = () => { code.textContent = link.href; };
   const told = (event) => { link.searchParams.set("round", String(event.detail.round)); show(); };
+  const shown = new URL(window.location.href).searchParams.get("round");  // the player writes its round there
+  if (/^[0-9]+$/.test(shown ?? "")) link.searchParams.set("round", shown);
   copy.onclick = () => navigator.clipboard?.writeText(link.href).then(() => { copy.textContent = "Copied"; });
   show();
   window.addEventListener("specviz:place", told);
