@@ -133,6 +133,35 @@ def test_a_quiz_round_opens_the_next_only_once_answered_or_skipped(app_url):
         assert not COUNTS.search(page.evaluate(TOTALS))
 
 
+ROUND_VIEW_OUTPUT = "Output (colour: how each token was produced"
+
+
+def test_a_students_session_keeps_every_page_in_the_quiz_until_it_is_answered(app_url):
+    """A student's link (student=1) that opens the Round view and Metrics from the sidebar meets the quiz there,
+    with neither the colour-coded output nor any accepted count, and the sidebar's settings kept from page to page,
+    until every round is answered: then the page reruns itself and shows them."""
+    with chromium_page(1366, 768) as page:
+        page.goto(f"{app_url}/lesson_player?max_new_tokens=8&view=quiz&student=1")
+        settled(page)
+        count = int(re.search(r"of (\d+)", page.evaluate(PLAYER)["title"]).group(1))
+        assert count >= 2
+        nav = page.locator('[data-testid="stSidebarNav"]')
+        for name in ("Round view", "Metrics and theory", "Round view"):
+            nav.get_by_role("link", name=name).click()
+            page.get_by_text("it opens once your quiz has answered every round").wait_for(timeout=WAIT_MS)
+            settled(page)
+            assert_quiz_waits(page, 1)
+            assert page.evaluate(PLAYER)["title"].startswith(f"Round 1 of {count}")  # the same settings' rounds
+            assert ROUND_VIEW_OUTPUT not in page.evaluate(TOTALS) and not COUNTS.search(page.evaluate(TOTALS))
+        for index in range(1, count + 1):
+            answer_round(page)
+            if index < count:
+                page.keyboard.press("ArrowRight")
+                assert_quiz_waits(page, index + 1)
+        page.get_by_text(ROUND_VIEW_OUTPUT).wait_for(timeout=WAIT_MS)  # every round answered: the page shows it all
+        assert page.get_by_text("drafted tokens accepted").count() >= 1
+
+
 def test_the_students_link_names_the_round_the_player_shows(app_url):
     """The teacher steps the player to round 3 and opens "Copy link for students (quiz)": its link opens the quiz at
     round 3 (round=3, view=quiz, student=1), as the caption promises."""

@@ -24,7 +24,7 @@ from specviz.ui.offers import may_start, measure_again_hint
 from specviz.ui.opening import init_state_from_url
 from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, EMBEDDED_PAIR, PAIR_PRESETS, PROMPT_PRESETS
 from specviz.ui.racing import race_link, raced, show_headline
-from specviz.ui.turns import taking_turns
+from specviz.ui.turns import stop_page, taking_turns
 from specviz.ui.views import (
     answered_rounds,
     fastest_note,
@@ -84,6 +84,7 @@ __all__ = [
     "show_user_errors",
     "sidebar_controls",
     "summary_line",
+    "stop_page",
     "taking_turns",
     "widget_value",
     "write_url",

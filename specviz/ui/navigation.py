@@ -95,7 +95,12 @@ def open_lesson_view(page: Page) -> None:
     or an unknown or differently-cased path (which streamlit opens as the default page). A quiz link never opens a
     page that shows the verdicts. The switch comes before the sidebar is drawn, so streamlit drops the sidebar widgets'
     states: in a session already open (a Back or Forward to such a link) the lesson player seeds them from the link
-    again, as a session's first run does."""
-    if st.query_params.get("view") in LESSON_VIEWS and page.url_path != LESSON_PLAYER:
+    again, as a session's first run does. A student's session already open keeps its page on a quiz link: every page
+    holds its verdicts until the quiz answered them (:func:`specviz.ui.views.quiz_holds`), and once it has, the page
+    opens (the link's sticky ``view=quiz`` would otherwise keep the student in the player)."""
+    view = st.query_params.get("view")
+    if view == "quiz" and session.initialized and session.student:
+        return
+    if view in LESSON_VIEWS and page.url_path != LESSON_PLAYER:
         session.initialized = False
         st.switch_page(f"pages/{LESSON_PLAYER}.py", query_params=st.query_params.to_dict())

@@ -6,7 +6,8 @@ The player steps in the browser with no server round trip and writes its round a
 session's round, so a student who stepped from round 2 to round 7 and opened the Race page got ``round=2`` in its
 link (and the lesson player, opened again, round 1). The player also announces each place it shows (a
 ``specviz:place`` event on the page); this small component, in a fragment of its own, hands the latest one to the
-server a moment after the stepping stops: the fragment alone reruns (the player's frame is left as it is), the
+server a moment after the stepping stops (a newly answered round at once: a student may open another page right
+after): the fragment alone reruns (the player's frame is left as it is), the
 session's round follows, and the page's link is written as the player left it.
 """
 
@@ -24,12 +25,14 @@ from specviz.ui.state import page_key, session
 SETTLE_MS = 300  # a burst of steps (a held arrow key, autoplay) is told once, when it pauses
 PLACE_JS = f"""
 export default function (component) {{
-  let timer = null;
+  let timer = null, answered = null;
   const told = (event) => {{
     const place = {{round: Number(event.detail.round), view: String(event.detail.view),
                    answered: Number(event.detail.answered)}};
     clearTimeout(timer);
-    timer = setTimeout(() => component.setStateValue("place", place), {SETTLE_MS});
+    const tell = () => {{ answered = place.answered; component.setStateValue("place", place); }};
+    if (place.answered !== answered) tell();  // an answer at once: a page opened right after must know it
+    else timer = setTimeout(tell, {SETTLE_MS});
   }};
   window.addEventListener("specviz:place", told);
   return () => {{ clearTimeout(timer); window.removeEventListener("specviz:place", told); }};

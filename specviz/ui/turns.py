@@ -15,7 +15,9 @@ import contextvars
 import functools
 import threading
 from collections.abc import Callable, Iterator
+from typing import NoReturn
 
+import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
 
 from specviz.serving.turns import TURNS
@@ -70,6 +72,13 @@ def painted() -> None:
         _run.first_paint = False
         _give_back()
         _take(first_paint=False)
+
+
+def stop_page() -> NoReturn:
+    """End the page's run here, what is deferred drawn first: after ``st.stop()`` streamlit draws nothing more, and
+    a sidebar left undrawn would drop its widgets' states (the next page would open with no settings)."""
+    _draw_deferred(after_the_paint=True)
+    st.stop()
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ st.markdown(
 )
 trace = ui.get_trace(config, prompt) if config else None
 if config is not None and trace is not None and trace.rounds and ui.quiz_holds(trace, config, prompt, defaults):
-    st.stop()  # a student's quiz comes first: this page would show how its rounds ended
+    ui.stop_page()  # a student's quiz comes first: this page would show how its rounds ended
 rounds = [r for r in trace.rounds if r.draft] if trace else []
 if trace is not None and not rounds:
     st.info("No round of this trace drafted any token (the n-gram drafter found no match); pick another drafter.")

@@ -24,7 +24,7 @@ st.markdown(
 )
 if not ui.may_start():  # a student's link prepares nothing: the lecture is the teacher's
     st.info("This is a student's link: preparing a lecture is for the teacher's own link.")
-    st.stop()
+    ui.stop_page()
 recording = teachers_recording()
 recording_on = recording is not None and recording.on  # the toggle shows the recording, whichever page started it
 st.toggle("Record the pages I open", value=recording_on, on_change=record_pages, args=(not recording_on,))

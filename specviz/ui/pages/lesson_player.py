@@ -31,7 +31,7 @@ if trace is not None and not trace.rounds:
 elif config is not None and trace is not None:
     page = ui.show_player(trace, config, prompt, defaults, linked_round, view)
     if ui.answered_rounds(trace) < len(trace.rounds):  # a student's quiz: its files would hold every verdict
-        st.stop()
+        ui.stop_page()
     st.download_button(
         "Download this lesson (one HTML file, opens with no server)",
         lambda: page,

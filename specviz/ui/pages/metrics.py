@@ -19,7 +19,7 @@ st.caption(
 )
 trace = ui.get_trace(config, prompt) if config else None
 if config is not None and trace is not None and trace.rounds and ui.quiz_holds(trace, config, prompt, defaults):
-    st.stop()  # a student's quiz comes first: this page would show how its rounds ended
+    ui.stop_page()  # a student's quiz comes first: this page would show how its rounds ended
 if config is not None and trace is not None and trace.rounds:
     check = metrics.theory_check(trace)
     cols = st.columns(5)

@@ -21,7 +21,7 @@ st.markdown(
 )
 trace = ui.get_trace(config, prompt) if config else None
 if config is not None and trace is not None and trace.rounds and ui.quiz_holds(trace, config, prompt, defaults):
-    st.stop()  # a student's quiz comes first: this page would show how its rounds ended
+    ui.stop_page()  # a student's quiz comes first: this page would show how its rounds ended
 if config is not None and trace is not None and trace.output_ids:
     assert trace.stats is not None, "a decoded trace has its stats"
     repeats = st.slider("Timing repeats (median)", 1, limits.TIMING_REPEATS_MAX, 5)

@@ -21,7 +21,7 @@ st.caption(
 )
 trace = ui.get_trace(config, prompt) if config else None
 if config is not None and trace is not None and trace.rounds and ui.quiz_holds(trace, config, prompt, defaults):
-    st.stop()  # a student's quiz comes first: this page would show how its rounds ended
+    ui.stop_page()  # a student's quiz comes first: this page would show how its rounds ended
 if trace is not None and not trace.rounds:
     st.info("Nothing was generated (the model ended at once).")
 elif config is not None and trace is not None:
