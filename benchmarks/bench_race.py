@@ -3,8 +3,10 @@
 Per pair: the app's fastest exact configuration measured on this machine for the target's precision (the draft's
 precision and γ, ``analysis.defaults.fastest_config``), raced against the target alone on each held-out prompt, one
 after the other in one process (as the server's worker does): each race's lanes' wall times, their ratio, whether
-the lanes' steps agreed with the quiet profile (load signs), and whether the texts were identical. The median race
-is the figure the pages quote.
+the lanes' steps agreed with the quiet profile (load signs), and whether the texts were identical; beside it the
+speedup the pages predict for that run from this machine's profile (``metrics.machine_speedup``: the theory at the
+trace's alpha and blocks, priced with the profile's c and v(k)) and the race over the prediction. The median race
+is the figure the pages quote; the medians' ratio says whether the profile and the race agree (within 25%).
 
     .venv/bin/python -m benchmarks.bench_race [--pairs embedded,qwen-coder] [--prompts 4] [--max-new 48]
 """
@@ -17,8 +19,9 @@ import statistics
 from benchmarks.bench_machine import PAIRS, pair_config
 from specviz import DATA_DIR
 from specviz.analysis.defaults import fastest_config
+from specviz.analysis.metrics import machine_speedup
 from specviz.analysis.race import run_race
-from specviz.engine import load_pair
+from specviz.engine import load_pair, speculative_decode
 from specviz.models.machine import cpu_name, matrix_units_in_words
 from specviz.training.teacher_text import read_prompt_file
 
@@ -27,17 +30,25 @@ def bench(name: str, dtype: str, prompts: int, max_new: int) -> None:
     config, chosen = fastest_config(pair_config(name, dtype, max_new))
     pair = load_pair(config)
     print(f"\n## {name}, target in {dtype}: {chosen}")
-    speedups = []
+    speedups, predictions = [], []
     for prompt in read_prompt_file(DATA_DIR / PAIRS[name][2])[:prompts]:
+        c, predicted = machine_speedup(speculative_decode(config, prompt=prompt, pair=pair), pair)
         race = run_race([(config, pair)], prompt)
         target, speculative = race.lanes
         speedups.append(race.headline)
+        predictions.append(predicted)
         print(
             f"  target alone {target.total_ms / 1e3:6.2f} s · speculative {speculative.total_ms / 1e3:6.2f} s · "
-            f"{race.headline:.2f}x · drafting {100 * speculative.drafting_share:.0f}% · "
+            f"{race.headline:.2f}x · predicted {predicted:.2f}x (c = {c:.3f}) · race / predicted "
+            f"{race.headline / predicted:.2f} · drafting {100 * speculative.drafting_share:.0f}% · "
             f"{race.verdicts[0].split(':')[0]} · {'load: ' + race.load[0] if race.load else 'quiet'}"
         )
-    print(f"  median race: {statistics.median(speedups):.2f}x over {len(speedups)} prompts")
+    raced, predicted = statistics.median(speedups), statistics.median(predictions)
+    agree = "within" if abs(raced / predicted - 1) <= 0.25 else "NOT within"
+    print(
+        f"  median race: {raced:.2f}x over {len(speedups)} prompts; predicted {predicted:.2f}x; race / predicted "
+        f"{raced / predicted:.2f} ({agree} 25%)"
+    )
 
 
 def main() -> None:

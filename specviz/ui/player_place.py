@@ -25,7 +25,7 @@ from specviz.ui.state import page_key, session
 SETTLE_MS = 300  # a burst of steps (a held arrow key, autoplay) is told once, when it pauses
 PLACE_JS = f"""
 export default function (component) {{
-  let timer = null, answered = null;
+  let timer = null, answered = 0;
   const told = (event) => {{
     const place = {{round: Number(event.detail.round), view: String(event.detail.view),
                    answered: Number(event.detail.answered)}};
