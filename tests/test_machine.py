@@ -454,6 +454,29 @@ def test_the_app_measures_the_lesson_precisions_and_fastest_adds_the_quantised_o
     assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu") == widened
 
 
+def test_defaults_chosen_from_busy_profiles_say_so_and_a_later_start_measures_them_again(onednn, tmp_path, monkeypatch):
+    """A first start on a loaded machine stores its choice marked busy, with words saying so; a start within the hour
+    reads it (measuring again per process fed the load); one an hour later measures again, and a quiet machine's
+    choice is stored unmarked."""
+    from specviz.analysis import defaults
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    monkeypatch.setattr(PassProfile, "quiet", False)
+    dirs, _ = onednn
+    config = config_for(dirs)
+    busy = defaults.defaults_once(config)
+    assert busy.busy and "Measured while other work held the cores" in busy.reason
+    path = defaults.defaults_file(config.target, config.draft, config.device)
+    assert not defaults.stale(path, busy) and defaults.defaults_once(config) == busy  # within the hour: read
+    monkeypatch.setattr(PassProfile, "quiet", True)
+    hour_ago = path.stat().st_mtime - defaults.MEASURE_BUSY_AGAIN_S
+    os.utime(path, (hour_ago, hour_ago))
+    assert defaults.stale(path, busy)
+    quiet = defaults.defaults_once(config)
+    assert not quiet.busy and "other work" not in quiet.reason
+    assert defaults.stored_defaults(config.target, config.draft, config.device) == quiet
+
+
 def test_the_drafts_replay_reads_its_greedy_tokens_and_confidence_along_the_targets_text(onednn):
     """Agreement and confidence over the target's greedy text, the draft fed the target's tokens: one pass a prompt,
     checked here against the draft's own softmax after each prefix, one transformers forward each."""

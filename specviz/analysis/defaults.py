@@ -19,6 +19,7 @@ import fcntl
 import gc
 import hashlib
 import json
+import time
 from pathlib import Path
 
 import torch
@@ -55,8 +56,10 @@ PRECISIONS = (*LESSON_PRECISIONS, "int8", "int4")  # each profiled with every dr
 ACCEPTANCE_PROMPTS = 3  # held-out prompts of each file (prose and code) the acceptance is measured on
 ACCEPTANCE_TOKENS = 48  # of the target's greedy text after each held-out prompt (rounds replayed along it)
 OVERHEAD_GAMMA, OVERHEAD_TOKENS = 4, 24  # the engine's run that reads its rounds' own costs (round_overheads)
-CHOICES = 6  # bumped when what a pair's defaults choose changes (2: draft precision; 3: int8; 4: int4; 5: α per token;
-# 6: rounds replayed, confidence exits)
+CHOICES = 7  # bumped when what a pair's defaults choose changes (2: draft precision; 3: int8; 4: int4; 5: α per token;
+# 6: rounds replayed, confidence exits; 7: a choice from busy profiles marked so)
+MEASURE_BUSY_AGAIN_S = 3600  # defaults chosen from busy profiles are measured again by a start this much later
+BUSY_WORDS = "(Measured while other work held the cores: a start {hours} h on measures again.)"
 PAIR_DEFAULTS = ("dtype", "gamma", "draft_dtype", "confidence_exit")  # the settings a pair's measured defaults set
 
 
@@ -180,9 +183,23 @@ def measure_pair_defaults(
         f"{', '.join(f'{d} {r.alpha:.2f}' for d, r in replays.items())}; the target decides every token, so the "
         "draft's precision never changes the output).",
     )
+    busy = not all(profile.quiet for pair in profiles.values() for profile in pair)
+    if busy:
+        measured = dataclasses.replace(
+            measured, busy=True, reason=f"{measured.reason} {BUSY_WORDS.format(hours=MEASURE_BUSY_AGAIN_S // 3600)}"
+        )
     store_defaults(config.target, config.draft, config.device, measured)  # busy profiles too: each is the least
     # loaded measured so far (profile.keep_least_loaded), and measuring the pair again per process fed the load
     return measured
+
+
+def stale(path: Path, stored: MeasuredDefaults) -> bool:
+    """Whether ``stored`` (the defaults in ``path``) is to be measured again: chosen from profiles measured busy, at
+    least ``MEASURE_BUSY_AGAIN_S`` ago (a later start, not every process of a busy hour: measuring fed the load)."""
+    try:
+        return stored.busy and time.time() - path.stat().st_mtime >= MEASURE_BUSY_AGAIN_S
+    except OSError:
+        return False
 
 
 def defaults_once(
@@ -199,7 +216,8 @@ def defaults_once(
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         stored = stored_defaults(config.target, config.draft, config.device)
-        if stored is not None and set(precisions_on(config.device, targets)) <= set(stored.fastest):
+        covered = stored is not None and set(precisions_on(config.device, targets)) <= set(stored.fastest)
+        if stored is not None and covered and not stale(path, stored):
             return stored
         return measure_pair_defaults(config, release, targets if stored is None else PRECISIONS)
 

@@ -180,6 +180,7 @@ class MeasuredDefaults:
     draft_dtype: str | None = None  # None: the target's
     fastest: dict[str, FastestDraft] = field(default_factory=dict)
     confidence_exit: float = 0.0  # the draft's confidence exit (0: γ tokens a round, as the lesson drafts)
+    busy: bool = False  # chosen from a profile measured while other work held the cores (measured again later)
 
     def __post_init__(self) -> None:  # a stored file gives lists: read back as the tuples they were
         fastest = {
