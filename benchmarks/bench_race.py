@@ -32,8 +32,8 @@ def bench(name: str, dtype: str, prompts: int, max_new: int) -> None:
     print(f"\n## {name}, target in {dtype}: {chosen}")
     speedups, predictions = [], []
     for prompt in read_prompt_file(DATA_DIR / PAIRS[name][2])[:prompts]:
+        race = run_race([(config, pair)], prompt)  # first: the decode that prices it warms nothing the race times
         c, predicted = machine_speedup(speculative_decode(config, prompt=prompt, pair=pair), pair)
-        race = run_race([(config, pair)], prompt)
         target, speculative = race.lanes
         speedups.append(race.headline)
         predictions.append(predicted)

@@ -138,15 +138,16 @@ ROUND_VIEW_OUTPUT = "Output (colour: how each token was produced"
 
 def test_a_students_session_keeps_every_page_in_the_quiz_until_it_is_answered(app_url):
     """A student's link (student=1) that opens the Round view and Metrics from the sidebar meets the quiz there,
-    with neither the colour-coded output nor any accepted count, and the sidebar's settings kept from page to page,
-    until every round is answered: then the page reruns itself and shows them."""
+    with neither the colour-coded output nor any accepted count, and the sidebar's settings kept from page to page
+    (the Race page too: its replay strikes the rejected drafts), until every round is answered: then the page
+    reruns itself and shows them."""
     with chromium_page(1366, 768) as page:
         page.goto(f"{app_url}/lesson_player?max_new_tokens=8&view=quiz&student=1")
         settled(page)
         count = int(re.search(r"of (\d+)", page.evaluate(PLAYER)["title"]).group(1))
         assert count >= 2
         nav = page.locator('[data-testid="stSidebarNav"]')
-        for name in ("Round view", "Metrics and theory", "Round view"):
+        for name in ("Round view", "Race", "Metrics and theory", "Round view"):
             nav.get_by_role("link", name=name).click()
             page.get_by_text("it opens once your quiz has answered every round").wait_for(timeout=WAIT_MS)
             settled(page)

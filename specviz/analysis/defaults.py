@@ -59,7 +59,7 @@ OVERHEAD_GAMMA, OVERHEAD_TOKENS = 4, 24  # the engine's run that reads its round
 CHOICES = 7  # bumped when what a pair's defaults choose changes (2: draft precision; 3: int8; 4: int4; 5: α per token;
 # 6: rounds replayed, confidence exits; 7: a choice from busy profiles marked so)
 MEASURE_BUSY_AGAIN_S = 3600  # defaults chosen from busy profiles are measured again by a start this much later
-BUSY_WORDS = "(Measured while other work held the cores: a start {hours} h on measures again.)"
+BUSY_WORDS = f"(Measured while other work held the cores: a start {MEASURE_BUSY_AGAIN_S / 3600:g} h on measures again.)"
 PAIR_DEFAULTS = ("dtype", "gamma", "draft_dtype", "confidence_exit")  # the settings a pair's measured defaults set
 
 
@@ -147,7 +147,8 @@ def measure_pair_defaults(
     each draft precision, take each draft precision's greedy acceptance against the float32 target's greedy text,
     choose the target's precision (the draft at the target's own precision decides it, as before), then the fastest
     draft precision and γ for each target precision measured, and store them (from the least loaded profiles measured
-    so far: a busy machine's are marked so, and measured again by later processes). ``release``: free each target
+    so far; a choice made from a busy profile is marked so, and measured again by a start an hour on,
+    :func:`due_for_remeasure`). ``release``: free each target
     precision's models before loading the next (a command's process; the app keeps what it loaded)."""
     profiles: Profiles = {}
     overheads: dict[str, RoundOverheads] = {}  # by target precision: the engine's work is the same for every draft
@@ -185,15 +186,13 @@ def measure_pair_defaults(
     )
     busy = not all(profile.quiet for pair in profiles.values() for profile in pair)
     if busy:
-        measured = dataclasses.replace(
-            measured, busy=True, reason=f"{measured.reason} {BUSY_WORDS.format(hours=MEASURE_BUSY_AGAIN_S // 3600)}"
-        )
+        measured = dataclasses.replace(measured, busy=True, reason=f"{measured.reason} {BUSY_WORDS}")
     store_defaults(config.target, config.draft, config.device, measured)  # busy profiles too: each is the least
     # loaded measured so far (profile.keep_least_loaded), and measuring the pair again per process fed the load
     return measured
 
 
-def stale(path: Path, stored: MeasuredDefaults) -> bool:
+def due_for_remeasure(path: Path, stored: MeasuredDefaults) -> bool:
     """Whether ``stored`` (the defaults in ``path``) is to be measured again: chosen from profiles measured busy, at
     least ``MEASURE_BUSY_AGAIN_S`` ago (a later start, not every process of a busy hour: measuring fed the load)."""
     try:
@@ -209,17 +208,21 @@ def defaults_once(
     starting together on a machine wait for the first and read its choice, so they agree on the default precision
     and γ, and a class's link means the same trace on each of them. The app asks for the lesson's precisions only
     (what it opens on: a first start measures two target precisions, not four); a stored result that lacks one of
-    ``targets`` (``--fastest int8,int4`` after the app's first start) is measured again with them all.
+    ``targets`` (``--fastest int8,int4`` after the app's first start) is measured again with them all, and one chosen
+    from busy profiles an hour ago or more (:func:`due_for_remeasure`) in the precisions it holds.
     ``release``: as :func:`measure_pair_defaults`."""
     path = defaults_file(config.target, config.draft, config.device)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         stored = stored_defaults(config.target, config.draft, config.device)
-        covered = stored is not None and set(precisions_on(config.device, targets)) <= set(stored.fastest)
-        if stored is not None and covered and not stale(path, stored):
-            return stored
-        return measure_pair_defaults(config, release, targets if stored is None else PRECISIONS)
+        if stored is None:
+            return measure_pair_defaults(config, release, targets)
+        if not set(precisions_on(config.device, targets)) <= set(stored.fastest):
+            return measure_pair_defaults(config, release, PRECISIONS)
+        if due_for_remeasure(path, stored):  # the precisions it holds, no more
+            return measure_pair_defaults(config, release, tuple(p for p in PRECISIONS if p in stored.fastest))
+        return stored
 
 
 def fastest_config(config: DecodeConfig, allowed: tuple[str, ...] = ()) -> tuple[DecodeConfig, str]:
@@ -267,10 +270,11 @@ def at_precision(own: MeasuredDefaults, dtype: str) -> MeasuredDefaults | None:
         fastest.gamma,
         f"The fastest draft measured here for a {dtype} target: {fastest.draft_dtype} at γ = {fastest.gamma}"
         f"{exit_words(fastest.confidence_exit)} ({fastest.speedup:.2f}× its target alone, its rounds replayed on "
-        "held-out text).",
+        "held-out text)." + (f" {BUSY_WORDS}" if own.busy else ""),
         fastest.draft_dtype,
         own.fastest,
         fastest.confidence_exit,
+        own.busy,
     )
 
 

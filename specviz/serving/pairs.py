@@ -20,8 +20,8 @@ from specviz.analysis.defaults import (
     at_precision,
     defaults_file,
     defaults_once,
+    due_for_remeasure,
     follow_pair,
-    stale,
     stored_defaults,
 )
 from specviz.analysis.draft_precision import precisions_on
@@ -68,13 +68,13 @@ _measuring_lock = threading.Lock()
 def defaults_known(device: str) -> bool:
     """Whether the embedded pair's defaults on ``device`` are at hand: measured in this process, or stored by an
     earlier one (then read now: a file) and not chosen from busy profiles an hour or more ago (those are measured again
-    in the background, :func:`~specviz.analysis.defaults.stale`)."""
+    in the background, :func:`~specviz.analysis.defaults.due_for_remeasure`)."""
     if MACHINE_DEFAULTS.has(device):
         return True
     stored = stored_defaults(EMBEDDED, None, device)
     if stored is None or not set(precisions_on(device, LESSON_PRECISIONS)) <= set(stored.fastest):
         return False
-    if stale(defaults_file(EMBEDDED, None, device), stored):  # measured busy long ago: measured again meanwhile
+    if due_for_remeasure(defaults_file(EMBEDDED, None, device), stored):  # measured busy long ago: measured again
         return False
     MACHINE_DEFAULTS.get(device)
     return True

@@ -86,6 +86,8 @@ def built_pages(main_script: str) -> tuple[Page, ...]:
 
 
 LESSON_PLAYER = "lesson_player"
+QUIZ_GATED = ("", "race", "metrics", "what_if", "compare_rules", "parallel_verification", "recursive")
+"""The pages that hold a student's verdicts themselves (:func:`specviz.ui.views.quiz_holds`; "" the Round view)."""
 LESSON_VIEWS = tuple(view for view in VIEWS if view != "step")  # the player's views a link may name on any page
 
 
@@ -95,11 +97,11 @@ def open_lesson_view(page: Page) -> None:
     or an unknown or differently-cased path (which streamlit opens as the default page). A quiz link never opens a
     page that shows the verdicts. The switch comes before the sidebar is drawn, so streamlit drops the sidebar widgets'
     states: in a session already open (a Back or Forward to such a link) the lesson player seeds them from the link
-    again, as a session's first run does. A student's session already open keeps its page on a quiz link: every page
-    holds its verdicts until the quiz answered them (:func:`specviz.ui.views.quiz_holds`), and once it has, the page
-    opens (the link's sticky ``view=quiz`` would otherwise keep the student in the player)."""
+    again, as a session's first run does. A student's session already open keeps a page of :data:`QUIZ_GATED` on a
+    quiz link: such a page holds its verdicts until the quiz answered them, and once it has, it opens (the link's
+    sticky ``view=quiz`` would otherwise keep the student in the player); any other page opens the player's quiz."""
     view = st.query_params.get("view")
-    if view == "quiz" and session.initialized and session.student:
+    if view == "quiz" and session.initialized and session.student and page.url_path in QUIZ_GATED:
         return
     if view in LESSON_VIEWS and page.url_path != LESSON_PLAYER:
         session.initialized = False

@@ -25,7 +25,7 @@ from specviz.ui.state import page_key, session
 SETTLE_MS = 300  # a burst of steps (a held arrow key, autoplay) is told once, when it pauses
 PLACE_JS = f"""
 export default function (component) {{
-  let timer = null, answered = 0;
+  let timer = null, answered = Number(component.data?.answered ?? 0);
   const told = (event) => {{
     const place = {{round: Number(event.detail.round), view: String(event.detail.view),
                    answered: Number(event.detail.answered)}};
@@ -65,7 +65,8 @@ def keep_players_place(config: DecodeConfig, prompt: str, defaults: DecodeConfig
     """Mount the place keeper of the player showing ``trace`` (its :func:`~specviz.ui.views.trace_id`, ``rounds``
     long); when the player told a new place, the session's round, its quiz's answered rounds and the page's link
     follow. A student's session whose quiz has just answered every round reruns its page, which then shows it all."""
-    told = told_place(PLACE(key=page_key("player", "place"), on_place_change=lambda: None).place)
+    opened = {"answered": session.quiz_answered.get(trace, 0)}  # what the player opens with, told already
+    told = told_place(PLACE(key=page_key("player", "place"), data=opened, on_place_change=lambda: None).place)
     if told is None:
         return
     session.round, view, answered = told

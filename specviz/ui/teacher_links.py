@@ -35,8 +35,8 @@ export default function (component) {
   const link = new URL(component.data.link, window.location.href);
   const show = () => { code.textContent = link.href; };
   const told = (event) => { link.searchParams.set("round", String(event.detail.round)); show(); };
-  const shown = new URL(window.location.href).searchParams.get("round");  // the player writes its round there
-  if (/^[0-9]+$/.test(shown ?? "")) link.searchParams.set("round", shown);
+  const shown = new URL(window.location.href).searchParams.get("round") ?? "1";  // the player writes its round
+  if (/^[0-9]+$/.test(shown)) link.searchParams.set("round", shown);  // there (none: round 1)
   copy.onclick = () => navigator.clipboard?.writeText(link.href).then(() => { copy.textContent = "Copied"; });
   show();
   window.addEventListener("specviz:place", told);

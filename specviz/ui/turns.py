@@ -37,7 +37,8 @@ _run = _Run()
 @contextlib.contextmanager
 def taking_turns() -> Iterator[None]:
     """The main script's run, in turns: a first paint's turn now; at the end what is deferred is drawn (also when
-    the page stopped or failed, so the sidebar's widgets keep their values), in a rest turn if the page marked no
+    the page failed, so the sidebar's widgets keep their values; a page that stops calls :func:`stop_page`, as after
+    ``st.stop()`` streamlit draws nothing), in a rest turn if the page marked no
     paint (the page was its first paint); then the turn ends. A rerun requested meanwhile draws it itself."""
     _run.held, _run.first_paint, _run.deferred = False, True, ()
     _take(first_paint=True)
