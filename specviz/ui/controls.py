@@ -3,6 +3,7 @@ URL that mirrors it (a copied link reopens the same state)."""
 
 from __future__ import annotations
 
+import time
 from typing import Literal, TypedDict
 from urllib.parse import urlencode, urljoin
 
@@ -57,17 +58,25 @@ def draw_shared_sidebar() -> None:
     keep it; the widgets are drawn after the page's first paint (:mod:`specviz.ui.turns`), in the sidebar's place
     reserved here, above anything the page adds there. A machine's first start measures its defaults (the embedded
     pair's passes and acceptance: a minute or two) in the background once the sessions' work is done, so its first
-    round is not held up (:func:`~specviz.serving.pairs.measure_in_background`); the sidebar says so meanwhile."""
+    round is not held up (:func:`~specviz.serving.pairs.measure_in_background`: it waits for the pool to have
+    finished a first computation, the visitor's round, or ``FIRST_WORK_WAIT_S``, then for it to be idle); the sidebar
+    says so meanwhile."""
     device = app_device()
     if not defaults_known(device):
-        pool = shared_work()
-        measure_in_background(device, busy=lambda: bool(pool.running or pool.queue))
+        pool, asked = shared_work(), time.monotonic()
+
+        def busy() -> bool:
+            first_pending = not pool.durations and time.monotonic() - asked < FIRST_WORK_WAIT_S
+            return bool(pool.running or pool.queue) or first_pending
+
+        measure_in_background(device, busy=busy)
         st.sidebar.caption(MEASURING_NOTE)
     defaults = app_defaults()
     session.config, session.chosen_prompt = sidebar_controls(defaults, st.sidebar.container())
     session.defaults, session.sidebar_drawn = defaults, True
 
 
+FIRST_WORK_WAIT_S = 120.0  # how long the machine's first measurement waits for a visitor's first computation
 MEASURING_NOTE = (
     "⏳ This machine is measured once, in the background after the work on screen (the embedded pair's passes and "
     "acceptance): the pair's measured precision, block size and speed figures apply once it is done. Links written "
