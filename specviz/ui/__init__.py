@@ -28,11 +28,11 @@ from specviz.ui.turns import stop_page, taking_turns
 from specviz.ui.views import (
     answered_rounds,
     fastest_note,
+    hold_for_quiz,
     linked_round,
     pair_defaults_text,
     precision_caption,
     priced_story_text,
-    quiz_holds,
     roofline_panel,
     show_player,
 )
@@ -73,7 +73,7 @@ __all__ = [
     "pair_defaults_text",
     "precision_caption",
     "priced_story_text",
-    "quiz_holds",
+    "hold_for_quiz",
     "race_link",
     "raced",
     "roofline_panel",

@@ -87,7 +87,7 @@ def built_pages(main_script: str) -> tuple[Page, ...]:
 
 LESSON_PLAYER = "lesson_player"
 QUIZ_GATED = ("", "race", "metrics", "what_if", "compare_rules", "parallel_verification", "recursive")
-"""The pages that hold a student's verdicts themselves (:func:`specviz.ui.views.quiz_holds`; "" the Round view)."""
+"""The pages that hold a student's verdicts themselves (:func:`specviz.ui.views.hold_for_quiz`; "" the Round view)."""
 LESSON_VIEWS = tuple(view for view in VIEWS if view != "step")  # the player's views a link may name on any page
 
 

@@ -30,7 +30,7 @@ from specviz.ui.controls import write_url
 from specviz.ui.player_place import keep_players_place
 from specviz.ui.racing import shown_race
 from specviz.ui.state import page_key, session
-from specviz.ui.turns import painted
+from specviz.ui.turns import painted, stop_page
 from specviz.ui.waiting import page_pair
 
 ROOFLINE_COLUMNS = {
@@ -172,19 +172,21 @@ def answered_rounds(trace: Trace) -> int:
     return min(len(trace.rounds), session.quiz_answered.get(trace_id(trace), 0))
 
 
-def quiz_holds(trace: Trace, config: DecodeConfig, prompt: str, defaults: DecodeConfig) -> bool:
+def hold_for_quiz(trace: Trace | None, config: DecodeConfig | None, prompt: str, defaults: DecodeConfig) -> None:
     """A student's page that would show how ``trace``'s rounds ended, before its quiz answered them: the quiz in the
-    page's place (at the session's round), and True (the page stops there). False for a teacher's session, or once
-    every round is answered."""
+    page's place (at the session's round), and the page stops there (:func:`~specviz.ui.turns.stop_page`). Nothing
+    for a teacher's session, a page with no trace or config yet, or once every round is answered."""
+    if config is None or trace is None or not trace.rounds:
+        return
     answered = answered_rounds(trace)
     if answered >= len(trace.rounds):
-        return False
+        return
     st.info(
         f"This page shows how the rounds ended: it opens once your quiz has answered every round ({answered} of "
         f"{len(trace.rounds)} so far). Answer them here."
     )
     show_player(trace, config, prompt, defaults, session.round, "quiz")
-    return True
+    stop_page()
 
 
 def show_player(

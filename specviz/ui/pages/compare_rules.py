@@ -16,8 +16,7 @@ st.markdown(
     + ". Each rule stops at its first rejection (· = never checked)."
 )
 trace = ui.get_trace(config, prompt) if config else None
-if config is not None and trace is not None and trace.rounds and ui.quiz_holds(trace, config, prompt, defaults):
-    ui.stop_page()  # a student's quiz comes first: this page would show how its rounds ended
+ui.hold_for_quiz(trace, config, prompt, defaults)  # a student's quiz comes first
 rounds = [r for r in trace.rounds if r.draft] if trace else []
 if trace is not None and not rounds:
     st.info("No round of this trace drafted any token (the n-gram drafter found no match); pick another drafter.")

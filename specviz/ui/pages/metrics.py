@@ -18,8 +18,7 @@ st.caption(
     "the sidebar's configuration, the same one the round view shows."
 )
 trace = ui.get_trace(config, prompt) if config else None
-if config is not None and trace is not None and trace.rounds and ui.quiz_holds(trace, config, prompt, defaults):
-    ui.stop_page()  # a student's quiz comes first: this page would show how its rounds ended
+ui.hold_for_quiz(trace, config, prompt, defaults)  # a student's quiz comes first
 if config is not None and trace is not None and trace.rounds:
     check = metrics.theory_check(trace)
     cols = st.columns(5)

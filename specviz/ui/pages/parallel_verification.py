@@ -20,8 +20,7 @@ st.markdown(
     "measured live on this device, when you press the button."
 )
 trace = ui.get_trace(config, prompt) if config else None
-if config is not None and trace is not None and trace.rounds and ui.quiz_holds(trace, config, prompt, defaults):
-    ui.stop_page()  # a student's quiz comes first: this page would show how its rounds ended
+ui.hold_for_quiz(trace, config, prompt, defaults)  # a student's quiz comes first
 if config is not None and trace is not None and trace.output_ids:
     assert trace.stats is not None, "a decoded trace has its stats"
     repeats = st.slider("Timing repeats (median)", 1, limits.TIMING_REPEATS_MAX, 5)

@@ -35,8 +35,7 @@ st.caption(
 )
 if config is not None and not ui.may_start():  # a student's quiz comes first: the race strikes its rejected drafts
     trace = ui.get_trace(config, prompt)
-    if trace is not None and trace.rounds and ui.quiz_holds(trace, config, prompt, defaults):
-        ui.stop_page()
+    ui.hold_for_quiz(trace, config, prompt, defaults)  # a student's quiz comes first
 widest = PAIR_PRESETS[QWEN_CODER_PAIR]  # the published pair: the race is won by the widest margin there
 student = {} if ui.may_start() else {STUDENT: "1"}  # a student's link stays a student's
 if config is not None and widest and config.target != widest[0] and availability_mark(*widest) == "✓":

@@ -29,8 +29,7 @@ if config is not None:
     tree_config = drafter_entry(config.drafter).tree_config(config)
     own = tree_config == config  # the sidebar's drafter is a tree: this is the round's own trace
     trace = ui.get_trace(tree_config, prompt, button=None if own else "Decode with the tree")
-    if trace is not None and trace.rounds and ui.quiz_holds(trace, config, prompt, defaults):
-        ui.stop_page()  # a student's quiz comes first: this page would show how its rounds ended
+    ui.hold_for_quiz(trace, config, prompt, defaults)  # a student's quiz comes first
     if trace is not None and trace.rounds:
         st.markdown(ui.summary_line(trace))
         ui.show_player(trace, config, prompt, defaults, linked_round)  # the link keeps the sidebar's config

@@ -20,8 +20,7 @@ st.caption(
     "the page."
 )
 trace = ui.get_trace(config, prompt) if config else None
-if config is not None and trace is not None and trace.rounds and ui.quiz_holds(trace, config, prompt, defaults):
-    ui.stop_page()  # a student's quiz comes first: this page would show how its rounds ended
+ui.hold_for_quiz(trace, config, prompt, defaults)  # a student's quiz comes first
 if trace is not None and not trace.rounds:
     st.info("Nothing was generated (the model ended at once).")
 elif config is not None and trace is not None:

@@ -37,8 +37,7 @@ if config is not None:
     )
     second = config.replace(gamma=gamma, temperature=temperature, rule=rule)
     first_trace = ui.get_trace(config, prompt)
-    if first_trace is not None and first_trace.rounds and ui.quiz_holds(first_trace, config, prompt, defaults):
-        ui.stop_page()  # a student's quiz comes first: this page would show how its rounds ended
+    ui.hold_for_quiz(first_trace, config, prompt, defaults)  # a student's quiz comes first
     second_trace = ui.get_trace(second, prompt, button="Decode the second run") if first_trace is not None else None
     if first_trace is not None and second_trace is not None:
         changed = whatif.changed_settings(first_trace, second_trace)
