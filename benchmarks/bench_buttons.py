@@ -21,9 +21,9 @@ from specviz.analysis.draft_precision import draft_precisions_on
 from specviz.config import DecodeConfig
 from specviz.engine import prompt_ids_for
 from specviz.limits import DEFAULT_PROMPT, EMBEDDED, PROMPT_PRESETS
-from specviz.models.machine import cpu_name, matrix_units_in_words
 from specviz.models.profile import model_profile
 from specviz.registry.drafters import chain_drafter, drafter_entry, state_drafters
+from specviz.runtime.machine import cpu_name, matrix_units_in_words
 from specviz.serving.pairs import pair_for, with_pair_defaults
 from specviz.serving.works import TRACE, Work
 
@@ -79,7 +79,7 @@ def bench(name: str) -> None:
     samples = lab_samples(config, DEFAULT_PROMPT)
     del target
     print(f"\n## {name}: {config.dtype}, draft in {config.draft_precision}, γ = {config.gamma}")
-    print(f"  {'button':34s} {'took':>8s} {'priced':>8s}  (the price its button shows, serving/work_estimates.py)")
+    print(f"  {'button':34s} {'took':>8s} {'priced':>8s}  (the price its button shows, serving/estimates.py)")
     print(f"  {'first load':34s} {time.perf_counter() - started:6.1f} s")
     for page, work in [("Round view: the trace", Work(TRACE, config, DEFAULT_PROMPT))] + page_works(
         config, DEFAULT_PROMPT, samples

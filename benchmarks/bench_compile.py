@@ -18,8 +18,8 @@ import time
 import torch
 from transformers import DynamicCache
 
-from specviz.models.kernels import ONEDNN, use_kernels
 from specviz.models.loading import _load_pretrained, load_location
+from specviz.runtime.cpu.kernel_paths import ONEDNN, use_kernels
 
 
 def steps_ms(model: torch.nn.Module, prefix: torch.Tensor, steps: int) -> tuple[float, torch.Tensor]:

@@ -39,9 +39,9 @@ from specviz.config import DecodeConfig
 from specviz.engine import load_pair, prompt_ids_for, speculative_decode
 from specviz.limits import DTYPES
 from specviz.models.loading import load_location
-from specviz.models.machine import SHARED_KV_HEADS_FLAG
 from specviz.rules.theory import expected_speedup_for_blocks
-from specviz.token_lists import first_difference
+from specviz.runtime.machine import SHARED_KV_HEADS_FLAG
+from specviz.runtime.protocol import first_difference
 from specviz.training.draft_model import HELDOUT_FILE
 from specviz.training.teacher_text import read_prompt_file
 

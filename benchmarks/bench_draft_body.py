@@ -16,8 +16,8 @@ import argparse
 import contextlib
 import statistics
 
-import specviz.models.forwards
-import specviz.models.skipping_forward
+import specviz.runtime.reference
+import specviz.runtime.skipping_forward
 from specviz.config import DecodeConfig
 from specviz.engine import load_pair, prompt_ids_for, speculative_decode
 from specviz.training.draft_model import HELDOUT_FILE
@@ -28,8 +28,8 @@ from specviz.training.teacher_text import read_prompt_file
 def drafts_through_transformers():
     """Within the block, no model counts as a plain Llama, so the draft runs transformers' own body."""
     modules = (
-        specviz.models.forwards,
-        specviz.models.skipping_forward,
+        specviz.runtime.reference,
+        specviz.runtime.skipping_forward,
     )  # the draft model's forward, the layer-skip one
     lean = [module.llama_weights for module in modules]
     for module in modules:

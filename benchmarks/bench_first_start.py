@@ -15,7 +15,7 @@ import time
 
 from playwright.sync_api import sync_playwright
 
-from specviz.models.machine import cpu_name, matrix_units_in_words
+from specviz.runtime.machine import cpu_name, matrix_units_in_words
 from specviz.serving.processes import CHROMIUM_ARGS, Server, free_port
 from specviz.ui.controls import MEASURING_NOTE
 

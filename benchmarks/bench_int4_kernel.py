@@ -1,4 +1,4 @@
-"""Benchmark: the int4 kernel alone (``specviz/models/int4_rows.c``) over a model's matrices, one pass of k rows.
+"""Benchmark: the int4 kernel alone (``specviz/runtime/cpu/int4_rows.c``) over a model's matrices, one pass of k rows.
 
 For every Linear layer shape of a Qwen2.5 model of the given size (random weights, packed as the app packs them),
 one pass of k activation rows through all of them, best of ``--repeats``: milliseconds, the bytes streamed per
@@ -15,8 +15,8 @@ import time
 
 import torch
 
-from specviz.models.int4 import Int4Linear
-from specviz.models.machine import cpu_name
+from specviz.runtime.cpu.int4 import Int4Linear
+from specviz.runtime.machine import cpu_name
 
 
 def layer_shapes(hidden: int, intermediate: int, kv: int) -> list[tuple[int, int]]:

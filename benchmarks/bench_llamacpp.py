@@ -37,7 +37,6 @@ import sys
 import time
 import urllib.request
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
@@ -45,14 +44,14 @@ from transformers import AutoTokenizer
 
 from benchmarks.bench_machine import PAIRS, pair_config
 from specviz import DATA_DIR
+from specviz.analysis import peer_passes
 from specviz.analysis.defaults import exit_words, fastest_config
-from specviz.analysis.peer_passes import PASS_TOKENS, read_llama_bench, store_peer_passes
 from specviz.analysis.race import run_race
 from specviz.engine import load_pair
-from specviz.models.loaded import LoadedModel
 from specviz.models.loading import encode_prompt, forget_loaded_models, load_location
-from specviz.models.machine import cpu_name, matrix_units_in_words, resident_bytes
 from specviz.models.published import QWEN_CODER_05B, QWEN_CODER_15B, kept_gguf
+from specviz.runtime.loaded import LoadedModel
+from specviz.runtime.machine import cpu_name, matrix_units_in_words, resident_bytes
 from specviz.training.teacher_text import read_prompt_file
 
 SERVER = "llama-server"
@@ -211,11 +210,7 @@ def measure_peer_passes(server: Path, threads: int) -> None:
     if not bench.is_file():
         print(f"  ({bench} not found: llama.cpp's pass over k tokens not measured)")
         return
-    sizes = ",".join(map(str, PASS_TOKENS))
-    command = [str(bench), "-m", str(kept_gguf(QWEN_CODER_15B)), "-p", sizes, "-n", "0", "-t", str(threads)]
-    out = subprocess.run([*command, "-r", "3", "-o", "json"], capture_output=True, text=True, check=True).stdout
-    passes = read_llama_bench(out, datetime.now(UTC).isoformat(timespec="seconds"))
-    store_peer_passes(passes)
+    passes = peer_passes.measure_peer_passes(bench, kept_gguf(QWEN_CODER_15B), threads)
     said = ", ".join(f"v({k}) {v:.2f}" for k, v in zip(passes.tokens, passes.relative()))
     print(f"  llama.cpp {passes.model} pass over k tokens: {passes.pass_ms[0]:.1f} ms at k = 1; {said}")
 

@@ -24,13 +24,13 @@ from specviz import DATA_DIR
 from specviz.config import DecodeConfig
 from specviz.drafters.model import draft_forward_for
 from specviz.engine import load_pair, speculative_decode
-from specviz.models.forwards import full_forward
-from specviz.models.kernels import DEFAULT, kernels_of, use_kernels
 from specviz.models.loading import encode_prompt
-from specviz.models.machine import cpu_name, matrix_units_in_words
 from specviz.models.pass_timing import PROFILE_TOKENS, profile_context, time_passes
 from specviz.models.profile import model_profile
 from specviz.models.rates import machine_rates
+from specviz.runtime.cpu.kernel_paths import DEFAULT, kernels_of, use_kernels
+from specviz.runtime.machine import cpu_name, matrix_units_in_words
+from specviz.runtime.reference import full_forward
 from specviz.training.teacher_text import read_prompt_file
 
 PAIRS = {

@@ -15,7 +15,7 @@ import argparse
 from benchmarks.bench_machine import PAIRS
 from benchmarks.bench_speculation import peak_memory_gb
 from specviz.config import DecodeConfig
-from specviz.models.machine import memory_budget_bytes, resident_bytes
+from specviz.runtime.machine import memory_budget_bytes, resident_bytes
 from specviz.serving.pairs import LOADED_PAIRS, pair_for
 
 STEPS = "qwen-coder:float32,qwen-coder:bfloat16,qwen-coder:float16,embedded:float32,qwen-coder:float32:float32"

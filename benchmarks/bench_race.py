@@ -22,7 +22,7 @@ from specviz.analysis.defaults import fastest_config
 from specviz.analysis.metrics import machine_speedup
 from specviz.analysis.race import run_race
 from specviz.engine import load_pair, speculative_decode
-from specviz.models.machine import cpu_name, matrix_units_in_words
+from specviz.runtime.machine import cpu_name, matrix_units_in_words
 from specviz.training.teacher_text import read_prompt_file
 
 

@@ -30,7 +30,7 @@ from specviz.config import DecodeConfig
 from specviz.engine import load_pair, speculative_decode
 from specviz.engine.trace import Trace
 from specviz.models.loading import encode_prompt
-from specviz.models.machine import cpu_name, matrix_units_in_words
+from specviz.runtime.machine import cpu_name, matrix_units_in_words
 from specviz.training.teacher_text import read_prompt_file
 
 

@@ -27,96 +27,16 @@ import os
 import resource
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
 import redis
-from streamlit.proto.BackMsg_pb2 import BackMsg
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-from websockets.asyncio.client import connect
-from websockets.typing import Subprotocol
 
 from specviz.serving.processes import RedisServer, Server, app_command, free_port
+from specviz.ui.session_client import PAINT, Session, link, run_sessions
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 SESSIONS_MAX = 1000
-FINISHED = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_SUCCESSFULLY")
-PAINT = {"": "iframe", "lesson_player": "iframe", "compare_rules": "plotly_chart"}  # each page's main view
-
-
-@dataclass
-class Session:
-    """One session's times in seconds from its start (None: never happened) and its error, if any."""
-
-    replica: int
-    first_s: float | None = None
-    paint_s: float | None = None
-    end_s: float | None = None
-    error: str | None = None
-
-
-def rerun_request(query: str, page: str) -> bytes:
-    message = BackMsg()
-    message.rerun_script.query_string = query
-    message.rerun_script.page_name = page
-    return message.SerializeToString()
-
-
-def paints(message: ForwardMsg, element: str) -> bool:
-    return (
-        message.WhichOneof("type") == "delta"
-        and message.delta.WhichOneof("type") == "new_element"
-        and message.delta.new_element.WhichOneof("type") == element
-    )
-
-
-async def run_session(port: int, replica: int, query: str, page: str, timeout_s: float) -> Session:
-    session, start = Session(replica), time.monotonic()
-    try:
-        async with asyncio.timeout(timeout_s):
-            async with connect(
-                f"ws://127.0.0.1:{port}/_stcore/stream",
-                subprotocols=[Subprotocol("streamlit")],
-                ping_interval=None,
-                max_size=None,
-                compression=None,
-            ) as ws:
-                await ws.send(rerun_request(query, page))
-                async for data in ws:
-                    message, now = ForwardMsg.FromString(data), time.monotonic() - start
-                    session.first_s = session.first_s if session.first_s is not None else now
-                    if session.paint_s is None and paints(message, PAINT.get(page, "iframe")):
-                        session.paint_s = now
-                    if (
-                        message.WhichOneof("type") == "delta"
-                        and message.delta.new_element.WhichOneof("type") == "exception"
-                    ):
-                        session.error = "exception on the page"
-                    if message.WhichOneof("type") == "script_finished" and message.script_finished == FINISHED:
-                        session.end_s = now
-                        break
-    except Exception as exc:  # noqa: BLE001 - a benchmark counts failures instead of stopping
-        session.error = f"{type(exc).__name__}: {str(exc)[:100]}"
-    if session.error is None and session.paint_s is None:
-        session.error = "no paint"
-    return session
-
-
-async def run_sessions(ports: list[int], links: list[tuple[str, str]], timeout_s: float) -> list[Session]:
-    """Every (query string, page) link at once, session i on replica i mod len(ports)."""
-    return await asyncio.gather(
-        *(
-            run_session(ports[i % len(ports)], i % len(ports), query, page, timeout_s)
-            for i, (query, page) in enumerate(links)
-        )
-    )
-
-
-def link(seed: int, tokens: int, rule: str = "sample") -> str:
-    return f"rule={rule}&seed={seed}&max_new_tokens={tokens}"
-
-
 TEACHER_WARM_UP = urlencode({"prompt": "Hi", "max_new_tokens": 4})
 HALL_LINK = urlencode({"prompt": "Give three reasons why cats sleep so much.", "max_new_tokens": 32})
 

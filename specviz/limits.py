@@ -2,6 +2,8 @@
 :class:`~specviz.config.DecodeConfig`'s settings accept, the names of the shipped pair's models, and the lesson's
 prompts (the app's presets, the CLI lesson's default)."""
 
+from collections.abc import Callable
+
 EMBEDDED, EMBEDDED_DRAFT = "embedded", "embedded-draft"  # the shipped pair's model specs
 
 
@@ -52,3 +54,9 @@ PROMPT_PRESETS = {
 # embedded pair: 14 rounds and 18/27 drafted tokens accepted at γ = 2, 13 and 19/36 at γ = 3, 10 and 22/35 at γ = 4,
 # 9 and 23/58 at γ = 8). The Fibonacci preset accepts every drafted token at γ = 3: a lesson shows no rejection there.
 DEFAULT_PROMPT = PROMPT_PRESETS["Code: SQL"]
+
+# How a computation reports its progress: ``done`` of ``total`` steps as it goes; a page's bar and a shared job's
+# waiting sessions draw it.
+Progress = Callable[[int, int], None]  # on_progress(done, total)
+TextProgress = Callable[[int, int, str], None]  # on_progress(done, total, what runs now)
+JobProgress = Callable[..., None]  # a shared job's: on_progress(done, total, text=None), either of the above

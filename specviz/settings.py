@@ -19,6 +19,14 @@ class ConfigError(ValueError):
     """A configuration value is out of range or malformed; the message names the field."""
 
 
+class ModelLoadError(RuntimeError):
+    """A model spec could not be turned into a model; the message says which and why."""
+
+
+class VocabularyMismatchError(ValueError):
+    """Draft and target do not map tokens to the same ids, so a draft token means nothing to the target."""
+
+
 @dataclass(frozen=True)
 class Param:
     """How a setting describes itself: its checks, its sidebar widget, its CLI flag, its URL parameter.

@@ -16,34 +16,6 @@ from specviz.engine import ModelPair
 from specviz.models.loading import load_model
 from tests.tiny import make_tiny_pair
 
-# Test lanes, in one place: what a module's tests need beyond the CPU and the embedded pair. `bash scripts/test --fast`
-# (pytest -m "not slow") leaves out the slow lane: real browsers, a real Redis, the published pair, real app servers,
-# the wheel's install, and (marked in their files) the statistical tests at their computed power and the CLI's
-# processes; the full suite (the README's test command, CI's) runs everything.
-LANES = {
-    "test_browser": ("browser", "slow"),
-    "test_player": ("browser", "slow"),
-    "test_quiz_browser": ("browser", "slow"),
-    "test_race_browser": ("browser", "slow"),
-    "test_lecture_browser": ("browser", "slow"),
-    "test_engine_report_browser": ("browser", "slow"),
-    "test_redisshare": ("redis", "slow"),
-    "test_qwen_coder": ("published", "slow"),
-    "test_load_client": ("slow",),
-    "test_package": ("browser", "slow"),
-    # every page in AppTest, every link value on every page, the trained drafts' checks: minutes of the embedded pair
-    "test_pages": ("slow",),
-    "test_url_fuzz": ("slow",),
-    "test_eagle": ("slow",),
-    "test_draft_model": ("slow",),
-}
-
-
-def pytest_collection_modifyitems(items) -> None:
-    for item in items:
-        for marker in LANES.get(item.module.__name__.rsplit(".", 1)[-1], ()):
-            item.add_marker(marker)
-
 
 @pytest.fixture(scope="session")
 def tiny_dirs(tmp_path_factory) -> dict[str, str]:

@@ -10,11 +10,12 @@ import torch
 from specviz.analysis import cost, metrics, paired, rules, sweep, timing, tree_vs_chain
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
-from specviz.models.forwards import KVCachedSequence, full_forward
 from specviz.presentation import comparison, sweep_figures, verification_figures
 from specviz.presentation.tables import token_table
 from specviz.registry.rules import GREEDY, RULES, SAMPLING, TOP_BETA
 from specviz.rules.distributions import softmax32
+from specviz.runtime.protocol import KVCachedSequence
+from specviz.runtime.reference import full_forward
 
 PROMPT = [3, 7, 5, 9, 3, 7]
 

@@ -170,7 +170,7 @@ HUB_PAIR = "SmolLM2 135M → 360M"  # a pair that cannot load here: its page fai
 
 def test_a_link_to_a_pair_opens_on_its_own_measured_precision_unless_it_sets_one(monkeypatch, tmp_path):
     from specviz.analysis.defaults import store_defaults
-    from specviz.analysis.roofline import MeasuredDefaults
+    from specviz.analysis.replay import MeasuredDefaults
     from specviz.config import DecodeConfig
     from specviz.serving.pairs import app_defaults
     from specviz.ui.presets import PAIR_PRESETS
@@ -196,7 +196,7 @@ def test_a_link_to_a_pair_opens_on_its_own_measured_precision_unless_it_sets_one
 
 def test_a_pair_change_moves_the_settings_that_still_hold_the_last_pairs_defaults():
     from specviz.analysis.defaults import follow_pair
-    from specviz.analysis.roofline import MeasuredDefaults
+    from specviz.analysis.replay import MeasuredDefaults
 
     applied = {"dtype": "float32", "gamma": 3}
     moved = follow_pair({"dtype": "float32", "gamma": 3}, applied, MeasuredDefaults("bfloat16", 6, ""))
@@ -247,7 +247,7 @@ def test_a_drafter_without_weights_for_the_pair_says_why_in_the_sidebar(tiny_par
 
 
 def test_the_cli_lesson_takes_the_pairs_measured_defaults_where_the_user_gave_none(monkeypatch):
-    from specviz.analysis.roofline import MeasuredDefaults
+    from specviz.analysis.replay import MeasuredDefaults
     from specviz.config import DecodeConfig
     from specviz.serving import pairs
 
@@ -265,7 +265,7 @@ def test_a_server_set_to_a_quantised_precision_opens_each_pair_on_its_fastest_dr
     """``SPECVIZ_DTYPE=int4``: the pair opens on the draft precision, γ and confidence exit measured fastest for an
     int4 target on this machine, and says so; a precision not measured here keeps the config's own."""
     from specviz.analysis.defaults import store_defaults
-    from specviz.analysis.roofline import FastestDraft, MeasuredDefaults
+    from specviz.analysis.replay import FastestDraft, MeasuredDefaults
     from specviz.config import DecodeConfig
     from specviz.serving import pairs
 
@@ -307,7 +307,7 @@ def test_the_packaged_main_script_serves_the_same_pages(tiny_params):
 
 def test_every_costly_button_says_what_pressing_it_costs_here(tiny_params):
     """#45: before pressing, a button says how long it will take, priced from the machine profile of the loaded
-    target (serving/work_estimates.py): on every page that offers one."""
+    target (serving/estimates.py): on every page that offers one."""
     from specviz.ui.navigation import PAGES
 
     labels = []
@@ -339,7 +339,7 @@ def test_a_fresh_start_opens_at_once_and_measures_the_machine_after_the_work_on_
     """No defaults stored for this machine: the first page opens on the config's defaults (nothing measured while it
     opens), the measurement waits while the sessions' work runs, then measures once; the pair then opens on its
     measured defaults, its block at least the lesson's (a measured fastest γ of 2 opens at 3)."""
-    from specviz.analysis.roofline import MeasuredDefaults
+    from specviz.analysis.replay import MeasuredDefaults
     from specviz.limits import EMBEDDED
     from specviz.serving import pairs
     from specviz.serving.built_once import BuiltOnce

@@ -1,5 +1,7 @@
 """The house rules, checked on the source: no import cycles (those under ``TYPE_CHECKING`` included), no arrow
-from the config up into the rules or drafters, streamlit only in the UI, every page listed once. A module is as
+from the config up into the rules or drafters, the runtime a package of its own that the engine reaches only through
+the forward protocol, one package per feature (nothing loose at the top), streamlit only in the UI, no test leaning on
+the benchmarks, every page listed once. A module is as
 long as its idea: past :data:`MODULE_LINES_SOFT` lines the check warns (it does not fail)."""
 
 from __future__ import annotations
@@ -116,6 +118,71 @@ def test_the_registries_import_no_model_code():
             assert not {m for m in imported_modules(path) if m.split(".")[1] in ("rules", "drafters", "models")}, name
 
 
+RUNTIME_MAY_IMPORT = ("specviz.runtime", "specviz.cache", "specviz.settings", "specviz.limits")
+TOP_LEVEL = {"specviz.__main__", "specviz.cache", "specviz.config", "specviz.limits", "specviz.settings"}
+
+
+def test_the_runtime_is_a_package_of_its_own():
+    """:mod:`specviz.runtime` runs passes and knows nothing of the lesson: it imports only itself and the leaves
+    below everything (the cache directory, the settings' errors, the limits)."""
+    outside = {
+        (name, imported)
+        for name, path in MODULES.items()
+        if name.startswith("specviz.runtime")
+        for imported in imported_modules(path, type_checking=True)
+        if not imported.startswith(RUNTIME_MAY_IMPORT)
+    }
+    assert not outside, outside
+
+
+def test_the_engine_reaches_the_runtime_only_through_the_forward_protocol():
+    """The engine and the rules import the runtime's package (its protocol and the reference forwards), never a
+    module behind it: the CPU integer runtime, a kernel, the Llama math."""
+    from specviz import runtime
+
+    behind = {
+        (name, imported)
+        for name, path in MODULES.items()
+        if name.startswith(("specviz.engine", "specviz.rules"))
+        for imported in imported_modules(path, type_checking=True)
+        if imported.startswith("specviz.runtime.")
+    }
+    assert not behind, behind
+    assert {"ForwardFn", "StatesForwardFn", "KVCachedSequence", "TreeLayout", "full_forward"} <= set(runtime.__all__)
+
+
+def test_nothing_but_the_leaves_sits_loose_at_the_top():
+    """A feature is a package (the command line is :mod:`specviz.cli`, the serving engines' reports
+    :mod:`specviz.server_reports`); only the config, its settings and limits and the cache directory sit at the top."""
+    loose = {name for name, path in MODULES.items() if name.count(".") == 1 and path.name != "__init__.py"}
+    assert loose == TOP_LEVEL
+
+
+def test_no_test_imports_the_benchmarks():
+    """A benchmark measures the package; a test never leans on one (what both need lives in the package)."""
+    leaning = {
+        path.name
+        for path in (ROOT / "tests").glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom)
+        and (node.module or "").split(".")[0] == "benchmarks"
+        or isinstance(node, ast.Import)
+        and any(a.name.split(".")[0] == "benchmarks" for a in node.names)
+    }
+    assert not leaning, leaning
+
+
+def test_the_c_kernels_are_bound_in_one_module():
+    """The kernels' sources are compiled and bound by :mod:`specviz.runtime.cpu.compiled` alone."""
+    naming = {name for name, path in MODULES.items() if "CDLL(str(library" in path.read_text(encoding="utf-8")}
+    assert naming == {"specviz.runtime.cpu.compiled"}
+    assert {p.name for p in (PACKAGE / "runtime" / "cpu").glob("*.c")} == {
+        "int4_rows.c",
+        "row_attention.c",
+        "int4_layer.c",
+    }
+
+
 def test_the_cycle_check_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
@@ -208,11 +275,16 @@ def test_every_package_folder_is_a_regular_package():
     assert all((folder / "__init__.py").is_file() for folder in folders), sorted(map(str, folders))
 
 
-def test_every_lane_names_a_test_module():
-    from tests.conftest import LANES
-
-    here = Path(__file__).resolve().parent
-    assert [name for name in LANES if not (here / f"{name}.py").is_file()] == []  # a renamed module keeps its lane
+def test_every_test_module_outside_the_fast_lane_says_so_itself():
+    """A module of browser, Redis or published-pair tests marks itself (``pytestmark``) slow, so the fast lane
+    (``pytest -m "not slow"``) leaves it out by its own word, not by a list kept elsewhere."""
+    for path in (ROOT / "tests").glob("test_*.py"):
+        text = path.read_text(encoding="utf-8")
+        for lane in ("browser", "redis", "published"):
+            if f"pytest.mark.{lane}" in text:
+                assert "pytest.mark.slow" in text, (path.name, lane)
+        if "chromium_page" in text or "sync_playwright" in text:
+            assert "pytest.mark.browser" in text, path.name
 
 
 def test_no_drafter_or_rule_is_named_outside_its_module_and_the_registries():
@@ -291,11 +363,12 @@ def doc_page_table() -> dict[str, list[str]]:
 def test_the_add_a_page_walk_holds_for_every_page():
     """docs/architecture.md's walk for a page, checked on every page there is: its script in specviz/ui/pages/ and
     one PageEntry (the top-level two-liner: test_the_top_level_scripts_only_start_the_packaged_code), a row in the
-    doc's table naming its computation in specviz/analysis/ (a module that exists, or none), and its first call
-    ``ui.shared_controls()`` before anything is drawn; widget keys from page_key are checked above."""
+    doc's table naming its computation in specviz/analysis/ or its feature's package (a module that exists, or none),
+    and its first call ``ui.shared_controls()`` before anything is drawn; widget keys from page_key are checked
+    above."""
     table = doc_page_table()
     assert sorted(table) == sorted(p.script for p in PAGES)  # every page has its row, and no row a missing page
-    analysis = {p.stem for p in (PACKAGE / "analysis").glob("*.py")}
+    analysis = {p.stem for folder in ("analysis", "server_reports") for p in (PACKAGE / folder).glob("*.py")}
     named = {script: [m for m in modules if m in analysis] for script, modules in table.items()}
     assert [s for s, modules in table.items() if modules[:1] != ["none"] and not named[s]] == []
 

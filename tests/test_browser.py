@@ -17,6 +17,8 @@ from specviz.serving.processes import CHROMIUM_ARGS, Server, free_port
 
 from .test_peer_passes import stored_capture  # noqa: F401  (this CPU's measurement, a real file, put back after)
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
 

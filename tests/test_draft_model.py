@@ -21,16 +21,17 @@ from specviz.drafters.model import draft_forward_for
 from specviz.engine import ModelPair, load_pair, prompt_ids_for, speculative_decode
 from specviz.limits import EMBEDDED
 from specviz.models.embedded_draft import MANIFEST_FILE, ROW_SCALE, WEIGHTS_FILE, embedded_draft_dir, layer_state
-from specviz.models.errors import VocabularyMismatchError
-from specviz.models.kernels import kernels_of, use_kernels
 from specviz.models.loading import encode_prompt, load_model
 from specviz.rules.distributions import softmax32
 from specviz.rules.sampling import SpeculativeSamplingRule
-from specviz.settings import ConfigError
+from specviz.runtime.cpu.kernel_paths import kernels_of, use_kernels
+from specviz.settings import ConfigError, VocabularyMismatchError
 from specviz.training.draft_model import HELDOUT_FILE
 from specviz.training.teacher_text import read_prompt_file
 
 from .conftest import target_greedy
+
+pytestmark = [pytest.mark.slow]
 
 PROMPT = "Explain what a hash table is and why it is fast."
 

@@ -18,15 +18,15 @@ from torch import nn
 from specviz.analysis.lab import chi_square_power, goodness_of_fit, output_law
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
-from specviz.models.int4 import Int4Linear
-from specviz.models.int8 import Int8Linear
-from specviz.models.kernels import INT4, INT8, ONEDNN, PackedLinear, kernels_of, use_kernels
-from specviz.models.llama_step import llama_weights
-from specviz.models.loaded import LoadedModel
 from specviz.models.loading import _load_pretrained
 from specviz.models.profile import weight_bytes
 from specviz.rules.distributions import softmax32
 from specviz.rules.sampling import BrokenResidualRule
+from specviz.runtime.cpu.int4 import Int4Linear
+from specviz.runtime.cpu.int8 import Int8Linear
+from specviz.runtime.cpu.kernel_paths import INT4, INT8, ONEDNN, PackedLinear, kernels_of, use_kernels
+from specviz.runtime.llama_step import llama_weights
+from specviz.runtime.loaded import LoadedModel
 from specviz.serving.urlstate import parse_query, to_query
 from specviz.settings import ConfigError
 

@@ -16,14 +16,16 @@ from specviz.drafters.eagle import reranked
 from specviz.drafters.eagle_head import EagleShape, load_head, save_head
 from specviz.drafters.modules import drafter_settings
 from specviz.engine import ModelPair, eos_ids, speculative_decode
-from specviz.models.forwards import KVCachedSequence
 from specviz.rules.distributions import softmax32
+from specviz.runtime.protocol import KVCachedSequence
 from specviz.settings import ConfigError
 from specviz.training.eagle import EagleSettings, train_head
 from specviz.training.eagle_text import batch_sequences, sequence_features
 from specviz.training.teacher_text import generate_teacher_text
 
 from .conftest import target_greedy
+
+pytestmark = [pytest.mark.slow]
 
 TINY_PROMPTS = [" ".join(f"w{(5 * i + 3 * j) % 30}" for j in range(6)) for i in range(24)]
 PROMPT = [int(w[1:]) + 2 for w in TINY_PROMPTS[0].split()]  # ids of a training prompt (w_i has id i + 2)

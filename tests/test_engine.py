@@ -10,22 +10,22 @@ import sys
 import pytest
 import torch
 
-import specviz.models.draft_forward
-import specviz.models.skipping_forward
+import specviz.runtime.draft_forward
+import specviz.runtime.skipping_forward
 from specviz.analysis.lab import chi_square_power, goodness_of_fit, output_law
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
 from specviz.engine.trace import Trace
-from specviz.models.draft_forward import draft_forward
-from specviz.models.errors import ModelLoadError, VocabularyMismatchError
-from specviz.models.forwards import KVCachedSequence, TreeLayout, full_forward
-from specviz.models.llama_step import is_plain_llama, llama_weights
 from specviz.models.loading import load_model
-from specviz.models.machine import SHARED_KV_HEADS_FLAG, share_kv_heads_in_masked_attention
-from specviz.models.skipping_forward import layer_skip_forward, skipping_body
 from specviz.rules.distributions import softmax32
 from specviz.rules.sampling import BrokenResidualRule
-from specviz.settings import ConfigError
+from specviz.runtime.draft_forward import draft_forward
+from specviz.runtime.llama_step import is_plain_llama, llama_weights
+from specviz.runtime.machine import SHARED_KV_HEADS_FLAG, share_kv_heads_in_masked_attention
+from specviz.runtime.protocol import KVCachedSequence, TreeLayout
+from specviz.runtime.reference import full_forward
+from specviz.runtime.skipping_forward import layer_skip_forward, skipping_body
+from specviz.settings import ConfigError, ModelLoadError, VocabularyMismatchError
 
 from .conftest import target_greedy
 
@@ -248,7 +248,7 @@ def test_masked_passes_share_kv_heads_in_place_with_the_same_logits(tiny_pair, m
 )
 def test_every_masked_path_gives_the_same_trace_with_shared_kv_heads(tiny_dirs, monkeypatch, changes):
     # every body transformers' own, as the flag concerns them
-    for module in (specviz.models.draft_forward, specviz.models.skipping_forward):
+    for module in (specviz.runtime.draft_forward, specviz.runtime.skipping_forward):
         monkeypatch.setattr(module, "llama_weights", lambda model: None)
     config = tiny_config(tiny_dirs, max_new_tokens=12, **changes)
     pair = load_pair(config)
@@ -312,9 +312,9 @@ def test_what_draft_passes_derive_from_a_model_is_made_once_and_does_not_keep_it
 
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from specviz.models.draft_forward import trimmed_head
     from specviz.models.loading import LoadedModel
-    from specviz.models.vocab_ranking import VocabRanking
+    from specviz.runtime.draft_forward import trimmed_head
+    from specviz.runtime.vocab_ranking import VocabRanking
 
     model = LlamaForCausalLM(
         LlamaConfig(

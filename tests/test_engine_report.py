@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from specviz.analysis.engine_explain import explain, iid_alpha
-from specviz.analysis.engine_export import drafting_run, vllm_prometheus, vllm_request_json
-from specviz.analysis.engine_report import read_engine_report
 from specviz.cli import main
 from specviz.config import DecodeConfig
 from specviz.rules.theory import best_gamma, expected_speedup, expected_tokens_per_round
+from specviz.server_reports.explain import explain, iid_alpha
+from specviz.server_reports.export import drafting_run, vllm_prometheus, vllm_request_json
+from specviz.server_reports.reading import read_engine_report
 from specviz.settings import ConfigError
 
 DATA = Path(__file__).parent / "data" / "engine_reports"

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from specviz.presentation.engine_figures import REPORTED
+from specviz.server_reports.figures import REPORTED
 
 from .test_browser import chromium_page, running_app
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 DATA = Path(__file__).parent / "data" / "engine_reports"
 PASTE = "Paste what your engine printed (Ctrl+Enter reads it)"

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from specviz.analysis.cost import quiet_cost_ratio
-from specviz.analysis.engine_explain import explain
-from specviz.analysis.engine_export import drafting_run, vllm_prometheus, vllm_request_json
-from specviz.analysis.engine_report import read_engine_report
 from specviz.config import DecodeConfig
 from specviz.engine import load_pair, speculative_decode
 from specviz.models.profile import model_profile
-from specviz.presentation.engine_figures import REPORTED, THEORY, per_position_figure
+from specviz.server_reports.explain import explain
+from specviz.server_reports.export import drafting_run, vllm_prometheus, vllm_request_json
+from specviz.server_reports.figures import REPORTED, THEORY, per_position_figure
+from specviz.server_reports.reading import read_engine_report
 from specviz.ui.state import page_key
 
 from .test_app import make_app

@@ -13,11 +13,14 @@ import sys
 import time
 from urllib.parse import urljoin
 
+import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from specviz.serving.processes import CHROMIUM_ARGS, Server, free_port
 
 from .test_browser import ROOT
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 LECTURE = {  # the pages a lecture uses, by script, with their titles in the navigation
     "race": "Race",

@@ -1,5 +1,5 @@
-"""The load client (benchmarks/load_client.py) against a real app server started here: it sees a session's
-first paint, and two sessions on one link make the server compute the trace once."""
+"""The headless session client (specviz/ui/session_client.py) against a real app server started here: it sees a
+session's first paint, and two sessions on one link make the server compute the trace once."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import time
 
 import pytest
 
-from benchmarks.load_client import link, run_sessions
 from specviz.serving.processes import Server, free_port
+from specviz.ui.session_client import link, run_sessions
+
+pytestmark = [pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +53,7 @@ async def element_order(port: int, query: str) -> list[tuple[str, str]]:
     from websockets.asyncio.client import connect
     from websockets.typing import Subprotocol
 
-    from benchmarks.load_client import rerun_request
+    from specviz.ui.session_client import rerun_request
 
     seen = []
     url = f"ws://127.0.0.1:{port}/_stcore/stream"

@@ -12,23 +12,24 @@ from safetensors import safe_open
 from torch import nn
 
 from specviz.analysis import metrics, roofline
+from specviz.analysis import replay as draft_replay
 from specviz.analysis.lab import chi_square_power, goodness_of_fit, output_law
 from specviz.cli import main
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
 from specviz.models import pass_timing
 from specviz.models import profile as machine_profile
-from specviz.models.forwards import full_forward
-from specviz.models.kernels import DEFAULT, ONEDNN, PackedLinear, kernels_of, use_kernels
-from specviz.models.llama_step import llama_weights
 from specviz.models.loading import load_model
-from specviz.models.machine import matrix_units_in_words
 from specviz.models.pass_timing import PROFILE_TOKENS
 from specviz.models.profile import KERNELS_VAR, PassProfile, keep_least_loaded, pass_profile, profile_file
 from specviz.models.rates import MachineRates
 from specviz.rules.distributions import softmax32
 from specviz.rules.sampling import BrokenResidualRule
 from specviz.rules.theory import expected_speedup
+from specviz.runtime.cpu.kernel_paths import DEFAULT, ONEDNN, PackedLinear, kernels_of, use_kernels
+from specviz.runtime.llama_step import llama_weights
+from specviz.runtime.machine import matrix_units_in_words
+from specviz.runtime.reference import full_forward
 from tests.tiny import make_tiny_pair
 
 from .conftest import target_greedy
@@ -265,7 +266,9 @@ def test_the_c_every_page_prices_with_is_the_one_the_cli_prints(onednn, capsys, 
     from specviz.models import rates
 
     dirs, pair = onednn
-    monkeypatch.setattr(defaults, "measure_pair_defaults", lambda *args, **kwargs: roofline.MeasuredDefaults("", 1, ""))
+    monkeypatch.setattr(
+        defaults, "measure_pair_defaults", lambda *args, **kwargs: draft_replay.MeasuredDefaults("", 1, "")
+    )
     monkeypatch.setattr(rates, "machine_rates", lambda: MachineRates(40.0, {"float32": 500.0}))
     args = ["machine", "--target", dirs["target"], "--draft", dirs["draft"], "--drafter", "model", "--device", "cpu"]
     assert main(args) == 0
@@ -284,30 +287,30 @@ def test_the_oracle_drafts_with_the_targets_own_profile(onednn):
 def test_the_default_precision_is_exact_where_float32_speculation_pays():
     flat, rising = profile_of((20.0,) * 9), profile_of(tuple(20.0 * n for n in range(1, 10)))
     cheap_draft, bf16_flat = profile_of((2.0,) * 9), profile_of((10.0,) * 9)
-    chosen = roofline.measured_defaults({"float32": (flat, cheap_draft), "bfloat16": (bf16_flat, cheap_draft)}, 0.6)
+    chosen = draft_replay.measured_defaults({"float32": (flat, cheap_draft), "bfloat16": (bf16_flat, cheap_draft)}, 0.6)
     assert chosen.dtype == "float32" and chosen.gamma == roofline.best_priced_gamma(0.6, 0.1, flat)
     assert "float32 pays" in chosen.reason and "α = 0.60" in chosen.reason
     # float32 on a kernel whose pass over k + 1 tokens costs k + 1 steps: speculation cannot pay in it
-    slow = roofline.measured_defaults({"float32": (rising, cheap_draft), "bfloat16": (bf16_flat, cheap_draft)}, 0.6)
+    slow = draft_replay.measured_defaults({"float32": (rising, cheap_draft), "bfloat16": (bf16_flat, cheap_draft)}, 0.6)
     assert slow.dtype == "bfloat16" and "lossless only up to rounding" in slow.reason
 
 
-def replay_of(agreed: str, confidence: str = "") -> roofline.DraftReplay:
+def replay_of(agreed: str, confidence: str = "") -> draft_replay.DraftReplay:
     """A one-continuation replay: ``agreed`` as 1/0 per position, ``confidence`` as digits d for max q = d / 10
     (every position 0.9 where not given)."""
     sure = confidence or "9" * len(agreed)
-    return roofline.DraftReplay((tuple(a == "1" for a in agreed),), (tuple(int(d) / 10 for d in sure),))
+    return draft_replay.DraftReplay((tuple(a == "1" for a in agreed),), (tuple(int(d) / 10 for d in sure),))
 
 
 def test_greedy_rounds_replay_along_the_targets_text_as_the_engine_plays_them():
     # γ 3 on 8 positions: draft 3, accept 2, emit the correction (3 tokens); draft 3, all accepted, bonus (4); the
     # last position is the final round's own token (nothing left to draft)
-    assert roofline.replayed_rounds([1, 1, 0, 1, 1, 1, 1, 0], [0.9] * 8, 3, 0.0) == [(3, 3), (3, 4), (0, 1)]
+    assert draft_replay.replayed_rounds([1, 1, 0, 1, 1, 1, 1, 0], [0.9] * 8, 3, 0.0) == [(3, 3), (3, 4), (0, 1)]
     # a confidence exit stops drafting after the first unsure position (that one still drafted)
-    assert roofline.replayed_rounds([1, 1, 1, 1, 1], [0.9, 0.5, 0.9, 0.9, 0.9], 4, 0.8) == [(2, 3), (1, 2)]
+    assert draft_replay.replayed_rounds([1, 1, 1, 1, 1], [0.9, 0.5, 0.9, 0.9, 0.9], 4, 0.8) == [(2, 3), (1, 2)]
     # the rounds never draft past the continuation: every token is emitted once
     for gamma in range(1, 9):
-        rounds = roofline.replayed_rounds([1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 0], [0.9] * 11, gamma, 0.0)
+        rounds = draft_replay.replayed_rounds([1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 0], [0.9] * 11, gamma, 0.0)
         assert sum(emitted for _, emitted in rounds) == 11 and all(d <= gamma for d, _ in rounds)
 
 
@@ -316,9 +319,9 @@ def test_a_replay_of_independent_acceptance_prices_what_theorem_3_8_does():
     generator = torch.Generator().manual_seed(0)
     alpha, gamma, c = 0.7, 4, 0.1
     agreed = (torch.rand(200_000, generator=generator) < alpha).tolist()
-    replay = roofline.DraftReplay((tuple(agreed),), ((0.9,) * len(agreed),))
+    replay = draft_replay.DraftReplay((tuple(agreed),), ((0.9,) * len(agreed),))
     target, draft = profile_of(tuple(20.0 + n for n in range(9))), profile_of((20.0 * c,) * 9)
-    replayed = roofline.replayed_speedup(replay, gamma, 0.0, target, draft)
+    replayed = draft_replay.replayed_speedup(replay, gamma, 0.0, target, draft)
     assert replayed == pytest.approx(expected_speedup(alpha, gamma, c, target.verify_cost(gamma)), rel=0.01)
     assert replay.alpha == pytest.approx(alpha, abs=0.005)
 
@@ -328,13 +331,13 @@ def test_the_engines_own_costs_per_token_shorten_the_rounds_that_pay():
     token costs more than its pass, shorter blocks pay (the replay prices what the engine spends, not only the
     models' passes)."""
     target, draft = profile_of(tuple(20.0 + n for n in range(9))), profile_of((2.0,) * 9)
-    spent = roofline.RoundOverheads(drafted_ms=3.0, position_ms=0.5)
-    assert roofline.round_ms(4, target, draft, spent) == 4 * (2.0 + 3.0) + 24.0 + 5 * 0.5
+    spent = draft_replay.RoundOverheads(drafted_ms=3.0, position_ms=0.5)
+    assert draft_replay.round_ms(4, target, draft, spent) == 4 * (2.0 + 3.0) + 24.0 + 5 * 0.5
     replay = replay_of(
         "".join("1" if x < 0.8 else "0" for x in torch.rand(400, generator=torch.Generator().manual_seed(1)))
     )
-    free = roofline.replayed_draft(replay, target, draft, exits=(0.0,))
-    costly = roofline.replayed_draft(replay, target, draft, spent, exits=(0.0,))
+    free = draft_replay.replayed_draft(replay, target, draft, exits=(0.0,))
+    costly = draft_replay.replayed_draft(replay, target, draft, spent, exits=(0.0,))
     assert costly[0] < free[0] and costly[2] < free[2]
 
 
@@ -343,13 +346,13 @@ def test_the_fastest_draft_is_the_one_whose_replayed_rounds_are_fastest():
     exact, int8 = profile_of((6.0,) * 9), profile_of((1.5,) * 9)
     profiles = {("float32", "float32"): (target, exact), ("float32", "int8"): (target, int8)}
     agreeing = replay_of("1111011110" * 6)
-    cheaper = roofline.fastest_drafts(profiles, {"float32": agreeing, "int8": agreeing})["float32"]
+    cheaper = draft_replay.fastest_drafts(profiles, {"float32": agreeing, "int8": agreeing})["float32"]
     assert cheaper.draft_dtype == "int8"
-    gamma, exit_at, speedup = roofline.replayed_draft(agreeing, target, int8)
+    gamma, exit_at, speedup = draft_replay.replayed_draft(agreeing, target, int8)
     assert (cheaper.gamma, cheaper.confidence_exit, cheaper.speedup) == (gamma, exit_at, speedup)
     assert cheaper.tokens_per_s == pytest.approx(speedup * 1000 / 20.0)
     # a draft that became cheap by losing most of its acceptance does not pay: the float32 draft wins
-    worse = roofline.fastest_drafts(profiles, {"float32": agreeing, "int8": replay_of("1000" * 15)})
+    worse = draft_replay.fastest_drafts(profiles, {"float32": agreeing, "int8": replay_of("1000" * 15)})
     assert worse["float32"].draft_dtype == "float32"
 
 
@@ -359,9 +362,9 @@ def test_a_confidence_exit_is_chosen_where_the_draft_knows_when_it_is_wrong():
     target, draft = profile_of(tuple(20.0 * (1 + 0.1 * n) for n in range(9))), profile_of((5.0,) * 9)
     agreed = "".join("1" if x < 0.75 else "0" for x in torch.rand(400, generator=torch.Generator().manual_seed(0)))
     knows = replay_of(agreed, agreed.replace("0", "4").replace("1", "9"))
-    _, exit_at, speedup = roofline.replayed_draft(knows, target, draft)
-    assert exit_at > 0 and speedup > roofline.replayed_draft(knows, target, draft, exits=(0.0,))[2]
-    assert roofline.replayed_draft(replay_of(agreed), target, draft)[1] == 0.0
+    _, exit_at, speedup = draft_replay.replayed_draft(knows, target, draft)
+    assert exit_at > 0 and speedup > draft_replay.replayed_draft(knows, target, draft, exits=(0.0,))[2]
+    assert draft_replay.replayed_draft(replay_of(agreed), target, draft)[1] == 0.0
 
 
 def test_fastest_decodes_on_the_measured_choice_and_the_trace_records_it(onednn, tmp_path, monkeypatch, capsys):
@@ -512,8 +515,8 @@ def test_an_unreadable_defaults_file_is_measured_again(tmp_path, monkeypatch):
     path.parent.mkdir(parents=True)
     path.write_text("{not json", encoding="utf-8")
     assert defaults.stored_defaults("a", "b", "cpu") is None
-    defaults.store_defaults("a", "b", "cpu", roofline.MeasuredDefaults("bfloat16", 5, "why"))
-    assert defaults.stored_defaults("a", "b", "cpu") == roofline.MeasuredDefaults("bfloat16", 5, "why")
+    defaults.store_defaults("a", "b", "cpu", draft_replay.MeasuredDefaults("bfloat16", 5, "why"))
+    assert defaults.stored_defaults("a", "b", "cpu") == draft_replay.MeasuredDefaults("bfloat16", 5, "why")
 
 
 def test_replicas_starting_together_agree_on_one_measured_choice(onednn, tmp_path, monkeypatch):
@@ -529,7 +532,7 @@ def test_replicas_starting_together_agree_on_one_measured_choice(onednn, tmp_pat
     path = defaults.defaults_file(config.target, config.draft, config.device)
     path.parent.mkdir(parents=True)
     fastest = {dtype: ("int4", 7, 1.5, 10.0, 0.8) for dtype in defaults.LESSON_PRECISIONS}  # a measurement's
-    chosen = roofline.MeasuredDefaults("bfloat16", 7, "the first replica's measurement", fastest=fastest)
+    chosen = draft_replay.MeasuredDefaults("bfloat16", 7, "the first replica's measurement", fastest=fastest)
     got = []
     with open(path.with_suffix(".lock"), "w") as first:  # the first replica is measuring
         fcntl.flock(first, fcntl.LOCK_EX)

@@ -8,11 +8,11 @@ import threading
 import pytest
 
 from specviz.config import DecodeConfig
-from specviz.models.errors import ModelLoadError
 from specviz.models.loading import bytes_to_load, load_model
-from specviz.models.machine import give_back_freed_heap, memory_budget_bytes, resident_bytes
+from specviz.runtime.machine import give_back_freed_heap, memory_budget_bytes, resident_bytes
 from specviz.serving.built_once import BuiltOnce
 from specviz.serving.pairs import LOADED_PAIRS, pair_for
+from specviz.settings import ModelLoadError
 from tests.tiny import make_tiny_model
 
 
@@ -136,7 +136,7 @@ def test_an_int8_embedding_holds_only_the_rows_a_text_reads(tmp_path, monkeypatc
     import torch
     from torch import nn
 
-    from specviz.models.int8 import Int8Embedding, quantise_rows
+    from specviz.runtime.cpu.int8 import Int8Embedding, quantise_rows
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     embedding = nn.Embedding(65536, 1024)  # its int8 table: 64 MiB

@@ -16,6 +16,8 @@ from playwright.sync_api import sync_playwright
 
 from specviz.serving.processes import CHROMIUM_ARGS, Server, free_port
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGED = [
     "specviz/engine/loop.py",

@@ -19,6 +19,8 @@ from specviz.ui.state import page_key
 
 from .test_app import make_app, player_of
 
+pytestmark = [pytest.mark.slow]
+
 
 @pytest.fixture
 def params(tiny_dirs) -> dict[str, str]:

@@ -17,7 +17,7 @@ from specviz.analysis.peer_passes import (
     store_peer_passes,
     stored_peer_passes,
 )
-from specviz.models.machine import cpu_name
+from specviz.runtime.machine import cpu_name
 
 from .test_pages import open_page, params  # noqa: F401  (the tiny pair's link)
 

@@ -22,6 +22,8 @@ from specviz.serving.processes import CHROMIUM_ARGS
 from .test_browser import ARTIFACTS
 from .test_engine import PROMPT, tiny_config
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
 
 @pytest.fixture(scope="module")
 def sampled_trace(tiny_dirs, tiny_pair):

@@ -1,4 +1,4 @@
-"""A published GGUF's own Q4_K blocks as the int4 precision's groups (specviz.models.q4k): unpacked as llama.cpp
+"""A published GGUF's own Q4_K blocks as the int4 precision's groups (specviz.runtime.cpu.q4k): unpacked as llama.cpp
 de-quantises them, kept only where they are the checkpoint's weights, and run by the int4 target as they are."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from gguf import MODEL_ARCH, GGMLQuantizationType, GGUFWriter, get_tensor_name_m
 from gguf.quants import dequantize
 from safetensors.torch import load_file, save_file
 
-from specviz.models.int4 import Int4Linear, pack_groups, quantise_groups
 from specviz.models.loading import forget_loaded_models, load_model
-from specviz.models.q4k import Q4K_FILE, faithful, q4k_groups, q4k_parts, write_q4k_blocks
+from specviz.runtime.cpu.int4 import Int4Linear, pack_groups, quantise_groups
+from specviz.runtime.cpu.q4k import Q4K_FILE, faithful, q4k_groups, q4k_parts, write_q4k_blocks
 from tests.tiny import make_tiny_model
 
 

@@ -18,17 +18,10 @@ from transformers import DynamicCache
 from specviz.analysis.race import verdict
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
-from specviz.models.compiled import Kernels, compiled_kernels
-from specviz.models.forwards import KVCachedSequence, TreeLayout, full_forward, lean_weights_of_own_bits, model_body
-from specviz.models.int4 import (
-    Int4Linear,
-    dequantised,
-    int4_product,
-    joint_of,
-    quantise_groups,
-    share_one_buffer,
-)
-from specviz.models.int8 import (
+from specviz.runtime.cpu.compiled import Kernels, compiled_kernels
+from specviz.runtime.cpu.int4 import Int4Linear, dequantised, int4_product, joint_of, quantise_groups, share_one_buffer
+from specviz.runtime.cpu.int4_layers import Int4DecoderLayer
+from specviz.runtime.cpu.int8 import (
     INT8_MAX,
     Int8Embedding,
     Int8Linear,
@@ -37,10 +30,12 @@ from specviz.models.int8 import (
     quantise_rows,
     weight_levels,
 )
-from specviz.models.kernels import INT4, INT8, kernels_of
-from specviz.models.llama_step import Int4DecoderLayer, llama_weights
-from specviz.models.machine import cpu_flags
-from specviz.models.row_attention import kernel_rows_attended, keys_seen
+from specviz.runtime.cpu.kernel_paths import INT4, INT8, kernels_of
+from specviz.runtime.cpu.row_attention import kernel_rows_attended, keys_seen
+from specviz.runtime.llama_step import llama_weights
+from specviz.runtime.machine import cpu_flags
+from specviz.runtime.protocol import KVCachedSequence, TreeLayout
+from specviz.runtime.reference import full_forward, lean_weights_of_own_bits, model_body
 from specviz.serving.urlstate import parse_query, to_query
 
 from .conftest import target_greedy
@@ -119,7 +114,7 @@ def instruction_sets() -> list[str]:
 
 def test_the_int4_kernel_is_its_formula_and_the_same_bits_on_every_instruction_set():
     """Each compiled variant (C loops, AVX2 multiply-adds, AVX-512 VNNI) gives the same bits, and they are the
-    formula of :mod:`specviz.models.int4` evaluated in float64: integer sums exact, one rounding per float step."""
+    formula of :mod:`specviz.runtime.cpu.int4` evaluated in float64: integer sums exact, one rounding per float step."""
     in_features, out_features = 1536, 256
     linear = torch.nn.Linear(in_features, out_features)
     values, scales, minimums = quantise_groups(linear.weight)

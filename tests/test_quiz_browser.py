@@ -13,6 +13,8 @@ import pytest
 
 from .test_browser import ARTIFACTS, chromium_page, running_app
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
 WAIT_MS = 300_000  # a trace of the embedded pair on a busy 2-core machine: minutes at worst, never forever
 
 

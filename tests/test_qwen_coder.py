@@ -9,20 +9,24 @@ from safetensors import safe_open
 from specviz.analysis.lab import exact_lab
 from specviz.config import DecodeConfig
 from specviz.engine import load_pair, prompt_ids_for, speculative_decode
-from specviz.models.int4 import Int4Linear
-from specviz.models.llama_step import llama_weights
 from specviz.models.published import FETCH_COMMAND, QWEN_CODER_05B, QWEN_CODER_15B, fetched
-from specviz.models.q4k import Q4K_FILE
+from specviz.runtime.cpu.int4 import Int4Linear
+from specviz.runtime.cpu.q4k import Q4K_FILE
+from specviz.runtime.llama_step import llama_weights
 from specviz.ui.presets import QWEN_CODER_PAIR
 from specviz.ui.state import Session
 
 from .conftest import target_greedy
 from .test_app import make_app, player_of
 
-pytestmark = pytest.mark.skipif(
-    not (fetched(QWEN_CODER_15B) and fetched(QWEN_CODER_05B)),
-    reason=f"the Qwen2.5-Coder pair is not fetched: run `{FETCH_COMMAND}`",
-)
+pytestmark = [
+    pytest.mark.published,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not (fetched(QWEN_CODER_15B) and fetched(QWEN_CODER_05B)),
+        reason=f"the Qwen2.5-Coder pair is not fetched: run `{FETCH_COMMAND}`",
+    ),
+]
 PAIR = dict(target="qwen-coder-1.5b", draft="qwen-coder-0.5b", drafter="model", device="cpu")
 
 

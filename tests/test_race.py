@@ -8,8 +8,6 @@ import re
 
 import pytest
 
-from specviz.analysis.engine_export import drafting_run, vllm_prometheus
-from specviz.analysis.engine_report import read_engine_report
 from specviz.analysis.race import (
     Lane,
     Race,
@@ -24,6 +22,8 @@ from specviz.config import DecodeConfig
 from specviz.engine import autoregressive_decode, speculative_decode
 from specviz.models.pair import prompt_ids_for
 from specviz.presentation.race import race_page
+from specviz.server_reports.export import drafting_run, vllm_prometheus
+from specviz.server_reports.reading import read_engine_report
 from specviz.serving import jsoncodec
 from specviz.serving.pool import shared_work, shown_attempt
 from specviz.ui.racing import headline_text

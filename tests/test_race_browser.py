@@ -14,6 +14,8 @@ from specviz.presentation.player import lesson_html
 from specviz.presentation.race import race_page
 from specviz.serving.processes import CHROMIUM_ARGS
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 PROMPT = "def fibonacci(n):"
 COUNTS = """() => Array.from(document.querySelectorAll('.sv-race [data-part="count"]'), (e) => Number(e.textContent))"""

@@ -23,9 +23,13 @@ from specviz.serving.sharedwork import SharedWork
 
 from .test_engine import PROMPT, tiny_config
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("redis-server") is None, reason="redis-server is not installed (scripts/test installs Debian's)"
-)
+pytestmark = [
+    pytest.mark.redis,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("redis-server") is None, reason="redis-server is not installed (scripts/test installs Debian's)"
+    ),
+]
 
 
 @pytest.fixture

@@ -115,7 +115,7 @@ def test_a_trace_priced_past_the_limit_waits_for_a_press(tiny_params, monkeypatc
 
 
 def test_a_long_prompt_prices_a_trace_past_what_opens_on_its_own():
-    """The estimate a trace waits on (serving/work_estimates.py): the work at the one-token step plus the prompt's
+    """The estimate a trace waits on (serving/estimates.py): the work at the one-token step plus the prompt's
     pass, so a 4,000-character prompt on a 1.5B target waits for a press while the default prompt on the embedded
     pair opens."""
     config = DecodeConfig(device="cpu", max_new_tokens=64)

@@ -1,6 +1,6 @@
 """Where two token lists part: the one home the KV cache, the race's verdict and the numerics pages share."""
 
-from specviz.token_lists import common_prefix, first_difference
+from specviz.runtime.protocol import common_prefix, first_difference
 
 
 def test_two_lists_part_where_their_tokens_first_differ():

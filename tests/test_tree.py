@@ -14,11 +14,11 @@ from specviz.config import DecodeConfig
 from specviz.drafters.modules import make_drafter, on_this_machine
 from specviz.engine import ModelPair, speculative_decode
 from specviz.engine.trace import Trace
-from specviz.models.kernels import kernels_of
 from specviz.models.loading import load_model
 from specviz.models.profile import PassProfile, model_profile
 from specviz.registry.drafter_settings import TreeSettings, flat_width
 from specviz.rules.distributions import gumbel_top_k, softmax32, without_token
+from specviz.runtime.cpu.kernel_paths import kernels_of
 from specviz.serving.urlstate import parse_query, to_query
 from specviz.settings import ConfigError
 

@@ -13,6 +13,8 @@ from specviz.serving.urlstate import format_value, url_fields
 
 from .test_app import make_app
 
+pytestmark = [pytest.mark.slow]
+
 
 def fuzz_values(name: str) -> list[str]:
     """The default, the accepted bounds and a value past each, as a link spells them."""

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 import torch
 
 from specviz.drafters.base import DraftBlock
-from specviz.models.forwards import KVCachedSequence
 from specviz.models.pair import ModelPair
 from specviz.registry.drafters import DrafterEntry
 from specviz.registry.shared_settings import DrafterShared
 from specviz.rules.acceptance import Rule
 from specviz.rules.distributions import one_hot
+from specviz.runtime.protocol import KVCachedSequence
 from specviz.settings import param
 
 

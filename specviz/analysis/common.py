@@ -4,8 +4,7 @@ profile (the bounds on one request's work, those of a button's included, are :mo
 from __future__ import annotations
 
 from specviz.engine.trace import Stats, Trace
-from specviz.limits import BUTTON_BUDGET_S
-from specviz.progress import Progress
+from specviz.limits import BUTTON_BUDGET_S, Progress
 
 
 def _tick(on_progress: Progress | None, done: int, total: int) -> None:

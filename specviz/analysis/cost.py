@@ -9,10 +9,11 @@ from specviz.analysis.roofline import cost_coefficient, pair_profiles
 from specviz.config import DecodeConfig
 from specviz.drafters.modules import draft_source, drafter_settings, states_module
 from specviz.engine import ModelPair
-from specviz.models.forwards import ForwardFn, KVCachedSequence, full_forward
-from specviz.models.loaded import LoadedModel
 from specviz.models.profile import model_profile
 from specviz.registry.rules import rule_for
+from specviz.runtime.loaded import LoadedModel
+from specviz.runtime.protocol import ForwardFn, KVCachedSequence
+from specviz.runtime.reference import full_forward
 
 
 def timed_feeds(state: KVCachedSequence, forward: ForwardFn, loaded: LoadedModel, chunks: list[list[int]]) -> float:

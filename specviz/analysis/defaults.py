@@ -1,9 +1,9 @@
 """Each model pair's default precision and block size on this machine: measured once, kept on disk.
 
-A pair's default is the precision that keeps the lesson true (:func:`~specviz.analysis.roofline.measured_defaults`:
+A pair's default is the precision that keeps the lesson true (:func:`~specviz.analysis.replay.measured_defaults`:
 float32 where its speculation, priced at this machine's v(k) and c, pays; else the faster precision, lossless only
 up to rounding) at the draft's greedy acceptance, then the draft precision and γ fastest in that precision
-(:func:`~specviz.analysis.roofline.fastest_drafts`: greedy rounds replayed along the target's own text at this
+(:func:`~specviz.analysis.replay.fastest_drafts`: greedy rounds replayed along the target's own text at this
 machine's costs; ``--fastest`` reads the same for any target precision, a confidence exit included). Each draft
 precision is read along the target's greedy text of held-out prompts (:func:`draft_replay`). Measuring loads the
 pair in each precision in turn (never both at once: the published 1.5B target takes 7 GB in float32), so it runs
@@ -27,26 +27,26 @@ from transformers import DynamicCache
 
 from specviz import DATA_DIR
 from specviz.analysis.draft_precision import precisions_on
-from specviz.analysis.roofline import (
+from specviz.analysis.replay import (
     DraftReplay,
     MeasuredDefaults,
     Profiles,
     RoundOverheads,
     fastest_drafts,
     measured_defaults,
-    pair_profiles,
 )
+from specviz.analysis.roofline import pair_profiles
+from specviz.cache import cache_root, write_json_atomically
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, prompt_ids_for, speculative_decode
 from specviz.engine.baseline import autoregressive_decode
-from specviz.models.cache import cache_root, write_json_atomically
-from specviz.models.draft_forward import draft_forward
-from specviz.models.loaded import LoadedModel
 from specviz.models.loading import forget_loaded_models
-from specviz.models.machine import machine_key, resolve_device
 from specviz.models.profile import FORMAT, PassProfile
 from specviz.registry.drafters import DRAFT_MODEL
 from specviz.registry.rules import GREEDY
+from specviz.runtime.draft_forward import draft_forward
+from specviz.runtime.loaded import LoadedModel
+from specviz.runtime.machine import machine_key, resolve_device
 from specviz.settings import check
 from specviz.training.draft_model import HELDOUT_FILE
 from specviz.training.teacher_text import read_prompt_file
@@ -106,7 +106,7 @@ def target_continuations(config: DecodeConfig, pair: ModelPair) -> Continuations
 
 
 def draft_replay(config: DecodeConfig, draft: LoadedModel, continuations: Continuations) -> DraftReplay:
-    """The draft read along the target's greedy continuations (:class:`~specviz.analysis.roofline.DraftReplay`), fed
+    """The draft read along the target's greedy continuations (:class:`~specviz.analysis.replay.DraftReplay`), fed
     the target's tokens, one pass a prompt, through its drafting head (FR-Spec's trimmed one where the config asks):
     at each position whether its greedy token is the target's own next token, and its confidence max q there. Its
     ``alpha`` is the per-token α of Leviathan et al. (2023, Sec. 3.1: for greedy rules P(argmax q = argmax p)):
@@ -125,7 +125,7 @@ def draft_replay(config: DecodeConfig, draft: LoadedModel, continuations: Contin
 
 def round_overheads(config: DecodeConfig, pair: ModelPair, target: PassProfile, draft: PassProfile) -> RoundOverheads:
     """What the engine's greedy rounds cost beyond the passes the profiles time
-    (:class:`~specviz.analysis.roofline.RoundOverheads`), read from its own trace: ``OVERHEAD_TOKENS`` decoded at
+    (:class:`~specviz.analysis.replay.RoundOverheads`), read from its own trace: ``OVERHEAD_TOKENS`` decoded at
     γ = ``OVERHEAD_GAMMA`` after the last held-out prompt, the first round (the prompt's passes and the run's first
     allocations) left out. A drafted token's share is its draft time past the draft's one-token step; a verified
     position's is the verification's time past the target's pass over that many positions (never below 0)."""
@@ -227,7 +227,7 @@ def defaults_once(
 
 def fastest_config(config: DecodeConfig, allowed: tuple[str, ...] = ()) -> tuple[DecodeConfig, str]:
     """``config`` on its pair's fastest exact configuration measured on this machine (the draft model, its precision,
-    γ and confidence exit: :func:`~specviz.analysis.roofline.fastest_drafts`) for its target precision, or, given
+    γ and confidence exit: :func:`~specviz.analysis.replay.fastest_drafts`) for its target precision, or, given
     ``allowed`` target precisions, for the one of them whose replayed tokens a second are highest; and the choice in
     words."""
     drafted = config.replace(drafter=DRAFT_MODEL)

@@ -16,10 +16,10 @@ from specviz.analysis.roofline import cost_coefficient, pair_profiles
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
 from specviz.models.loading import QUANTISATIONS
-from specviz.models.machine import resolve_device
 from specviz.registry.rules import GREEDY
 from specviz.rules.theory import expected_speedup
-from specviz.token_lists import first_difference
+from specviz.runtime.machine import resolve_device
+from specviz.runtime.protocol import first_difference
 
 DRAFT_PRECISIONS = tuple(d for d in limits.DRAFT_DTYPES if d)  # the draft model's own precisions (None: the target's)
 

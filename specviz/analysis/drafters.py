@@ -14,9 +14,8 @@ from specviz.drafters.modules import drafter_settings
 from specviz.drafters.parallel import drafter_inputs
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.trace import NOT_VERIFIED, Trace
-from specviz.limits import SWEEP_TOKENS_MAX
+from specviz.limits import SWEEP_TOKENS_MAX, Progress
 from specviz.models.profile import model_profile
-from specviz.progress import Progress
 from specviz.registry.drafters import DRAFTERS
 
 COMPARE_PROMPTS_MAX = 2  # every drafter and the target alone decode each

@@ -26,13 +26,14 @@ from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock
 from specviz.drafters.modules import make_drafter
 from specviz.engine import ModelPair
-from specviz.models.forwards import KVCachedSequence, full_forward, states_forward
 from specviz.registry.drafters import drafter_entry
 from specviz.registry.rule_settings import SamplingSettings
 from specviz.registry.rules import SAMPLING, rule_for
 from specviz.rules.acceptance import Rule
 from specviz.rules.sampling import build as build_sampling
 from specviz.rules.sampling import build_broken
+from specviz.runtime.protocol import KVCachedSequence
+from specviz.runtime.reference import full_forward, states_forward
 
 LAB_SAMPLES_MAX = 100_000  # exact-law arm: vectorised draws, no model call per sample
 ARMS = ("speculative sampling", "target sampling", "broken rule")

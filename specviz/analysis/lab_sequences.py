@@ -26,7 +26,7 @@ from specviz.analysis.common import decoding_seconds
 from specviz.analysis.lab import ARM_SEED_STRIDE, ARMS, first_drafted_position, lab_rules, output_law, sampling
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
-from specviz.progress import Progress
+from specviz.limits import Progress
 from specviz.registry.drafters import drafter_entry
 from specviz.rules.acceptance import Rule
 

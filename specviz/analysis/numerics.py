@@ -25,7 +25,7 @@ from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
 from specviz.engine.trace import TopTokens, Trace
 from specviz.registry.rules import GREEDY
-from specviz.token_lists import first_difference
+from specviz.runtime.protocol import first_difference
 
 
 @dataclass(frozen=True)

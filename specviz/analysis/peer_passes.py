@@ -6,8 +6,8 @@ A verification pass over k tokens is cheap only while it costs about one token's
 every row, so on a CPU with few cores its pass grows with k, and speculation with a cheap draft then loses to its
 target alone; the app's int8 pass streams int8 weights once for all rows and stays near flat.
 ``llama-bench -p 1,2,...,K -n 0 -o json`` times a pass over each k (prompt processing of k tokens, ``avg_ns``);
-``benchmarks/bench_llamacpp.py`` runs it on the target's GGUF and keeps the result for this machine, which the
-roofline view shows when there.
+``measure_peer_passes`` runs it on the target's GGUF and keeps the result for this machine
+(``benchmarks/bench_llamacpp.py`` calls it beside its race with llama.cpp), which the roofline view shows when there.
 
 No streamlit.
 """
@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 
-from specviz.models.cache import cache_root, write_json_atomically
-from specviz.models.machine import cpu_name
+from specviz.cache import cache_root, write_json_atomically
+from specviz.runtime.machine import cpu_name
 
 PASS_TOKENS = (1, 2, 3, 4, 5, 6)  # the k each pass is timed at (a draft of up to 5 tokens, plus one)
 
@@ -112,3 +114,15 @@ def peer_sentence(passes: PeerPasses) -> str:
         "ms). Verifying a draft there is not nearly free, so its speculation gains less than a flat pass allows "
         "(compare the v(k) column of each precision above)."
     )
+
+
+def measure_peer_passes(llama_bench: Path, gguf: Path, threads: int) -> PeerPasses:
+    """Time llama.cpp's pass over each k of :data:`PASS_TOKENS` on ``gguf`` (``llama-bench -p 1,...,K -n 0``, three
+    repetitions, ``threads`` threads), keep it for this machine and return it. Raises ``subprocess.CalledProcessError``
+    when llama-bench fails, ValueError when its output is not what :func:`read_llama_bench` reads."""
+    sizes = ",".join(map(str, PASS_TOKENS))
+    command = [str(llama_bench), "-m", str(gguf), "-p", sizes, "-n", "0", "-t", str(threads), "-r", "3", "-o", "json"]
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    passes = read_llama_bench(out, datetime.now(UTC).isoformat(timespec="seconds"))
+    store_peer_passes(passes)
+    return passes

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 from specviz import limits
 from specviz.analysis import common
-from specviz.analysis.engine_export import DraftingRun, drafting_run
 from specviz.analysis.metrics import profile_timeline
 from specviz.analysis.paired import disagree
 from specviz.analysis.roofline import draft_profile
@@ -31,13 +30,14 @@ from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import REJECTED, EmittedToken, Round
-from specviz.models.machine import cpu_name
 from specviz.models.pair import prompt_ids_for
 from specviz.models.pass_timing import cpu_share, thread_clock
 from specviz.models.profile import LOADED, PassProfile, model_profile
 from specviz.registry.drafters import DRAFTERS, drafter_entry
 from specviz.registry.rules import rule_entry, rule_for
-from specviz.token_lists import common_prefix
+from specviz.runtime.machine import cpu_name
+from specviz.runtime.protocol import common_prefix
+from specviz.server_reports.export import DraftingRun, drafting_run
 
 TARGET_LANE = "target alone"
 WARM_UP_TOKENS = 2  # each decoder's first tokens, run once before the clock starts (allocations, caches)
@@ -283,8 +283,8 @@ EXACT_PRECISIONS = {
 def verdict(config: DecodeConfig, reference: tuple[int, ...], ids: tuple[int, ...]) -> str:
     """How a speculative lane's text compares with the target alone's, and what the rule and precision promise:
     identical under greedy float32 (Leviathan et al. 2023, Thm. 3.1 with the argmax rule) and to the quantised target
-    as run in int8 and int4 (each row's products are computed as alone, :mod:`specviz.models.int8`,
-    :mod:`specviz.models.int4`, and each row attends as one token would, :mod:`specviz.models.row_attention`),
+    as run in int8 and int4 (each row's products are computed as alone, :mod:`specviz.runtime.cpu.int8`,
+    :mod:`specviz.runtime.cpu.int4`, and each row attends as one token would, :mod:`specviz.runtime.cpu.row_attention`),
     identical up to rounding in half precision, the same distribution,
     not the same text, under sampling, and no promise under a lossy rule."""
     same, total = common_prefix(reference, ids), max(len(reference), len(ids))

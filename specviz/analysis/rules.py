@@ -10,12 +10,12 @@ from specviz.config import DecodeConfig
 from specviz.drafters.modules import draft_source, drafter_settings, states_module
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.records import status_of
-from specviz.models.forwards import KVCachedSequence, full_forward
-from specviz.progress import Progress
+from specviz.limits import Progress
 from specviz.registry.rules import GREEDY, RULE_ENTRIES, TOP_BETA, rule_entry
 from specviz.rules.acceptance import check_block
 from specviz.rules.distributions import one_hot
-from specviz.token_lists import first_difference
+from specviz.runtime.protocol import KVCachedSequence, first_difference
+from specviz.runtime.reference import full_forward
 
 
 def score_draft(

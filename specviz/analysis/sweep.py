@@ -18,9 +18,8 @@ from specviz.analysis.metrics import realised_blocks, timed_trace
 from specviz.analysis.paired import PairedTimes, load_signs, timed_in_cycles
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
-from specviz.limits import SWEEP_GAMMAS_MAX, SWEEP_PAIRS, SWEEP_TOKENS_MAX
+from specviz.limits import SWEEP_GAMMAS_MAX, SWEEP_PAIRS, SWEEP_TOKENS_MAX, TextProgress
 from specviz.models.profile import model_profile
-from specviz.progress import TextProgress
 from specviz.registry.drafters import DRAFT_MODEL
 from specviz.rules.theory import expected_speedup_for_blocks, expected_tokens_for_blocks
 

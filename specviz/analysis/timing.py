@@ -13,7 +13,7 @@ from specviz.analysis.cost import primed_state, timed_feeds
 from specviz.analysis.paired import disagree, timed_in_alternating_pairs
 from specviz.engine import ModelPair
 from specviz.limits import TIMING_REPEATS_MAX
-from specviz.models.forwards import full_forward
+from specviz.runtime.reference import full_forward
 
 
 def verification_timing(pair: ModelPair, prefix: list[int], block: list[int], repeats: int = 5) -> dict:

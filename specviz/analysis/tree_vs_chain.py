@@ -7,7 +7,7 @@ import pandas as pd
 from specviz.analysis.common import _tick, stats_of
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, speculative_decode
-from specviz.progress import Progress
+from specviz.limits import Progress
 from specviz.registry.drafters import chain_drafter, drafter_entry
 
 

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from specviz.models.forwards import ForwardFn, KVCachedSequence
 from specviz.models.loading import LoadedModel
 from specviz.rules.acceptance import Rule
+from specviz.runtime.protocol import ForwardFn, KVCachedSequence
 
 if TYPE_CHECKING:
     from specviz.models.pair import ModelPair

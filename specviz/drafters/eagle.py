@@ -54,15 +54,15 @@ from specviz.drafters.eagle_head import (
     trimmed_rows,
 )
 from specviz.drafters.tree import beam_children, grow_node, tree_attention
-from specviz.models.forwards import KVCachedSequence, TreeLayout, states_forward
-from specviz.models.llama_step import LlamaWeights, causal_mask, llama_weights
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
 from specviz.registry.drafter_settings import EagleSettings
 from specviz.registry.shared_settings import DrafterShared
 from specviz.rules.acceptance import Rule
+from specviz.runtime.llama_step import LlamaWeights, causal_mask, llama_weights
+from specviz.runtime.protocol import KVCachedSequence, TreeLayout, common_prefix
+from specviz.runtime.reference import states_forward
 from specviz.settings import ConfigError
-from specviz.token_lists import common_prefix
 
 
 @dataclass

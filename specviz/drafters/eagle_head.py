@@ -31,11 +31,10 @@ from torch import nn
 from transformers import DynamicCache, PreTrainedModel
 
 from specviz import WEIGHTS_DIR
-from specviz.models.kernels import Projection
-from specviz.models.llama_step import LlamaLayer, LlamaWeights, llama_layer, rms_norm, rotary_tables
-from specviz.models.loaded import LoadedModel
-from specviz.models.memo import memoised_while_alive
-from specviz.models.vocab_ranking import to_full_vocab
+from specviz.runtime.cpu.kernel_paths import Projection
+from specviz.runtime.llama_step import LlamaLayer, LlamaWeights, llama_layer, rms_norm, rotary_tables
+from specviz.runtime.loaded import LoadedModel, memoised_while_alive
+from specviz.runtime.vocab_ranking import to_full_vocab
 
 WEIGHTS_FILE = WEIGHTS_DIR / "smollm2-135m-eagle.safetensors"
 MANIFEST_FILE = WEIGHTS_FILE.with_suffix(".json")

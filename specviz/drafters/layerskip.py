@@ -2,7 +2,7 @@
 of its layers skipped drafts for itself, optionally with the paper's adaptive draft exit.
 
 The shared model object and its config are never modified: the skip happens in specviz's own loop over
-the decoder layers (:func:`specviz.models.skipping_forward.layer_skip_forward`).
+the decoder layers (:func:`specviz.runtime.skipping_forward.layer_skip_forward`).
 """
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specviz.drafters.base import AutoregressiveDrafter, ConfidenceExit
-from specviz.models.forwards import ForwardFn, KVCachedSequence
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
-from specviz.models.skipping_forward import has_mixed_attention, layer_skip_forward
 from specviz.registry.drafter_settings import LayerSkipSettings
 from specviz.registry.shared_settings import DrafterShared
+from specviz.runtime.protocol import ForwardFn, KVCachedSequence
+from specviz.runtime.skipping_forward import has_mixed_attention, layer_skip_forward
 from specviz.settings import ConfigError
 
 

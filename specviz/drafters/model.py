@@ -6,16 +6,16 @@ the full vocabulary or FR-Spec's head over its K most frequent tokens (Zhao et a
 from __future__ import annotations
 
 from specviz.drafters.base import AutoregressiveDrafter, ConfidenceExit
-from specviz.models.draft_forward import draft_forward
-from specviz.models.forwards import ForwardFn, KVCachedSequence
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
 from specviz.registry.drafter_settings import DraftModelSettings
 from specviz.registry.shared_settings import DrafterShared
+from specviz.runtime.draft_forward import draft_forward
+from specviz.runtime.protocol import ForwardFn, KVCachedSequence
 
 
 def draft_forward_for(draft_vocab: int | None, draft: LoadedModel) -> ForwardFn:
-    """The draft model's forward (:func:`~specviz.models.draft_forward.draft_forward`): the full output head, or
+    """The draft model's forward (:func:`~specviz.runtime.draft_forward.draft_forward`): the full output head, or
     FR-Spec's head over its ``draft_vocab`` most frequent tokens (None: the size the draft ships with)."""
     return draft_forward(draft.draft_head_size(draft_vocab))
 

@@ -19,9 +19,9 @@ if TYPE_CHECKING:
     from specviz.config import DecodeConfig
     from specviz.drafters import eagle, layerskip, model, ngram, oracle, parallel, tree
     from specviz.drafters.base import AutoregressiveModule, Drafter, DrafterModule, StatesModule
-    from specviz.models.forwards import ForwardFn, KVCachedSequence
     from specviz.models.loading import LoadedModel
     from specviz.models.pair import ModelPair
+    from specviz.runtime.protocol import ForwardFn, KVCachedSequence
 
     _autoregressive: tuple[AutoregressiveModule, ...] = (model, layerskip, oracle)  # modules meet their protocols
     _on_states: tuple[StatesModule, ...] = (parallel, eagle)

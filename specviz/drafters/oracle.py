@@ -10,10 +10,11 @@ acceptance alone is not speed, the draft must also be cheap.
 from __future__ import annotations
 
 from specviz.drafters.base import AutoregressiveDrafter
-from specviz.models.forwards import ForwardFn, KVCachedSequence, full_forward
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
 from specviz.registry.shared_settings import DrafterShared
+from specviz.runtime.protocol import ForwardFn, KVCachedSequence
+from specviz.runtime.reference import full_forward
 
 
 def draft_source(settings: None, shared: DrafterShared, pair: ModelPair) -> tuple[LoadedModel, ForwardFn]:

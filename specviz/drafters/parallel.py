@@ -27,11 +27,11 @@ import torch
 
 from specviz.drafters.base import DraftBlock
 from specviz.drafters.parallel_heads import DrafterMeta, ParallelModule, default_weights, load_drafter
-from specviz.models.forwards import KVCachedSequence
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
 from specviz.registry.shared_settings import DrafterShared
 from specviz.rules.acceptance import Rule
+from specviz.runtime.protocol import KVCachedSequence
 from specviz.settings import ConfigError
 
 

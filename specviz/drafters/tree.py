@@ -26,14 +26,14 @@ import torch
 
 from specviz.drafters import layerskip, model
 from specviz.drafters.base import DraftTree, TreeNode
-from specviz.models.forwards import ForwardFn, KVCachedSequence, TreeLayout
 from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
-from specviz.models.skipping_forward import has_mixed_attention, sliding_window
 from specviz.registry.drafter_settings import LayerSkipSettings, TreeSettings
 from specviz.registry.shared_settings import DrafterShared
 from specviz.rules.acceptance import Rule
 from specviz.rules.distributions import gumbel_top_k
+from specviz.runtime.protocol import ForwardFn, KVCachedSequence, TreeLayout
+from specviz.runtime.skipping_forward import has_mixed_attention, sliding_window
 from specviz.settings import ConfigError
 
 

@@ -15,10 +15,10 @@ from specviz.config import DecodeConfig
 from specviz.engine.records import emitted_token
 from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import EmittedToken
-from specviz.models.forwards import KVCachedSequence, full_forward
 from specviz.models.pair import ModelPair, eos_ids
 from specviz.registry.rules import rule_for
 from specviz.rules.acceptance import TARGET
+from specviz.runtime import KVCachedSequence, full_forward
 
 
 def autoregressive_decode(

@@ -29,11 +29,11 @@ from specviz.engine.records import models_info, summarize
 from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import Round, Trace
 from specviz.engine.verification import Outcome, score_tree, truncate_at_eos, walk_chain, walk_tree
-from specviz.models.forwards import ForwardFn, KVCachedSequence, StatesForwardFn, full_forward, states_forward
 from specviz.models.pair import ModelPair, eos_ids, load_pair, prompt_ids_for
 from specviz.registry.drafters import drafter_entry
 from specviz.registry.rules import rule_for
 from specviz.rules.acceptance import Rule
+from specviz.runtime import ForwardFn, KVCachedSequence, StatesForwardFn, full_forward, states_forward
 
 T = TypeVar("T")
 

@@ -34,9 +34,8 @@ from specviz.drafters.tree import tree_attention
 from specviz.engine.records import SiblingCheck, draft_position, emitted_token, tree_after_checks, tree_record
 from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import NOT_VERIFIED, DraftPosition, EmittedToken, TreeRecord
-from specviz.models.forwards import ForwardFn, KVCachedSequence, StatesForwardFn
-from specviz.models.loading import LoadedModel
 from specviz.rules.acceptance import RESIDUAL, TARGET, Rule, check_block
+from specviz.runtime import ForwardFn, KVCachedSequence, LoadedModel, StatesForwardFn
 
 
 @dataclass(frozen=True)

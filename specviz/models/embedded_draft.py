@@ -34,10 +34,10 @@ from transformers import (
 )
 
 from specviz import WEIGHTS_DIR
-from specviz.models.cache import cache_root, materialise
+from specviz.cache import cache_root, materialise
 from specviz.models.embedded import embedded_model_dir
-from specviz.models.errors import ModelLoadError
-from specviz.models.vocab_ranking import write_vocab_ranking
+from specviz.runtime.vocab_ranking import write_vocab_ranking
+from specviz.settings import ModelLoadError
 
 EMBEDDED_DRAFT_NAME = "SmolLM2-135M draft (embedded, distilled)"
 WEIGHTS_FILE = WEIGHTS_DIR / "smollm2-135m-draft.safetensors"

@@ -24,17 +24,17 @@ from specviz.limits import EMBEDDED, EMBEDDED_DRAFT
 from specviz.models import hub
 from specviz.models.embedded import EMBEDDED_NAME, embedded_model_dir
 from specviz.models.embedded_draft import EMBEDDED_DRAFT_NAME, embedded_draft_dir
-from specviz.models.errors import ModelLoadError, VocabularyMismatchError
-from specviz.models.int4 import int4_not_on
-from specviz.models.int8 import int8_not_on, quantize_int8
-from specviz.models.kernels import DEFAULT, INT4, INT8, QUANTISED
-from specviz.models.llama_step import quantize_int4_model
-from specviz.models.loaded import LoadedModel
-from specviz.models.machine import check_memory, resolve_device, share_kv_heads_in_masked_attention, weights_bytes
-from specviz.models.mapped_pages import own_remaining_weights
 from specviz.models.profile import choose_kernels
 from specviz.models.published import PUBLISHED, fetched, not_fetched_message, published_source
-from specviz.models.vocab_ranking import read_vocab_ranking
+from specviz.runtime.cpu.int4 import int4_not_on
+from specviz.runtime.cpu.int4_layers import quantize_int4_model
+from specviz.runtime.cpu.int8 import int8_not_on, quantize_int8
+from specviz.runtime.cpu.kernel_paths import DEFAULT, INT4, INT8, QUANTISED
+from specviz.runtime.cpu.mapped_pages import own_remaining_weights
+from specviz.runtime.loaded import LoadedModel
+from specviz.runtime.machine import check_memory, resolve_device, share_kv_heads_in_masked_attention, weights_bytes
+from specviz.runtime.vocab_ranking import read_vocab_ranking
+from specviz.settings import ModelLoadError, VocabularyMismatchError
 
 
 class Quantisation(NamedTuple):
@@ -53,7 +53,8 @@ QUANTISATIONS = {INT8: Quantisation(quantize_int8, int8_not_on), INT4: Quantisat
 
 def torch_dtype(name: str) -> torch.dtype:
     """A config's precision name ("float32", "bfloat16", "float16") as a torch dtype; "int8" and "int4"
-    (quantised matrices, the rest float32: :mod:`specviz.models.int8`, :mod:`specviz.models.int4`) as float32."""
+    (quantised matrices, the rest float32: :mod:`specviz.runtime.cpu.int8`, :mod:`specviz.runtime.cpu.int4`) as
+    float32."""
     dtype = torch.float32 if name in QUANTISED else getattr(torch, name, None)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ModelLoadError(f"Unknown precision {name!r}: use float32, bfloat16, float16, int8 or int4")

@@ -12,9 +12,9 @@ import statistics
 import time
 from typing import NamedTuple
 
-from specviz.models.forwards import ForwardFn, KVCachedSequence
-from specviz.models.loaded import LoadedModel
-from specviz.progress import Progress
+from specviz.limits import Progress
+from specviz.runtime.loaded import LoadedModel
+from specviz.runtime.protocol import ForwardFn, KVCachedSequence
 
 PROFILE_TOKENS = 9  # passes over k + 1 = 1..9 new tokens: every block size up to gamma 8
 CONTEXT_TOKENS = 128  # cached context before every timed pass (a chat prompt and some answer)

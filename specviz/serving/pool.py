@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
 from specviz.engine.trace import Trace
-from specviz.progress import TextProgress
+from specviz.limits import TextProgress
 from specviz.serving.jobs import Job
 from specviz.serving.pairs import LOADING_NOTE, describe_failure, pair_for
 from specviz.serving.sharedwork import Place, SharedWork

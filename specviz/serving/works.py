@@ -18,10 +18,10 @@ from specviz.analysis.race import run_race
 from specviz.config import DecodeConfig
 from specviz.engine import prompt_ids_for
 from specviz.engine.trace import Trace
+from specviz.limits import JobProgress
 from specviz.models.profile import PassProfile, model_profile
-from specviz.progress import JobProgress
 from specviz.registry.rules import GREEDY
-from specviz.serving import work_estimates
+from specviz.serving import estimates
 from specviz.serving.pairs import pair_for, trace_key
 from specviz.serving.pool import decoding, shared_work
 from specviz.settings import ConfigError
@@ -55,10 +55,10 @@ class Work:
         return WORKS[self.name].compute(self.config, self.prompt, self.params, on_progress)
 
     def estimated_seconds(self, target: PassProfile, prompt_tokens: int) -> float:
-        """What it costs here, from its target's machine profile (:mod:`specviz.serving.work_estimates`): its work at
+        """What it costs here, from its target's machine profile (:mod:`specviz.serving.estimates`): its work at
         the one-token step, and reading its prompt of ``prompt_tokens`` tokens once."""
         work = WORKS[self.name].estimate(self.config, self.params, target.step_ms)
-        return work + work_estimates.prompt_seconds(prompt_tokens, target)
+        return work + estimates.prompt_seconds(prompt_tokens, target)
 
     @property
     def loads_pairs(self) -> bool:
@@ -206,25 +206,25 @@ WORKS: dict[str, WorkEntry] = {
     TRACE: WorkEntry(
         "Decoding",
         lambda config, prompt, params, on_progress: decoding(config, prompt)(on_progress),
-        work_estimates.trace,
+        estimates.trace,
     ),
-    "speedup": WorkEntry("Live timing", live_speedup, work_estimates.live_timing, measured=True),
-    PRICED_SPEEDUP: WorkEntry("Pricing", priced_speedup, work_estimates.trace),
-    "race": WorkEntry("Race", race, work_estimates.raced, measured=True),
-    "sweep": WorkEntry("Sweeping γ", gamma_sweep, work_estimates.swept, measured=True),
-    "vocab-sweep": WorkEntry("Comparing head sizes", vocab_sweep, work_estimates.head_sizes),
-    "rules": WorkEntry("Verifying", rules_on_draft, work_estimates.trace),
-    "departures": WorkEntry("Decoding β", departures, work_estimates.departures),
-    "exact-lab": WorkEntry("Sampling the first drafted token", exact_lab, work_estimates.first_position),
-    "lab-sequences": WorkEntry("Decoding the samples", lab_decodes, work_estimates.sequences),
-    "numerics": WorkEntry("Comparing precisions", precisions, work_estimates.each_precision, loads_pairs=True),
+    "speedup": WorkEntry("Live timing", live_speedup, estimates.live_timing, measured=True),
+    PRICED_SPEEDUP: WorkEntry("Pricing", priced_speedup, estimates.trace),
+    "race": WorkEntry("Race", race, estimates.raced, measured=True),
+    "sweep": WorkEntry("Sweeping γ", gamma_sweep, estimates.swept, measured=True),
+    "vocab-sweep": WorkEntry("Comparing head sizes", vocab_sweep, estimates.head_sizes),
+    "rules": WorkEntry("Verifying", rules_on_draft, estimates.trace),
+    "departures": WorkEntry("Decoding β", departures, estimates.departures),
+    "exact-lab": WorkEntry("Sampling the first drafted token", exact_lab, estimates.first_position),
+    "lab-sequences": WorkEntry("Decoding the samples", lab_decodes, estimates.sequences),
+    "numerics": WorkEntry("Comparing precisions", precisions, estimates.each_precision, loads_pairs=True),
     "numerics-presets": WorkEntry(
-        "Decoding the presets in bfloat16", preset_match_rate, work_estimates.presets, loads_pairs=True
+        "Decoding the presets in bfloat16", preset_match_rate, estimates.presets, loads_pairs=True
     ),
     "draft-precisions": WorkEntry(
-        "Comparing the draft's precisions", draft_precisions, work_estimates.draft_precisions, loads_pairs=True
+        "Comparing the draft's precisions", draft_precisions, estimates.draft_precisions, loads_pairs=True
     ),
-    "timing": WorkEntry("Timing", verification_timing, work_estimates.verification_timing, measured=True),
-    "drafters": WorkEntry("Comparing the drafters", drafter_comparison, work_estimates.drafters),
-    "tree_vs_chain": WorkEntry("Comparing tree and chain", tree_against_chain, work_estimates.tree_against_chain),
+    "timing": WorkEntry("Timing", verification_timing, estimates.verification_timing, measured=True),
+    "drafters": WorkEntry("Comparing the drafters", drafter_comparison, estimates.drafters),
+    "tree_vs_chain": WorkEntry("Comparing tree and chain", tree_against_chain, estimates.tree_against_chain),
 }

@@ -30,8 +30,8 @@ from specviz import DATA_DIR
 from specviz.config import DecodeConfig
 from specviz.models.embedded_draft import SHARED_WEIGHTS, layer_state, restored_state, save_shipped, stored_tensors
 from specviz.models.loading import LoadedModel
-from specviz.models.vocab_ranking import VocabRanking
 from specviz.registry.drafters import DRAFT_MODEL
+from specviz.runtime.vocab_ranking import VocabRanking
 from specviz.training.distillation import TrainSettings, distil, mixed_precision, response_rows
 from specviz.training.teacher_text import TeacherBatch, generate_teacher_text, read_prompt_file
 

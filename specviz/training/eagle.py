@@ -29,12 +29,12 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
+from specviz.cache import cache_root
 from specviz.config import DecodeConfig
 from specviz.drafters.eagle_head import WEIGHTS_FILE, EagleHead, EagleShape, load_head, output_rows, save_head
-from specviz.models.cache import cache_root
-from specviz.models.llama_step import llama_weights
 from specviz.models.loading import LoadedModel
 from specviz.registry.drafters import EAGLE
+from specviz.runtime.llama_step import llama_weights
 from specviz.training.draft_model import HELDOUT_FILE, vocab_ranking
 from specviz.training.eagle_loss import EagleSettings, step_loss
 from specviz.training.eagle_text import Sequence, sequence_features, teacher_sequences

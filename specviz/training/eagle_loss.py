@@ -15,9 +15,9 @@ import torch.nn.functional as F
 from transformers import DynamicCache
 
 from specviz.drafters.eagle_head import EagleHead, eagle_step
-from specviz.models.llama_step import llama_weights
 from specviz.models.loading import LoadedModel
-from specviz.models.vocab_ranking import to_full_vocab
+from specviz.runtime.llama_step import llama_weights
+from specviz.runtime.vocab_ranking import to_full_vocab
 from specviz.training.distillation import divergence_loss
 from specviz.training.eagle_text import Sequence, TextSettings
 

@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from specviz.models.cache import cache_root
+from specviz.cache import cache_root
 from specviz.models.loading import LoadedModel
 from specviz.training.draft_model import prompt_files
 from specviz.training.teacher_text import TeacherBatch, generate_teacher_text, read_prompt_file

@@ -26,11 +26,11 @@ import torch
 from tqdm import tqdm
 
 from specviz import DATA_DIR
+from specviz.cache import cache_root
 from specviz.config import DecodeConfig
 from specviz.drafters.parallel import target_states, window_memory
 from specviz.drafters.parallel_heads import DrafterMeta, ParallelModule, build_module, save_drafter
 from specviz.engine import ModelPair, autoregressive_decode
-from specviz.models.cache import cache_root
 from specviz.models.loading import LoadedModel, encode_prompt
 from specviz.registry.drafters import NGRAM
 from specviz.registry.rules import GREEDY

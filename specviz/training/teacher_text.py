@@ -25,8 +25,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
+from specviz.cache import cache_root
 from specviz.engine import eos_ids
-from specviz.models.cache import cache_root
 from specviz.models.loading import LoadedModel, encode_prompt
 
 PAD = -1  # pad value in stored id tensors (never a real token id)

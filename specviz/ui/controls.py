@@ -12,7 +12,7 @@ from streamlit.delta_generator import DeltaGenerator
 from streamlit.errors import StreamlitAPIException
 
 from specviz.analysis.defaults import PAIR_DEFAULTS, at_precision, follow_pair
-from specviz.analysis.roofline import MeasuredDefaults
+from specviz.analysis.replay import MeasuredDefaults
 from specviz.config import DecodeConfig, field_params
 from specviz.drafters.modules import on_this_machine
 from specviz.limits import shipped_weights_fit

@@ -1,6 +1,6 @@
 """The views of "Your engine's numbers" (the engine's text pasted or uploaded, what was read, the user's costs, the
 explanation), and the downloads that speak the engines' language on every trace and race: the run's metrics under
-vLLM's names (:mod:`specviz.analysis.engine_export`), which that page reads back."""
+vLLM's names (:mod:`specviz.server_reports.export`), which that page reads back."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import pandas as pd
 import streamlit as st
 
 from specviz.analysis.cost import quiet_cost_ratio
-from specviz.analysis.engine_explain import GAMMA_MAX, Explanation
-from specviz.analysis.engine_export import DraftingRun, vllm_prometheus, vllm_request_json
-from specviz.analysis.engine_record import EngineReport
-from specviz.analysis.engine_report import ENGINES, read_engine_report
 from specviz.config import DecodeConfig
 from specviz.limits import ENGINE_REPORT_BYTES_MAX
 from specviz.models.profile import model_profile
-from specviz.presentation.engine_figures import per_position_figure
+from specviz.server_reports.explain import GAMMA_MAX, Explanation
+from specviz.server_reports.export import DraftingRun, vllm_prometheus, vllm_request_json
+from specviz.server_reports.figures import per_position_figure
+from specviz.server_reports.reading import ENGINES, read_engine_report
+from specviz.server_reports.record import EngineReport
 from specviz.settings import ConfigError
 from specviz.ui.state import page_key
 from specviz.ui.waiting import page_pair, show_user_errors

@@ -71,7 +71,7 @@ def pair_defaults_text(config: DecodeConfig) -> str:
 
 def fastest_note(config: DecodeConfig) -> str | None:
     """Beside the lesson's block: this machine's fastest measured for the pair in the config's precision (greedy
-    rounds replayed along held-out text: :func:`~specviz.analysis.roofline.fastest_drafts`), where the sidebar's γ is
+    rounds replayed along held-out text: :func:`~specviz.analysis.replay.fastest_drafts`), where the sidebar's γ is
     not it (the lesson opens on a block of at least :data:`~specviz.serving.pairs.LESSON_GAMMA_MIN`); None where it is
     the same, or not measured here."""
     own = pair_defaults(config.target, config.draft, config.device)

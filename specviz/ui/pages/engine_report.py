@@ -1,10 +1,10 @@
 """Your engine's numbers: what vLLM, SGLang or llama.cpp reported about a speculative run, pasted or uploaded, read
-into one shape and explained against the theory this app teaches (specviz.analysis.engine_report, engine_explain)."""
+into one shape and explained against the theory this app teaches (specviz.server_reports.reading, engine_explain)."""
 
 import streamlit as st
 
 from specviz import ui
-from specviz.analysis.engine_explain import explain
+from specviz.server_reports.explain import explain
 from specviz.settings import ConfigError
 from specviz.ui import engine_numbers
 

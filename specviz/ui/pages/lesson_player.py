@@ -3,8 +3,8 @@
 import streamlit as st
 
 from specviz import ui
-from specviz.analysis.engine_export import drafting_run
 from specviz.presentation.player import VIEWS
+from specviz.server_reports.export import drafting_run
 from specviz.ui.engine_numbers import export_downloads
 
 requested_view = st.query_params.get("view", "step")  # read before the sidebar rewrites the URL

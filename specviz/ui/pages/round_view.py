@@ -5,8 +5,8 @@ stepped in the browser (the lesson player in its step view: no server round trip
 import streamlit as st
 
 from specviz import ui
-from specviz.analysis.engine_export import drafting_run
 from specviz.presentation import render, tables
+from specviz.server_reports.export import drafting_run
 from specviz.ui.engine_numbers import export_downloads
 
 linked_round = ui.linked_round()  # read before the sidebar rewrites the URL

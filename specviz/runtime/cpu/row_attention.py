@@ -1,7 +1,7 @@
 """Attention one query row at a time: what keeps a pass over k + 1 tokens, row for row, the bits of k + 1 steps.
 
 An int8 target is exact to itself only if every row of a verification pass is computed as that token's own step
-would compute it. Its matrix products are (:mod:`specviz.models.int8`: int32 sums), but attention is float32, and
+would compute it. Its matrix products are (:mod:`specviz.runtime.cpu.int8`: int32 sums), but attention is float32, and
 transformers calls one attention kernel for a single new token (no mask, key/value heads shared in place) and another
 for several (a causal mask, the heads repeated): the two add in different orders, the last bits differ, and the next
 layer's int8 rounding of a row turns a last bit into a whole quantisation step. Over a 128-token answer that flips a
@@ -15,7 +15,7 @@ attention runs once per row over those keys gathered into a tensor of their own.
 and each row of a pass over many run identical arithmetic on identical inputs (one way per process: the kernel is
 built or not).
 Registered with transformers' attention interface as :data:`ROW_ATTENTION`; its masks are built as for ``sdpa``.
-The lean body (:mod:`specviz.models.llama_step`) attends through the same :func:`rows_attended` where its model
+The lean body (:mod:`specviz.runtime.llama_step`) attends through the same :func:`rows_attended` where its model
 does, so a quantised target's lean pass has the bits of transformers' own.
 """
 
@@ -29,7 +29,7 @@ from torch import nn
 from transformers import AttentionInterface
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-from specviz.models.compiled import Kernels, compiled_kernels
+from specviz.runtime.cpu.compiled import Kernels, compiled_kernels
 
 ROW_ATTENTION = "specviz_rows"
 

@@ -8,9 +8,9 @@ import argparse
 import json
 import sys
 
-from specviz.analysis.engine_explain import Explanation, explain
-from specviz.analysis.engine_record import EngineReport
-from specviz.analysis.engine_report import ENGINES, read_engine_report
+from specviz.server_reports.explain import Explanation, explain
+from specviz.server_reports.reading import ENGINES, read_engine_report
+from specviz.server_reports.record import EngineReport
 from specviz.settings import ConfigError
 
 

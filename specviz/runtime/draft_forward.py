@@ -1,4 +1,4 @@
-"""A draft model's lean forward: the lean Llama body (:func:`~specviz.models.forwards.model_body`), then its whole
+"""A draft model's lean forward: the lean Llama body (:func:`~specviz.runtime.reference.model_body`), then its whole
 output head or FR-Spec's head trimmed to its K most frequent tokens (Zhao et al. 2025)."""
 
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from specviz.models.forwards import ForwardFn, TreeLayout, full_forward, model_body
-from specviz.models.kernels import Projection
-from specviz.models.llama_step import llama_weights
-from specviz.models.loaded import LoadedModel
-from specviz.models.memo import memoised_while_alive
-from specviz.models.vocab_ranking import to_full_vocab
+from specviz.runtime.cpu.kernel_paths import Projection
+from specviz.runtime.llama_step import llama_weights
+from specviz.runtime.loaded import LoadedModel, memoised_while_alive
+from specviz.runtime.protocol import ForwardFn, TreeLayout
+from specviz.runtime.reference import full_forward, model_body
+from specviz.runtime.vocab_ranking import to_full_vocab
 
 
 @memoised_while_alive
@@ -31,7 +31,7 @@ def draft_forward(k: int) -> ForwardFn:
 
     A float target's passes stay transformers' own, the same passes as the target-alone baselines (``generate``),
     so a measured speedup is the drafting's and not a faster target; a quantised target's take the lean body in
-    every lane, where it computes transformers' own bits (:func:`~specviz.models.forwards.lean_weights_of_own_bits`).
+    every lane, where it computes transformers' own bits (:func:`~specviz.runtime.reference.lean_weights_of_own_bits`).
     With a trimmed head, logits outside those K are -inf, so q is exactly 0 there: the token is still drawn
     from exactly the q the rules see, which keeps greedy identical and speculative sampling lossless (a token
     the draft cannot propose only lowers acceptance). Any other model with its whole head runs its own forward,

@@ -15,8 +15,8 @@ caller of that model (the engine, the drafts' lean step, transformers' ``generat
 
 Paths: ``default`` (torch's own choice: MKL for float32, oneDNN for bfloat16) and ``onednn`` (packed weights), both
 exact in the model's precision; and ``int8`` and ``int4`` (int8 or grouped 4-bit matrices, each activation row
-quantised on the fly, products in int32: :mod:`specviz.models.int8`, :mod:`specviz.models.int4`), precisions of
-their own: a draft on one changes how often its tokens are accepted, never the output, and a target on one is exact
+quantised on the fly, products in int32: :mod:`specviz.runtime.cpu.int8`, :mod:`specviz.runtime.cpu.int4`), precisions
+of their own: a draft on one changes how often its tokens are accepted, never the output, and a target on one is exact
 to itself (the quantised target as run decides every token).
 """
 
@@ -29,9 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from specviz.models.int4 import Int4Linear
-from specviz.models.int8 import Int8Linear, Int8Matrix, int8_linear
-from specviz.models.mapped_pages import replace_linear_layers
+from specviz.runtime.cpu.int4 import Int4Linear
+from specviz.runtime.cpu.int8 import Int8Linear, Int8Matrix, int8_linear
+from specviz.runtime.cpu.mapped_pages import replace_linear_layers
 
 DEFAULT, ONEDNN, INT8, INT4 = "default", "onednn", "int8", "int4"
 QUANTISED = (INT8, INT4)  # precisions of their own: quantised weights, one kernel each
@@ -131,7 +131,7 @@ def kernels_of(model: nn.Module) -> str:
 @dataclass(frozen=True)
 class Projection:
     """x -> x W^T + b as a Linear layer of a model computes it: through its packed weight where the model runs on
-    oneDNN, else torch's ``F.linear``. The drafts' lean step (:mod:`specviz.models.llama_step`) multiplies through
+    oneDNN, else torch's ``F.linear``. The drafts' lean step (:mod:`specviz.runtime.llama_step`) multiplies through
     these, so a draft runs the same kernels as its model's own forward."""
 
     weight: torch.Tensor  # (out, in); its shape only (on "meta") where ``packed`` or ``int8`` holds the values
@@ -163,7 +163,7 @@ class Projection:
 
     def rows(self, ids: torch.Tensor) -> Projection:
         """The projection onto the output rows ``ids`` only (FR-Spec's trimmed head), on the same kernel path."""
-        assert self.int4 is None, "an int4 model's output head stays int8 (specviz.models.int4)"
+        assert self.int4 is None, "an int4 model's output head stays int8 (specviz.runtime.cpu.int4)"
         if self.int8 is not None:
             return Projection(torch.empty(len(ids), self.weight.shape[1], device="meta"), int8=self.int8.rows(ids))
         weight = (self.packed.to_dense() if self.packed is not None else self.weight)[ids].clone()

@@ -6,16 +6,16 @@ quantised to 8 bits by its own scale, the products summed exactly in int32:
     y_rj = t_r * sum_g (s_jg * sum_{i in g} Q_ji a_ri + m_jg * sum_{i in g} a_ri) + b_j,   a_r = round(x_r / t_r)
 
 for the group g of 32 inputs that holds i (s and m stored in float16, Q rounded against the stored pair). The
-product is the package's C kernel (``int4_rows.c``, compiled for this CPU by :mod:`specviz.models.compiled`): each
+product is the package's C kernel (``int4_rows.c``, compiled for this CPU by :mod:`specviz.runtime.cpu.compiled`): each
 row's integer sums are exact and its float steps the same fused multiply-adds in the same order however many rows
 share a pass, so a pass over k + 1 rows gives, row for row, the bits of k + 1 one-row steps (tested), on every
 instruction set it is compiled for (AVX-512 VNNI, AVX2, plain C: tested equal bit for bit). With attention one
-query row at a time (:mod:`specviz.models.row_attention`), that makes an int4 TARGET exact to itself, as int8's
+query row at a time (:mod:`specviz.runtime.cpu.row_attention`), that makes an int4 TARGET exact to itself, as int8's
 is. A step reads about 0.63 bytes a weight (an eighth of float32's, scales included), unpacked once per pass and
 shared by its rows, so the pass stays near the cost of one row until the integer dot products (64 a
 VNNI instruction) catch up with the memory. A model fetched from a GGUF takes the file's own Q4_K blocks as its
-groups where it has them (:mod:`specviz.models.q4k`: the same layout, so no second 4-bit rounding). The output
-head and the input embedding stay int8 (:mod:`specviz.models.int8`): a draft's head is trimmed by FR-Spec, a
+groups where it has them (:mod:`specviz.runtime.cpu.q4k`: the same layout, so no second 4-bit rounding). The output
+head and the input embedding stay int8 (:mod:`specviz.runtime.cpu.int8`): a draft's head is trimmed by FR-Spec, a
 target's decides every token.
 """
 
@@ -31,12 +31,12 @@ from safetensors import safe_open
 from torch import nn
 from transformers import PreTrainedModel
 
-from specviz.models.compiled import Kernels, compiled_kernels
-from specviz.models.int8 import Int8Linear, quantise_input_embedding
-from specviz.models.machine import give_back_freed_heap
-from specviz.models.mapped_pages import replace_linear_layers
-from specviz.models.q4k import Q4K_FILE, q4k_groups
-from specviz.models.row_attention import attend_by_rows
+from specviz.runtime.cpu.compiled import Kernels, compiled_kernels
+from specviz.runtime.cpu.int8 import Int8Linear, quantise_input_embedding
+from specviz.runtime.cpu.mapped_pages import replace_linear_layers
+from specviz.runtime.cpu.q4k import Q4K_FILE, q4k_groups
+from specviz.runtime.cpu.row_attention import attend_by_rows
+from specviz.runtime.machine import give_back_freed_heap
 
 GROUP = 32  # inputs per scale and minimum
 TILE = 16  # outputs per tile of the packed layout (one AVX-512 vector of int32 sums)
@@ -114,14 +114,14 @@ def kernel_product(kernel: Kernels, x: torch.Tensor, packed: int, outputs: int, 
 
 class Int4Linear(nn.Module):
     """A Linear layer on 4-bit grouped weights (one packed copy, no float one), float32 in and out, through
-    :func:`kernel_product`: ``groups`` where given (a published model's own 4-bit blocks, :mod:`specviz.models.q4k`),
-    else its weight quantised by :func:`quantise_groups`. Its ``weight`` has the matrix's shape only (on the "meta"
-    device)."""
+    :func:`kernel_product`: ``groups`` where given (a published model's own 4-bit blocks,
+    :mod:`specviz.runtime.cpu.q4k`), else its weight quantised by :func:`quantise_groups`. Its ``weight`` has the
+    matrix's shape only (on the "meta" device)."""
 
     def __init__(self, linear: nn.Linear, groups: Groups | None = None) -> None:
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.published = groups is not None  # the groups read from a published GGUF (specviz.models.q4k)
+        self.published = groups is not None  # the groups read from a published GGUF (specviz.runtime.cpu.q4k)
         self.packed = pack_groups(*(groups or quantise_groups(linear.weight)))
         self.bias: torch.Tensor | None = None if linear.bias is None else linear.bias.detach().float().contiguous()
         self.weight = torch.empty(self.out_features, self.in_features, device="meta")  # the shape; values packed
@@ -207,7 +207,7 @@ def joint_of(layers: list[nn.Module]) -> JointInt4 | None:
 def quantize_int4(model: nn.Module) -> int:
     """Put a freshly loaded float32 model's Linear layers on int4 (in place, before it is shared): its output head,
     any layer whose shape the kernel cannot take, and its input embedding on int8; its attention one query row at a
-    time (:mod:`specviz.models.row_attention`), so a target on it is exact to itself. Returns how many Linear
+    time (:mod:`specviz.runtime.cpu.row_attention`), so a target on it is exact to itself. Returns how many Linear
     layers changed. A decoder layer's q, k and v (and its gate and up) share one buffer (:func:`share_one_buffer`).
     A model fetched from a GGUF takes the file's own 4-bit blocks where it has them (:func:`published_groups`)."""
     head = model.get_output_embeddings() if isinstance(model, PreTrainedModel) else None
@@ -234,8 +234,8 @@ def quantize_int4(model: nn.Module) -> int:
 @contextmanager
 def published_groups(model: nn.Module) -> Iterator[Callable[[str], Groups | None]]:
     """While open: a weight's groups by its checkpoint name, read from the Q4_K blocks kept beside the model's
-    checkpoint (:func:`specviz.models.q4k.write_q4k_blocks`; the file opened once, each tensor read when asked; None
-    for a weight without its blocks there, or a model without the file)."""
+    checkpoint (:func:`specviz.runtime.cpu.q4k.write_q4k_blocks`; the file opened once, each tensor read when asked;
+    None for a weight without its blocks there, or a model without the file)."""
     blocks_file = Path(str(getattr(model, "name_or_path", ""))) / Q4K_FILE
     if not blocks_file.is_file():
         yield lambda _name: None

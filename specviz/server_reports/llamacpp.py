@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-from specviz.analysis.engine_record import (
+from specviz.server_reports.record import (
     FLOAT,
     INT,
     EngineReport,

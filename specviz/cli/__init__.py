@@ -23,16 +23,15 @@ import sys
 from functools import partial
 from typing import TYPE_CHECKING, TextIO
 
+from specviz.cli.machine import fetch_command, machine_command
+from specviz.cli.server_reports import add_engine_report_command, engine_report_command
 from specviz.config import DecodeConfig, field_params
-from specviz.engine_report_command import add_engine_report_command, engine_report_command
 from specviz.limits import DEFAULT_PROMPT
-from specviz.machine_commands import fetch_command, machine_command
-from specviz.models.errors import ModelLoadError, VocabularyMismatchError
 from specviz.models.published import BUNDLES
 from specviz.models.wheels import FetchError
 from specviz.serving.processes import serve_app
 from specviz.serving.urlstate import FieldValue, parse_value
-from specviz.settings import ConfigError
+from specviz.settings import ConfigError, ModelLoadError, VocabularyMismatchError
 from specviz.training.commands import TRAINING_COMMANDS
 from specviz.training.options import add_training_commands, int_list
 

@@ -44,8 +44,8 @@ def machine_command(config: DecodeConfig) -> None:
         speed_sentence,
     )
     from specviz.engine import load_pair
-    from specviz.models.kernels import kernels_of
     from specviz.models.rates import machine_rates
+    from specviz.runtime.cpu.kernel_paths import kernels_of
 
     print("Measuring this machine once (seconds; cached in $SPECVIZ_CACHE/machine) ...", file=sys.stderr)
     pair = load_pair(config)

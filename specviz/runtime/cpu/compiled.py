@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from specviz.models.cache import cache_root
-from specviz.models.machine import cpu_flags
+from specviz.cache import cache_root
+from specviz.runtime.machine import cpu_flags
 
 SOURCES = tuple(Path(__file__).with_name(name) for name in ("int4_rows.c", "row_attention.c", "int4_layer.c"))
 FLAGS = ("-O3", "-fopenmp", "-ffp-contract=off", "-fPIC", "-shared")

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from statistics import fmean
 from typing import Any, NamedTuple
 
-from specviz.analysis.engine_record import (
+from specviz.server_reports.record import (
     FLOAT,
     EngineReport,
     count,

@@ -1,15 +1,19 @@
-"""A loaded model: the weights, the tokenizer and what was measured of it, shared read-only by every session."""
+"""A loaded model: the weights, the tokenizer and what was measured of it, shared read-only by every session, and
+the results computed once from it, held only while it lives."""
 
 from __future__ import annotations
 
+import functools
 import threading
+import weakref
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from specviz.models.vocab_ranking import VocabRanking
+from specviz.runtime.vocab_ranking import VocabRanking
 from specviz.settings import ConfigError
 
 
@@ -49,3 +53,26 @@ class LoadedModel:
     @property
     def context_length(self) -> int:
         return int(getattr(self.model.config, "max_position_embeddings", 2048) or 2048)
+
+
+R = TypeVar("R")
+
+
+def memoised_while_alive(function: Callable[..., R]) -> Callable[..., R]:
+    """Memoise ``function(owner, *args)`` per live ``owner`` (a weak key) and hashable ``args``.
+
+    Unlike ``functools.lru_cache``, which holds its keys, this drops an owner's results with the owner, so a
+    model the process's model cache lets go is not kept alive by what was derived from it. The results must
+    not refer back to their owner (tensors that share its weights' storage are fine). Two threads may both
+    compute a missing result; both get an equal one.
+    """
+    results: weakref.WeakKeyDictionary[object, dict[tuple[Hashable, ...], R]] = weakref.WeakKeyDictionary()
+
+    @functools.wraps(function)
+    def memoised(owner: object, *args: Hashable) -> R:
+        owned = results.setdefault(owner, {})
+        if args not in owned:
+            owned[args] = function(owner, *args)
+        return owned[args]
+
+    return memoised

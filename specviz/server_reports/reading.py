@@ -1,5 +1,5 @@
 """Read what a serving engine reported about its speculative decoding, pasted or uploaded, into one
-:class:`~specviz.analysis.engine_record.EngineReport` whatever the engine: the engine and its format are recognised
+:class:`~specviz.server_reports.record.EngineReport` whatever the engine: the engine and its format are recognised
 from the text (each format's marker), and text that is none of them, cut short or inconsistent is a ConfigError
 saying what was expected. The readers: engine_vllm, engine_sglang, engine_llamacpp; the formats and their sources:
 docs/engine_report.md. No torch, no streamlit."""
@@ -12,10 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from specviz.analysis import engine_llamacpp as llamacpp
-from specviz.analysis import engine_sglang as sglang
-from specviz.analysis import engine_vllm as vllm
-from specviz.analysis.engine_record import EngineReport
+from specviz.server_reports import llamacpp, sglang, vllm
+from specviz.server_reports.record import EngineReport
 from specviz.settings import ConfigError
 
 __all__ = ["ENGINES", "EngineReport", "read_engine_report"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from specviz.models.errors import ModelLoadError
+from specviz.settings import ModelLoadError
 
 log = logging.getLogger(__name__)
 

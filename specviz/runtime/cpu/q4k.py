@@ -8,7 +8,7 @@ sub-block 2c in the low nibbles, 2c + 1 in the high ones. Weight i of sub-block 
 
     w_i = d * sc_j * q_i - dmin * m_j,   q_i in 0..15,
 
-which is the int4 precision's group (:mod:`specviz.models.int4`: 32 inputs, W = s * Q + m) with Q = q, s = d * sc_j
+which is the int4 precision's group (:mod:`specviz.runtime.cpu.int4`: 32 inputs, W = s * Q + m) with Q = q, s = d * sc_j
 and m = -dmin * m_j: the same 4-bit values, only s and m rounded to the float16 the kernel reads (half a unit in
 their 11th bit: a weight moves by at most 2^-12 of s * 15 + |m|, far below the 4-bit step s itself). The published
 target on int4 then runs the weights llama.cpp runs, instead of a second 4-bit rounding of their float32
@@ -54,7 +54,7 @@ def q4k_parts(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.T
 
 
 def q4k_groups(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """A weight's Q4_K rows as :func:`specviz.models.int4.quantise_groups` gives a weight: (Q (out, in / 32, 32)
+    """A weight's Q4_K rows as :func:`specviz.runtime.cpu.int4.quantise_groups` gives a weight: (Q (out, in / 32, 32)
     uint8, s (out, in / 32) float16, m (out, in / 32) float16), s = d sc_j and m = -dmin m_j rounded to float16."""
     values, scales, minimums = q4k_parts(blocks)
     return values, scales.half(), (-minimums).half()

@@ -2,7 +2,7 @@
 stepped through or raced: the Prometheus counters of ``/metrics`` (vllm/v1/spec_decode/metrics.py:
 ``SpecDecodingProm``, counted as ``SpecDecodingStats.observe_draft`` counts) and the per-request
 ``metrics.speculative_decoding`` of ``--per-request-spec-decode-metrics detailed``.
-:func:`specviz.analysis.engine_report.read_engine_report` reads both back to the run's acceptance rate and mean
+:func:`specviz.server_reports.reading.read_engine_report` reads both back to the run's acceptance rate and mean
 acceptance length. No torch (the trace is only read)."""
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from specviz.analysis.engine_record import EngineReport
 from specviz.rules.theory import best_gamma, expected_speedup, expected_tokens_per_round
+from specviz.server_reports.record import EngineReport
 from specviz.settings import ConfigError
 
 CLIFF_SHARE = 0.5  # a position accepted, given the ones before it, at under half of alpha is a cliff

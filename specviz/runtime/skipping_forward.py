@@ -12,9 +12,10 @@ import torch
 from transformers import DynamicCache, PreTrainedConfig
 from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
 
-from specviz.models.forwards import ForwardFn, TreeLayout, model_body, new_positions
-from specviz.models.llama_step import llama_weights
-from specviz.models.loaded import LoadedModel
+from specviz.runtime.llama_step import llama_weights
+from specviz.runtime.loaded import LoadedModel
+from specviz.runtime.protocol import ForwardFn, TreeLayout
+from specviz.runtime.reference import model_body, new_positions
 
 if TYPE_CHECKING:
     from torch.nn.attention.flex_attention import BlockMask

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from specviz.analysis.engine_explain import Explanation
 from specviz.presentation.boxes import COLORS
 from specviz.presentation.figures import TARGET_COLOR
+from specviz.server_reports.explain import Explanation
 
 REPORTED, THEORY, CONDITIONAL = "reported by the engine", "i.i.d. theory α^i", "accepted given the ones before"
 

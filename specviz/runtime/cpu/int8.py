@@ -7,7 +7,7 @@ Weights are quantised per output row (vector-wise, Dettmers et al. 2022, LLM.int
 activation row by its own scale (per-token, Yao et al. 2022, ZeroQuant; Xiao et al. 2023, SmoothQuant). The dot
 products of int8 by int8 are summed in int32, which is exact: no rounding, so no summation order can change them,
 and the rescale to float32 is element by element. With attention computed one query row at a time
-(:mod:`specviz.models.row_attention`), every row of a pass is computed exactly as it would be alone: a verification
+(:mod:`specviz.runtime.cpu.row_attention`), every row of a pass is computed exactly as it would be alone: a verification
 pass over k + 1 rows gives, row for row, the bits of k + 1 one-row steps (tested). That is what lets the int8
 TARGET be exact to itself: greedy speculative output token-identical to the int8 target's own
 autoregressive output. (torch's dynamic quantisation shares one activation scale among all rows of a pass, so a
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from specviz.models.cache import cache_root
-from specviz.models.machine import cpu_flags
-from specviz.models.mapped_pages import file_backed, release_file_pages, replace_linear_layers
-from specviz.models.row_attention import attend_by_rows
+from specviz.cache import cache_root
+from specviz.runtime.cpu.mapped_pages import file_backed, release_file_pages, replace_linear_layers
+from specviz.runtime.cpu.row_attention import attend_by_rows
+from specviz.runtime.machine import cpu_flags
 
 INT8_MAX = 127  # symmetric: [-127, 127], so negation never overflows
 UNSIGNED_ZERO = 128  # oneDNN takes activations as unsigned bytes: q + 128, its zero point 128
@@ -145,7 +145,7 @@ class Int8Linear(nn.Module):
 class Int8Embedding(nn.Module):
     """An input embedding on int8 rows, each with its own scale: e(t) = w_t * Q_t, looked up and rescaled in float32
     (a quarter of float32's bytes; a lookup is no product, so every row takes all 127 levels). The int8 rows live in
-    a file of the cache, mapped (:func:`~specviz.models.mapped_pages.file_backed`): a text's lookups make only its
+    a file of the cache, mapped (:func:`~specviz.runtime.cpu.mapped_pages.file_backed`): a text's lookups make only its
     tokens' rows resident. Like :class:`Int8Linear`, its ``weight`` has the table's shape only (on the "meta"
     device)."""
 
@@ -180,7 +180,7 @@ def quantise_input_embedding(model: nn.Module) -> None:
 def quantize_int8(model: nn.Module) -> int:
     """Put every Linear layer of a freshly loaded float32 ``model`` on int8 and then its input embedding (in place,
     before the model is shared); the norms stay float32, and its attention runs one query row at a time
-    (:mod:`specviz.models.row_attention`: what keeps a pass's rows the bits of single steps beyond the products).
+    (:mod:`specviz.runtime.cpu.row_attention`: what keeps a pass's rows the bits of single steps beyond the products).
     Returns how many Linear layers changed."""
     changed = replace_linear_layers(model, lambda layer, _shared: Int8Linear(layer))
     quantise_input_embedding(model)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from specviz.analysis.engine_record import (
+from specviz.server_reports.record import (
     FLOAT,
     INT,
     EngineReport,
@@ -35,7 +35,7 @@ STEP_KEYS = ("per_step_accepted", "per_step_drafted")  # the detailed level's or
 
 
 def from_prometheus(text: str) -> EngineReport:
-    """The four counters (:func:`~specviz.analysis.engine_record.spec_decode_counters`), summed over their label
+    """The four counters (:func:`~specviz.server_reports.record.spec_decode_counters`), summed over their label
     sets (one per engine of a data-parallel server)."""
     return spec_decode_counters(text, PREFIX, "vllm", "vLLM's /metrics text")
 

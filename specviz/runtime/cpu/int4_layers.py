@@ -1,0 +1,125 @@
+"""An int4 model's decoder layers in C: each layer in two calls of ``int4_layer.c`` around the cache's update
+(:func:`int4_layer`: the math of :mod:`specviz.runtime.llama_step`, its norms summed by the package), in every pass:
+the lean body's (:func:`int4_hidden`) and transformers' own forward (its decoder layers become
+:class:`Int4DecoderLayer`), so ``generate`` and the engine compute the same bits, and a pass over k rows those of k
+one-row steps (each row computed alone): an int4 target is batch-invariant.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import DynamicCache, PreTrainedModel
+
+from specviz.runtime.cpu.int4 import quantize_int4
+from specviz.runtime.cpu.row_attention import keys_seen
+from specviz.runtime.llama_step import LlamaLayer, LlamaWeights, llama_weights, rms_norm, rotary_tables
+
+
+def int4_hidden(
+    weights: LlamaWeights,
+    ids: torch.Tensor,
+    positions: torch.Tensor,
+    allowed: torch.Tensor | None,
+    cache: DynamicCache,
+    n_last: int,
+) -> torch.Tensor:
+    """:func:`~specviz.runtime.llama_step.llama_hidden` for a model whose every layer is int4 (its
+    ``weights.int4_kernels`` set): the same embedding, rotations and final norm, each layer :func:`int4_layer`."""
+    x = weights.embedding(ids)[None].float().contiguous()  # (1, T, H), this pass's own: each layer adds in place
+    cos, sin = rotary_tables(weights.inverse_frequencies, positions, x.dtype)  # (T, d) each
+    keys = allowed.shape[-1] if allowed is not None else int(cache.get_seq_length()) + len(ids)
+    counts, indices = keys_seen(allowed[None, None] if allowed is not None else None, len(ids), keys)
+    for index, layer in enumerate(weights.layers):
+        x = int4_layer(weights, layer, x, cos, sin, counts, indices, cache, index)
+    return rms_norm(x[0, -n_last:], weights.final_norm, weights.eps)  # (n_last, H)
+
+
+def int4_layer(
+    weights: LlamaWeights,
+    layer: LlamaLayer,
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    counts: torch.Tensor,
+    indices: torch.Tensor | None,
+    cache: DynamicCache | None,
+    index: int,
+) -> torch.Tensor:
+    """:func:`llama_layer` on int4 weights (x (1, T, H) float32, updated in place), in two calls of ``int4_layer.c``
+    (``weights.int4_kernels``) around the cache's update: norm, q k v and RoPE; then attention (row by row, as
+    :mod:`specviz.runtime.cpu.row_attention`), o, norm and the SwiGLU MLP. Rows see the keys ``counts`` and ``indices``
+    say (:func:`~specviz.runtime.cpu.row_attention.keys_seen`); without a cache, the new rows' own keys."""
+    kernels = weights.int4_kernels
+    assert kernels and layer.qkv is not None and layer.gate_up is not None and layer.o.int4 and layer.down.int4
+    rows, hidden, heads, kv_heads, d = x.shape[1], x.shape[2], weights.heads, weights.kv_heads, weights.head_dim
+    q, k, v = torch.empty(heads, rows, d), torch.empty(1, kv_heads, rows, d), torch.empty(1, kv_heads, rows, d)
+    qkv, qkv_bias = layer.qkv.addresses
+    if kernels.layer_in(
+        x.data_ptr(), rows, hidden, layer.attention_norm.data_ptr(), weights.eps, qkv, qkv_bias, heads, kv_heads, d,
+        cos.data_ptr(), sin.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(),
+    ):  # fmt: skip
+        raise MemoryError("an int4 layer could not allocate its rows")
+    keys, values = (t[0].contiguous() for t in (cache.update(k, v, index) if cache is not None else (k, v)))
+    (o, o_bias), (gate_up, gate_up_bias), (down, down_bias) = (
+        layer.o.int4.addresses, layer.gate_up.addresses, layer.down.int4.addresses,
+    )  # fmt: skip
+    if kernels.layer_out(
+        x.data_ptr(), rows, hidden, q.data_ptr(), heads, d, keys.data_ptr(), values.data_ptr(), kv_heads,
+        keys.shape[1], counts.data_ptr(), None if indices is None else indices.data_ptr(), d**-0.5, o, o_bias,
+        layer.mlp_norm.data_ptr(), weights.eps, gate_up, gate_up_bias, layer.gate_up.outputs[0], down, down_bias,
+    ):  # fmt: skip
+        raise MemoryError("an int4 layer could not allocate its rows")
+    return x
+
+
+class Int4DecoderLayer(nn.Module):
+    """A decoder layer of a model whose every layer is int4, as transformers' own forward (``generate``) calls it:
+    :func:`int4_layer` on its weights, so transformers and the lean step compute one model's bits. It holds the
+    layer's own modules under their own names (the weights stay where transformers and :func:`llama_weights` find
+    them); the rotary angles are those transformers passes (``position_embeddings``), the keys each row sees read off
+    its attention mask (:func:`~specviz.runtime.cpu.row_attention.keys_seen`)."""
+
+    def __init__(self, layer: nn.Module, weights: LlamaWeights, index: int) -> None:
+        super().__init__()
+        self.self_attn, self.mlp = layer.self_attn, layer.mlp
+        self.input_layernorm, self.post_attention_layernorm = layer.input_layernorm, layer.post_attention_layernorm
+        self.weights, self.index = weights, index
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: DynamicCache | None = None,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
+        **_: object,
+    ) -> torch.Tensor:
+        assert position_embeddings is not None and hidden_states.shape[0] == 1, "one sequence, its rotary angles given"
+        rows = hidden_states.shape[1]
+        cached = int(past_key_values.get_seq_length(self.index)) if past_key_values is not None else 0
+        counts, indices = keys_seen(attention_mask, rows, cached + rows)
+        cos, sin = (t[0].float().contiguous() for t in position_embeddings)  # (T, d) each
+        x = hidden_states.float().clone(memory_format=torch.contiguous_format)  # added to in place; the caller's kept
+        layer = self.weights.layers[self.index]
+        return int4_layer(self.weights, layer, x, cos, sin, counts, indices, past_key_values, self.index)
+
+
+def run_int4_layers_in_c(model: PreTrainedModel) -> None:
+    """Make every decoder layer of a freshly quantised model whose every layer is int4 an :class:`Int4DecoderLayer`
+    (in place, before the model is shared); a model the step does not compute, or with a layer the kernel cannot
+    take, keeps transformers' layers."""
+    weights = llama_weights(model)
+    if weights is None or weights.int4_kernels is None:
+        return
+    layers = model.model.layers
+    for index, layer in enumerate(layers):
+        layers[index] = Int4DecoderLayer(layer, weights, index)
+
+
+def quantize_int4_model(model: nn.Module) -> int:
+    """The int4 precision as loaded: :func:`~specviz.runtime.cpu.int4.quantize_int4`, then (a transformers model)
+    :func:`run_int4_layers_in_c`. Returns how many Linear layers changed."""
+    changed = quantize_int4(model)
+    if isinstance(model, PreTrainedModel):
+        run_int4_layers_in_c(model)
+    return changed
