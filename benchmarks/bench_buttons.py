@@ -1,5 +1,5 @@
 """Benchmark: every costly button of every page, timed on each pair as the app opens it (prints seconds per button,
-and beside them the price the button shows before it is pressed).
+and beside them the estimate the button shows before it is pressed).
 
 Each page's computation is a named work (:mod:`specviz.serving.works`); this runs each with the parameters a page
 offers by default, on the app's default prompt and each pair's measured defaults, one after the other in one
@@ -79,13 +79,15 @@ def bench(name: str) -> None:
     samples = lab_samples(config, DEFAULT_PROMPT)
     del target
     print(f"\n## {name}: {config.dtype}, draft in {config.draft_precision}, γ = {config.gamma}")
-    print(f"  {'button':34s} {'took':>8s} {'priced':>8s}  (the price its button shows, serving/estimates.py)")
+    print(f"  {'button':34s} {'took':>8s} {'predicted':>8s}  (the estimate its button shows, serving/estimates.py)")
     print(f"  {'first load':34s} {time.perf_counter() - started:6.1f} s")
     for page, work in [("Round view: the trace", Work(TRACE, config, DEFAULT_PROMPT))] + page_works(
         config, DEFAULT_PROMPT, samples
     ):
-        price = work.estimated_seconds(profile, prompt_tokens)
-        print(f"  {page:34s} {timed(work):6.1f} s {price:6.1f} s{'  + loads' if work.loads_pairs else ''}", flush=True)
+        estimate = work.estimated_seconds(profile, prompt_tokens)
+        print(
+            f"  {page:34s} {timed(work):6.1f} s {estimate:6.1f} s{'  + loads' if work.loads_pairs else ''}", flush=True
+        )
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ Phases, after one warm-up session has loaded the models (on a seed nobody uses l
 3. **different seeds**: every session opens its own seed at once (distinct work, queued fairly).
 With ``--floor`` it first measures the browsers' own share: the same N sessions opening a bare Streamlit
 page (one line of text, no models, no player) on this machine, the least any Streamlit page costs here.
-For each phase it prints time to first paint (the round's rows drawn) p50 / p95 / max, the server's
+For each phase it prints time to first contentful paint (the round's rows drawn) p50 / p95 / max, the server's
 CPU seconds, errors (exceptions or error boxes on a page, or no paint at all), and how many times a
 trace was computed (the server logs each shared computation; ``SPECVIZ_LOG_LEVEL=INFO``).
 A benchmark, not a test: nothing is asserted, the figures are printed from one run.
@@ -90,7 +90,7 @@ def report(name: str, r: dict) -> None:
 
     print(
         f"{name:<16} sessions {r['sessions']:>3} · painted {r['painted']:>3} · errors {len(r['errors'])} · "
-        f"first paint p50 {fmt(r['p50'])} s, p95 {fmt(r['p95'])} s, max {fmt(r['max'])} s · "
+        f"first contentful paint p50 {fmt(r['p50'])} s, p95 {fmt(r['p95'])} s, max {fmt(r['max'])} s · "
         f"server CPU {r['cpu_s']:.1f} s · traces computed {r['traces_computed']} "
         f"({r['keys']} distinct, {fmt(r['trace_s'])} s each) · wall {r['wall_s']:.1f} s"
     )
@@ -146,7 +146,7 @@ async def main(sessions: int, tokens: int, timeout_s: float, browser_nice: int, 
             one = await phase(browser, server, [f"{link}&seed=1"] * sessions, timeout_s)
             report("one link", one)
             alone = await phase(browser, server, [f"{link}&seed=1"], timeout_s)
-            report("one, stored", alone)  # one page on the stored trace: the floor of first paint
+            report("one, stored", alone)  # one page on the stored trace: the floor of first contentful paint
             again = await phase(browser, server, [f"{link}&seed=1"] * sessions, timeout_s)
             report("same link again", again)  # the trace is stored: page and browser costs alone
             if seeds:

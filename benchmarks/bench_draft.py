@@ -12,7 +12,7 @@ Prints, from one run:
   - transformers' assisted generation with the same target, the same (full-head) draft and the same fixed
     number of draft tokens, against the engine with the same draft;
   - the draft's cost ratio c for each head size K, the target's cost v(k) of one pass over k + 1 tokens (the
-    theory priced with it next to Thm. 3.8's v = 1; on a CPU also with transformers' default copy of the
+    theory predicted with it next to Thm. 3.8's v = 1; on a CPU also with transformers' default copy of the
     key/value heads, for comparison), and where the engine's time goes: the draft, the target's pass (and its p's),
     checking and recording the round (rule, top-N, token texts), the loop around them, as % of the wall time.
 
@@ -220,16 +220,16 @@ def main() -> None:
                 s, target_tps = summarise(traces), tokens_per_s(runs)
                 speedup = s["tps"] / target_tps
                 theory = expected_speedup_for_blocks(s["alpha"], s["blocks"], c)
-                priced = expected_speedup_for_blocks(s["alpha"], s["blocks"], c, verify_cost)
+                predicted = expected_speedup_for_blocks(s["alpha"], s["blocks"], c, verify_cost)
                 same = identical_share(s["outputs"], [ids for ids, _ in runs]) if rule == "greedy" else "-"
                 print(
                     f"{gamma:5d} {s['alpha']:6.3f} {s['tokens_per_round']:9.2f} {target_tps:7.1f} {s['tps']:7.1f} "
-                    f"{speedup:7.2f}x {theory:6.2f}x {speedup / theory:10.2f}x {priced:8.2f}x "
-                    f"{speedup / priced:9.2f}x {str(same):>9}  "
+                    f"{speedup:7.2f}x {theory:6.2f}x {speedup / theory:10.2f}x {predicted:8.2f}x "
+                    f"{speedup / predicted:9.2f}x {str(same):>9}  "
                     + " / ".join(f"{share:.1f}" for share in s["split"].values())
                 )
                 if speedup > best.get(label, (0,))[0]:
-                    best[label] = (speedup, gamma, speedup / theory, speedup / priced)
+                    best[label] = (speedup, gamma, speedup / theory, speedup / predicted)
 
     print("\n## transformers' assisted generation vs the engine: same target, same full-head draft, fixed draft tokens")
     assistant = (
@@ -262,8 +262,8 @@ def main() -> None:
     print(
         "\n## best gamma per setting (speedup over the target alone; measured / theory, and / theory with v measured)"
     )
-    for label, (speedup, gamma, ratio, priced_ratio) in best.items():
-        print(f"{label:32s} gamma {gamma}: {speedup:.2f}x, {ratio:.2f} of theory, {priced_ratio:.2f} of theory(v)")
+    for label, (speedup, gamma, ratio, predicted_ratio) in best.items():
+        print(f"{label:32s} gamma {gamma}: {speedup:.2f}x, {ratio:.2f} of theory, {predicted_ratio:.2f} of theory(v)")
     print(f"(draft spec: {pair.draft.spec}; held-out prompts from {Path(prompts_file).name})")
 
 

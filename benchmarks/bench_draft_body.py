@@ -1,10 +1,10 @@
-"""Benchmark: the engine with the draft's lean Llama body (``specviz/llama_step.py``) against the same engine
+"""Benchmark: the engine with the draft's direct Llama body (``specviz/llama_step.py``) against the same engine
 with transformers' body for the draft, in one process, on held-out prompts. The draft is the embedded draft
 model, or with ``--drafter layerskip`` the target's own layers less the skipped ones (Draft & Verify).
 
 Each prompt is decoded with both, back to back, the order alternating from prompt to prompt (this machine's
 speed drifts by 20% over minutes); both traces must give the same tokens. Prints, from one run, the ratio of
-the summed wall times (transformers' body / lean body) and the spread of the pairs' own ratios.
+the summed wall times (transformers' body / direct Llama body) and the spread of the pairs' own ratios.
 
     .venv/bin/python -m benchmarks.bench_draft_body [--drafter model] [--gamma 2] [--rule greedy] [--prompts 6] \\
         [--repeats 2]
@@ -82,7 +82,7 @@ def main() -> None:
     print(
         f"{args.drafter} drafter, {args.rule} gamma {args.gamma}, "
         f"{len(ratios)} pairs x {args.max_new_tokens} tokens, same tokens in every pair: "
-        f"transformers' body / lean body wall = {totals['transformers'] / totals['lean']:.3f} "
+        f"transformers' body / direct Llama body wall = {totals['transformers'] / totals['lean']:.3f} "
         f"(pairs: median {statistics.median(ratios):.3f}, {min(ratios):.3f} - {max(ratios):.3f})"
     )
 

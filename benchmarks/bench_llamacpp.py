@@ -12,7 +12,7 @@ configuration because the machine's speed drifts over minutes, and its best spec
 on each target. Beside each race's target alone, transformers' ``generate`` on the same
 loaded target (same kernels, same prompts and lengths): every speedup's denominator must be at least as fast (the
 honest baseline). With ``llama-bench`` beside the server, llama.cpp's pass over k tokens is timed too and kept for
-the roofline view (:mod:`specviz.analysis.peer_passes`).
+the roofline view (:mod:`specviz.analysis.llamacpp_passes`).
 
 llama.cpp's tokens/s are its own ``timings``: generation only (``predicted_per_second``), and end to end with the
 prompt's pass; the app's are end to end (the race's wall includes the prompt's pass), so the comparison flatters
@@ -44,7 +44,7 @@ from transformers import AutoTokenizer
 
 from benchmarks.bench_machine import PAIRS, pair_config
 from specviz import DATA_DIR
-from specviz.analysis import peer_passes
+from specviz.analysis import llamacpp_passes
 from specviz.analysis.defaults import exit_words, fastest_config
 from specviz.analysis.race import run_race
 from specviz.engine import load_pair
@@ -203,14 +203,14 @@ def same(runs: list[Run], reference: list[Run]) -> str:
     return f"{sum(a.ids == b.ids for a, b in zip(runs, reference))} of {len(runs)} prompts"
 
 
-def measure_peer_passes(server: Path, threads: int) -> None:
+def measure_llamacpp_passes(server: Path, threads: int) -> None:
     """llama.cpp's pass over k tokens on the target's GGUF (``llama-bench`` beside ``llama-server``), printed as v(k)
-    and kept for this machine (:mod:`specviz.analysis.peer_passes`: the roofline view shows it)."""
+    and kept for this machine (:mod:`specviz.analysis.llamacpp_passes`: the roofline view shows it)."""
     bench = server.parent / "llama-bench"
     if not bench.is_file():
         print(f"  ({bench} not found: llama.cpp's pass over k tokens not measured)")
         return
-    passes = peer_passes.measure_peer_passes(bench, kept_gguf(QWEN_CODER_15B), threads)
+    passes = llamacpp_passes.measure_llamacpp_passes(bench, kept_gguf(QWEN_CODER_15B), threads)
     said = ", ".join(f"v({k}) {v:.2f}" for k, v in zip(passes.tokens, passes.relative()))
     print(f"  llama.cpp {passes.model} pass over k tokens: {passes.pass_ms[0]:.1f} ms at k = 1; {said}")
 
@@ -246,7 +246,7 @@ def main() -> None:
         )
         report(f"llama.cpp Q4_K_M speculative, draft-max {draft_max}", runs, peer_alone)
         peer_speculative = max(peer_speculative, median(runs, "generation_tps"))
-    measure_peer_passes(server, args.threads)
+    measure_llamacpp_passes(server, args.threads)
     for wanted in args.app.split(","):
         # the machine's speed drifts over minutes: llama.cpp's target alone again, just before each configuration
         beside = llamacpp_runs(server, [], prompts, args.max_new, args.threads)

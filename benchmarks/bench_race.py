@@ -5,7 +5,7 @@ precision and γ, ``analysis.defaults.fastest_config``), raced against the targe
 after the other in one process (as the server's worker does): each race's lanes' wall times, their ratio, whether
 the lanes' steps agreed with the quiet profile (load signs), and whether the texts were identical; beside it the
 speedup the pages predict for that run from this machine's profile (``metrics.machine_speedup``: the theory at the
-trace's alpha and blocks, priced with the profile's c and v(k)) and the race over the prediction. The median race
+trace's alpha and blocks, predicted with the profile's c and v(k)) and the race over the prediction. The median race
 is the figure the pages quote; the medians' ratio says whether the profile and the race agree (within 25%).
 
     .venv/bin/python -m benchmarks.bench_race [--pairs embedded,qwen-coder] [--prompts 4] [--max-new 48]
@@ -32,7 +32,7 @@ def bench(name: str, dtype: str, prompts: int, max_new: int) -> None:
     print(f"\n## {name}, target in {dtype}: {chosen}")
     speedups, predictions = [], []
     for prompt in read_prompt_file(DATA_DIR / PAIRS[name][2])[:prompts]:
-        race = run_race([(config, pair)], prompt)  # first: the decode that prices it warms nothing the race times
+        race = run_race([(config, pair)], prompt)  # first: the decode that predicts it warms nothing the race times
         c, predicted = machine_speedup(speculative_decode(config, prompt=prompt, pair=pair), pair)
         target, speculative = race.lanes
         speedups.append(race.headline)
@@ -41,7 +41,7 @@ def bench(name: str, dtype: str, prompts: int, max_new: int) -> None:
             f"  target alone {target.total_ms / 1e3:6.2f} s · speculative {speculative.total_ms / 1e3:6.2f} s · "
             f"{race.headline:.2f}x · predicted {predicted:.2f}x (c = {c:.3f}) · race / predicted "
             f"{race.headline / predicted:.2f} · drafting {100 * speculative.drafting_share:.0f}% · "
-            f"{race.verdicts[0].split(':')[0]} · {'load: ' + race.load[0] if race.load else 'quiet'}"
+            f"{race.agreements[0].split(':')[0]} · {'load: ' + race.load[0] if race.load else 'quiet'}"
         )
     raced, predicted = statistics.median(speedups), statistics.median(predictions)
     agree = "within" if abs(raced / predicted - 1) <= 0.25 else "NOT within"

@@ -4,8 +4,8 @@ One process. Per pair and target precision: the target's own ``generate`` (trans
 so the same kernels) against the engine (greedy, recording every round) with the draft model in each precision
 asked for, at each γ, on held-out prompts no shipped draft saw. Runs are paired per prompt in alternating order
 (medians), and every ratio compares totals of the same prompts. Prints, per configuration: tokens/s over
-``generate``'s, how many outputs are token-identical to ``generate``'s, the draft's cost ratio c (its lean step over
-the target's step, from their profiles) and the greedy acceptance of its drafts; then the process's peak memory.
+``generate``'s, how many outputs are token-identical to ``generate``'s, the draft's cost ratio c (its direct Llama step
+over the target's step, from their profiles) and the greedy acceptance of its drafts; then the process's peak memory.
 With ``--assisted-drafts``, transformers' assisted generation runs in the same pairing, on the same loaded target,
 with the draft in each precision named, at each γ (a constant number of drafted tokens) and on its own default
 schedule (the number adapted round by round, drafting stopped below its confidence threshold), and the engine's

@@ -5,7 +5,7 @@ Usage: ``.venv/bin/python -m benchmarks.load_client [--scenario hall|phases] [--
 
 Each session opens ``ws://HOST:PORT/_stcore/stream`` (subprotocol "streamlit"), sends one ``BackMsg`` asking
 for a script run with the link's query string and page, and reads ``ForwardMsg``s: the first server message,
-the first paint (the delta whose new element is the page's main view: the round view's player, an iframe)
+the first contentful paint (the delta whose new element is the page's main view: the round view's player, an iframe)
 and the end of the run (``script_finished``). Messages are parsed as protobuf and only the element's type is
 looked at; no text conversion and no keepalive pings, so the client stays cheap (its own CPU time is
 printed). Sessions are spread round robin over the replicas' ports. With two replicas a ``redis-server`` is
@@ -14,7 +14,7 @@ again (stored), N different seeds, a mix of pages; ``--kill`` kills the replica 
 mid-run. ``--scenario hall`` is the lecture hall as an independent client measured it (issue 38): a teacher opens
 ``?prompt=Hi&max_new_tokens=4`` (the models load), then N sessions open one link nobody computed yet,
 ``?prompt=Give three reasons why cats sleep so much.&max_new_tokens=32``, all at once, then N again (stored).
-Per phase: first paint p50 / p95 / max, errors, CPU seconds of every replica (/proc), computations
+Per phase: first contentful paint p50 / p95 / max, errors, CPU seconds of every replica (/proc), computations
 (from the replicas' logs) and the client's CPU. Bounded: at most 1,000 sessions, each at most ``--timeout``
 seconds. A benchmark, not a test: nothing is asserted; the figures are printed from one run.
 """
@@ -134,8 +134,8 @@ async def main(args: argparse.Namespace) -> None:
             f"Streamlit's collection after each run {'on' if args.gc else 'as configured (off)'}"
         )
         print(
-            "| phase | sessions | painted | errors | first message p50 (s) | first paint p50 / p95 / max (s) | "
-            "run ended p95 (s) | server CPU s per replica | traces computed | client CPU s | wall s |"
+            "| phase | sessions | painted | errors | first message p50 (s) | FCP p50 / p95 / max (s) "
+            "| run ended p95 (s) | server CPU s per replica | traces computed | client CPU s | wall s |"
         )
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         if args.scenario == "hall":

@@ -21,7 +21,7 @@ PROMPT_TOKENS_MAX = 2048  # a longer prompt is refused with a message, not trunc
 TOP_N_MAX = 50
 # a costly button's work: sized by the machine profile to about BUTTON_BUDGET_S (analysis.common.units_in_budget),
 # within these bounds
-BUTTON_BUDGET_S = 15.0  # a costly button's default work, in seconds priced from the machine profile
+BUTTON_BUDGET_S = 15.0  # a costly button's default work, in seconds predicted from the machine profile
 SWEEP_GAMMAS_MAX = 8  # block sizes per sweep
 SWEEP_TOKENS_MAX = 64  # new tokens per sweep run (and per decode of the drafters' and head sizes' comparisons)
 SWEEP_PAIRS = 3  # cycles of (target alone, each speculative γ) timed per sweep at most, medians

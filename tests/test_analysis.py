@@ -222,7 +222,7 @@ def test_gamma_sweep_progress_counts_its_real_steps(config, tiny_pair):
     expected = cycle + cycle[::-1] + cycle  # three cycles, the order reversed every other one
     assert runs == [f"{name} (run {i} of 12)" for i, name in enumerate(expected, 1)]
     assert list(table.gamma) == [1, 2, 4] and c > 0
-    # the theory priced with the measured pass over k + 1 tokens: a dearer pass than one step predicts less
+    # the theory predicted with the measured pass over k + 1 tokens: a dearer pass than one step predicts less
     assert (table.verify_cost > 0).all()
     for row in table.itertuples():
         assert (row.expected_speedup_verify_measured < row.expected_speedup) == (row.verify_cost > 1.0)
@@ -248,7 +248,7 @@ def test_timed_pairs_alternate_their_order_and_report_medians():
         return lambda: (order.append(name) or f"{name}{len(order)}", seconds.pop(0))
 
     result = paired.timed_in_alternating_pairs(timed("a", [1.0, 9.0, 2.0]), timed("b", [5.0, 4.0, 30.0]), pairs=3)
-    assert order == ["a", "b", "b", "a", "a", "b"]  # a disturbed moment falls on both sides in turn
+    assert order == ["a", "b", "b", "a", "a", "b"]  # a noisy moment falls on both sides in turn
     assert (result.first, result.second) == ("a1", "b2")  # each side's first result
     assert (result.first_median, result.second_median) == (2.0, 5.0)  # medians: one slow run sets neither
     assert result.ratios == pytest.approx([1.0 / 5.0, 9.0 / 4.0, 2.0 / 30.0])  # pair by pair, in pair order

@@ -306,7 +306,7 @@ def test_the_packaged_main_script_serves_the_same_pages(tiny_params):
 
 
 def test_every_costly_button_says_what_pressing_it_costs_here(tiny_params):
-    """#45: before pressing, a button says how long it will take, priced from the machine profile of the loaded
+    """#45: before pressing, a button says how long it will take, predicted from the machine profile of the loaded
     target (serving/estimates.py): on every page that offers one."""
     from specviz.ui.navigation import PAGES
 
@@ -317,8 +317,8 @@ def test_every_costly_button_says_what_pressing_it_costs_here(tiny_params):
         assert not at.exception, (page.script, at.exception)
         labels += [(page.script, b.label) for b in at.button]
     assert len({page for page, _ in labels}) >= 7  # the pages with costly buttons
-    priced = re.compile(r"\((about \d+ (s|min)|under a second) here(, plus .+)?\)$")
-    assert [(page, label) for page, label in labels if not priced.search(label)] == []
+    predicted = re.compile(r"\((about \d+ (s|min)|under a second) here(, plus .+)?\)$")
+    assert [(page, label) for page, label in labels if not predicted.search(label)] == []
 
 
 def test_a_flat_trees_link_carries_the_block_this_machine_measured(tiny_params):

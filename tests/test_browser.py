@@ -15,7 +15,7 @@ from playwright.sync_api import sync_playwright
 
 from specviz.serving.processes import CHROMIUM_ARGS, Server, free_port
 
-from .test_peer_passes import stored_capture  # noqa: F401  (this CPU's measurement, a real file, put back after)
+from .test_llamacpp_passes import stored_capture  # noqa: F401  (this CPU's measurement, a real file, put back after)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -84,8 +84,8 @@ def test_streamlit_run_app_py_serves_every_page_in_pages(app_url):
 
 
 def test_the_sidebars_settings_stay_the_apps_across_page_switches(app_url):
-    """The sidebar's widgets are drawn after the page's first paint, and before a page waits for its trace
-    (specviz.ui.turns): they stay the app's, not that page's (streamlit drops a page's own widgets when another
+    """The sidebar's widgets are drawn after the page's first contentful paint, and before a page waits for its trace
+    (specviz.ui.scheduling): they stay the app's, not that page's (streamlit drops a page's own widgets when another
     page opens). A link's settings survive opening other pages by the sidebar, shown and in the address."""
     with chromium_page(1280, 720) as page:
         page.goto(f"{app_url}/?max_new_tokens=7&seed=3")  # a trace nobody computed: the page waits for it
@@ -295,7 +295,7 @@ def test_the_round_survives_a_page_switch(app_url):
 
 
 LOGGED = re.compile(r"(computed|abandoned|received from another replica) (.+) ([0-9a-f]{12}) in [0-9.]+ s for")
-PRICED = re.compile(r"\((about \d+ (s|min)|under a second) here")
+PREDICTED = re.compile(r"\((about \d+ (s|min)|under a second) here")
 
 
 def logged_computations(server: Server) -> list[tuple[str, str]]:
@@ -306,7 +306,7 @@ def logged_computations(server: Server) -> list[tuple[str, str]]:
 def test_opening_a_page_as_a_fresh_visitor_starts_no_computation_but_its_round(measured_machine):
     """Parallel verification, Recursive, What if and the Losslessness lab opened by typed links on a fresh server: each
     shows its costly work's button with the estimate, and the server's log shows no computation but the link's one
-    round trace (and the headline's pricing of it, a profile lookup)."""
+    round trace (and the headline's prediction of it, a profile lookup)."""
     pages = (
         ("parallel_verification", "Time the passes now"),
         ("recursive", "Decode with the tree"),
@@ -318,11 +318,11 @@ def test_opening_a_page_as_a_fresh_visitor_starts_no_computation_but_its_round(m
             page.goto(f"{server.url}/{path}?max_new_tokens=8")
             start = page.get_by_role("button", name=re.compile(re.escape(button)))
             appears(page, start)
-            assert PRICED.search(start.inner_text()), (path, start.inner_text())  # its estimate, before the press
+            assert PREDICTED.search(start.inner_text()), (path, start.inner_text())  # its estimate, before the press
         page.wait_for_timeout(3_000)  # a computation started on opening would be running by now
         assert page.locator('[data-testid="stProgress"]').count() == 0
         logged = logged_computations(server)
-    assert {label for label, _ in logged} <= {"Decoding", "Pricing"}, logged
+    assert {label for label, _ in logged} <= {"Decoding", "Predicting"}, logged
     assert len({digest for label, digest in logged if label == "Decoding"}) == 1, logged  # the round's trace, once
 
 
@@ -389,9 +389,9 @@ def test_the_class_race_stays_the_teachers_when_a_student_opens_the_address_bar_
         assert teacher.evaluate(RACE_FIGURES) == measured  # the class's race is the teacher's
         assert teacher.get_by_text("Your own measurement").count() == 0
         teacher.get_by_role("button", name=again).click()  # and the teacher may still replace it (a run the load
-        # disturbed is said, and the quiet race stays shown)
+        # noisy is said, and the quiet race stays shown)
         teacher.wait_for_function(
-            f"() => ({RACE_FIGURES})() !== {measured!r} || document.body.innerText.includes('was disturbed')",
+            f"() => ({RACE_FIGURES})() !== {measured!r} || document.body.innerText.includes('was noisy')",
             timeout=300_000,
         )
 
@@ -488,7 +488,9 @@ def test_the_roofline_view_shows_llama_cpps_measured_passes(app_url, stored_capt
         said.wait_for(timeout=300_000)
         ms = stored_capture.pass_ms
         assert f"costs {stored_capture.relative()[-1]:.1f} of its one-token steps" in said.inner_text()
-        assert f"({ms[-1]:.0f} ms against {ms[0]:.0f} ms)" in said.inner_text()  # its table: AppTest, test_peer_passes
+        assert (
+            f"({ms[-1]:.0f} ms against {ms[0]:.0f} ms)" in said.inner_text()
+        )  # its table: AppTest, test_llamacpp_passes
 
 
 def test_the_roofline_view_shows_the_int4_targets_measured_passes_by_a_tab_and_a_toggle(app_url):

@@ -46,13 +46,13 @@ def test_a_draft_loads_in_its_own_precision_beside_a_float32_target(drafts):
         assert pair.draft.precision == dtype
     int8 = drafts["int8"].draft.model
     assert kernels_of(int8) == INT8 and not any(type(m) is nn.Linear for m in int8.modules())
-    assert llama_weights(int8).layers[0].q.int8 is not None  # the draft's lean step multiplies in int8 too
+    assert llama_weights(int8).layers[0].q.int8 is not None  # the draft's direct Llama step multiplies in int8 too
     assert drafts["bfloat16"].draft.model.dtype == torch.bfloat16
     assert drafts["bfloat16"].target is drafts["int8"].target  # the target is loaded once
     int4 = drafts["int4"].draft.model
     assert kernels_of(int4) == INT4 and isinstance(int4.get_output_embeddings(), Int8Linear)  # int4 body, int8 head
     assert sum(isinstance(m, Int4Linear) for m in int4.modules()) == 7 * int4.config.num_hidden_layers
-    assert llama_weights(int4).layers[0].q.int4 is not None  # the lean step multiplies in int4 too
+    assert llama_weights(int4).layers[0].q.int4 is not None  # the direct Llama step multiplies in int4 too
 
 
 def test_an_int8_draft_is_close_to_its_float32_self_but_not_equal(tiny_dirs, tiny_pair, drafts):

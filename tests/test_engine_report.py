@@ -311,9 +311,11 @@ def test_the_explanation_is_the_theory_at_the_reported_alpha():
     assert expected_tokens_per_round(alpha, 4) == pytest.approx(3.0, abs=1e-12) and alpha == iid_alpha(3.0, 4)
     assert [p.theory for p in explained.positions] == pytest.approx([alpha**i for i in (1, 2, 3, 4)])
     assert [p.conditional for p in explained.positions] == pytest.approx([0.8, 0.6 / 0.8, 0.4 / 0.6, 0.2 / 0.4])
-    for price, gamma, v in zip(explained.prices, (3, 5), (1.1, 1.3), strict=True):
-        assert price.tokens_per_pass == expected_tokens_per_round(alpha, gamma)
-        assert price.speedup == expected_speedup(alpha, gamma, 0.6, v) and price.cost == pytest.approx(gamma * 0.6 + v)
+    for estimate, gamma, v in zip(explained.predictions, (3, 5), (1.1, 1.3), strict=True):
+        assert estimate.tokens_per_pass == expected_tokens_per_round(alpha, gamma)
+        assert estimate.speedup == expected_speedup(alpha, gamma, 0.6, v) and estimate.cost == pytest.approx(
+            gamma * 0.6 + v
+        )
     assert explained.best_gamma == best_gamma(alpha, 0.6)
     assert explained.cliff is None
     # alpha = 0.74 at c = 0.6, v = 1.3: 3.22 tokens per pass for 4.3 target steps

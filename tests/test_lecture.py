@@ -159,6 +159,7 @@ def test_the_time_left_skips_stored_works_and_prices_unpriced_ones_at_the_mean(t
     assert is_stored(pool, works[3]) and not is_stored(pool, works[2])
     preparation = Preparation(LecturePlan((), works), lambda work: None, [10.0, 30.0, None, 50.0, 10.0], (1, 100.0))
     preparation.paced.append((10.0, 20.0))  # the first took twice its estimate
-    # running: 2 x 30 - 15 s run; waiting: the unpriced one at the mean (25), the stored one at nothing, the last
+    # running: 2 x 30 - 15 s run; waiting: the not yet estimated one at the mean (25), the stored one at nothing, the
+    # last
     assert preparation.remaining_s(stored_keys(pool, works), 115.0) == 45.0 + 2 * (25.0 + 10.0)
     assert Preparation(LecturePlan((), works), lambda work: None, [None] * 5).remaining_s(set(), 0.0) is None

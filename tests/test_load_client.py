@@ -1,5 +1,5 @@
 """The headless session client (specviz/ui/session_client.py) against a real app server started here: it sees a
-session's first paint, and two sessions on one link make the server compute the trace once."""
+session's first contentful paint, and two sessions on one link make the server compute the trace once."""
 
 from __future__ import annotations
 
@@ -70,8 +70,8 @@ async def element_order(port: int, query: str) -> list[tuple[str, str]]:
 
 
 def test_the_player_is_sent_before_the_sidebars_widgets(server):
-    """A class's first paint is the lesson player: the sidebar's widgets (chosen before the page, drawn after its
-    first paint, specviz.ui.turns) follow it, all of them."""
+    """A class's first contentful paint is the lesson player: the sidebar's widgets (chosen before the page, drawn
+    after its first contentful paint, specviz.ui.scheduling) follow it, all of them."""
     query = link(13, 4)
     asyncio.run(run_sessions([server.port], [(query, "")], timeout_s=600))  # the trace, computed once
     seen = asyncio.run(asyncio.wait_for(element_order(server.port, query), timeout=600))

@@ -107,7 +107,7 @@ def test_generate_the_engine_and_the_drafts_lean_step_multiply_through_the_same_
     speculative_decode(config_for(dirs, max_new_tokens=8), prompt_ids=PROMPT, pair=pair)
     assert len(calls) > 4  # the engine's verification passes: the same packed module
     hook.remove()
-    layer = llama_weights(pair.draft.model).layers[0]  # the draft's lean step reads the packed weights
+    layer = llama_weights(pair.draft.model).layers[0]  # the draft's direct Llama step reads the packed weights
     assert all(getattr(layer, name).packed is not None for name in ("q", "k", "v", "o", "gate", "up", "down"))
 
 
@@ -224,7 +224,7 @@ def test_the_speed_sentence_and_the_best_gamma_come_from_the_measured_costs():
     assert "10.0 ms" in roofline.speed_sentence(flat) and "up to k = 8" in roofline.speed_sentence(flat)
     assert "growing with k" in roofline.speed_sentence(linear)
     # a flat pass makes long blocks pay; a pass that costs k + 1 steps makes the shortest block the best
-    assert roofline.best_priced_gamma(0.8, 0.05, flat) > 3 and roofline.best_priced_gamma(0.8, 0.05, linear) == 1
+    assert roofline.best_predicted_gamma(0.8, 0.05, flat) > 3 and roofline.best_predicted_gamma(0.8, 0.05, linear) == 1
     assert matrix_units_in_words(frozenset({"avx2"})).startswith("AVX2 only")
     assert matrix_units_in_words(frozenset({"avx512f", "avx512_bf16"})).startswith("AVX-512 with bfloat16")
     assert matrix_units_in_words(frozenset({"amx_bf16", "avx512_bf16"})).startswith("AMX")
@@ -256,7 +256,7 @@ def test_the_cli_prints_the_machine_profile(onednn, capsys):
     )
     out = capsys.readouterr().out
     assert "read bandwidth" in out and "onednn (chosen)" in out and "Measured on this machine" in out
-    assert "memory_bound_ms" in out and "best gamma priced at v(k)" in out
+    assert "memory_bound_ms" in out and "best gamma predicted at v(k)" in out
 
 
 def test_the_c_every_page_prices_with_is_the_one_the_cli_prints(onednn, capsys, monkeypatch):
@@ -288,7 +288,7 @@ def test_the_default_precision_is_exact_where_float32_speculation_pays():
     flat, rising = profile_of((20.0,) * 9), profile_of(tuple(20.0 * n for n in range(1, 10)))
     cheap_draft, bf16_flat = profile_of((2.0,) * 9), profile_of((10.0,) * 9)
     chosen = draft_replay.measured_defaults({"float32": (flat, cheap_draft), "bfloat16": (bf16_flat, cheap_draft)}, 0.6)
-    assert chosen.dtype == "float32" and chosen.gamma == roofline.best_priced_gamma(0.6, 0.1, flat)
+    assert chosen.dtype == "float32" and chosen.gamma == roofline.best_predicted_gamma(0.6, 0.1, flat)
     assert "float32 pays" in chosen.reason and "α = 0.60" in chosen.reason
     # float32 on a kernel whose pass over k + 1 tokens costs k + 1 steps: speculation cannot pay in it
     slow = draft_replay.measured_defaults({"float32": (rising, cheap_draft), "bfloat16": (bf16_flat, cheap_draft)}, 0.6)
@@ -328,7 +328,7 @@ def test_a_replay_of_independent_acceptance_prices_what_theorem_3_8_does():
 
 def test_the_engines_own_costs_per_token_shorten_the_rounds_that_pay():
     """A round costs its passes plus the engine's work on each drafted token and verified position; where drafting a
-    token costs more than its pass, shorter blocks pay (the replay prices what the engine spends, not only the
+    token costs more than its pass, shorter blocks pay (the replay predicts what the engine spends, not only the
     models' passes)."""
     target, draft = profile_of(tuple(20.0 + n for n in range(9))), profile_of((2.0,) * 9)
     spent = draft_replay.RoundOverheads(drafted_ms=3.0, position_ms=0.5)
@@ -386,8 +386,8 @@ def test_fastest_decodes_on_the_measured_choice_and_the_trace_records_it(onednn,
 def test_fastest_among_target_precisions_picks_the_one_priced_fastest_and_records_it(
     onednn, tmp_path, monkeypatch, capsys
 ):
-    """``--fastest int8,int4``: of the target precisions the user allows, the one whose configuration is priced at the
-    most tokens a second on this machine; the trace records the target's precision, the draft's and γ chosen."""
+    """``--fastest int8,int4``: of the target precisions the user allows, the one whose configuration is predicted at
+    the most tokens a second on this machine; the trace records the target's precision, the draft's and γ chosen."""
     from specviz.analysis import defaults
 
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))

@@ -289,7 +289,7 @@ def test_a_page_run_as_the_main_script_says_how_to_start_the_app():
 
 
 def test_the_metrics_and_parallel_pages_tell_one_speed_figure(params):
-    """The configuration's one headline (before a race: priced by the machine profile, and labelled so) reads the
+    """The configuration's one headline (before a race: predicted by the machine profile, and labelled so) reads the
     same on every speed page."""
     import re
 
@@ -297,7 +297,7 @@ def test_the_metrics_and_parallel_pages_tell_one_speed_figure(params):
         at = open_page(params, page)
         story = [i.value for i in at.info if i.value.startswith("**Speedup of this configuration")]
         assert len(story) == 1, page
-        assert ", priced** from this machine's profile" in story[0]  # its provenance, said with it
+        assert ", predicted** from this machine's profile" in story[0]  # its provenance, said with it
         return re.search(r"configuration: ([0-9.]+)×", story[0]).group(1)
 
     assert figure("metrics") == figure("parallel_verification")

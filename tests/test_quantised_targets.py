@@ -15,7 +15,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from specviz.analysis.race import verdict
+from specviz.analysis.race import agreement
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
 from specviz.runtime.cpu.compiled import Kernels, compiled_kernels
@@ -35,7 +35,7 @@ from specviz.runtime.cpu.row_attention import kernel_rows_attended, keys_seen
 from specviz.runtime.llama_step import llama_weights
 from specviz.runtime.machine import cpu_flags
 from specviz.runtime.protocol import KVCachedSequence, TreeLayout
-from specviz.runtime.reference import full_forward, lean_weights_of_own_bits, model_body
+from specviz.runtime.reference import direct_body_weights, full_forward, model_body
 from specviz.serving.urlstate import parse_query, to_query
 
 from .conftest import target_greedy
@@ -282,7 +282,7 @@ def test_a_quantised_targets_pass_over_k_tokens_is_k_steps_bit_for_bit(quantised
 
 def transformers_pass(target, context: list[int], new_ids: list[int], layout: TreeLayout | None) -> torch.Tensor:
     """Logits (len(new_ids), V) of transformers' own forward, after ``context``, over ``new_ids`` (causal, or as
-    ``layout`` places them): the model's own modules, not the lean body."""
+    ``layout`` places them): the model's own modules, not the direct Llama body."""
     cache = DynamicCache()
     with torch.inference_mode():
         target.model(input_ids=torch.tensor([context]), past_key_values=cache, use_cache=True)
@@ -297,16 +297,17 @@ def transformers_pass(target, context: list[int], new_ids: list[int], layout: Tr
 
 @pytest.mark.parametrize("dtype", list(QUANTISED_PAIRS))
 def test_a_quantised_targets_lean_passes_are_transformers_own_bit_for_bit(quantised_pairs, dtype):
-    """A quantised target's passes take the lean body (no per-layer Python of transformers) only because it computes
-    the same bits: a step, a causal pass and a tree's pass, each equal to transformers' forward of the same model."""
+    """A quantised target's passes take the direct Llama body (no per-layer Python of transformers) only because it
+    computes the same bits: a step, a causal pass and a tree's pass, each equal to transformers' forward of the same
+    model."""
     target = quantised_pairs[(dtype, "float32")].target
-    lean_weights = lean_weights_of_own_bits(target)
+    lean_weights = direct_body_weights(target)
     assert lean_weights is not None
     assert all((layer.qkv is not None) == (dtype == "int4") for layer in lean_weights.layers)  # int4: joint calls
     # int4: both run the package's layer, transformers' forward through its decoder layers
     int4_layers = [isinstance(layer, Int4DecoderLayer) for layer in target.model.model.layers]
     assert (lean_weights.int4_kernels is not None) == (dtype == "int4") and set(int4_layers) == {dtype == "int4"}
-    assert lean_weights_of_own_bits(quantised_pairs[(dtype, "float32")].draft) is None  # a float draft's is not
+    assert direct_body_weights(quantised_pairs[(dtype, "float32")].draft) is None  # a float draft's is not
     context, continuation = PROMPT, [7, 3, 11, 5]
     cached = len(context)
     allowed = torch.zeros(3, cached + 3, dtype=torch.bool)
@@ -323,8 +324,8 @@ def test_a_quantised_targets_lean_passes_are_transformers_own_bit_for_bit(quanti
 @pytest.mark.parametrize("role", ["target", "draft"])
 def test_an_int4_models_layers_run_in_two_c_calls_with_the_lean_steps_numbers(quantised_pairs, role):
     """An int4 model, target or draft, runs each decoder layer in two calls of ``int4_layer.c`` (norms summed by the
-    package, not by torch): the lean step's torch layers on the same int4 products give its hidden states up to that
-    rounding, for a chain and a tree (a RoPE or mask slip is far outside it)."""
+    package, not by torch): the direct Llama step's torch layers on the same int4 products give its hidden states up to
+    that rounding, for a chain and a tree (a RoPE or mask slip is far outside it)."""
     model = getattr(quantised_pairs[("int4", "int4")], role)
     weights = llama_weights(model.model)
     assert weights is not None and weights.int4_kernels is not None
@@ -406,6 +407,6 @@ def test_a_quantised_precision_round_trips_in_a_link(dtype):
 @pytest.mark.parametrize("dtype", list(QUANTISED_PAIRS))
 def test_a_race_verdict_names_the_quantised_target_as_the_one_that_decided(dtype):
     config = DecodeConfig(dtype=dtype, rule="greedy")
-    assert f"{dtype} target as run" in verdict(config, (1, 2, 3), (1, 2, 3))
-    assert verdict(config, (1, 2, 3), (1, 2, 4)).startswith(f"2 of 3 tokens identical: greedy {dtype} should match")
-    assert "up to rounding" in verdict(config.replace(dtype="bfloat16"), (1, 2, 3), (1, 2, 4))
+    assert f"{dtype} target as run" in agreement(config, (1, 2, 3), (1, 2, 3))
+    assert agreement(config, (1, 2, 3), (1, 2, 4)).startswith(f"2 of 3 tokens identical: greedy {dtype} should match")
+    assert "up to rounding" in agreement(config.replace(dtype="bfloat16"), (1, 2, 3), (1, 2, 4))

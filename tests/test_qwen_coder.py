@@ -39,7 +39,7 @@ def test_greedy_through_the_pair_is_the_targets_own_float32_generate(pair):
     config = DecodeConfig(**PAIR, max_new_tokens=12)
     ids = prompt_ids_for(pair, config, "Write a Python function that adds two numbers.", None)
     reference = target_greedy(pair.target, ids, 12)
-    assert llama_weights(pair.draft.model) is not None  # the 0.5B drafts through the lean body (Qwen2's biases)
+    assert llama_weights(pair.draft.model) is not None  # the 0.5B drafts through the direct Llama body (Qwen2's biases)
     assert pair.draft.vocab_ranking.recommended == QWEN_CODER_05B.draft_vocab  # and FR-Spec's trimmed head
     for gamma in (2, 5):
         trace = speculative_decode(config.replace(gamma=gamma), prompt_ids=ids, pair=pair)

@@ -11,12 +11,12 @@ import pytest
 from specviz.analysis.race import (
     Lane,
     Race,
+    agreement,
     lane_choices,
     load_signs,
     run_race,
     slowdown_over,
     speedup_words,
-    verdict,
 )
 from specviz.config import DecodeConfig
 from specviz.engine import autoregressive_decode, speculative_decode
@@ -63,7 +63,7 @@ def test_each_lanes_replay_is_monotone_and_the_speedup_is_the_wall_time_ratio(ra
 def test_greedy_float32_lanes_end_with_the_targets_own_text(race, race_config, tiny_pair):
     target = race.lanes[0]
     assert all(lane.output_ids == target.output_ids for lane in race.lanes)
-    assert all(said.startswith("Identical: 20 of 20 tokens") for said in race.verdicts)
+    assert all(said.startswith("Identical: 20 of 20 tokens") for said in race.agreements)
     again = speculative_decode(race_config, prompt=TINY_TEXT_PROMPT, pair=tiny_pair)
     assert tuple(again.output_ids) == race.lanes[1].output_ids  # the lane is the engine's own trace
 
@@ -139,7 +139,7 @@ def test_a_load_constant_through_the_race_is_a_sign_of_load_and_a_quiet_race_is_
 
 
 def test_a_lane_priced_from_a_busy_profile_is_not_compared():
-    """A profile measured under load prices a lane too slow, and a quiet lane would look faster than the others: its
+    """A profile measured under load predicts a lane too slow, and a quiet lane would look faster than the others: its
     slowdown is not known, and the race is not flagged for it."""
     quiet = profile_of((20.0,) * 9)
     busy = dataclasses.replace(quiet, pass_ms=(80.0,) * 9, spread=1.19, cpu_share=0.3)
@@ -152,32 +152,32 @@ def test_a_race_slower_than_the_target_alone_says_slower_never_faster():
     slower = Race((lane("target alone", 1.0), lane("speculative", 1.0, total_ms=1031.0)), ("",), "", "", "", "", ())
     said = headline_text(slower, 0.15)
     assert "0.97× (slower), measured" in said and "profile: 0.15× (slower)" in said and "faster" not in said
-    assert "1.36× faster, priced" in headline_text(None, 1.36)
+    assert "1.36× faster, predicted" in headline_text(None, 1.36)
     page = race_page(slower)
     assert "× (slower)`" in page and "speedup(lane) < 1" in page  # the replay words it and colours it so
 
 
 def shown_race(races: list[Race]) -> tuple[Race | None, Race | None]:
-    return shown_attempt(races, lambda race: race.disturbed)
+    return shown_attempt(races, lambda race: race.noisy)
 
 
 def test_pages_show_the_latest_quiet_race_and_say_when_a_later_one_was_disturbed(race):
     race = dataclasses.replace(race, load=())  # the tiny pair's millisecond steps are noisy: declared quiet here
-    disturbed = dataclasses.replace(race, load=("busy",), measured_at="later")
+    noisy = dataclasses.replace(race, load=("busy",), measured_at="later")
     assert shown_race([]) == (None, None)
     assert shown_race([race]) == (race, None)
-    assert shown_race([race, disturbed]) == (race, disturbed)
-    assert shown_race([disturbed]) == (disturbed, None)
+    assert shown_race([race, noisy]) == (race, noisy)
+    assert shown_race([noisy]) == (noisy, None)
     quieter = dataclasses.replace(race, measured_at="latest")
-    assert shown_race([race, disturbed, quieter]) == (quieter, None)
+    assert shown_race([race, noisy, quieter]) == (quieter, None)
 
 
-def test_the_verdict_says_what_the_rule_and_precision_promise(race_config):
+def test_the_agreement_says_what_the_rule_and_precision_promise(race_config):
     same, other = (1, 2, 3, 4), (1, 2, 9, 4)
-    assert verdict(race_config, same, same).startswith("Identical: 4 of 4")
-    assert verdict(race_config.replace(dtype="bfloat16"), same, other).startswith("Identical up to rounding: 2 of 4")
-    assert "same seed gives another text" in verdict(race_config.replace(rule="sample"), same, other)
-    assert verdict(race_config, same, other).startswith("2 of 4 tokens identical")
+    assert agreement(race_config, same, same).startswith("Identical: 4 of 4")
+    assert agreement(race_config.replace(dtype="bfloat16"), same, other).startswith("Identical up to rounding: 2 of 4")
+    assert "same seed gives another text" in agreement(race_config.replace(rule="sample"), same, other)
+    assert agreement(race_config, same, other).startswith("2 of 4 tokens identical")
 
 
 def test_lanes_on_request_leave_out_what_the_pair_cannot_run(race_config):
@@ -194,7 +194,7 @@ def test_the_race_page_measures_once_for_every_session(tiny_params):
     at.switch_page("pages/race.py").run()
     assert not at.exception, at.exception
     start = next(b for b in at.button if b.label.startswith("Measure the race on this server"))
-    assert re.search(r"\((about \d+ s|under a second) here\)", start.label)  # priced before it runs
+    assert re.search(r"\((about \d+ s|under a second) here\)", start.label)  # predicted before it runs
     start.click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     metrics = {m.label: m for m in at.metric}
@@ -216,7 +216,7 @@ def test_every_speed_page_quotes_the_races_speedup_once_a_race_was_run(tiny_para
     params = {**tiny_params, "max_new_tokens": "8", "gamma": "2"}
     at = make_app(params).run()
     at.switch_page("pages/metrics.py").run()
-    assert any(", priced** from this machine's profile" in i.value for i in at.info)  # before a race: labelled
+    assert any(", predicted** from this machine's profile" in i.value for i in at.info)  # before a race: labelled
     at.switch_page("pages/race.py").run()
     next(b for b in at.button if b.label.startswith("Measure the race on this server")).click().run()
     measured = next(m for m in at.metric if m.label.startswith("speculative")).delta

@@ -179,8 +179,8 @@ def test_a_running_job_estimates_what_is_left_from_its_own_progress():
 
 
 def test_a_priced_runs_estimate_never_climbs_past_twice_its_first_figure_and_ends_on_the_measurement():
-    """#45: "about 43 s" must not climb to 2,158 s. A run priced at 10 s whose first of 32 steps takes 5 s (a load, a
-    warm-up), then 0.3 s a step: the estimate starts at the price, moves toward the measurement as the run goes (by
+    """#45: "about 43 s" must not climb to 2,158 s. A run predicted at 10 s whose first of 32 steps takes 5 s (a load, a
+    warm-up), then 0.3 s a step: the estimate starts at the estimate, moves toward the measurement as the run goes (by
     the share done), never passes twice its first figure, and nears what is really left at the end. Unpriced, the
     same run's first extrapolation alone is 31 x 5 s."""
     job = Job("k", "Decoding", lambda on_progress: None, 1, estimated_s=10.0)
@@ -194,8 +194,8 @@ def test_a_priced_runs_estimate_never_climbs_past_twice_its_first_figure_and_end
         truth.append(0.3 * (32 - done))
     assert first == 10.0 and max(figures) <= 2 * first
     assert abs(figures[-1] - truth[-1]) < 0.5  # the last steps: the measurement
-    unpriced = Job("k", "Decoding", lambda on_progress: None, 1, started=0.0, progress=(1, 32, None))
-    assert remaining_seconds(unpriced, None, now=5.0) == 155.0
+    unestimated = Job("k", "Decoding", lambda on_progress: None, 1, started=0.0, progress=(1, 32, None))
+    assert remaining_seconds(unestimated, None, now=5.0) == 155.0
 
 
 def test_a_running_computation_nobody_waits_for_stops_at_its_next_step_and_the_next_starts():

@@ -84,7 +84,7 @@ def test_the_class_race_belongs_to_the_session_that_measured_it_first(tiny_param
     press(owner, "Measure again")
     assert not any("shown to you alone" in c.value for c in owner.caption)
     newcomer.run()
-    assert lane_times(newcomer) != class_race or any("disturbed" in w.value for w in newcomer.warning)
+    assert lane_times(newcomer) != class_race or any("noisy" in w.value for w in newcomer.warning)
 
 
 def test_a_student_session_shows_no_start_button_for_costly_work(tiny_params):
@@ -123,7 +123,9 @@ def test_a_long_prompt_prices_a_trace_past_what_opens_on_its_own():
     small = profile(step_ms=8.0)  # about the embedded 135M target
     trace = Work(TRACE, config, "x")
     assert trace.estimated_seconds(small, 40) < waiting.TRACE_ON_OPEN_S < trace.estimated_seconds(large, 4000 // 3)
-    assert trace.estimated_seconds(large, 4000 // 3) > trace.estimated_seconds(large, 40) + 10  # the prompt is priced
+    assert (
+        trace.estimated_seconds(large, 4000 // 3) > trace.estimated_seconds(large, 40) + 10
+    )  # the prompt is predicted
 
 
 def profile(step_ms: float) -> PassProfile:

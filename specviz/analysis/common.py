@@ -20,12 +20,12 @@ def stats_of(trace: Trace) -> Stats:
 
 def units_in_budget(unit_seconds: float, fewest: int, most: int) -> int:
     """How many units of work costing ``unit_seconds`` each a costly button runs by default: as many as
-    :data:`~specviz.limits.BUTTON_BUDGET_S` holds on this machine (priced from its profile), within [``fewest``,
+    :data:`~specviz.limits.BUTTON_BUDGET_S` holds on this machine (predicted from its profile), within [``fewest``,
     ``most``] (``most`` wins where ``fewest`` exceeds it)."""
     return min(most, max(fewest, int(BUTTON_BUDGET_S // unit_seconds)))
 
 
 def decoding_seconds(runs: int, steps: int, target_step_ms: float) -> float:
-    """Seconds ``runs`` decodes of ``steps`` target steps each take, priced with the machine profile's one-token step
+    """Seconds ``runs`` decodes of ``steps`` target steps each take, predicted with the machine profile's one-token step
     (a speculative run costs no more where speculation pays): what a costly button costs before it runs."""
     return runs * steps * target_step_ms / 1e3

@@ -90,7 +90,7 @@ def cost_ratio(config: DecodeConfig, pair: ModelPair, prefix: list[int], repeats
     target_ms = cached_pass_ms(pair.target, full_forward, prefix, repeats)
     if own:  # drafters on the target's states time their own pass (the states come from verification)
         return own.ms_per_drafted_token(*drafter_settings(config), pair, prefix, repeats, rule_for(config)) / target_ms
-    assert draft is not None, "the drafters without a forward of their own were priced above"
+    assert draft is not None, "the drafters without a forward of their own were predicted above"
     return cached_pass_ms(draft[0], draft[1], prefix, repeats) / target_ms
 
 
@@ -102,7 +102,7 @@ def quiet_cost_ratio(config: DecodeConfig, pair: ModelPair) -> float | None:
 
 
 def quiet_verification_costs(pair: ModelPair, blocks: list[int]) -> dict[int, float]:
-    """v(k) for each block size k from the target's machine profile (k past the profile's largest priced there)."""
+    """v(k) for each block size k from the target's machine profile (k past the profile's largest predicted there)."""
     profile = model_profile(pair.target)
     return {k: profile.verify_cost(k) for k in set(blocks)}
 

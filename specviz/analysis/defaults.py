@@ -1,7 +1,7 @@
 """Each model pair's default precision and block size on this machine: measured once, kept on disk.
 
 A pair's default is the precision that keeps the lesson true (:func:`~specviz.analysis.replay.measured_defaults`:
-float32 where its speculation, priced at this machine's v(k) and c, pays; else the faster precision, lossless only
+float32 where its speculation, predicted at this machine's v(k) and c, pays; else the faster precision, lossless only
 up to rounding) at the draft's greedy acceptance, then the draft precision and γ fastest in that precision
 (:func:`~specviz.analysis.replay.fastest_drafts`: greedy rounds replayed along the target's own text at this
 machine's costs; ``--fastest`` reads the same for any target precision, a confidence exit included). Each draft

@@ -39,7 +39,7 @@ class DraftPrecisionRow:
     cost_ratio: float  # c: the draft's step over the target's, from their profiles on this machine
     alpha: float  # the draft's greedy acceptance on this prompt (the trace's estimate of α)
     tokens_per_round: float  # new tokens per target pass in this run
-    priced_speedup: float  # Thm. 3.8 at this α, c and γ, priced at this machine's v(γ)
+    predicted_speedup: float  # Thm. 3.8 at this α, c and γ, predicted at this machine's v(γ)
     matching: int  # new tokens identical to the target's own greedy before the first difference
     total: int  # the target's own greedy new tokens
 
@@ -65,7 +65,7 @@ def draft_precision_row(
         cost_ratio=c,
         alpha=alpha,
         tokens_per_round=trace.stats.mean_tokens_per_round,
-        priced_speedup=expected_speedup(alpha, config.gamma, c, target.verify_cost(config.gamma)),
+        predicted_speedup=expected_speedup(alpha, config.gamma, c, target.verify_cost(config.gamma)),
         matching=len(reference) if difference is None else difference,
         total=len(reference),
     )

@@ -26,7 +26,7 @@ WEAK_DRAFTER_STEPS = 1.5
 
 
 def compared_seconds(kinds: int, prompts: int, tokens: int, target_step_ms: float) -> float:
-    """What :func:`compare_drafters` costs at most, priced from the machine profile: on each prompt the target alone
+    """What :func:`compare_drafters` costs at most, predicted from the machine profile: on each prompt the target alone
     and each drafter, ``tokens`` new tokens each at :data:`WEAK_DRAFTER_STEPS` target steps a token."""
     return WEAK_DRAFTER_STEPS * decoding_seconds(
         min(prompts, COMPARE_PROMPTS_MAX) * (1 + kinds), tokens, target_step_ms

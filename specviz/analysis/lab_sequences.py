@@ -97,7 +97,7 @@ def default_sequence_samples(power: Callable[[int], float] | None) -> int:
 
 
 def sequence_seconds(samples: int, tokens: int, target_step_ms: float) -> float:
-    """What :func:`sample_sequences` costs, priced from the machine profile: per sample and arm one short decode,
+    """What :func:`sample_sequences` costs, predicted from the machine profile: per sample and arm one short decode,
     about ``tokens`` + 2 target steps (the prompt's pass and the extra drafted token included)."""
     return decoding_seconds(samples * len(ARMS), tokens + 2, target_step_ms)
 

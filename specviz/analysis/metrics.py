@@ -147,7 +147,7 @@ def timed_trace(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) ->
 
 
 def machine_speedup(trace: Trace, pair: ModelPair) -> tuple[float, float]:
-    """(c, the run's speedup on this machine): the theory at the trace's alpha and realised blocks, priced with the
+    """(c, the run's speedup on this machine): the theory at the trace's alpha and realised blocks, predicted with the
     machine profile's c and v(k), the one speed figure every speed page shows."""
     c = machine_cost_ratio(trace.config, pair, trace.prompt_ids + trace.output_ids[:1])
     blocks = realised_blocks(trace)
@@ -171,7 +171,7 @@ def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = TIMED_PAIRS, at
     quiet one for later visitors, :func:`~specviz.serving.pool.shown_attempt`).
     """
     config = trace.config.replace(max_new_tokens=max(1, len(trace.output_ids)))
-    c, priced = machine_speedup(trace, pair)
+    c, predicted = machine_speedup(trace, pair)
     expected = expected_speedup_for_blocks(stats_of(trace).alpha_estimate, realised_blocks(trace), c)
     for _ in range(attempts):
         timed = timed_in_alternating_pairs(
@@ -179,7 +179,7 @@ def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = TIMED_PAIRS, at
             lambda: timed_trace(trace.config, pair, trace.prompt_ids),
             pairs,
         )
-        check = SpeedupCheck(timed.second_median, timed.first_median, c, expected, priced, tuple(timed.ratios))
+        check = SpeedupCheck(timed.second_median, timed.first_median, c, expected, predicted, tuple(timed.ratios))
         if not load_signs(check):
             break
     return check
@@ -191,7 +191,7 @@ def load_signs(check: SpeedupCheck) -> list[str]:
 
 
 def profile_timeline(trace: Trace, target: PassProfile, draft: PassProfile | None) -> tuple[list[float], list[float]]:
-    """Each round's draft and verification ms as this machine's profile prices them (the same quiet figures on every
+    """Each round's draft and verification ms as this machine's profile predicts them (the same quiet figures on every
     page, not the load a stored trace was computed under): a chain's k draft steps and the target's pass over k + 1
     tokens; a drafter without a forward of its own keeps the draft time its trace recorded."""
     blocks = realised_blocks(trace)

@@ -2,7 +2,7 @@
 
 A machine whose speed drifts within seconds (other sessions, the browser painting charts on the same cores) makes a
 ratio of two times taken apart measure the drift; timed back to back, in an order that alternates, both sides of
-each ratio meet the same load, and medians keep one disturbed run from deciding. Pure: no models, no streamlit.
+each ratio meet the same load, and medians keep one noisy run from deciding. Pure: no models, no streamlit.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def timed_in_alternating_pairs(
     order alternates (first-second, second-first, ...); keep each one's first result and every time.
 
     On a shared machine whose speed drifts within seconds, both sides of a ratio meet the same load,
-    and one disturbed pair (the browser painting a page's charts on the same cores) cannot set the
+    and one noisy pair (the browser painting a page's charts on the same cores) cannot set the
     ratio of the medians. (With an even ``pairs`` each median is the mean of the middle two.)
     """
     (first_result, first_seconds), (second_result, second_seconds) = timed_in_cycles([first, second], pairs)

@@ -10,7 +10,7 @@ alike (its text, probability and top tokens: :func:`~specviz.engine.records.emit
 it commits each token, a speculative lane's as each round ends; a speculative lane also records its drafted
 positions (their p, q and top tokens), part of what drafting costs.
 The browser replays those timestamps (:mod:`specviz.presentation.race`); the speedup is the ratio of the
-two lanes' measured wall times, nothing priced. Under greedy float32 the texts end identical (the speculative
+two lanes' measured wall times, nothing predicted. Under greedy float32 the texts end identical (the speculative
 output is the target's own, Leviathan et al. 2023, Thm. 3.1 with the argmax rule); in half precision identical up
 to rounding, counted; under sampling the same seed gives another text (the speculative run draws its u's and the
 draft's samples from the same stream), and what is preserved is the text's distribution.
@@ -78,7 +78,7 @@ class Lane:
 @dataclass(frozen=True)
 class Race:
     lanes: tuple[Lane, ...]  # the target alone first
-    verdicts: tuple[str, ...]  # per lane after the first: how its text compares with the target's own
+    agreements: tuple[str, ...]  # per lane after the first: how its text agrees with the target's own
     prompt: str
     pair: str  # "target ← draft"
     machine: str  # device, precision and CPU the lanes were timed on
@@ -94,7 +94,7 @@ class Race:
         return self.speedup(self.lanes[1])
 
     @property
-    def disturbed(self) -> bool:
+    def noisy(self) -> bool:
         return bool(self.load)
 
     def summary(self) -> dict[str, object]:
@@ -107,7 +107,7 @@ class Race:
             "speculative": lane_summary(speculative),
             "speedup": self.headline,
             "identical": speculative.output_ids == target.output_ids,
-            "verdict": self.verdicts[0],
+            "agreement": self.agreements[0],
             "machine": self.machine,
             "load": list(self.load),
         }
@@ -144,12 +144,12 @@ def target_lane(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) ->
     return Lane(TARGET_LANE, arrivals, seconds * 1e3, tuple(ids), "".join(texts), slowdown, cpu_share=share)
 
 
-def slowdown_over(measured_ms: float, priced_ms: float, *profiles: PassProfile | None) -> float | None:
-    """A lane's slowdown, measured / priced ms of its steps (priced from ``profiles``), or None where nothing was
-    priced or a profile was itself measured on a busy machine (:attr:`~specviz.models.profile.PassProfile.quiet`):
-    against a slowed figure a quiet lane would look fast, and its race disturbed."""
+def slowdown_over(measured_ms: float, predicted_ms: float, *profiles: PassProfile | None) -> float | None:
+    """A lane's slowdown, measured / predicted ms of its steps (predicted from ``profiles``), or None where nothing was
+    predicted or a profile was itself measured on a busy machine (:attr:`~specviz.models.profile.PassProfile.quiet`):
+    against a slowed figure a quiet lane would look fast, and its race noisy."""
     quiet = all(profile is None or profile.quiet for profile in profiles)
-    return measured_ms / priced_ms if priced_ms and quiet else None
+    return measured_ms / predicted_ms if predicted_ms and quiet else None
 
 
 def round_arrival(rnd: Round) -> Arrival:
@@ -178,7 +178,7 @@ def speculative_lane(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int
     target, draft = model_profile(pair.target), draft_profile(trace.config, pair)
     drafts, passes = profile_timeline(trace, target, draft)
     later = trace.rounds[1:]  # the first round's pass includes the prompt's
-    priced = sum(drafts[1:]) + sum(passes[1:])
+    predicted = sum(drafts[1:]) + sum(passes[1:])
     measured = sum(r.draft_ms + r.target_pass_ms for r in later)
     return Lane(
         lane_name(config),
@@ -186,7 +186,7 @@ def speculative_lane(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int
         trace.stats.wall_ms,
         tuple(trace.output_ids),
         trace.output_text,
-        slowdown_over(measured, priced, target, draft),
+        slowdown_over(measured, predicted, target, draft),
         drafting_run(trace),
         share,
     )
@@ -243,7 +243,7 @@ def run_race(
     everything = (target, *raced)
     return Race(
         everything,
-        tuple(verdict(c, target.output_ids, lane.output_ids) for (c, _), lane in zip(lanes, raced)),
+        tuple(agreement(c, target.output_ids, lane.output_ids) for (c, _), lane in zip(lanes, raced)),
         prompt if prompt is not None else "".join(TokenTexts(pair.target.tokenizer).sequence(ids)),
         f"{pair.target.name} ← {pair.draft.name if pair.draft else config.drafter}",
         f"{pair.target.device} {config.dtype} · {cpu_name()}",
@@ -280,7 +280,7 @@ EXACT_PRECISIONS = {
 }
 
 
-def verdict(config: DecodeConfig, reference: tuple[int, ...], ids: tuple[int, ...]) -> str:
+def agreement(config: DecodeConfig, reference: tuple[int, ...], ids: tuple[int, ...]) -> str:
     """How a speculative lane's text compares with the target alone's, and what the rule and precision promise:
     identical under greedy float32 (Leviathan et al. 2023, Thm. 3.1 with the argmax rule) and to the quantised target
     as run in int8 and int4 (each row's products are computed as alone, :mod:`specviz.runtime.cpu.int8`,

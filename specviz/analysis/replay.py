@@ -12,16 +12,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from specviz.analysis.roofline import EXITS, best_priced_gamma, cost_coefficient
+from specviz.analysis.roofline import EXITS, best_predicted_gamma, cost_coefficient
 from specviz.models.profile import PassProfile
 from specviz.rules.theory import expected_speedup
 
-PAYS = 1.2  # a priced speedup from which speculation visibly pays in a class
+PAYS = 1.2  # a predicted speedup from which speculation visibly pays in a class
 
 
 class FastestDraft(NamedTuple):
-    """A target precision's fastest draft here: its precision, γ, the speedup it is priced at over the target alone,
-    the tokens a second that prices (the speedup over the target's own step), and the confidence exit that pays
+    """A target precision's fastest draft here: its precision, γ, the speedup it is predicted at over the target alone,
+    the tokens a second predicted (the speedup over the target's own step), and the confidence exit that pays
     (0: always γ tokens; :class:`~specviz.drafters.base.ConfidenceExit`)."""
 
     draft_dtype: str
@@ -137,11 +137,11 @@ def replayed_speedup(
     return sum(emitted for _, emitted in rounds) * target.step_ms / cost if cost else 0.0
 
 
-def priced_draft(alpha: float, target: PassProfile, draft: PassProfile) -> tuple[int, float]:
-    """(best γ, the speedup priced there) of a draft at acceptance ``alpha``: Thm. 3.8 at c = the draft's step over
+def predicted_draft(alpha: float, target: PassProfile, draft: PassProfile) -> tuple[int, float]:
+    """(best γ, the speedup predicted there) of a draft at acceptance ``alpha``: Thm. 3.8 at c = the draft's step over
     the target's and this machine's v(k)."""
     c = cost_coefficient(target, draft)
-    gamma = best_priced_gamma(alpha, c, target)
+    gamma = best_predicted_gamma(alpha, c, target)
     return gamma, expected_speedup(alpha, gamma, c, target.verify_cost(gamma))
 
 
@@ -154,11 +154,11 @@ def replayed_draft(
 ) -> tuple[int, float, float]:
     """(γ, confidence exit, the speedup replayed there): the best of every γ the profile measured with each of
     ``exits`` (:func:`replayed_speedup`; a tie keeps the smaller γ, then the smaller exit)."""
-    priced = {
+    predicted = {
         (g, e): replayed_speedup(replay, g, e, target, draft, overheads) for g in target.verify_costs for e in exits
     }
-    gamma, exit_at = max(priced, key=lambda choice: priced[choice])
-    return gamma, exit_at, priced[(gamma, exit_at)]
+    gamma, exit_at = max(predicted, key=lambda choice: predicted[choice])
+    return gamma, exit_at, predicted[(gamma, exit_at)]
 
 
 Profiles = dict[tuple[str, str], tuple[PassProfile, PassProfile]]  # (target precision, draft precision) -> profiles
@@ -185,16 +185,16 @@ def fastest_drafts(
 
 
 def measured_defaults(profiles: dict[str, tuple[PassProfile, PassProfile]], alpha: float) -> MeasuredDefaults:
-    """Pick the precision that keeps the lesson true: float32 (exact) where its speculation, priced at this machine's
-    v(k) and c at the draft's acceptance ``alpha``, pays at least ``PAYS``; otherwise the precision whose priced
+    """Pick the precision that keeps the lesson true: float32 (exact) where its speculation, predicted at this machine's
+    v(k) and c at the draft's acceptance ``alpha``, pays at least ``PAYS``; otherwise the precision whose predicted
     speedup is highest (bfloat16, lossless only up to rounding). ``profiles``: precision -> (target, draft)."""
-    priced = {}
+    predicted = {}
     for dtype, (target, draft) in profiles.items():
-        gamma, speedup = priced_draft(alpha, target, draft)
-        priced[dtype] = (speedup, gamma)
-    exact = priced.get("float32")
-    dtype = "float32" if exact and exact[0] >= PAYS else max(priced, key=lambda d: priced[d][0])
-    words = ", ".join(f"{d} {speedup:.2f}× at γ = {g}" for d, (speedup, g) in priced.items())
+        gamma, speedup = predicted_draft(alpha, target, draft)
+        predicted[dtype] = (speedup, gamma)
+    exact = predicted.get("float32")
+    dtype = "float32" if exact and exact[0] >= PAYS else max(predicted, key=lambda d: predicted[d][0])
+    words = ", ".join(f"{d} {speedup:.2f}× at γ = {g}" for d, (speedup, g) in predicted.items())
     why = (
         "float32 pays, so the exact precision is the default"
         if dtype == "float32"
@@ -202,8 +202,8 @@ def measured_defaults(profiles: dict[str, tuple[PassProfile, PassProfile]], alph
     )
     return MeasuredDefaults(
         dtype,
-        priced[dtype][1],
+        predicted[dtype][1],
         f"At the draft's greedy acceptance on held-out prompts, "
-        f"α = {alpha:.2f}, the theory priced at this machine's measured v(k) and c gives {words}: "
+        f"α = {alpha:.2f}, the theory predicted at this machine's measured v(k) and c gives {words}: "
         f"{why}.",
     )

@@ -22,7 +22,7 @@ from specviz.rules.theory import expected_speedup
 from specviz.runtime.cpu.kernel_paths import INT4, INT8, ONEDNN, QUANTISED
 from specviz.runtime.machine import matrix_units_in_words
 
-EXITS = (0.0, 0.6, 0.7, 0.8, 0.9)  # the confidence exits priced beside every γ (0: always γ tokens)
+EXITS = (0.0, 0.6, 0.7, 0.8, 0.9)  # the confidence exits predicted beside every γ (0: always γ tokens)
 
 KERNEL_WORDS = {
     ONEDNN: "oneDNN's kernels on packed weights",
@@ -40,7 +40,8 @@ def kernel_words(profile: PassProfile) -> str:
 
 
 def draft_profile(config: DecodeConfig, pair: ModelPair) -> PassProfile | None:
-    """The drafter's own forward (its model, its lean body, its trimmed head) measured as the target's is, or None
+    """The drafter's own forward (its model, its direct Llama body, its trimmed head) measured as the target's is, or
+    None
     for a drafter without an autoregressive draft (n-gram lookup, drafters on the target's states). The profile is
     the forward's (:func:`~specviz.models.profile.forward_name`), whatever else the drafter's settings hold: the
     one every page and ``python -m specviz machine`` read (the oracle's is the target's own)."""
@@ -92,7 +93,7 @@ def below_one_sentence(costs: dict[int, float]) -> str:
     return (
         f" v(k) below 1 (k = {', '.join(map(str, cheaper))}): a pass over k + 1 tokens measured cheaper than over one "
         "token. On this machine the one-row kernel is slower than the batched one, so the one-token step, not the "
-        "wider pass, is the slow case; the theory priced with v(k) takes that as measured."
+        "wider pass, is the slow case; the theory predicted with v(k) takes that as measured."
     )
 
 
@@ -122,12 +123,12 @@ def roofline_table(target: PassProfile, draft: PassProfile | None, rates: Machin
 
 def cost_coefficient(target: PassProfile, draft: PassProfile) -> float:
     """c = T_draft(1) / T_target(1): the draft's one-token step over the target's, from their quiet profiles (the cost
-    coefficient of Leviathan et al. 2023, Sec. 3.1; with v(k), what Thm. 3.8 prices a block at here)."""
+    coefficient of Leviathan et al. 2023, Sec. 3.1; with v(k), what Thm. 3.8 predicts a block at here)."""
     return draft.step_ms / target.step_ms
 
 
-def best_priced_gamma(alpha: float, c: float, profile: PassProfile) -> int:
-    """The block size, among those the profile measured (1..8), with the highest speedup of Thm. 3.8 priced at this
+def best_predicted_gamma(alpha: float, c: float, profile: PassProfile) -> int:
+    """The block size, among those the profile measured (1..8), with the highest speedup of Thm. 3.8 predicted at this
     machine's v(k) (:func:`~specviz.rules.theory.expected_speedup`)."""
     return max(profile.verify_costs, key=lambda k: expected_speedup(alpha, k, c, profile.verify_cost(k)))
 
@@ -135,9 +136,9 @@ def best_priced_gamma(alpha: float, c: float, profile: PassProfile) -> int:
 def speculation_summary(alpha: float, c: float, profile: PassProfile) -> str:
     """What the roofline means for speculation here at a measured alpha and c: the block size the theory picks at
     that one alpha, said to be that (the Gamma sweep's picks come from each block size's own runs)."""
-    gamma = best_priced_gamma(alpha, c, profile)
+    gamma = best_predicted_gamma(alpha, c, profile)
     return (
-        f"The theory at this trace's α = {alpha:.2f} and c = {c:.3f}, priced at this machine's v(k), is best at "
+        f"The theory at this trace's α = {alpha:.2f} and c = {c:.3f}, predicted at this machine's v(k), is best at "
         f"γ = {gamma} ({expected_speedup(alpha, gamma, c, profile.verify_cost(gamma)):.2f}× over the target alone, "
         f"full blocks); v(k) stays flat (≤ {FLAT}) up to k = {profile.flat_until()}. A prediction at one α for every "
         "γ: the Gamma sweep decodes each γ, whose own α and clipped last rounds may pick another γ."
@@ -149,13 +150,13 @@ def pair_profiles(config: DecodeConfig, pair: ModelPair) -> tuple[PassProfile, P
     return model_profile(pair.target), draft_profile(config, pair)
 
 
-def priced_story(priced: float, alpha: float, gamma: int, c: float, target: PassProfile) -> str:
-    """The theory's speedup for a run, priced with this machine's profile, named for what it is: a prediction beside
+def prediction_story(predicted: float, alpha: float, gamma: int, c: float, target: PassProfile) -> str:
+    """The theory's speedup for a run, predicted with this machine's profile, named for what it is: a prediction beside
     the configuration's one speed figure (the race's measurement, quoted by every speed page), never in its place."""
     return (
-        f"**The theory at this α and c**, priced with this machine's profile: {priced:.2f}× over the target alone "
-        f"(α = {alpha:.2f}, γ = {gamma}, c = {c:.3f}; {target.model} in {kernel_words(target)}, {target.cpu}, "
+        f"**The theory at this α and c**, predicted with this machine's profile: {predicted:.2f}× over the target "
+        f"alone (α = {alpha:.2f}, γ = {gamma}, c = {c:.3f}; {target.model} in {kernel_words(target)}, {target.cpu}, "
         "profiled once when the models were "
         "loaded). A prediction, not a measurement: the configuration's speedup is the race's, in the headline above "
-        "(before a race, this priced figure, labelled so). Live timings are checked against it."
+        "(before a race, this predicted figure, labelled so). Live timings are checked against it."
     )

@@ -25,7 +25,7 @@ from specviz.rules.theory import expected_speedup_for_blocks, expected_tokens_fo
 
 
 def sweep_seconds(target_step_ms: float, tokens: int, gammas: int, cycles: int) -> float:
-    """At most what a sweep costs, priced from the machine profile: per cycle, the target alone's ``tokens`` steps
+    """At most what a sweep costs, predicted from the machine profile: per cycle, the target alone's ``tokens`` steps
     and each γ's speculative run, which costs no more than the target alone where speculation pays."""
     return decoding_seconds(cycles * (1 + gammas), tokens, target_step_ms)
 
@@ -38,7 +38,7 @@ def sweep_tokens(config: DecodeConfig) -> int:
 def sweep_cycles(config: DecodeConfig, gammas: int, target_step_ms: float) -> int:
     """The cycles a sweep of ``gammas`` block sizes runs: as many as :data:`~specviz.limits.BUTTON_BUDGET_S` holds,
     at least one, at most :data:`~specviz.limits.SWEEP_PAIRS`: the one count the page says, the work runs and its
-    estimate prices."""
+    estimate predicts."""
     return units_in_budget(sweep_seconds(target_step_ms, sweep_tokens(config), gammas, 1), 1, SWEEP_PAIRS)
 
 
@@ -58,13 +58,13 @@ def gamma_sweep(
 ) -> tuple[pd.DataFrame, float]:
     """Time the target alone and each block size once per cycle, ``cycles`` times, the order reversed every other
     cycle (:func:`timed_in_cycles`): every γ's ratio pairs it with the target alone of the same cycle, so a machine
-    whose load drifts gives both sides of a ratio the same load, one disturbed cycle does not pick the best gamma
+    whose load drifts gives both sides of a ratio the same load, one noisy cycle does not pick the best gamma
     (medians), and the target alone runs once per cycle, not once per γ; return (table, cost ratio c).
 
     Table columns: measured tokens per round and speedup next to the closed forms evaluated at the
-    alpha each run measured: ``expected_speedup`` prices verification at one target step (Thm. 3.8),
+    alpha each run measured: ``expected_speedup`` predicts verification at one target step (Thm. 3.8),
     ``expected_speedup_verify_measured`` at the measured cost v(k) of the target's pass over k + 1 tokens,
-    and ``verify_cost`` is the mean v(k) over the run's rounds: above 1 exactly when that priced theory
+    and ``verify_cost`` is the mean v(k) over the run's rounds: above 1 exactly when that predicted theory
     predicts less than Thm. 3.8 (sum E / sum(k c + v) < sum E / sum(k c + 1) iff sum v > the rounds).
     ``wall_s`` is the median over the cycles, ``speedup`` the ratio of the target alone's median time to
     it, ``speedup_low`` and ``speedup_high`` the slowest and fastest cycle's own ratio (the ratio of the

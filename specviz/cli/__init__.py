@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="PRECISIONS",
             help="the pair's fastest exact configuration measured on this machine for the target's precision: the "
             "draft model, its precision and γ (measured once, then stored); with target precisions (e.g. int8,int4), "
-            "the fastest of those targets too, by the tokens a second its configuration is priced at",
+            "the fastest of those targets too, by the tokens a second its configuration is predicted at",
         )
     add_training_commands(commands)
     add_engine_report_command(commands)

@@ -36,7 +36,7 @@ def machine_command(config: DecodeConfig) -> None:
     """Measure this machine once and print what it makes of the pair's passes (``python -m specviz machine``)."""
     from specviz.analysis.defaults import measure_pair_defaults
     from specviz.analysis.roofline import (
-        best_priced_gamma,
+        best_predicted_gamma,
         busy_sentence,
         cost_coefficient,
         pair_profiles,
@@ -69,8 +69,8 @@ def machine_command(config: DecodeConfig) -> None:
     if draft is not None:
         c = cost_coefficient(target, draft)
         print(
-            f"c = {c:.3f} (the drafter's step over the target's); best gamma priced at v(k): "
-            + ", ".join(f"α {alpha}: {best_priced_gamma(alpha, c, target)}" for alpha in (0.5, 0.6, 0.7, 0.8, 0.9))
+            f"c = {c:.3f} (the drafter's step over the target's); best gamma predicted at v(k): "
+            + ", ".join(f"α {alpha}: {best_predicted_gamma(alpha, c, target)}" for alpha in (0.5, 0.6, 0.7, 0.8, 0.9))
         )
         del pair
         print(f"This pair's default here: {measure_pair_defaults(config, release=True).reason}")

@@ -27,7 +27,9 @@ def add_engine_report_command(commands: argparse._SubParsersAction[argparse.Argu
     )
     report.add_argument("--engine", choices=sorted(ENGINES), help="the engine the text must come from (default: any)")
     report.add_argument("--c", type=float, help="your draft's step over your target's step (python -m specviz machine)")
-    report.add_argument("--gamma", type=int, nargs="+", default=(), help="block sizes to price (default: the engine's)")
+    report.add_argument(
+        "--gamma", type=int, nargs="+", default=(), help="block sizes to estimate (default: the engine's)"
+    )
     report.add_argument(
         "--v",
         type=float,
@@ -83,7 +85,7 @@ def report_text(report: EngineReport, explained: Explanation) -> str:
             f"{p.theory:7.3f}"
             for p in explained.positions
         ]
-    if not explained.prices:
-        lines.append("give --c (your draft's step over your target's) and --gamma to price the speedup")
+    if not explained.predictions:
+        lines.append("give --c (your draft's step over your target's) and --gamma to estimate the speedup")
     lines.append(explained.sentence)
     return "\n".join(lines)

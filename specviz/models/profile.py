@@ -64,7 +64,7 @@ class PassProfile:
     new tokens (producing n positions' logits) after ``context`` cached tokens."""
 
     model: str  # display name
-    forward: str  # which forward was timed ("full" for the model's own; a draft's lean forward otherwise)
+    forward: str  # which forward was timed ("full" for the model's own; a draft's direct forward otherwise)
     dtype: str
     kernels: str
     device: str

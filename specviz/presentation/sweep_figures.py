@@ -1,5 +1,5 @@
 """The Gamma sweep page's charts: the measured speedup of each block size against the theory, and what the draft
-head's size does to c, alpha and the priced speedup (pure; tests inspect ``fig.data``)."""
+head's size does to c, alpha and the predicted speedup (pure; tests inspect ``fig.data``)."""
 
 from __future__ import annotations
 

@@ -187,7 +187,7 @@ class TreeSettings:
 def flat_width(flat_until: int, depth: int) -> int:
     """The beam width of a flat tree ``depth`` levels deep: as many nodes per level as keep the tree inside the
     target's flat region, the largest k whose pass over k + 1 tokens costs about one step (``flat_until``), so the
-    whole tree is verified for about the price of one token (Leviathan et al. 2023, Sec. 4)."""
+    whole tree is verified for about the estimate of one token (Leviathan et al. 2023, Sec. 4)."""
     return max(1, flat_until // depth)
 
 

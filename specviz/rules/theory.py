@@ -28,7 +28,7 @@ def expected_tokens_per_round(alpha: float, gamma: int) -> float:
 
 def expected_speedup(alpha: float, gamma: int, cost_ratio: float, verify_cost: float = 1.0) -> float:
     """Expected wall-time improvement over autoregressive decoding with the target alone: E[tokens per round] over
-    gamma c + v (Leviathan et al. 2023, Thm. 3.8 with v = 1; ``verify_cost`` v prices the target's pass over
+    gamma c + v (Leviathan et al. 2023, Thm. 3.8 with v = 1; ``verify_cost`` v predicts the target's pass over
     gamma + 1 tokens in one-token steps, as measured on a machine)."""
     return expected_tokens_per_round(alpha, gamma) / (gamma * cost_ratio + verify_cost)
 
@@ -55,7 +55,7 @@ def expected_speedup_for_blocks(
     them) in units of a one-token step. Thm. 3.8 takes v = 1: the pass over gamma + 1 tokens runs in
     parallel on compute that a one-token step leaves idle (Leviathan et al. 2023, Sec. 3.3-3.4). On a
     small CPU there is little idle compute and a pass over a few tokens can cost clearly more than a
-    one-token step, so passing the measured v (:func:`specviz.analysis.cost.verification_costs`) prices what
+    one-token step, so passing the measured v (:func:`specviz.analysis.cost.verification_costs`) predicts what
     this device pays.
     """
     if not blocks:

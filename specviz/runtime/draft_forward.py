@@ -1,4 +1,4 @@
-"""A draft model's lean forward: the lean Llama body (:func:`~specviz.runtime.reference.model_body`), then its whole
+"""A draft model's direct forward: the direct Llama body (:func:`~specviz.runtime.reference.model_body`), then its whole
 output head or FR-Spec's head trimmed to its K most frequent tokens (Zhao et al. 2025)."""
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ def draft_forward(k: int) -> ForwardFn:
     small draft's cost.
 
     A float target's passes stay transformers' own, the same passes as the target-alone baselines (``generate``),
-    so a measured speedup is the drafting's and not a faster target; a quantised target's take the lean body in
-    every lane, where it computes transformers' own bits (:func:`~specviz.runtime.reference.lean_weights_of_own_bits`).
+    so a measured speedup is the drafting's and not a faster target; a quantised target's take the direct Llama body in
+    every lane, where it computes transformers' own bits (:func:`~specviz.runtime.reference.direct_body_weights`).
     With a trimmed head, logits outside those K are -inf, so q is exactly 0 there: the token is still drawn
     from exactly the q the rules see, which keeps greedy identical and speculative sampling lossless (a token
     the draft cannot propose only lowers acceptance). Any other model with its whole head runs its own forward,

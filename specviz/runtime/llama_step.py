@@ -74,7 +74,7 @@ class LlamaWeights:
     int4_kernels: Kernels | None = None  # where every layer is int4 (joint q k v, gate up): :func:`int4_layer`'s
 
 
-LEAN_MODEL_TYPES = ("llama", "qwen2")  # Qwen2: a Llama with biases on q, k and v (its config names no such flag)
+DIRECT_MODEL_TYPES = ("llama", "qwen2")  # Qwen2: a Llama with biases on q, k and v (its config names no such flag)
 
 
 def is_plain_llama(config: PreTrainedConfig) -> bool:
@@ -82,7 +82,7 @@ def is_plain_llama(config: PreTrainedConfig) -> bool:
     biases, no sliding window and one tensor-parallel slice. Anything else runs through transformers' own body."""
     rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
     return (
-        getattr(config, "model_type", None) in LEAN_MODEL_TYPES
+        getattr(config, "model_type", None) in DIRECT_MODEL_TYPES
         and rope.get("rope_type", rope.get("type", "default")) == "default"
         and getattr(config, "hidden_act", None) == "silu"
         and not getattr(config, "attention_bias", False)

@@ -1,7 +1,7 @@
 """The reference forwards, in torch on any device: the full model (:func:`full_forward`), the same plus the target's
-hidden states for drafters on them (:func:`states_forward`), and the lean Llama body they share with a draft's
+hidden states for drafters on them (:func:`states_forward`), and the direct Llama body they share with a draft's
 (:mod:`specviz.runtime.draft_forward`) and the layer-skip self-draft's (:mod:`specviz.runtime.skipping_forward`).
-A quantised model's full passes take the lean body too (:func:`lean_weights_of_own_bits`), whose products the CPU
+A quantised model's full passes take the direct Llama body too (:func:`direct_body_weights`), whose products the CPU
 runtime (:mod:`specviz.runtime.cpu`) computes.
 
 Every forward follows :mod:`specviz.runtime.protocol`: ``forward(loaded, new_ids, cache, cached, n_last,
@@ -31,16 +31,16 @@ def _inputs(loaded: LoadedModel, new_ids: list[int], layout: TreeLayout | None) 
     return inputs
 
 
-def lean_weights_of_own_bits(loaded: LoadedModel) -> LlamaWeights | None:
-    """The lean body's weights where a model's full passes take it: a plain Llama (or Qwen2) that attends one query
-    row at a time, as a quantised model does. There the lean body computes transformers' own bits, every row of every
-    pass (tests/test_quantised_targets.py), without transformers' per-layer Python: an int8 model's products are its
-    own layers, attention the same :func:`~specviz.runtime.cpu.row_attention.rows_attended`, the norms and rotations the
-    same operations; an int4 model's layers are :func:`~specviz.runtime.cpu.int4_layers.int4_layer` in both
-    (transformers' decoder layers call it: :class:`~specviz.runtime.cpu.int4_layers.Int4DecoderLayer`). The target
-    alone, the speculative run and the profile all run it, and transformers' ``generate`` on the same model gives the
-    same tokens. A float model's passes stay transformers' own: there ``generate`` is the peer measured beside the app,
-    on the same passes."""
+def direct_body_weights(loaded: LoadedModel) -> LlamaWeights | None:
+    """The direct Llama body's weights where a model's full passes take it: a plain Llama (or Qwen2) that attends one
+    query row at a time, as a quantised model does. There the direct Llama body computes transformers' own bits, every
+    row of every pass (tests/test_quantised_targets.py), without transformers' per-layer Python: an int8 model's
+    products are its own layers, attention the same :func:`~specviz.runtime.cpu.row_attention.rows_attended`, the norms
+    and rotations the same operations; an int4 model's layers are :func:`~specviz.runtime.cpu.int4_layers.int4_layer`
+    in both (transformers' decoder layers call it: :class:`~specviz.runtime.cpu.int4_layers.Int4DecoderLayer`). The
+    target alone, the speculative run and the profile all run it, and transformers' ``generate`` on the same model
+    gives the same tokens. A float model's passes stay transformers' own: there ``generate`` is the peer measured
+    beside the app, on the same passes."""
     if not attends_by_rows(loaded.model):  # asked first: a float model's weights are not read (nor kept) here
         return None
     return llama_weights(loaded.model)
@@ -55,7 +55,7 @@ def full_forward(
     layout: TreeLayout | None = None,
 ) -> torch.Tensor:
     """Logits (n_last, V) of the last ``n_last`` positions after feeding ``new_ids`` to the cached model."""
-    weights = lean_weights_of_own_bits(loaded)
+    weights = direct_body_weights(loaded)
     with loaded.lock, torch.inference_mode():
         if weights is not None:
             hidden = model_body(loaded, weights, new_ids, cache, cached, n_last, layout)  # (n_last, H)
@@ -108,6 +108,6 @@ def states_forward(
     nodes included. Parallel drafters and EAGLE read these states; the target's body runs once either way."""
     with loaded.lock, torch.inference_mode():
         # (T, H): the body of the target's full passes
-        hidden = model_body(loaded, lean_weights_of_own_bits(loaded), new_ids, cache, cached, len(new_ids), layout)
+        hidden = model_body(loaded, direct_body_weights(loaded), new_ids, cache, cached, len(new_ids), layout)
         logits = loaded.model.get_output_embeddings()(hidden[-n_last:])  # (n_last, V)
     return logits, hidden

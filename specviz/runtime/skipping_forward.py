@@ -27,7 +27,7 @@ def layer_skip_forward(skip: frozenset[int]) -> ForwardFn:
     Draft & Verify (Zhang et al. 2023, Sec. 3.1): the draft is the target minus a subset of its
     layers, so no extra weights and the same vocabulary. Skipped layers get no KV entries; the other
     layers keep theirs in the drafter's own cache (layer 0 and the last layer are never skipped).
-    A plain Llama's kept layers run through :func:`model_body`'s lean step (bit-identical to
+    A plain Llama's kept layers run through :func:`model_body`'s direct Llama step (bit-identical to
     transformers' layers, with less Python around the matmuls), any other model's through its own decoder
     layers; then the model's output head. The two number the cache's layers differently (the kept layers
     compacted, or the model's own numbers), and a model always takes the same one.

@@ -27,7 +27,7 @@ class Position:
 
 
 @dataclass(frozen=True)
-class Price:
+class Estimate:
     """What a block of gamma drafted tokens costs and yields at the user's c and v(gamma)."""
 
     gamma: int
@@ -43,7 +43,7 @@ class Explanation:
     alpha_how: str  # how alpha was found from the report
     positions: tuple[Position, ...]
     cliff: Position | None
-    prices: tuple[Price, ...]
+    predictions: tuple[Estimate, ...]
     best_gamma: int | None  # at this alpha and c, with v = 1
     verdict: str
 
@@ -106,13 +106,16 @@ def cliff(curve: tuple[Position, ...], alpha: float | None) -> Position | None:
     return next((p for p in curve[1:] if p.conditional is not None and p.conditional < CLIFF_SHARE * alpha), None)
 
 
-def prices(alpha: float, c: float, gammas: tuple[int, ...], verify_costs: tuple[float, ...] = ()) -> tuple[Price, ...]:
-    """Each gamma priced with :func:`~specviz.rules.theory.expected_speedup`: ``verify_costs`` one v per gamma, or one
+def predicted_speedups(
+    alpha: float, c: float, gammas: tuple[int, ...], verify_costs: tuple[float, ...] = ()
+) -> tuple[Estimate, ...]:
+    """Each gamma predicted with :func:`~specviz.rules.theory.expected_speedup`: ``verify_costs`` one v per gamma, or
+    one
     for all, or none (v = 1, Leviathan et al.'s idle-compute assumption)."""
     check_costs(c, gammas, verify_costs)
     vs = verify_costs * len(gammas) if len(verify_costs) == 1 else verify_costs or (1.0,) * len(gammas)
     return tuple(
-        Price(g, v, expected_tokens_per_round(alpha, g), g * c + v, expected_speedup(alpha, g, c, v))
+        Estimate(g, v, expected_tokens_per_round(alpha, g), g * c + v, expected_speedup(alpha, g, c, v))
         for g, v in zip(gammas, vs, strict=True)
     )
 
@@ -137,19 +140,19 @@ def explain(
     verify_costs: tuple[float, ...] = (),
     draft_length: int | None = None,
 ) -> Explanation:
-    """The whole explanation; the gammas priced default to the engine's own draft length."""
+    """The whole explanation; the gammas predicted default to the engine's own draft length."""
     alpha, how = alpha_of(report, draft_length)
     curve = positions(report, alpha)
     gammas = gammas or tuple(filter(None, (report.draft_length or draft_length,)))
-    priced = prices(alpha, c, gammas, verify_costs) if alpha is not None and c is not None else ()
+    predicted = predicted_speedups(alpha, c, gammas, verify_costs) if alpha is not None and c is not None else ()
     best = best_gamma(alpha, c) if alpha is not None and c is not None else None
     return Explanation(
-        alpha, how, curve, found := cliff(curve, alpha), priced, best, verdict(alpha, found, priced, c, best)
+        alpha, how, curve, found := cliff(curve, alpha), predicted, best, verdict(alpha, found, predicted, c, best)
     )
 
 
 def verdict(
-    alpha: float | None, broken: Position | None, priced: tuple[Price, ...], c: float | None, best: int | None
+    alpha: float | None, broken: Position | None, predicted: tuple[Estimate, ...], c: float | None, best: int | None
 ) -> str:
     """In words: "your acceptance is fine (alpha = 0.82); your draft costs c = 0.4 of a target step, so gamma 5
     cannot pay: ..."."""
@@ -164,7 +167,7 @@ def verdict(
             "a cache, a position limit)"
         )
     costly = f"your draft costs c = {c or 0:g} of a target step, so "  # said once, before the first gamma that fails
-    for p in priced:
+    for p in predicted:
         spent = f"{p.tokens_per_pass:.2f} tokens per pass for {p.gamma} c + v = {p.cost:.2f} target steps"
         if p.speedup >= 1:
             parts.append(f"gamma {p.gamma} pays {p.speedup:.3g}x ({spent})")

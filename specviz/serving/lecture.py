@@ -106,8 +106,8 @@ class Preparation:
     from the store (:meth:`progress`), not counted by the preparation: a work stored before it began counts at once."""
 
     plan: LecturePlan
-    price: Callable[[Work], float | None]  # a work's estimate here; None while its pair is not loaded
-    prices: list[float | None] = field(default_factory=list)  # each work's, by position, priced once known
+    estimate: Callable[[Work], float | None]  # a work's estimate here; None while its pair is not loaded
+    estimates: list[float | None] = field(default_factory=list)  # each work's, by position, predicted once known
     current: tuple[int, float] = (0, 0.0)  # the work running (its position; the plan's length once done) and since
     # (one value, replaced whole: a page reading it never sees one work's position with another's start)
     paced: list[tuple[float, float]] = field(default_factory=list)  # (estimate, took) of each work computed here
@@ -125,13 +125,13 @@ class Preparation:
         position = self.current[0]
         return self.plan.works[position].label if position < self.total else ""
 
-    def reprice(self) -> None:
-        """Price every work not priced yet whose pair is loaded now (a plan loaded from a file after a restart is
-        priced pair by pair, as the preparation loads them)."""
-        self.prices += [None] * (self.total - len(self.prices))
+    def estimate_again(self) -> None:
+        """Estimate every work not predicted yet whose pair is loaded now (a plan loaded from a file after a restart is
+        predicted pair by pair, as the preparation loads them)."""
+        self.estimates += [None] * (self.total - len(self.estimates))
         for position, work in enumerate(self.plan.works):
-            if self.prices[position] is None:
-                self.prices[position] = self.price(work)
+            if self.estimates[position] is None:
+                self.estimates[position] = self.estimate(work)
 
     def progress(self, stored: set[tuple[Hashable, ...]]) -> int:
         """How many of the plan's works are ``stored`` (:func:`stored_keys`)."""
@@ -139,37 +139,38 @@ class Preparation:
 
     def remaining_s(self, stored: set[tuple[Hashable, ...]], now: float) -> float | None:
         """Seconds until the preparation ends (:func:`~specviz.serving.estimates.plan_left`): the running work, then
-        every later one not ``stored`` yet, at their estimates scaled by the pace measured so far. A work not priced yet
-        counts at the mean of those priced (one lecture's works are alike); None while none is."""
-        known = [p for p in self.prices if p is not None]
+        every later one not ``stored`` yet, at their estimates scaled by the pace measured so far. A work not predicted
+        yet counts at the mean of those predicted (one lecture's works are alike); None while none is."""
+        known = [p for p in self.estimates if p is not None]
         if not known:
             return None
         mean = sum(known) / len(known)
-        prices = [p if p is not None else mean for p in self.prices]
+        estimates = [p if p is not None else mean for p in self.estimates]
         position, since = self.current
-        running = (prices[position], now - since) if position < self.total else None
-        waiting = [prices[i] for i in range(position + 1, self.total) if self.plan.works[i].first_key not in stored]
+        running = (estimates[position], now - since) if position < self.total else None
+        waiting = [estimates[i] for i in range(position + 1, self.total) if self.plan.works[i].first_key not in stored]
         return plan_left(running, waiting, self.paced)
 
 
 def prepare(
-    plan: LecturePlan, pool: SharedWork, price: Callable[[Work], float | None], recording: Recording | None = None
+    plan: LecturePlan, pool: SharedWork, estimate: Callable[[Work], float | None], recording: Recording | None = None
 ) -> Preparation:
     """Compute ``plan``'s works one after the other on ``pool`` (each once for every session; a result already stored
     is kept), in a background thread; returns the :class:`Preparation` to follow. ``recording`` stops: the pages
-    opened while the lecture is prepared would add works its plan does not hold. ``price``: a work's estimate here."""
+    opened while the lecture is prepared would add works its plan does not hold. ``estimate``: a work's estimate
+    here."""
     on = recording if recording is not None and recording.on else None
-    preparation = Preparation(plan, price, current=(0, time.monotonic()), stopped=on)
+    preparation = Preparation(plan, estimate, current=(0, time.monotonic()), stopped=on)
     if recording is not None:
         recording.on = False
-    preparation.reprice()
+    preparation.estimate_again()
 
     def run() -> None:
         for position, work in enumerate(plan.works):
-            preparation.reprice()
+            preparation.estimate_again()
             preparation.current = (position, time.monotonic())
             if not is_stored(pool, work):
-                estimate = preparation.prices[position]
+                estimate = preparation.estimates[position]
                 job = pool.submit(work.first_key, work.compute, SESSION, work.label, estimate)
                 job.finished.wait()
                 pool.leave(job, SESSION)

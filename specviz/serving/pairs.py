@@ -211,7 +211,7 @@ def _pair_key(config: DecodeConfig) -> tuple[str, str | None, str, str, str, str
 
 def loaded_target(config: DecodeConfig) -> LoadedModel | None:
     """The target ``config`` names, if a loaded pair holds it (in ``config``'s precision where one does; nothing is
-    loaded here): its profile prices a work before it runs."""
+    loaded here): its profile predicts a work before it runs."""
     held = [pair.target for pair in LOADED_PAIRS.values() if pair.target.spec == config.target]
     return next((t for t in held if t.precision == config.dtype), held[0] if held else None)
 

@@ -92,13 +92,13 @@ def stored_attempts(work: SharedWork, key: tuple[Hashable, ...]) -> list[Any]:
     return attempts
 
 
-def shown_attempt(attempts: list[R], disturbed: Callable[[R], bool]) -> tuple[R | None, R | None]:
+def shown_attempt(attempts: list[R], noisy: Callable[[R], bool]) -> tuple[R | None, R | None]:
     """Of a live measurement's attempts, oldest first: the one pages show (the latest quiet one, else the latest),
-    and the latest one when it was ``disturbed`` (measured under load) while a quiet one is shown instead (else
+    and the latest one when it was ``noisy`` (measured under load) while a quiet one is shown instead (else
     None): a timing taken under load is never what later visitors see while a quiet one exists."""
     if not attempts:
         return None, None
-    quiet = [attempt for attempt in attempts if not disturbed(attempt)]
+    quiet = [attempt for attempt in attempts if not noisy(attempt)]
     shown = quiet[-1] if quiet else attempts[-1]
     return shown, attempts[-1] if attempts[-1] is not shown else None
 

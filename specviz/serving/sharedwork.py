@@ -101,7 +101,7 @@ class SharedWork:
         self, key: Hashable, compute: JobComputation, session: str, label: str, estimated_s: float | None = None
     ) -> Job:
         """The job computing ``key``, joined by ``session`` (a new one is queued if none is in flight; ``estimated_s``:
-        what it costs, priced before it runs, where known).
+        what it costs, predicted before it runs, where known).
 
         The session's previous job, if different, is left first: one session, one run in the queue.
         """

@@ -68,7 +68,9 @@ class Work:
 WorkComputation = Callable[[DecodeConfig, str, tuple[Any, ...], JobProgress], Any]  # bound into a job
 Estimate = Callable[[DecodeConfig, tuple[Any, ...], float], float]
 TRACE = "trace"
-PRICED_SPEEDUP = "machine_speedup"  # (c, the speedup priced from the profile): the headline's figure before a race
+PREDICTED_SPEEDUP = (
+    "machine_speedup"  # (c, the speedup predicted from the profile): the headline's figure before a race
+)
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ class WorkEntry:
     compute: WorkComputation
     estimate: Estimate  # seconds before it runs: (config, params, the target's one-token step in ms) -> s
     measured: bool = False  # a live timing: measured again on request, one result per attempt
-    loads_pairs: bool = False  # it loads other pairs (other precisions): their load comes on top of its price
+    loads_pairs: bool = False  # it loads other pairs (other precisions): their load comes on top of its estimate
 
 
 def trace_of(config: DecodeConfig, prompt: str, on_progress: JobProgress) -> Trace:
@@ -94,7 +96,7 @@ def live_speedup(config: DecodeConfig, prompt: str, params: tuple, on_progress: 
     return metrics.measured_speedup(trace_of(config, prompt, on_progress), pair_for(config))
 
 
-def priced_speedup(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
+def predicted_speedup(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
     return metrics.machine_speedup(trace_of(config, prompt, on_progress), pair_for(config))
 
 
@@ -209,7 +211,7 @@ WORKS: dict[str, WorkEntry] = {
         estimates.trace,
     ),
     "speedup": WorkEntry("Live timing", live_speedup, estimates.live_timing, measured=True),
-    PRICED_SPEEDUP: WorkEntry("Pricing", priced_speedup, estimates.trace),
+    PREDICTED_SPEEDUP: WorkEntry("Predicting", predicted_speedup, estimates.trace),
     "race": WorkEntry("Race", race, estimates.raced, measured=True),
     "sweep": WorkEntry("Sweeping γ", gamma_sweep, estimates.swept, measured=True),
     "vocab-sweep": WorkEntry("Comparing head sizes", vocab_sweep, estimates.head_sizes),

@@ -4,7 +4,7 @@
 script per page; ``navigation``: the page list; ``presets``: the model pairs and prompts offered; ``state``: the
 session's state, typed, every key listed; ``opening``: what a session opens on (its link); ``controls``: the
 sidebar, mirrored in the URL; ``fields``: the widget each config field becomes; ``waiting``: what a page shows while
-the work every session shares runs (:mod:`specviz.serving`); ``offers``: a costly work's price and who may start it
+the work every session shares runs (:mod:`specviz.serving`); ``offers``: a costly work's estimate and who may start it
 (a student's session may not); ``racing``: the race and the one speed figure every
 page quotes; ``views``: the trace's summary line, the round a link names and the lesson player that steps the rounds
 in the browser (:mod:`specviz.presentation.player`). Pages use these through ``from specviz import ui``.
@@ -24,7 +24,7 @@ from specviz.ui.offers import may_start, measure_again_hint
 from specviz.ui.opening import init_state_from_url
 from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, EMBEDDED_PAIR, PAIR_PRESETS, PROMPT_PRESETS
 from specviz.ui.racing import race_link, raced, show_headline
-from specviz.ui.turns import stop_page, taking_turns
+from specviz.ui.scheduling import scheduled_run, stop_page
 from specviz.ui.views import (
     answered_rounds,
     fastest_note,
@@ -32,7 +32,7 @@ from specviz.ui.views import (
     linked_round,
     pair_defaults_text,
     precision_caption,
-    priced_story_text,
+    prediction_story_text,
     roofline_panel,
     show_player,
 )
@@ -72,7 +72,7 @@ __all__ = [
     "page_pair",
     "pair_defaults_text",
     "precision_caption",
-    "priced_story_text",
+    "prediction_story_text",
     "hold_for_quiz",
     "race_link",
     "raced",
@@ -85,7 +85,7 @@ __all__ = [
     "sidebar_controls",
     "stop_page",
     "summary_line",
-    "taking_turns",
+    "scheduled_run",
     "widget_value",
     "write_url",
 ]

@@ -20,12 +20,12 @@ def main() -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
         logging.getLogger("specviz").addHandler(handler)
         logging.getLogger("specviz").setLevel(os.environ["SPECVIZ_LOG_LEVEL"].upper())
-    with ui.taking_turns():  # page runs build in turns, first paints first (specviz.serving.turns)
+    with ui.scheduled_run():  # page runs build in turns, first contentful paints first (specviz.serving.scheduler)
         ui.let_the_classroom_run_first()  # a class waiting for one trace: it is computed before this run takes the CPU
         st.set_page_config(**ui.PAGE_CONFIG)
         navigation = ui.navigation()
         ui.open_lesson_view(navigation)
-        ui.draw_shared_sidebar()  # the config now; the widgets after the page's first paint
+        ui.draw_shared_sidebar()  # the config now; the widgets after the page's first contentful paint
         navigation.run()
 
 

@@ -36,9 +36,9 @@ from specviz.ui.navigation import LESSON_VIEWS, navigation
 from specviz.ui.offers import own_key
 from specviz.ui.opening import init_state_from_url
 from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, PAIR_PRESETS, PROMPT_PRESETS, pair_option
+from specviz.ui.scheduling import defer
 from specviz.ui.state import Session, field_state, page_key, session, set_field_states
 from specviz.ui.teacher_links import remember_teacher_key, show_students_link
-from specviz.ui.turns import defer
 
 
 class PageConfig(TypedDict):
@@ -55,10 +55,10 @@ PAGE_CONFIG = PageConfig(
 
 def draw_shared_sidebar() -> None:
     """Choose the sidebar's config once per run, for the page that runs next (app.py calls it before the page), and
-    keep it; the widgets are drawn after the page's first paint (:mod:`specviz.ui.turns`), in the sidebar's place
-    reserved here, above anything the page adds there. A machine's first start measures its defaults (the embedded
-    pair's passes and acceptance: a minute or two) in the background once the sessions' work is done, so its first
-    round is not held up (:func:`~specviz.serving.pairs.measure_in_background`: it waits for the pool to have
+    keep it; the widgets are drawn after the page's first contentful paint (:mod:`specviz.ui.scheduling`), in the
+    sidebar's place reserved here, above anything the page adds there. A machine's first start measures its defaults
+    (the embedded pair's passes and acceptance: a minute or two) in the background once the sessions' work is done, so
+    its first round is not held up (:func:`~specviz.serving.pairs.measure_in_background`: it waits for the pool to have
     finished a first computation, the visitor's round, or ``FIRST_WORK_WAIT_S``, then for it to be idle); the sidebar
     says so meanwhile."""
     device = app_device()
@@ -107,7 +107,9 @@ def shared_controls() -> tuple[DecodeConfig | None, str, DecodeConfig]:
     defaults = defaults or app_defaults()
     if config is not None:
         write_url(config, prompt, session.round, defaults, extra=linked_view())
-        if not session.student:  # in the sidebar, under its widgets: drawn with them, after the page's first paint
+        if (
+            not session.student
+        ):  # in the sidebar, under its widgets: drawn with them, after the page's first contentful paint
             defer(lambda: draw_students_link(config, prompt, defaults))
     return config, prompt, defaults
 
@@ -211,8 +213,8 @@ def _apply_prompt_preset() -> None:
 def sidebar_controls(defaults: DecodeConfig, place: DeltaGenerator | None = None) -> tuple[DecodeConfig | None, str]:
     """The sidebar: return the chosen config (None with a message when it is invalid) and prompt, read from the
     widgets' states (seeded from the link on a session's first run); the widgets themselves are drawn into ``place``
-    (the sidebar by default) after the page's first paint (:func:`specviz.ui.turns.defer`). Drawing a widget leaves
-    its state as it is, so the config is the one the widgets show."""
+    (the sidebar by default) after the page's first contentful paint (:func:`specviz.ui.scheduling.defer`). Drawing a
+    widget leaves its state as it is, so the config is the one the widgets show."""
     init_state_from_url(defaults)
     defer(lambda: draw_sidebar(place or st.sidebar, defaults))
     for message in session.link_messages:

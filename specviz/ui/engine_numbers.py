@@ -89,7 +89,7 @@ def show_what_was_read(report: EngineReport) -> None:
 
 @dataclass(frozen=True)
 class Costs:
-    """The user's costs: k where the report has none, c, the block sizes to price and v(k) (one for all, or one per
+    """The user's costs: k where the report has none, c, the block sizes to estimate and v(k) (one for all, or one per
     block size)."""
 
     draft_length: int | None
@@ -111,15 +111,15 @@ def costs(report: EngineReport, config: DecodeConfig | None) -> Costs:
     )
     gammas = tuple(
         middle.multiselect(
-            "γ to price (none chosen: the engine's k)", range(1, GAMMA_MAX + 1), key=page_key(PAGE, "gammas")
+            "γ to estimate (none chosen: the engine's k)", range(1, GAMMA_MAX + 1), key=page_key(PAGE, "gammas")
         )
     )
-    priced = gammas or ((k,) if k else ())
+    predicted = gammas or ((k,) if k else ())
     measure = right.toggle(
         "Measure c and v(k) here, for the sidebar's pair", key=page_key(PAGE, "measure"), disabled=config is None
     )
     if measure and config is not None:
-        measured = show_user_errors(lambda: measured_costs(config, priced))
+        measured = show_user_errors(lambda: measured_costs(config, predicted))
         if measured is not None:
             return Costs(k, measured[0], gammas, measured[1])
     c = left.number_input(
@@ -171,7 +171,7 @@ def show_explanation(explained: Explanation) -> None:
     else:
         st.info("This output reports no acceptance per draft position, so there is no curve to draw.")
     st.markdown(f"**Verdict.** {explained.sentence}")
-    if explained.prices:
+    if explained.predictions:
         table = pd.DataFrame(
             [
                 {
@@ -181,12 +181,12 @@ def show_explanation(explained: Explanation) -> None:
                     "cost, target steps": p.cost,
                     "speedup": p.speedup,
                 }
-                for p in explained.prices
+                for p in explained.predictions
             ]
         )
         st.dataframe(table.round(3), hide_index=True)
     else:
-        st.caption("Enter c (your draft's cost) to price the speedup this α buys.")
+        st.caption("Enter c (your draft's cost) to estimate the speedup this α buys.")
 
 
 def export_downloads(run: DraftingRun, where: str) -> None:

@@ -11,7 +11,7 @@ import streamlit as st
 from specviz.analysis.race import Race, speedup_words
 from specviz.config import DecodeConfig
 from specviz.serving.pool import shared_work, shown_attempt, stored_attempts
-from specviz.serving.works import PRICED_SPEEDUP, TRACE, Work
+from specviz.serving.works import PREDICTED_SPEEDUP, TRACE, Work
 from specviz.ui.waiting import measured_again, shared_result
 
 RACE_PAGE = "pages/race.py"
@@ -24,7 +24,7 @@ def race_work(config: DecodeConfig, prompt: str, lanes: tuple[str, ...] = ()) ->
 def shown_race(config: DecodeConfig, prompt: str) -> Race | None:
     """The race the pages quote for this configuration and prompt (the latest quiet one), None before one ran."""
     attempts = stored_attempts(shared_work(), race_work(config, prompt).key)
-    return shown_attempt(attempts, lambda race: race.disturbed)[0]
+    return shown_attempt(attempts, lambda race: race.noisy)[0]
 
 
 def raced(config: DecodeConfig, prompt: str, lanes: tuple[str, ...], start: str) -> tuple[Race | None, Race | None]:
@@ -32,35 +32,36 @@ def raced(config: DecodeConfig, prompt: str, lanes: tuple[str, ...], start: str)
     measured once for every session on the work pool when the teacher presses ``start``, measured again on request
     (a student's session shows the class's race: :func:`~specviz.ui.waiting.measured_again`)."""
 
-    return measured_again(race_work(config, prompt, lanes), lambda race: race.disturbed, start)
+    return measured_again(race_work(config, prompt, lanes), lambda race: race.noisy, start)
 
 
-def headline_text(race: Race | None, priced: float | None) -> str:
+def headline_text(race: Race | None, predicted: float | None) -> str:
     """The configuration's one speed figure, the same on every page: the ``race``'s measured speedup, or before a
-    race was run the profile-priced figure (``priced``: the theory at the trace's α, priced with this machine's c and
-    v(k); None where it is not known), labelled as such. A page's other figures are named for what they are."""
-    beside = f" (priced from this machine's profile: {speedup_words(priced)})" if priced is not None else ""
+    race was run the profile-predicted figure (``predicted``: the theory at the trace's α, predicted with this
+    machine's c and v(k); None where it is not known), labelled as such. A page's other figures are named for what they
+    are."""
+    beside = f" (predicted from this machine's profile: {speedup_words(predicted)})" if predicted is not None else ""
     if race is not None:
         return (
             f"**Speedup of this configuration: {speedup_words(race.headline)}, measured** in the race of "
             f"{race.measured_at.replace('T', ' ')}{beside}. The figures below are read against it."
         )
-    if priced is None:
+    if predicted is None:
         return "**Speedup of this configuration: not measured yet.** The Race page runs the two decoders on one clock."
     return (
-        f"**Speedup of this configuration: {speedup_words(priced)}, priced** from this machine's profile at this "
+        f"**Speedup of this configuration: {speedup_words(predicted)}, predicted** from this machine's profile at this "
         "trace's α; no race measured yet (the Race page runs the two decoders on one clock). The figures below are "
         "read against it."
     )
 
 
 def show_headline(config: DecodeConfig, prompt: str) -> tuple[float, float] | None:
-    """Draw the configuration's one speed figure (:func:`headline_text`), priced from one source on every page: the
-    shared pricing of its trace (a profile lookup, and c timed where a drafter has no profile; asked only once the
-    trace is stored or under way, so this starts no decode). Returns that pricing, (c, the priced speedup), for the
-    page's own figures (None where there is none)."""
+    """Draw the configuration's one speed figure (:func:`headline_text`), predicted from one source on every page: the
+    shared prediction of its trace (a profile lookup, and c timed where a drafter has no profile; asked only once the
+    trace is stored or under way, so this starts no decode). Returns that prediction, (c, the predicted speedup), for
+    the page's own figures (None where there is none)."""
     traced = shared_work().known(Work(TRACE, config, prompt).key)
-    speed = shared_result(Work(PRICED_SPEEDUP, config, prompt)) if traced else None
+    speed = shared_result(Work(PREDICTED_SPEEDUP, config, prompt)) if traced else None
     st.info(headline_text(shown_race(config, prompt), speed[1] if speed else None))
     return speed
 

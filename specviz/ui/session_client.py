@@ -1,10 +1,11 @@
 """A headless client of the app's own server: a session over Streamlit's websocket protocol, without a browser.
 
 A session opens ``ws://127.0.0.1:PORT/_stcore/stream`` (subprotocol "streamlit"), sends one ``BackMsg`` asking for a
-script run with a link's query string and page, and reads ``ForwardMsg``s: the first server message, the first paint
-(the delta whose new element is the page's main view: the round view's player, an iframe) and the end of the run
-(``script_finished``). Messages are parsed as protobuf and only the element's type is looked at, so one process can
-hold hundreds of sessions: the lecture-hall benchmark (``benchmarks/load_client.py``) and the tests open them here.
+script run with a link's query string and page, and reads ``ForwardMsg``s: the first server message, the first
+contentful paint (the delta whose new element is the page's main view: the round view's player, an iframe) and the end
+of the run (``script_finished``). Messages are parsed as protobuf and only the element's type is looked at, so one
+process can hold hundreds of sessions: the lecture-hall benchmark (``benchmarks/load_client.py``) and the tests open
+them here.
 """
 
 from __future__ import annotations

@@ -6,12 +6,12 @@ import streamlit as st
 
 from specviz.analysis.defaults import PRECISIONS, at_precision, exit_words
 from specviz.analysis.draft_precision import precisions_on
-from specviz.analysis.peer_passes import peer_sentence, peer_table, stored_peer_passes
+from specviz.analysis.llamacpp_passes import llamacpp_sentence, llamacpp_table, stored_llamacpp_passes
 from specviz.analysis.race import Race
 from specviz.analysis.roofline import (
     cost_coefficient,
     pair_profiles,
-    priced_story,
+    prediction_story,
     roofline_table,
     speculation_summary,
     speed_sentence,
@@ -29,8 +29,8 @@ from specviz.serving.sharedwork import key_digest
 from specviz.ui.controls import write_url
 from specviz.ui.player_place import keep_players_place
 from specviz.ui.racing import shown_race
+from specviz.ui.scheduling import painted, stop_page
 from specviz.ui.state import page_key, session
-from specviz.ui.turns import painted, stop_page
 from specviz.ui.waiting import page_pair
 
 ROOFLINE_COLUMNS = {
@@ -85,16 +85,17 @@ def fastest_note(config: DecodeConfig) -> str | None:
     )
 
 
-def priced_story_text(config: DecodeConfig, pair: ModelPair, priced: float, alpha: float, c: float) -> str:
-    """The theory's speedup for the run, priced here, in words (:func:`~specviz.analysis.roofline.priced_story`)."""
-    return priced_story(priced, alpha, config.gamma, c, model_profile(pair.target))
+def prediction_story_text(config: DecodeConfig, pair: ModelPair, predicted: float, alpha: float, c: float) -> str:
+    """The theory's speedup for the run, predicted here, in words
+    (:func:`~specviz.analysis.roofline.prediction_story`)."""
+    return prediction_story(predicted, alpha, config.gamma, c, model_profile(pair.target))
 
 
 def roofline_panel(config: DecodeConfig, alpha: float | None = None) -> None:
     """This machine's roofline for the sidebar's pair, in each precision offered: the target's and the drafter's
     measured pass over k + 1 tokens beside the target's memory and compute bounds, and what that means for
     speculation here (at the trace's alpha, when given); then llama.cpp's pass over k tokens, where a benchmark
-    measured it on this machine (:mod:`specviz.analysis.peer_passes`)."""
+    measured it on this machine (:mod:`specviz.analysis.llamacpp_passes`)."""
     st.markdown(
         "A pass over k + 1 tokens reads every weight once and does 2N(k + 1) FLOPs. While reading the "
         "weights takes longer than the arithmetic (the dashed line above the dotted one), a pass over a few "
@@ -125,10 +126,10 @@ def roofline_panel(config: DecodeConfig, alpha: float | None = None) -> None:
             if draft is not None and alpha is not None:
                 st.markdown(speculation_summary(alpha, cost_coefficient(target, draft), target))
             st.dataframe(table.rename(columns=ROOFLINE_COLUMNS).round(2), hide_index=True, width="stretch")
-    peer = stored_peer_passes()
-    if peer is not None:  # measured by benchmarks/bench_llamacpp.py on this machine
-        st.markdown(peer_sentence(peer))
-        st.dataframe(peer_table(peer).round(2), hide_index=True)
+    peer = stored_llamacpp_passes()
+    if peer is not None:  # measured with llama-bench on this machine (analysis.llamacpp_passes)
+        st.markdown(llamacpp_sentence(peer))
+        st.dataframe(llamacpp_table(peer).round(2), hide_index=True)
 
 
 def linked_round() -> int:
@@ -174,7 +175,7 @@ def answered_rounds(trace: Trace) -> int:
 
 def hold_for_quiz(trace: Trace | None, config: DecodeConfig | None, prompt: str, defaults: DecodeConfig) -> None:
     """A student's page that would show how ``trace``'s rounds ended, before its quiz answered them: the quiz in the
-    page's place (at the session's round), and the page stops there (:func:`~specviz.ui.turns.stop_page`). Nothing
+    page's place (at the session's round), and the page stops there (:func:`~specviz.ui.scheduling.stop_page`). Nothing
     for a teacher's session, a page with no trace or config yet, or once every round is answered."""
     if config is None or trace is None or not trace.rounds:
         return
@@ -203,7 +204,7 @@ def show_player(
     page = opened_at(shared_lesson_page(trace, race), view, shown, told)
     st.html(PROJECTOR_STYLE)
     st.iframe(page, height="content")  # streamlit sizes the frame to the player's content
-    painted()  # the page's main view is out: the rest waits while other sessions' first paints do
+    painted()  # the page's main view is out: the rest waits while other sessions' first contentful paints do
     keep_players_place(config, prompt, defaults, trace_id(trace), len(trace.rounds))
     return page
 

@@ -29,7 +29,7 @@ from specviz.serving.pool import (
 )
 from specviz.serving.sharedwork import key_digest
 from specviz.serving.works import TRACE, WORKS, Work
-from specviz.ui import turns
+from specviz.ui import scheduling
 from specviz.ui.offers import NOT_PREPARED, estimate_label, estimated, may_start, own_key
 from specviz.ui.recorder import teachers_recording
 from specviz.ui.state import Session, page_key, session
@@ -91,9 +91,9 @@ def own_series(key: tuple[Hashable, ...], owner: str) -> tuple[Hashable, ...]:
     return key + ("own", owner)
 
 
-def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str) -> tuple[Any, Any]:
+def measured_again(work: Work, noisy: Callable[[Any], bool], start: str) -> tuple[Any, Any]:
     """A live timing every session shares, with a "Measure again" button: (the attempt to show, the latest attempt
-    when it was ``disturbed`` and a quiet one is shown instead) (:func:`~specviz.serving.pool.shown_attempt`).
+    when it was ``noisy`` and a quiet one is shown instead) (:func:`~specviz.serving.pool.shown_attempt`).
 
     The first attempt starts when someone presses ``start`` (with its estimate); one under way for another session is
     waited for without a press. Each attempt is its own shared result (``work.key + (n,)``), so the quiet one a class
@@ -149,8 +149,8 @@ def measured_again(work: Work, disturbed: Callable[[Any], bool], start: str) -> 
             "or prepared them first (the teacher's): a Measure again from any other session changes nothing the "
             "class sees."
         )
-        return shown_attempt(own, disturbed)
-    return shown_attempt(attempts, disturbed)
+        return shown_attempt(own, noisy)
+    return shown_attempt(attempts, noisy)
 
 
 def claim(work: Work) -> None:
@@ -179,7 +179,7 @@ def let_the_classroom_run_first() -> None:
     session.arrived = True
     running = classroom_run(shared_work())
     if running is not None:
-        with turns.waiting():
+        with scheduling.waiting():
             running.finished.wait(CLASSROOM_WAIT_SECONDS)
 
 
@@ -201,7 +201,7 @@ def submit_and_wait(
     session, box, shown, sent = _session_id(), st.empty(), None, 0.0
     job = work.submit(key, compute, session, label, estimated_s())
     try:
-        with turns.waiting():  # the sidebar is drawn first, and the run holds no turn while it waits
+        with scheduling.waiting():  # the sidebar is drawn first, and the run holds no turn while it waits
             while not job.finished.wait(redraw_interval(len(job.waiters))):
                 # redraw when the message changes, and now and then regardless: each redraw is also where
                 # streamlit stops this run if the user changed a setting (which leaves the queue, below)
@@ -251,5 +251,5 @@ def page_pair(config: DecodeConfig) -> ModelPair | None:
         + (f" and {config.draft}" if config.draft_spec else "")
         + (" (the first load on a machine also measures its kernels: seconds) …")
     )
-    with contextlib.nullcontext() if pair_loaded(config) else turns.waiting(), st.spinner(loading):
+    with contextlib.nullcontext() if pair_loaded(config) else scheduling.waiting(), st.spinner(loading):
         return show_user_errors(lambda: pair_for(config))

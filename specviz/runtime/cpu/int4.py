@@ -10,7 +10,7 @@ product is the package's C kernel (``int4_rows.c``, compiled for this CPU by :mo
 row's integer sums are exact and its float steps the same fused multiply-adds in the same order however many rows
 share a pass, so a pass over k + 1 rows gives, row for row, the bits of k + 1 one-row steps (tested), on every
 instruction set it is compiled for (AVX-512 VNNI, AVX2, plain C: tested equal bit for bit). With attention one
-query row at a time (:mod:`specviz.runtime.cpu.row_attention`), that makes an int4 TARGET exact to itself, as int8's
+query row at a time (:mod:`specviz.runtime.cpu.row_attention`), that makes an int4 TARGET batch-invariant, as int8's
 is. A step reads about 0.63 bytes a weight (an eighth of float32's, scales included), unpacked once per pass and
 shared by its rows, so the pass stays near the cost of one row until the integer dot products (64 a
 VNNI instruction) catch up with the memory. A model fetched from a GGUF takes the file's own Q4_K blocks as its
@@ -170,7 +170,7 @@ class JointInt4:
     """Layers of one input whose packed weights (and biases) lie one after another (:func:`share_one_buffer`),
     multiplied in ONE kernel call: each output of the kernel depends only on its own weights and the row, so the
     call's outputs are, bit for bit, those of each layer called alone, for one kernel launch instead of several (the
-    lean step's q, k and v, and its gate and up: 7 calls a decoder layer become 4)."""
+    direct Llama step's q, k and v, and its gate and up: 7 calls a decoder layer become 4)."""
 
     kernel: Kernels
     addresses: tuple[int, int | None]
@@ -207,7 +207,7 @@ def joint_of(layers: list[nn.Module]) -> JointInt4 | None:
 def quantize_int4(model: nn.Module) -> int:
     """Put a freshly loaded float32 model's Linear layers on int4 (in place, before it is shared): its output head,
     any layer whose shape the kernel cannot take, and its input embedding on int8; its attention one query row at a
-    time (:mod:`specviz.runtime.cpu.row_attention`), so a target on it is exact to itself. Returns how many Linear
+    time (:mod:`specviz.runtime.cpu.row_attention`), so a target on it is batch-invariant. Returns how many Linear
     layers changed. A decoder layer's q, k and v (and its gate and up) share one buffer (:func:`share_one_buffer`).
     A model fetched from a GGUF takes the file's own 4-bit blocks where it has them (:func:`published_groups`)."""
     head = model.get_output_embeddings() if isinstance(model, PreTrainedModel) else None

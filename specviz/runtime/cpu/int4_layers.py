@@ -1,6 +1,6 @@
 """An int4 model's decoder layers in C: each layer in two calls of ``int4_layer.c`` around the cache's update
 (:func:`int4_layer`: the math of :mod:`specviz.runtime.llama_step`, its norms summed by the package), in every pass:
-the lean body's (:func:`int4_hidden`) and transformers' own forward (its decoder layers become
+the direct Llama body's (:func:`int4_hidden`) and transformers' own forward (its decoder layers become
 :class:`Int4DecoderLayer`), so ``generate`` and the engine compute the same bits, and a pass over k rows those of k
 one-row steps (each row computed alone): an int4 target is batch-invariant.
 """
@@ -75,7 +75,7 @@ def int4_layer(
 
 class Int4DecoderLayer(nn.Module):
     """A decoder layer of a model whose every layer is int4, as transformers' own forward (``generate``) calls it:
-    :func:`int4_layer` on its weights, so transformers and the lean step compute one model's bits. It holds the
+    :func:`int4_layer` on its weights, so transformers and the direct Llama step compute one model's bits. It holds the
     layer's own modules under their own names (the weights stay where transformers and :func:`llama_weights` find
     them); the rotary angles are those transformers passes (``position_embeddings``), the keys each row sees read off
     its attention mask (:func:`~specviz.runtime.cpu.row_attention.keys_seen`)."""

@@ -9,7 +9,7 @@ products of int8 by int8 are summed in int32, which is exact: no rounding, so no
 and the rescale to float32 is element by element. With attention computed one query row at a time
 (:mod:`specviz.runtime.cpu.row_attention`), every row of a pass is computed exactly as it would be alone: a verification
 pass over k + 1 rows gives, row for row, the bits of k + 1 one-row steps (tested). That is what lets the int8
-TARGET be exact to itself: greedy speculative output token-identical to the int8 target's own
+TARGET be batch-invariant: greedy speculative output token-identical to the int8 target's own
 autoregressive output. (torch's dynamic quantisation shares one activation scale among all rows of a pass, so a
 row's result depends on its neighbours: it cannot serve a target.) The product runs through oneDNN on weights
 packed once (VNNI or AMX dot products where the CPU has them; ``torch._int_mm`` where torch has no oneDNN), so a

@@ -11,7 +11,7 @@ rows streams the weight at close to the memory bandwidth. The two kernels add in
 float32 results differ in the last bits, as any two exact kernels may; what keeps greedy speculative decoding
 token-identical is that the target's own decoding and the speculative one run the SAME kernels. So a kernel path
 belongs to a loaded model, chosen once at load (by the machine profile, :mod:`specviz.models.profile`), and every
-caller of that model (the engine, the drafts' lean step, transformers' ``generate``) multiplies through it.
+caller of that model (the engine, the drafts' direct Llama step, transformers' ``generate``) multiplies through it.
 
 Paths: ``default`` (torch's own choice: MKL for float32, oneDNN for bfloat16) and ``onednn`` (packed weights), both
 exact in the model's precision; and ``int8`` and ``int4`` (int8 or grouped 4-bit matrices, each activation row
@@ -131,8 +131,8 @@ def kernels_of(model: nn.Module) -> str:
 @dataclass(frozen=True)
 class Projection:
     """x -> x W^T + b as a Linear layer of a model computes it: through its packed weight where the model runs on
-    oneDNN, else torch's ``F.linear``. The drafts' lean step (:mod:`specviz.runtime.llama_step`) multiplies through
-    these, so a draft runs the same kernels as its model's own forward."""
+    oneDNN, else torch's ``F.linear``. The drafts' direct Llama step (:mod:`specviz.runtime.llama_step`) multiplies
+    through these, so a draft runs the same kernels as its model's own forward."""
 
     weight: torch.Tensor  # (out, in); its shape only (on "meta") where ``packed`` or ``int8`` holds the values
     bias: torch.Tensor | None = None  # (out,)

@@ -1,6 +1,6 @@
 """Attention one query row at a time: what keeps a pass over k + 1 tokens, row for row, the bits of k + 1 steps.
 
-An int8 target is exact to itself only if every row of a verification pass is computed as that token's own step
+An int8 target is batch-invariant only if every row of a verification pass is computed as that token's own step
 would compute it. Its matrix products are (:mod:`specviz.runtime.cpu.int8`: int32 sums), but attention is float32, and
 transformers calls one attention kernel for a single new token (no mask, key/value heads shared in place) and another
 for several (a causal mask, the heads repeated): the two add in different orders, the last bits differ, and the next
@@ -15,7 +15,7 @@ attention runs once per row over those keys gathered into a tensor of their own.
 and each row of a pass over many run identical arithmetic on identical inputs (one way per process: the kernel is
 built or not).
 Registered with transformers' attention interface as :data:`ROW_ATTENTION`; its masks are built as for ``sdpa``.
-The lean body (:mod:`specviz.runtime.llama_step`) attends through the same :func:`rows_attended` where its model
+The direct Llama body (:mod:`specviz.runtime.llama_step`) attends through the same :func:`rows_attended` where its model
 does, so a quantised target's lean pass has the bits of transformers' own.
 """
 

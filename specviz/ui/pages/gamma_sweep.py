@@ -25,8 +25,8 @@ st.markdown(
     "curves use each run's measured α, each round's realised block size k (the last rounds are clipped by the "
     "token budget) and the draft/target cost ratio **c** measured on this device: "
     "E[tokens/round] = (1 − α^(k+1)) / (1 − α) and speedup = Σ (1 − α^(k+1)) / (1 − α) over Σ (kc + 1). "
-    "That speedup prices the target's one pass over k + 1 tokens as one step (true on hardware with "
-    "parallelism to spare); the dotted curve prices it at its cost v(k) measured here: "
+    "That speedup predicts the target's one pass over k + 1 tokens as one step (true on hardware with "
+    "parallelism to spare); the dotted curve predicts it at its cost v(k) measured here: "
     "Σ (1 − α^(k+1)) / (1 − α) over Σ (kc + v(k))."
 )
 gammas = st.multiselect(
@@ -35,7 +35,7 @@ gammas = st.multiselect(
 swept_pair = ui.page_pair(config) if config is not None and gammas else None
 if config is not None and gammas and swept_pair is not None:
     cycles = sweep.sweep_cycles(config, len(gammas), model_profile(swept_pair.target).step_ms)
-    result, disturbed = ui.measured_again(
+    result, noisy = ui.measured_again(
         Work("sweep", config, prompt, (tuple(sorted(gammas)),)),
         lambda swept: bool(sweep.loaded_gammas(swept[0])),
         start="Run the sweep",
@@ -43,16 +43,16 @@ if config is not None and gammas and swept_pair is not None:
     if result is None and ui.may_start():
         st.info(
             f"Press the button to run the sweep ({cycles} cycle{'s' if cycles > 1 else ''} of the target alone and "
-            "each γ, priced from this machine's profile)."
+            "each γ, predicted from this machine's profile)."
         )
-    elif disturbed is not None:
-        st.warning("The latest sweep was disturbed by other work on the server: the quiet one before it is shown.")
+    elif noisy is not None:
+        st.warning("The latest sweep was noisy by other work on the server: the quiet one before it is shown.")
     if result is not None:
         table, c = result
         ui.show_headline(config, prompt)
         best_measured = sweep.fastest_quiet_gamma(table)
         alpha = float(table.alpha.mean())
-        best_priced = sweep.best_gamma_by(table, "expected_speedup_verify_measured")
+        best_predicted = sweep.best_gamma_by(table, "expected_speedup_verify_measured")
         cols = st.columns(5)
         cols[0].metric(
             "cost ratio c", f"{c:.3f}", help="the draft's step over the target's, from this machine's profile"
@@ -73,10 +73,10 @@ if config is not None and gammas and swept_pair is not None:
         )
         cols[4].metric(
             "best γ, theory v(k)",
-            best_priced,
+            best_predicted,
             help="the highest of the dotted curve over the swept γ: the target's pass over k + 1 tokens at its "
             "measured cost (the machine profile), each γ at the α its own run measured (the Parallel verification "
-            "page prices every γ at the trace's one α, with full blocks, so it may pick another γ)",
+            "page predicts every γ at the trace's one α, with full blocks, so it may pick another γ)",
         )
         loaded = sweep.loaded_gammas(table)
         if loaded:
@@ -86,7 +86,7 @@ if config is not None and gammas and swept_pair is not None:
                 "their α and c. They are no result (none is starred); read the dotted curve, this machine's figure "
                 "from its quiet profile; other sessions share the server's cores."
             )
-        st.plotly_chart(sweep_figures.gamma_sweep_figure(table, best_measured, best_priced), width="stretch")
+        st.plotly_chart(sweep_figures.gamma_sweep_figure(table, best_measured, best_predicted), width="stretch")
         tied = sweep.gammas_tied_with(table, best_measured) if best_measured is not None else []
         if tied:
             st.caption(
@@ -102,7 +102,7 @@ if config is not None and gammas and swept_pair is not None:
         st.dataframe(sweep.readable(table), width="stretch", hide_index=True)
         below_one = below_one_sentence(model_profile(swept_pair.target).verify_costs).strip()
         if below_one:
-            st.caption(f"The v(k) column prices each run's rounds from this machine's profile. {below_one}")
+            st.caption(f"The v(k) column predicts each run's rounds from this machine's profile. {below_one}")
         st.download_button(
             "Download sweep (CSV)", table.to_csv(index=False), "specviz-gamma-sweep.csv", "text/csv", on_click="ignore"
         )

@@ -50,7 +50,7 @@ def time_left(seconds: float | None) -> str:
 
 def prepare_lecture(plan: LecturePlan, pool: SharedWork, recording: Recording | None) -> None:
     """The Prepare button's callback, run before the page: the page it draws shows the recording stopped and the
-    preparation begun. Each work is priced here (:func:`~specviz.ui.offers.estimated`) as its pair loads."""
+    preparation begun. Each work is predicted here (:func:`~specviz.ui.offers.estimated`) as its pair loads."""
     prepare(plan, pool, estimated, recording)
 
 

@@ -104,9 +104,9 @@ if config is not None and trace is not None and trace.rounds:
     pair = ui.page_pair(config)
     speed = ui.show_headline(config, prompt) if pair is not None else None
     if pair is not None and speed is not None:
-        c, priced = speed
-        st.markdown(ui.priced_story_text(config, pair, priced, check.alpha, c))
-        timing, disturbed = ui.measured_again(
+        c, predicted = speed
+        st.markdown(ui.prediction_story_text(config, pair, predicted, check.alpha, c))
+        timing, noisy = ui.measured_again(
             Work("speedup", config, prompt),
             lambda check: bool(metrics.load_signs(check)),
             start="Time both decoders now, in alternating pairs",
@@ -146,8 +146,8 @@ if config is not None and trace is not None and trace.rounds:
                 "this server has now; it is not the configuration's speedup (the race measures that). In theory the "
                 "speedup is (1 − α^(k+1)) / ((1 − α)(kc + 1)) for blocks of k, where c is the draft/target cost "
                 "ratio: a draft that costs nearly as much as the target (a layer-skip draft that skips few layers) "
-                "cannot pay, however often it is accepted. Thm. 3.8 prices the target's pass over k + 1 tokens as "
-                "one step (v = 1); *v(k) here* prices it at the measured v(k)."
+                "cannot pay, however often it is accepted. Thm. 3.8 predicts the target's pass over k + 1 tokens as "
+                "one step (v = 1); *v(k) here* predicts it at the measured v(k)."
             )
             signs = metrics.load_signs(timing)
             if signs:
@@ -157,9 +157,9 @@ if config is not None and trace is not None and trace.rounds:
                     + "."
                     + ui.measure_again_hint()
                 )
-            elif disturbed is not None:
+            elif noisy is not None:
                 st.warning(
-                    "The latest timing was disturbed (" + "; ".join(metrics.load_signs(disturbed)) + "): the "
+                    "The latest timing was noisy (" + "; ".join(metrics.load_signs(noisy)) + "): the "
                     "quiet one before it is shown."
                 )
     st.download_button(

@@ -171,7 +171,7 @@ def show_draft_precisions(config: DecodeConfig) -> None:
                     "c (draft step / target step)": round(r.cost_ratio, 3),
                     "α on this prompt": round(r.alpha, 2),
                     "tokens per round": round(r.tokens_per_round, 2),
-                    f"priced speedup at γ {config.gamma}": f"{r.priced_speedup:.2f}×",
+                    f"predicted speedup at γ {config.gamma}": f"{r.predicted_speedup:.2f}×",
                     f"identical to the target's {config.dtype} greedy": f"{r.matching} / {r.total}",
                 }
                 for r in rows

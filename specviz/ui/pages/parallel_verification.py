@@ -24,7 +24,7 @@ ui.hold_for_quiz(trace, config, prompt, defaults)  # a student's quiz comes firs
 if config is not None and trace is not None and trace.output_ids:
     assert trace.stats is not None, "a decoded trace has its stats"
     repeats = st.slider("Timing repeats (median)", 1, limits.TIMING_REPEATS_MAX, 5)
-    measured, disturbed = ui.measured_again(
+    measured, noisy = ui.measured_again(
         Work("timing", config, prompt, (repeats,)),
         timing.timed_under_load,
         start="Time the passes now",
@@ -39,8 +39,8 @@ if config is not None and trace is not None and trace.output_ids:
                 f"These timings measured the server's load: the repeats' ratios disagree "
                 f"({', '.join(f'{r:.2f}×' for r in measured['ratios'])})." + ui.measure_again_hint()
             )
-        elif disturbed is not None:
-            st.warning("The latest timing was disturbed by other work on the server: the quiet one before it is shown.")
+        elif noisy is not None:
+            st.warning("The latest timing was noisy by other work on the server: the quiet one before it is shown.")
         arrows = parallel_arrows_figure(measured["tokens"], measured["parallel_ms"], measured["sequential_ms"])
         st.plotly_chart(arrows, width="stretch")
         st.markdown(
@@ -74,8 +74,8 @@ if config is not None and trace is not None and trace.output_ids:
         draft_ms, verify_ms = metrics.profile_timeline(trace, target, draft)
         speed = ui.show_headline(config, prompt)
         if speed is not None:
-            c, priced = speed
-            st.markdown(ui.priced_story_text(config, pair, priced, trace.stats.alpha_estimate, c))
+            c, predicted = speed
+            st.markdown(ui.prediction_story_text(config, pair, predicted, trace.stats.alpha_estimate, c))
         st.plotly_chart(
             timeline_figure(draft_ms, verify_ms, [len(r.emitted_ids) for r in trace.rounds], target.step_ms),
             width="stretch",
@@ -84,7 +84,7 @@ if config is not None and trace is not None and trace.output_ids:
             f"Autoregressive decoding calls the target once per token: **{trace.stats.new_tokens}** calls of "
             f"{target.step_ms:.1f} ms. Draft-then-verify called it **{trace.stats.target_forward_passes}** "
             "times (one per round; the number in each verify block is the tokens that round emitted); the "
-            "purple blocks are the draft's work. Every block is priced by this machine's profile (the "
+            "purple blocks are the draft's work. Every block is predicted by this machine's profile (the "
             "target's pass over k + 1 tokens, the drafter's step), the same figures on every page, not the "
             "times of whatever load the trace was computed under."
         )

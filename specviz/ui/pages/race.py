@@ -54,16 +54,16 @@ if config is not None:
             key=page_key("race", "lanes"),
         )
     )
-    race, disturbed = ui.raced(config, prompt, extra, MEASURE)
+    race, noisy = ui.raced(config, prompt, extra, MEASURE)
     if rule_for(config).stochastic:
         st.info(SAMPLED_LANES)
     if race is None:
         if ui.may_start():  # a student's session said the race is not prepared yet
             st.info(f"Press **{MEASURE}**: the server measures both decoders once, and every student sees that race.")
     else:
-        if disturbed is not None:
+        if noisy is not None:
             st.warning(
-                f"The run of {disturbed.measured_at.replace('T', ' ')} was disturbed ({'; '.join(disturbed.load)}); "
+                f"The run of {noisy.measured_at.replace('T', ' ')} was noisy ({'; '.join(noisy.load)}); "
                 f"the quiet race of {race.measured_at.replace('T', ' ')} is shown."
             )
         elif race.load:
@@ -82,7 +82,7 @@ if config is not None:
                 help=f"{len(lane.output_ids)} tokens, {len(lane.output_ids) / lane.total_ms * 1e3:.1f} tokens/s; "
                 f"drafting {100 * lane.drafting_share:.0f}% of the time",
             )
-        for number, (lane, said) in enumerate(zip(race.lanes[1:], race.verdicts)):
+        for number, (lane, said) in enumerate(zip(race.lanes[1:], race.agreements)):
             st.markdown(f"**{lane.name}**: {said}")
             if lane.drafting is not None:  # a race stored before lanes kept their drafting rounds has none
                 st.caption("What vLLM would report for this lane (read back by *Your engine's numbers*):")

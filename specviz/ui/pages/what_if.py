@@ -92,5 +92,5 @@ if config is not None:
             "Eq. 1); the diamond is where the run itself landed, at the mean block its rounds really drafted "
             "(the last rounds draft fewer than γ when few tokens are left). A larger γ climbs its curve only "
             "while α is "
-            "high; each drafted token also costs c of a target step, which the Metrics page prices."
+            "high; each drafted token also costs c of a target step, which the Metrics page predicts."
         )

@@ -1,6 +1,6 @@
-"""llama.cpp's pass over k tokens (specviz.analysis.peer_passes): read from llama-bench's real JSON output (captured on
-this project's Cascade Lake machine from the Qwen2.5-Coder 1.5B Q4_K_M GGUF), kept per machine, shown on the
-roofline view."""
+"""llama.cpp's pass over k tokens (specviz.analysis.llamacpp_passes): read from llama-bench's real JSON output
+(captured on this project's Cascade Lake machine from the Qwen2.5-Coder 1.5B Q4_K_M GGUF), kept per machine, shown on
+the roofline view."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from specviz.analysis.peer_passes import (
-    PeerPasses,
-    peer_passes_file,
+from specviz.analysis.llamacpp_passes import (
+    LlamaCppPasses,
+    llamacpp_passes_file,
     read_llama_bench,
-    store_peer_passes,
-    stored_peer_passes,
+    store_llamacpp_passes,
+    stored_llamacpp_passes,
 )
 from specviz.runtime.machine import cpu_name
 
@@ -53,10 +53,10 @@ def test_other_output_is_refused_with_what_was_expected(text, said):
 @pytest.fixture
 def stored_capture():
     """The capture kept as this machine's (a real file in the cache), the file as it was put back after."""
-    path = peer_passes_file()
+    path = llamacpp_passes_file()
     before = path.read_bytes() if path.exists() else None
     passes = dataclasses.replace(read_llama_bench(CAPTURE.read_text(encoding="utf-8"), "2026-11-26"), cpu=cpu_name())
-    store_peer_passes(passes)
+    store_llamacpp_passes(passes)
     yield passes
     if before is None:
         path.unlink()
@@ -65,9 +65,9 @@ def stored_capture():
 
 
 def test_the_passes_are_kept_for_this_cpu_only(stored_capture):
-    assert stored_peer_passes() == stored_capture
-    store_peer_passes(dataclasses.replace(stored_capture, cpu="another CPU"))
-    assert stored_peer_passes() is None
+    assert stored_llamacpp_passes() == stored_capture
+    store_llamacpp_passes(dataclasses.replace(stored_capture, cpu="another CPU"))
+    assert stored_llamacpp_passes() is None
 
 
 def test_the_roofline_view_shows_llama_cpps_passes_when_measured_here(params, stored_capture):  # noqa: F811
@@ -83,7 +83,7 @@ def test_the_roofline_view_shows_llama_cpps_passes_when_measured_here(params, st
 @pytest.fixture
 def no_stored_passes():
     """This machine's cache without a measurement of llama.cpp's passes, the file as it was put back after."""
-    path = peer_passes_file()
+    path = llamacpp_passes_file()
     before = path.read_bytes() if path.exists() else None
     path.unlink(missing_ok=True)
     yield
@@ -99,6 +99,6 @@ def test_a_machine_without_a_measurement_shows_none(params, no_stored_passes):  
 
 def test_a_record_reads_back_whole(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
-    passes = PeerPasses("m", cpu_name(), 2, (1, 2), (10.0, 12.5), "2026-11-26")
-    store_peer_passes(passes)
-    assert stored_peer_passes() == passes and stored_peer_passes().relative() == (1.0, 1.25)
+    passes = LlamaCppPasses("m", cpu_name(), 2, (1, 2), (10.0, 12.5), "2026-11-26")
+    store_llamacpp_passes(passes)
+    assert stored_llamacpp_passes() == passes and stored_llamacpp_passes().relative() == (1.0, 1.25)

@@ -6,7 +6,7 @@ A verification pass over k tokens is cheap only while it costs about one token's
 every row, so on a CPU with few cores its pass grows with k, and speculation with a cheap draft then loses to its
 target alone; the app's int8 pass streams int8 weights once for all rows and stays near flat.
 ``llama-bench -p 1,2,...,K -n 0 -o json`` times a pass over each k (prompt processing of k tokens, ``avg_ns``);
-``measure_peer_passes`` runs it on the target's GGUF and keeps the result for this machine
+``measure_llamacpp_passes`` runs it on the target's GGUF and keeps the result for this machine
 (``benchmarks/bench_llamacpp.py`` calls it beside its race with llama.cpp), which the roofline view shows when there.
 
 No streamlit.
@@ -30,7 +30,7 @@ PASS_TOKENS = (1, 2, 3, 4, 5, 6)  # the k each pass is timed at (a draft of up t
 
 
 @dataclass(frozen=True)
-class PeerPasses:
+class LlamaCppPasses:
     """llama.cpp's measured pass over k tokens: ``pass_ms[i]`` for ``tokens[i]``, on ``model`` with ``threads``."""
 
     model: str  # llama-bench's model_type, e.g. "qwen2 1.5B Q4_K - Medium"
@@ -46,7 +46,7 @@ class PeerPasses:
         return tuple(ms / one for ms in self.pass_ms)
 
 
-def read_llama_bench(text: str, measured_at: str) -> PeerPasses:
+def read_llama_bench(text: str, measured_at: str) -> LlamaCppPasses:
     """The passes in ``llama-bench -o json`` output: one record per prompt size with ``n_gen`` 0. Raises ValueError
     for anything else (not JSON, no such records, several models or thread counts, no one-token pass)."""
     try:
@@ -62,7 +62,7 @@ def read_llama_bench(text: str, measured_at: str) -> PeerPasses:
     tokens = tuple(int(r["n_prompt"]) for r in passes)
     if 1 not in tokens:
         raise ValueError("llama-bench's output has no one-token pass (-p 1,...) to measure the others against")
-    return PeerPasses(
+    return LlamaCppPasses(
         model=str(passes[0]["model_type"]),
         cpu=str(passes[0].get("cpu_info", "")),
         threads=int(passes[0]["n_threads"]),
@@ -72,27 +72,27 @@ def read_llama_bench(text: str, measured_at: str) -> PeerPasses:
     )
 
 
-def peer_passes_file() -> Path:
+def llamacpp_passes_file() -> Path:
     """Where this machine's llama.cpp passes are kept (one CPU, one record: the latest benchmark's)."""
     return cache_root() / "machine" / "llamacpp-passes.json"
 
 
-def store_peer_passes(passes: PeerPasses) -> None:
-    write_json_atomically(peer_passes_file(), dataclasses.asdict(passes))
+def store_llamacpp_passes(passes: LlamaCppPasses) -> None:
+    write_json_atomically(llamacpp_passes_file(), dataclasses.asdict(passes))
 
 
-def stored_peer_passes() -> PeerPasses | None:
+def stored_llamacpp_passes() -> LlamaCppPasses | None:
     """The passes measured on this machine's CPU, or None (never measured, another CPU's, unreadable)."""
     try:
-        with open(peer_passes_file(), encoding="utf-8") as f:
+        with open(llamacpp_passes_file(), encoding="utf-8") as f:
             stored = json.load(f)
-        passes = PeerPasses(**{**stored, "tokens": tuple(stored["tokens"]), "pass_ms": tuple(stored["pass_ms"])})
+        passes = LlamaCppPasses(**{**stored, "tokens": tuple(stored["tokens"]), "pass_ms": tuple(stored["pass_ms"])})
     except (OSError, ValueError, TypeError, KeyError):
         return None
     return passes if passes.cpu == cpu_name() else None
 
 
-def peer_table(passes: PeerPasses) -> pd.DataFrame:
+def llamacpp_table(passes: LlamaCppPasses) -> pd.DataFrame:
     """One row per measured pass size: llama.cpp's ms and v(k) = t(k) / t(1) in its own steps."""
     return pd.DataFrame(
         {
@@ -103,12 +103,12 @@ def peer_table(passes: PeerPasses) -> pd.DataFrame:
     )
 
 
-def peer_sentence(passes: PeerPasses) -> str:
+def llamacpp_sentence(passes: LlamaCppPasses) -> str:
     """What the measured passes say: the largest pass's cost in llama.cpp's own one-token steps."""
     largest = max(passes.tokens)
     cost = passes.relative()[passes.tokens.index(largest)]
     return (
-        f"llama.cpp on this CPU ({passes.model}, {passes.threads} threads; `benchmarks/bench_llamacpp.py`, "
+        f"llama.cpp on this CPU ({passes.model}, {passes.threads} threads; llama-bench, "
         f"{passes.measured_at[:10]}): a pass over {largest} tokens costs {cost:.1f} of its one-token steps "
         f"({passes.pass_ms[passes.tokens.index(largest)]:.0f} ms against {passes.pass_ms[passes.tokens.index(1)]:.0f} "
         "ms). Verifying a draft there is not nearly free, so its speculation gains less than a flat pass allows "
@@ -116,7 +116,7 @@ def peer_sentence(passes: PeerPasses) -> str:
     )
 
 
-def measure_peer_passes(llama_bench: Path, gguf: Path, threads: int) -> PeerPasses:
+def measure_llamacpp_passes(llama_bench: Path, gguf: Path, threads: int) -> LlamaCppPasses:
     """Time llama.cpp's pass over each k of :data:`PASS_TOKENS` on ``gguf`` (``llama-bench -p 1,...,K -n 0``, three
     repetitions, ``threads`` threads), keep it for this machine and return it. Raises ``subprocess.CalledProcessError``
     when llama-bench fails, ValueError when its output is not what :func:`read_llama_bench` reads."""
@@ -124,5 +124,5 @@ def measure_peer_passes(llama_bench: Path, gguf: Path, threads: int) -> PeerPass
     command = [str(llama_bench), "-m", str(gguf), "-p", sizes, "-n", "0", "-t", str(threads), "-r", "3", "-o", "json"]
     out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     passes = read_llama_bench(out, datetime.now(UTC).isoformat(timespec="seconds"))
-    store_peer_passes(passes)
+    store_llamacpp_passes(passes)
     return passes
