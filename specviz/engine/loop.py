@@ -25,10 +25,10 @@ import torch
 from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock, Drafter, DraftTree, Proposal
 from specviz.drafters.modules import make_drafter, on_this_machine
-from specviz.engine.records import models_info, summarize
+from specviz.engine.records import Outcome, describe_chain, describe_tree, models_info, summarize, truncate_at_eos
 from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import Round, Trace
-from specviz.engine.verification import Outcome, score_tree, truncate_at_eos, walk_chain, walk_tree
+from specviz.engine.verification import decide_chain, decide_tree, score_tree
 from specviz.models.forwards import ForwardFn, KVCachedSequence, StatesForwardFn, full_forward, states_forward
 from specviz.models.pair import ModelPair, eos_ids, load_pair, prompt_ids_for
 from specviz.registry.drafters import drafter_entry
@@ -79,7 +79,8 @@ def verify_chain(run: DecodeRun, committed: list[int], block: DraftBlock) -> tup
             run.target_state.feed(run.target_forward, run.pair.target, feed, k + 1)[:, : run.pair.vocab_size]
         )
     )
-    outcome = walk_chain(block, target_probs, run.rule, run.generator, run.texts.after(committed), run.config.top_n)
+    decision = decide_chain(block.token_ids, target_probs, block.draft_probs, run.rule, run.generator)
+    outcome = describe_chain(block, target_probs, decision, run.rule, run.texts.after(committed), run.config.top_n)
     return outcome, pass_ms
 
 
@@ -91,8 +92,9 @@ def verify_tree(run: DecodeRun, committed: list[int], tree: DraftTree) -> tuple[
             score_tree(run.target_state, run.target_forward, run.pair.target, committed, tree, run.pair.vocab_size)
         )
     )
-    outcome = walk_tree(tree, target_probs, run.rule, run.generator, run.texts.after(committed), run.config)
-    run.target_state.keep(list(range(len(committed))) + [len(committed) + node - 1 for node in outcome.accepted_path])
+    decision = decide_tree(tree, target_probs, run.rule, run.generator)
+    run.target_state.keep(list(range(len(committed))) + [len(committed) + node - 1 for node in decision.accepted_path])
+    outcome = describe_tree(tree, target_probs, decision, run.rule, run.texts.after(committed), run.config.top_n)
     return outcome, pass_ms
 
 
