@@ -109,11 +109,11 @@ def verify(run: DecodeRun, committed: list[int], proposal: Proposal) -> tuple[Ou
     )
 
 
-def play_round(run: DecodeRun, committed: list[int], max_block: int, index: int) -> Round:
+def play_round(run: DecodeRun, committed: list[int], gamma: int, index: int) -> Round:
     """Round ``index`` with any drafter, chain or tree, through the drafters' two verbs, as the trace records it
     (cut after an emitted EOS)."""
-    # 1. draft: up to max_block tokens (a chain) or levels (a tree)
-    proposal, draft_ms = timed_ms(lambda: run.drafter.propose(committed, max_block, run.rule, run.generator))
+    # 1. draft: up to gamma tokens (a chain) or levels (a tree)
+    proposal, draft_ms = timed_ms(lambda: run.drafter.propose(committed, gamma, run.rule, run.generator))
     # 2.-4. verify in ONE target pass, accept a path, then the correction or the bonus
     (outcome, pass_ms), verify_ms = timed_ms(lambda: verify(run, committed, proposal))
     # 5. tell the drafter how its proposal fared (adaptive exit; a tree keeps its accepted path's caches)
@@ -170,7 +170,8 @@ def speculative_decode(
         target_state,
         eos_ids(pair.target),
     )
-    block_size = config.tree_depth if drafter_entry(config.drafter).drafts_tree(config) else config.gamma
+    # γ bounds a chain's drafted tokens, and a tree's levels (its depth)
+    gamma = config.tree_depth if drafter_entry(config.drafter).drafts_tree(config) else config.gamma
     committed = list(ids)
     rounds: list[Round] = []
     stop_reason = "max_new_tokens"
@@ -181,9 +182,7 @@ def speculative_decode(
             stop_reason = "context"
             break
         # leave room for the correction/bonus token within max_new_tokens and the context
-        record = play_round(
-            run, committed, max(0, min(block_size, config.max_new_tokens - new - 1, room - 1)), len(rounds)
-        )
+        record = play_round(run, committed, max(0, min(gamma, config.max_new_tokens - new - 1, room - 1)), len(rounds))
         record = dataclasses.replace(record, ended_ms=(time.perf_counter() - started) * 1e3)
         rounds.append(record)
         committed.extend(record.emitted_ids)
