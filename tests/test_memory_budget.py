@@ -11,7 +11,7 @@ from specviz.config import DecodeConfig
 from specviz.models.loading import bytes_to_load, load_model
 from specviz.runtime.machine import give_back_freed_heap, memory_budget_bytes, resident_bytes
 from specviz.serving.built_once import BuiltOnce
-from specviz.serving.pairs import LOADED_PAIRS, pair_for
+from specviz.serving.pairs import LOADED_PAIRS, loading_config, pair_for
 from specviz.settings import ModelLoadError
 from tests.tiny import make_tiny_model
 
@@ -32,6 +32,21 @@ def test_the_oldest_values_nobody_holds_are_dropped_until_the_new_one_fits():
     assert [v.key for v in cache.values()] == ["b"] and len(released) == 3  # a, c dropped; b tried, kept
     assert not cache.evict_until(lambda: not cache.values(), lambda: None)  # b cannot go while held
     assert [v.key for v in cache.values()] == ["b"] and b.key == "b"
+
+
+def test_a_pair_is_kept_under_what_loading_reads_alone():
+    """Configs that differ only in how they decode share one pair; the models, the drafter, the device and the
+    precisions (the draft's, said or left to the target's, only where a draft loads) tell pairs apart."""
+    base = DecodeConfig(target="t", draft="d", drafter="model", device="cpu", dtype="bfloat16")
+    assert loading_config(base) == loading_config(base.replace(gamma=7, temperature=0.3, seed=9, rule="greedy"))
+    assert loading_config(base) == loading_config(base.replace(draft_dtype="bfloat16"))  # the target's, said
+    assert loading_config(base) != loading_config(base.replace(draft_dtype="int8"))
+    assert loading_config(base) != loading_config(base.replace(dtype="float32"))
+    assert loading_config(base) != loading_config(base.replace(draft="other"))
+    ngram = base.replace(drafter="ngram")  # loads no draft: its draft and the draft's precision do not count
+    assert loading_config(ngram) == loading_config(ngram.replace(draft="other", draft_dtype="int8"))
+    assert loading_config(ngram) != loading_config(base)
+    assert loading_config(loading_config(base)) == loading_config(base)
 
 
 def test_a_pair_that_cannot_fit_is_refused_and_a_pair_in_use_stays(tiny_dirs, tmp_path, monkeypatch):

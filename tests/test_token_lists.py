@@ -1,4 +1,4 @@
-"""Where two token lists part: the one home the KV cache, the race's verdict and the numerics pages share."""
+"""Where two token lists part: the one home the KV cache, the race's agreement and the numerics pages share."""
 
 from specviz.runtime.protocol import common_prefix, first_difference
 

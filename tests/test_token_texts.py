@@ -64,7 +64,8 @@ def test_a_byte_token_deep_in_a_tree_reads_as_the_text_after_its_path(tokenizer)
     import torch
 
     from specviz.drafters.base import DraftTree, TreeNode
-    from specviz.engine.verification import walk_tree
+    from specviz.engine.records import describe_tree
+    from specviz.engine.verification import decide_tree
     from specviz.registry.rules import rule_for
 
     byte_token = {b: tokenizer.convert_tokens_to_ids(c) for c, b in BYTE_LEVEL.items()}
@@ -86,7 +87,9 @@ def test_a_byte_token_deep_in_a_tree_reads_as_the_text_after_its_path(tokenizer)
     target_probs = [onehot(argmax_after[i]) for i in range(len(nodes))]
     tree = DraftTree(nodes, [[1], [2], [3, 4]], {i: onehot(argmax_after[i]) for i in range(3)})
     config = DecodeConfig(rule="greedy", top_n=3)
-    outcome = walk_tree(tree, target_probs, rule_for(config), torch.Generator(), TokenTexts(tokenizer), config)
+    rule = rule_for(config)
+    decision = decide_tree(tree, target_probs, rule, torch.Generator())
+    outcome = describe_tree(tree, target_probs, decision, rule, TokenTexts(tokenizer), config.top_n)
     assert outcome.accepted_path == [1, 2, 4]
     record = {n.index: n for n in outcome.tree.nodes}
     assert [record[i].text for i in (1, 2, 4)] == ["⟨E6⟩", "⟨97⟩", "日"]  # the byte completing 日 shows 日

@@ -30,8 +30,8 @@ class EchoDrafter:
     vocab_size: int
     times: int
 
-    def propose(self, context: list[int], max_tokens: int, rule: Rule, generator: torch.Generator) -> DraftBlock:
-        tokens = [context[-1]] * min(self.times, max_tokens)
+    def propose(self, context: list[int], gamma: int, rule: Rule, generator: torch.Generator) -> DraftBlock:
+        tokens = [context[-1]] * min(self.times, gamma)
         return DraftBlock(token_ids=tokens, draft_probs=[one_hot(t, self.vocab_size) for t in tokens])
 
     def update(self, drafted: int, accepted_path: list[int]) -> None:

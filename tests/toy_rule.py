@@ -1,7 +1,7 @@
 """A toy rule added through the registry alone (tests/test_toy_rule.py): cautious greedy accepts a drafted token only
 when it is the target's argmax AND the target gives it at least :data:`CONFIDENCE`; otherwise it emits argmax p. So
 its output is still the target's own greedy text, with fewer tokens accepted. Its module is this file (the
-:class:`~specviz.rules.acceptance.RuleModule` protocol: ``build``); it has no settings; its registry line is
+:class:`~specviz.rules.acceptance.RuleModule` protocol: ``build(settings)``); it has no settings; its registry line is
 :data:`ENTRY`."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.config import DecodeConfig
 from specviz.registry.rules import RuleEntry
 from specviz.rules.acceptance import ArgmaxRule, Verdict
 
@@ -27,7 +26,8 @@ class CautiousGreedyRule(ArgmaxRule):
         return Verdict(accepted=accepted, accept_prob=1.0 if accepted else 0.0)
 
 
-def build(config: DecodeConfig) -> CautiousGreedyRule:
+def build(settings: None) -> CautiousGreedyRule:
+    """The toy rule has no settings group: the registry passes None."""
     return CautiousGreedyRule()
 
 

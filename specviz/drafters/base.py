@@ -1,7 +1,7 @@
 """The drafters' interface: who proposes the tokens the target then verifies in one pass.
 
 One interface with two verbs, so every drafter (chains and trees) plugs into the same round loop:
-``propose(context, max_tokens, rule, generator)`` returns a proposal (a :class:`DraftBlock` chain, or a
+``propose(context, gamma, rule, generator)`` returns a proposal (a :class:`DraftBlock` chain, or a
 :class:`DraftTree`) and ``update(drafted, accepted_path)`` tells the drafter how its
 proposal fared, so it can adapt its strategy or keep the accepted part of its caches. A proposal's
 drafted tokens are nodes 1..n; a chain is a tree with one child per node (node i is its i-th token),
@@ -84,26 +84,78 @@ Proposal = DraftBlock | DraftTree
 
 
 class Drafter(Protocol):
-    def propose(self, context: list[int], max_tokens: int, rule: Rule, generator: torch.Generator) -> Proposal: ...
+    """One run's drafter: it proposes each round's draft and learns how the last one fared."""
 
-    def update(self, drafted: int, accepted_path: list[int]) -> None: ...
+    def propose(self, context: list[int], gamma: int, rule: Rule, generator: torch.Generator) -> Proposal:
+        """Draft one round's proposal after ``context`` (step 1 of a round; Leviathan et al. 2023, Alg. 1).
+
+        Args:
+            context: the committed token ids, prompt included; the last one is the pending token the draft follows
+                (a tree's root).
+            gamma: γ, the most a proposal may hold: a chain's drafted tokens, a tree's levels (its depth; each level
+                may hold several nodes). The round loop passes the config's γ (a tree drafter's: its depth), cut so
+                the correction or bonus still fits in ``max_new_tokens`` and the context; a drafter may propose fewer
+                (an early exit, a lookup that finds nothing, a drafter with no states yet), 0 included.
+            rule: the run's rule; its ``draft_distribution`` makes q from the draft's logits and its ``draft_token``
+                picks each token from q (argmax, or a draw under speculative sampling).
+            generator: the run's one seeded CPU random stream, for the draws.
+
+        Returns:
+            A :class:`DraftBlock` of k <= ``gamma`` tokens, each with its q (V,) (float32, CPU), or a
+            :class:`DraftTree` of at most ``gamma`` levels, ``draft_probs`` holding q (V,) at each expanded node.
+        """
+        ...
+
+    def update(self, drafted: int, accepted_path: list[int]) -> None:
+        """Learn how the last proposal fared (step 5 of a round): adapt a strategy (an exit threshold) or keep the
+        accepted part of the draft's caches.
+
+        Args:
+            drafted: the proposal's drafted tokens (its ``size``).
+            accepted_path: its accepted nodes from the top (a chain's: ``[1, ..., accepted]``).
+        """
+        ...
 
 
 class DrafterModule(Protocol):
-    """What every drafter's module provides: one run's drafter, built from its own settings group (``settings``:
-    its entry's ``settings``, None without one) and what drafters share (``shared``), never the whole config
-    (``target_state``: the run's target cache, which drafters on the target's states read)."""
+    """What every drafter's module provides: ``build(settings, shared, pair, target_state)``, one run's drafter from
+    its own settings group and what drafters share, never the whole config."""
 
     def build(
         self, settings: Any, shared: DrafterShared, pair: ModelPair, target_state: KVCachedSequence | None
-    ) -> Drafter: ...
+    ) -> Drafter:
+        """One run's drafter.
+
+        Args:
+            settings: the drafter's own settings group (its registry entry's ``settings``), None without one.
+            shared: the shared settings drafters read (a tree's depth, the draft's head size, ...) and the groups
+                its entry ``also_reads``.
+            pair: the run's loaded models (the draft model, where the pair has one).
+            target_state: the run's target KV cache, which drafters on the target's hidden states read; None where
+                the drafter is built outside a run.
+
+        Returns:
+            The :class:`Drafter`, holding per-run state (its own caches) over the shared, read-only models.
+        """
+        ...
 
 
 class AutoregressiveModule(DrafterModule, Protocol):
     """An autoregressive draft's module also gives its model and forward (cost ratio c, teacher-forced q), from the
     same settings as its ``build``."""
 
-    def draft_source(self, settings: Any, shared: DrafterShared, pair: ModelPair) -> tuple[LoadedModel, ForwardFn]: ...
+    def draft_source(self, settings: Any, shared: DrafterShared, pair: ModelPair) -> tuple[LoadedModel, ForwardFn]:
+        """The model the drafter drafts with and its forward.
+
+        Args:
+            settings: the drafter's own settings group, None without one (as for ``build``).
+            shared: the shared settings drafters read.
+            pair: the loaded models.
+
+        Returns:
+            (model, forward): the forward gives the draft's logits (positions, V or more columns) over the ids fed.
+        """
+        ...
 
 
 class StatesModule(DrafterModule, Protocol):
@@ -112,13 +164,44 @@ class StatesModule(DrafterModule, Protocol):
 
     def draft_logits_along(
         self, settings: Any, shared: DrafterShared, pair: ModelPair, prefix: list[int], draft_ids: list[int]
-    ) -> torch.Tensor: ...
+    ) -> torch.Tensor:
+        """The draft's logits at each token of a given draft, as this drafter would have scored it.
+
+        Args:
+            settings: the drafter's own settings group, None without one.
+            shared: the shared settings drafters read.
+            pair: the loaded models (the target's pass over ``prefix`` gives the states).
+            prefix: the committed token ids the draft follows.
+            draft_ids: the k drafted token ids.
+
+        Returns:
+            Logits (k', V or more columns), k' <= k (a parallel drafter scores at most its k heads); row i the
+            logits the i-th drafted token was drawn from. Callers read the first V columns.
+        """
+        ...
 
     def ms_per_drafted_token(
         self, settings: Any, shared: DrafterShared, pair: ModelPair, prefix: list[int], repeats: int, rule: Rule
-    ) -> float: ...
+    ) -> float:
+        """The drafter's own pass timed after ``prefix``, per drafted token.
 
-    def shipped_weights(self, name: str) -> dict[str, Any] | None: ...
+        Args:
+            settings: the drafter's own settings group, None without one.
+            shared: the shared settings drafters read.
+            pair: the loaded models.
+            prefix: the committed token ids the timed pass follows.
+            repeats: timed passes (after a warm-up); their median is returned.
+            rule: the rule whose q the pass makes, where the drafter's step includes it.
+
+        Returns:
+            Milliseconds per drafted token.
+        """
+        ...
+
+    def shipped_weights(self, name: str) -> dict[str, Any] | None:
+        """The trained weights shipped for drafter ``name``, described (file, size, training run); None where none
+        are shipped."""
+        ...
 
 
 class DraftExit(Protocol):
@@ -163,11 +246,11 @@ class AutoregressiveDrafter:
     def __post_init__(self) -> None:
         self.state = KVCachedSequence()
 
-    def propose(self, context: list[int], max_tokens: int, rule: Rule, generator: torch.Generator) -> DraftBlock:
+    def propose(self, context: list[int], gamma: int, rule: Rule, generator: torch.Generator) -> DraftBlock:
         threshold = self.adaptive_exit.threshold if self.adaptive_exit else None
         block = DraftBlock(token_ids=[], draft_probs=[], exit_threshold=threshold)
         feed = self.state.pending(context)
-        for _ in range(max_tokens):
+        for _ in range(gamma):
             logits = self.state.feed(self.forward, self.loaded, feed, 1)[-1, : self.vocab_size]
             block.forward_passes += 1
             draft_probs = rule.draft_distribution(logits).cpu()  # q, float32

@@ -123,12 +123,12 @@ class EagleDrafter:
         self.state.ids = list(context[1 : n + 1])
         return predicted[-1]
 
-    def propose(self, context: list[int], max_tokens: int, rule: Rule, generator: torch.Generator) -> Proposal:
-        feature = self.catch_up(context) if max_tokens > 0 else None
+    def propose(self, context: list[int], gamma: int, rule: Rule, generator: torch.Generator) -> Proposal:
+        feature = self.catch_up(context) if gamma > 0 else None
         if feature is None:
             return DraftBlock(token_ids=[], draft_probs=[])
         if self.shape.eagle_tree:
-            return dynamic_tree(self, context, feature, min(self.depth, max_tokens), rule, generator)
+            return dynamic_tree(self, context, feature, min(self.depth, gamma), rule, generator)
         block = DraftBlock(token_ids=[], draft_probs=[], forward_passes=1)
         position = len(context) - 1
         while True:
@@ -136,7 +136,7 @@ class EagleDrafter:
             token = rule.draft_token(draft_probs, generator)
             block.token_ids.append(token)
             block.draft_probs.append(draft_probs)
-            if block.size == max_tokens:
+            if block.size == gamma:
                 return block
             feature = self.step(feature[None], [token], [position])[-1]
             block.forward_passes += 1

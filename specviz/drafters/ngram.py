@@ -30,26 +30,26 @@ class NgramDrafter:
     vocab_size: int
     ngram_max: int = 3
 
-    def propose(self, context: list[int], max_tokens: int, rule: Rule, generator: torch.Generator) -> DraftBlock:
-        tokens = lookup_continuation(context, self.ngram_max, max_tokens)
+    def propose(self, context: list[int], gamma: int, rule: Rule, generator: torch.Generator) -> DraftBlock:
+        tokens = lookup_continuation(context, self.ngram_max, gamma)
         return DraftBlock(token_ids=tokens, draft_probs=[one_hot(t, self.vocab_size) for t in tokens])
 
     def update(self, drafted: int, accepted_path: list[int]) -> None:
         """Prompt lookup has no strategy to adapt."""
 
 
-def lookup_continuation(context: list[int], ngram_max: int, max_tokens: int) -> list[int]:
-    """Up to ``max_tokens`` ids that followed the earliest earlier match of the longest possible suffix.
+def lookup_continuation(context: list[int], ngram_max: int, gamma: int) -> list[int]:
+    """Up to ``gamma`` ids that followed the earliest earlier match of the longest possible suffix.
 
     As in prompt lookup decoding (Saxena 2023): the first occurrence with a non-empty continuation wins.
     """
-    if max_tokens <= 0:
+    if gamma <= 0:
         return []
     for n in range(min(ngram_max, len(context) - 1), 0, -1):
         suffix = context[-n:]
         for start in range(len(context) - n):  # excludes the suffix itself
             if context[start : start + n] == suffix:
-                return context[start + n : start + n + max_tokens]
+                return context[start + n : start + n + gamma]
     return []
 
 

@@ -76,13 +76,13 @@ class ParallelDrafter:
     target_state: KVCachedSequence
     vocab_size: int
 
-    def propose(self, context: list[int], max_tokens: int, rule: Rule, generator: torch.Generator) -> DraftBlock:
+    def propose(self, context: list[int], gamma: int, rule: Rule, generator: torch.Generator) -> DraftBlock:
         t = len(context) - 1  # number of positions whose states are needed (all but the pending token)
         states = self.target_state.states
-        if max_tokens <= 0 or states is None or len(states) < t or self.target_state.ids[:t] != context[:t] or t == 0:
+        if gamma <= 0 or states is None or len(states) < t or self.target_state.ids[:t] != context[:t] or t == 0:
             return DraftBlock(token_ids=[], draft_probs=[])
         memory = window_memory(states, t, self.meta.window)  # (W, H), ending at position t - 1
-        logits = draft_logits(self.module, self.target, memory, context[-1])[: min(max_tokens, self.meta.k)]
+        logits = draft_logits(self.module, self.target, memory, context[-1])[: min(gamma, self.meta.k)]
         block = DraftBlock(token_ids=[], draft_probs=[], forward_passes=1)
         for row in logits:
             draft_probs = rule.draft_distribution(row[: self.vocab_size]).cpu()  # q_i: independent per slot

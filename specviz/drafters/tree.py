@@ -133,14 +133,14 @@ class TreeDrafter:
         self.cache_index: dict[int, int] = {}  # tree node -> its column in the draft's KV cache
         self.context_len = 0  # the committed context the last tree grew from
 
-    def propose(self, context: list[int], max_depth: int, rule: Rule, generator: torch.Generator) -> DraftTree:
-        """A tree of at most ``max_depth`` levels below the context's last token, one draft pass per level."""
+    def propose(self, context: list[int], gamma: int, rule: Rule, generator: torch.Generator) -> DraftTree:
+        """A tree of at most ``gamma`` levels below the context's last token, one draft pass per level."""
         root = TreeNode(index=0, parent=-1, depth=0, token_id=context[-1], draft_prob=1.0, sibling_rank=0)
         tree = DraftTree(nodes=[root], levels=[], draft_probs={})
         self.cache_index = {}
         self.context_len = len(context)
         frontier = [0]
-        for _ in range(min(self.depth, max_depth)):
+        for _ in range(min(self.depth, gamma)):
             self._score(tree, frontier, context, rule)
             frontier = self._expand(tree, frontier, rule, generator)
             tree.levels.append(frontier)

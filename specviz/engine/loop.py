@@ -25,10 +25,10 @@ import torch
 from specviz.config import DecodeConfig
 from specviz.drafters.base import DraftBlock, Drafter, DraftTree, Proposal
 from specviz.drafters.modules import make_drafter, on_this_machine
-from specviz.engine.records import models_info, summarize
+from specviz.engine.records import Outcome, describe_chain, describe_tree, models_info, summarize, truncate_at_eos
 from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import Round, Trace
-from specviz.engine.verification import Outcome, score_tree, truncate_at_eos, walk_chain, walk_tree
+from specviz.engine.verification import decide_chain, decide_tree, score_tree
 from specviz.models.pair import ModelPair, eos_ids, load_pair, prompt_ids_for
 from specviz.registry.drafters import drafter_entry
 from specviz.registry.rules import rule_for
@@ -79,7 +79,8 @@ def verify_chain(run: DecodeRun, committed: list[int], block: DraftBlock) -> tup
             run.target_state.feed(run.target_forward, run.pair.target, feed, k + 1)[:, : run.pair.vocab_size]
         )
     )
-    outcome = walk_chain(block, target_probs, run.rule, run.generator, run.texts.after(committed), run.config.top_n)
+    decision = decide_chain(block.token_ids, target_probs, block.draft_probs, run.rule, run.generator)
+    outcome = describe_chain(block, target_probs, decision, run.rule, run.texts.after(committed), run.config.top_n)
     return outcome, pass_ms
 
 
@@ -91,8 +92,9 @@ def verify_tree(run: DecodeRun, committed: list[int], tree: DraftTree) -> tuple[
             score_tree(run.target_state, run.target_forward, run.pair.target, committed, tree, run.pair.vocab_size)
         )
     )
-    outcome = walk_tree(tree, target_probs, run.rule, run.generator, run.texts.after(committed), run.config)
-    run.target_state.keep(list(range(len(committed))) + [len(committed) + node - 1 for node in outcome.accepted_path])
+    decision = decide_tree(tree, target_probs, run.rule, run.generator)
+    run.target_state.keep(list(range(len(committed))) + [len(committed) + node - 1 for node in decision.accepted_path])
+    outcome = describe_tree(tree, target_probs, decision, run.rule, run.texts.after(committed), run.config.top_n)
     return outcome, pass_ms
 
 
@@ -107,11 +109,11 @@ def verify(run: DecodeRun, committed: list[int], proposal: Proposal) -> tuple[Ou
     )
 
 
-def play_round(run: DecodeRun, committed: list[int], max_block: int, index: int) -> Round:
+def play_round(run: DecodeRun, committed: list[int], gamma: int, index: int) -> Round:
     """Round ``index`` with any drafter, chain or tree, through the drafters' two verbs, as the trace records it
     (cut after an emitted EOS)."""
-    # 1. draft: up to max_block tokens (a chain) or levels (a tree)
-    proposal, draft_ms = timed_ms(lambda: run.drafter.propose(committed, max_block, run.rule, run.generator))
+    # 1. draft: up to gamma tokens (a chain) or levels (a tree)
+    proposal, draft_ms = timed_ms(lambda: run.drafter.propose(committed, gamma, run.rule, run.generator))
     # 2.-4. verify in ONE target pass, accept a path, then the correction or the bonus
     (outcome, pass_ms), verify_ms = timed_ms(lambda: verify(run, committed, proposal))
     # 5. tell the drafter how its proposal fared (adaptive exit; a tree keeps its accepted path's caches)
@@ -168,7 +170,8 @@ def speculative_decode(
         target_state,
         eos_ids(pair.target),
     )
-    block_size = config.tree_depth if drafter_entry(config.drafter).drafts_tree(config) else config.gamma
+    # γ bounds a chain's drafted tokens, and a tree's levels (its depth)
+    gamma = config.tree_depth if drafter_entry(config.drafter).drafts_tree(config) else config.gamma
     committed = list(ids)
     rounds: list[Round] = []
     stop_reason = "max_new_tokens"
@@ -179,9 +182,7 @@ def speculative_decode(
             stop_reason = "context"
             break
         # leave room for the correction/bonus token within max_new_tokens and the context
-        record = play_round(
-            run, committed, max(0, min(block_size, config.max_new_tokens - new - 1, room - 1)), len(rounds)
-        )
+        record = play_round(run, committed, max(0, min(gamma, config.max_new_tokens - new - 1, room - 1)), len(rounds))
         record = dataclasses.replace(record, ended_ms=(time.perf_counter() - started) * 1e3)
         rounds.append(record)
         committed.extend(record.emitted_ids)

@@ -1,5 +1,5 @@
-"""What a round records (verification decides, :mod:`specviz.engine.verification`; these describe): drafted positions
-with their verdicts, the tokens the target emitted, the tree, the run's stats."""
+"""What a round records (verification decides, :mod:`specviz.engine.verification`; these describe the decision
+afterwards): drafted positions with their verdicts, the tokens the target emitted, the tree, the run's stats."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from specviz.config import DecodeConfig
-from specviz.drafters.base import DraftTree
+from specviz.drafters.base import DraftBlock, DraftTree
 from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import (
     ACCEPTED,
@@ -24,21 +24,32 @@ from specviz.engine.trace import (
     TreeNodeRecord,
     TreeRecord,
 )
+from specviz.engine.verification import Check, Decision
 from specviz.models.pair import ModelPair, uses_draft_model
-from specviz.rules.acceptance import RESIDUAL, Rule, Verdict
+from specviz.rules.acceptance import RESIDUAL, TARGET, Rule, Verdict
 from specviz.rules.distributions import overlap, residual_distribution
 
 
-@dataclass
-class SiblingCheck:
-    """One step of the recursive rejection walk (:func:`specviz.engine.verification.recursive_rejection`)."""
+@dataclass(frozen=True)
+class Outcome:
+    """A proposal's verification as recorded: every check in walk order, the correction or the bonus, the accepted
+    path.
 
-    parent: int
-    node: int
-    token_id: int
-    target_probs: torch.Tensor  # p_i at this step
-    draft_probs: torch.Tensor  # q_i at this step
-    verdict: Verdict
+    ``accepted_path``: the proposal's accepted nodes from the top (a chain's are ``[1, ..., accepted]``);
+    ``tree``: the tree's record (trees only).
+    """
+
+    positions: list[DraftPosition]
+    correction: EmittedToken | None
+    bonus: EmittedToken | None
+    accepted_path: list[int]
+    tree: TreeRecord | None = None
+
+    @property
+    def emitted_ids(self) -> list[int]:
+        """The accepted tokens, then the correction or the bonus."""
+        extra = [t.token_id for t in (self.correction, self.bonus) if t]
+        return [p.token_id for p in self.positions if p.accepted] + extra
 
 
 def status_of(verdict: Verdict | None) -> DraftStatus:
@@ -78,13 +89,15 @@ def draft_position(
 
 def tree_record(
     tree: DraftTree,
-    checks: list[SiblingCheck],
+    checks: list[Check],
     path: list[int],
     target_probs: list[torch.Tensor],
     rule: Rule,
     texts: TokenTexts,
-    config: DecodeConfig,
+    top_n: int,
 ) -> TreeRecord:
+    """The tree as drawn: every node with its status, text and top tokens, the accepted path, and the residual
+    bars of the rejected checks."""
     status = {c.node: ACCEPTED if c.verdict.accepted else REJECTED for c in checks}
     # a node reads as the text after its parent's path; its children's candidates, after its own path
     after = {n.index: texts.after(tree.tokens_to(n.index)) for n in tree.nodes}
@@ -98,17 +111,15 @@ def tree_record(
             q=n.draft_prob,
             sibling_rank=n.sibling_rank,
             status=ACCEPTED if n.index == 0 else status.get(n.index, NOT_VERIFIED),
-            draft_top=after[n.index].top(tree.draft_probs[n.index], config.top_n)
-            if n.index in tree.draft_probs
-            else None,
-            target_top=after[n.index].top(target_probs[n.index], config.top_n),
+            draft_top=after[n.index].top(tree.draft_probs[n.index], top_n) if n.index in tree.draft_probs else None,
+            target_top=after[n.index].top(target_probs[n.index], top_n),
         )
         for n in tree.nodes
     ]
     residuals = [  # under a rule that corrects from the residual, the next sibling's p_{i+1} (Jeon et al. 2024)
         None
         if c.verdict.accepted or rule.correction_source != RESIDUAL
-        else after[c.parent].top(rule.correction_distribution(c.target_probs, c.draft_probs), config.top_n)
+        else after[c.parent].top(rule.correction_distribution(c.target_probs, c.draft_probs), top_n)
         for c in checks
     ]
     return TreeRecord(
@@ -117,6 +128,102 @@ def tree_record(
         path=path,
         check_nodes=[c.node for c in checks],
         residual_tops=residuals,
+    )
+
+
+def describe_chain(
+    block: DraftBlock, target_probs: list[torch.Tensor], decision: Decision, rule: Rule, texts: TokenTexts, top_n: int
+) -> Outcome:
+    """The record of a chain's decision (:func:`~specviz.engine.verification.decide_chain`): every drafted position
+    (those after the first rejection not verified), each read as the text after the tokens before it, then the
+    correction or the bonus.
+
+    Args:
+        block: the drafted chain (k tokens, the q (V,) each was drawn from).
+        target_probs: k + 1 tensors (V,), entry i the target's p after the first i drafted tokens.
+        decision: what the rule decided about ``block``.
+        rule: the rule that decided (its α, candidates and correction distribution are recorded).
+        texts: the texts after the round's committed context.
+        top_n: how many top tokens each distribution records.
+
+    Returns:
+        The round's :class:`Outcome` (no tree).
+    """
+    verdicts: list[Verdict | None] = [c.verdict for c in decision.checks]
+    verdicts += [None] * (block.size - len(verdicts))
+    positions = [
+        draft_position(i, token, target_probs[i], q_dist, verdict, rule, texts.after(block.token_ids[:i]), top_n)
+        for i, (token, q_dist, verdict) in enumerate(zip(block.token_ids, block.draft_probs, verdicts))
+    ]
+    end = len(decision.accepted_path)
+    after_path = texts.after(block.token_ids[:end])
+    extra = extra_token(decision, target_probs[end], rule, after_path, top_n, residual_shown=True)
+    return outcome_of(decision, positions, extra)
+
+
+def describe_tree(
+    tree: DraftTree, target_probs: list[torch.Tensor], decision: Decision, rule: Rule, texts: TokenTexts, top_n: int
+) -> Outcome:
+    """The record of a tree's decision (:func:`~specviz.engine.verification.decide_tree`): each check as a drafted
+    position (a sibling reads as it would after its parent's path), the tree's record, then the correction or the
+    bonus after the accepted path.
+
+    Args:
+        tree: the drafted tree (n nodes, the root included).
+        target_probs: n tensors (V,), entry j the target's p after node j's path.
+        decision: what the rule decided about ``tree``.
+        rule: the rule that decided.
+        texts: the texts after the round's committed context.
+        top_n: how many top tokens each distribution records.
+
+    Returns:
+        The round's :class:`Outcome` with its :class:`~specviz.engine.trace.TreeRecord`.
+    """
+    positions = [
+        draft_position(
+            tree.nodes[c.node].depth - 1,
+            c.token_id,
+            c.target_probs,
+            c.draft_probs,
+            c.verdict,
+            rule,
+            texts.after(tree.tokens_to(c.parent)),
+            top_n,
+        )
+        for c in decision.checks
+    ]
+    end = decision.accepted_path[-1] if decision.accepted_path else 0
+    after_path = texts.after(tree.tokens_to(end))
+    extra = extra_token(decision, target_probs[end], rule, after_path, top_n, rule.correction_source == RESIDUAL)
+    record = tree_record(tree, decision.checks, decision.accepted_path, target_probs, rule, texts, top_n)
+    return outcome_of(decision, positions, extra, record)
+
+
+def extra_token(
+    decision: Decision, p_at_end: torch.Tensor, rule: Rule, texts: TokenTexts, top_n: int, residual_shown: bool
+) -> EmittedToken:
+    """The record of the decision's correction (drawn from the rule's correction distribution of the rejected
+    check's (p, q)) or bonus (drawn from ``p_at_end``, p after the accepted path); ``residual_shown``: whether a
+    correction records the rejected check's residual (a chain's always; a tree's under a rule that corrects from it,
+    as its residual bars)."""
+    if not decision.corrected:
+        return emitted_token(decision.token_id, p_at_end, p_at_end, TARGET, texts, top_n)
+    rejected = decision.checks[-1].target_probs, decision.checks[-1].draft_probs
+    drawn_from = rule.correction_distribution(*rejected)
+    shown = rejected if residual_shown else None
+    return emitted_token(decision.token_id, drawn_from, p_at_end, decision.source, texts, top_n, shown)
+
+
+def outcome_of(
+    decision: Decision, positions: list[DraftPosition], extra: EmittedToken, tree: TreeRecord | None = None
+) -> Outcome:
+    """The outcome with ``extra`` as the decision's correction or bonus."""
+    return Outcome(
+        positions,
+        correction=extra if decision.corrected else None,
+        bonus=None if decision.corrected else extra,
+        accepted_path=decision.accepted_path,
+        tree=tree,
     )
 
 
@@ -206,3 +313,18 @@ def tree_after_checks(tree: TreeRecord, positions: list[DraftPosition]) -> TreeR
         path=[node for node, pos in zip(tree.check_nodes, positions) if pos.accepted],
         residual_tops=[top if pos.status == REJECTED else None for top, pos in zip(tree.residual_tops, positions)],
     )
+
+
+def truncate_at_eos(outcome: Outcome, eos: set[int]) -> Outcome:
+    """The outcome cut after its first emitted EOS: every check made after the accepted EOS (later accepted
+    tokens; in a tree, deeper siblings too) becomes not verified, and no token is emitted after it."""
+    emitted = outcome.emitted_ids
+    stop = next((i for i, t in enumerate(emitted) if t in eos), None)
+    if stop is None or stop == len(emitted) - 1:
+        return outcome
+    eos_check = [i for i, p in enumerate(outcome.positions) if p.accepted][stop]
+    positions = outcome.positions[: eos_check + 1] + [
+        dataclasses.replace(p, status=NOT_VERIFIED) for p in outcome.positions[eos_check + 1 :]
+    ]
+    tree = tree_after_checks(outcome.tree, positions) if outcome.tree else None
+    return Outcome(positions, correction=None, bonus=None, accepted_path=outcome.accepted_path[: stop + 1], tree=tree)

@@ -1,4 +1,8 @@
-"""Verification: what the ONE target pass and the rule make of a proposal, a chain or a tree.
+"""Verification: what the ONE target pass and the rule decide about a proposal, a chain or a tree.
+
+The decision (:func:`decide_chain`, :func:`decide_tree`) is a pure function of the drafted tokens, the target's p,
+the draft's q, the rule and the run's generator; :mod:`specviz.engine.records` describes it afterwards (texts,
+top tokens, the tree's record).
 
 Glossary (the words of vLLM's rejection sampler; Leviathan et al. 2023, Alg. 1; Chen et al. 2023):
 
@@ -16,79 +20,103 @@ Tensor arguments (V: the ids both models score; k: drafted tokens of a chain; n:
 root, i.e. the last committed token, included), all float32 on the CPU:
 
 - chain: ``target_probs``: k + 1 tensors (V,), entry i the target's p after the prefix and the first i
-  drafted tokens; ``block.draft_probs``: k tensors (V,), the q each drafted token was drawn from;
+  drafted tokens; ``draft_probs``: k tensors (V,), the q each drafted token was drawn from;
 - tree: :func:`score_tree`'s logits (n, V), row 0 at the root and row j at node j; ``target_probs`` the
   n rows as (V,) tensors; ``tree.draft_probs``: node -> (V,), the q its children were drawn from.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import torch
 
-from specviz.config import DecodeConfig
-from specviz.drafters.base import DraftBlock, DraftTree
+from specviz.drafters.base import DraftTree
 from specviz.drafters.tree import tree_attention
-from specviz.engine.records import SiblingCheck, draft_position, emitted_token, tree_after_checks, tree_record
-from specviz.engine.token_texts import TokenTexts
-from specviz.engine.trace import NOT_VERIFIED, DraftPosition, EmittedToken, TreeRecord
-from specviz.rules.acceptance import RESIDUAL, TARGET, Rule, check_block
+from specviz.rules.acceptance import TARGET, Rule, Verdict, check_block
 from specviz.runtime import ForwardFn, KVCachedSequence, LoadedModel, StatesForwardFn
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """A proposal's verification: every check in walk order, the correction or the bonus, the accepted path.
+class Check:
+    """One drafted token checked by the rule: ``node`` (a child of ``parent``) against ``target_probs`` p_i and
+    ``draft_probs`` q_i, both (V,). In a chain node i + 1 is the i-th drafted token (its parent i) and (p_i, q_i) are
+    that position's own; in a tree they are the recursive walk's (p, q) at this sibling (Jeon et al. 2024)."""
 
-    ``accepted_path``: the proposal's accepted nodes from the top (a chain's are ``[1, ..., accepted]``);
-    ``tree``: the tree's record (trees only).
+    parent: int
+    node: int
+    token_id: int
+    target_probs: torch.Tensor
+    draft_probs: torch.Tensor
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the rule decided about one proposal, before anything is described.
+
+    ``checks``: every check made, in walk order (a chain's stop at its first rejection; the tokens after it are
+    never checked); ``accepted_path``: the accepted nodes from the top (a chain's: ``[1, ..., accepted]``);
+    ``token_id``: the one token emitted after them, a correction (after a rejection: from the rule's correction
+    distribution of the last check's (p, q)) or the bonus (from p at the path's end); ``source``: what it was drawn
+    from, :data:`~specviz.rules.acceptance.TARGET` for a bonus, the rule's ``correction_source`` for a correction.
     """
 
-    positions: list[DraftPosition]
-    correction: EmittedToken | None
-    bonus: EmittedToken | None
+    checks: list[Check]
     accepted_path: list[int]
-    tree: TreeRecord | None = None
+    token_id: int
+    source: str
 
     @property
-    def emitted_ids(self) -> list[int]:
-        """The accepted tokens, then the correction or the bonus."""
-        extra = [t.token_id for t in (self.correction, self.bonus) if t]
-        return [p.token_id for p in self.positions if p.accepted] + extra
+    def corrected(self) -> bool:
+        """Whether ``token_id`` is a correction: the last check rejected its token."""
+        return bool(self.checks) and not self.checks[-1].verdict.accepted
 
 
-def walk_chain(
-    block: DraftBlock,
+def correction_or_bonus(
+    checks: list[Check], accepted_path: list[int], p_at_end: torch.Tensor, rule: Rule, generator: torch.Generator
+) -> Decision:
+    """The decision closed by its one extra token: after a rejection the correction from the last check's (p, q)
+    (argmax p, or a draw from the residual norm(max(0, p - q)) under speculative sampling: Leviathan et al. 2023,
+    Alg. 1), else the bonus from ``p_at_end`` (V,), p after the accepted path, which the same pass computed."""
+    if not checks or checks[-1].verdict.accepted:
+        return Decision(checks, accepted_path, rule.bonus(p_at_end, generator), TARGET)
+    rejected = checks[-1]
+    token = rule.correction(rejected.target_probs, rejected.draft_probs, generator)
+    return Decision(checks, accepted_path, token, rule.correction_source)
+
+
+def decide_chain(
+    token_ids: list[int],
     target_probs: list[torch.Tensor],
+    draft_probs: list[torch.Tensor],
     rule: Rule,
     generator: torch.Generator,
-    texts: TokenTexts,
-    top_n: int,
-) -> Outcome:
-    """Check the k drafted tokens left to right up to the first rejection, then take the correction (from
-    the rejected position's p and q) or the bonus (from p after the last drafted token)."""
-    verdicts = check_block(rule, block.token_ids, target_probs, block.draft_probs, generator)
-    positions = [
-        draft_position(i, token, target_probs[i], q_dist, verdict, rule, texts.after(block.token_ids[:i]), top_n)
-        for i, (token, q_dist, verdict) in enumerate(zip(block.token_ids, block.draft_probs, verdicts))
+) -> Decision:
+    """Speculative decoding's decision on a chain of k drafted tokens (Leviathan et al. 2023, Alg. 1).
+
+    Each token x_i is checked left to right up to the first rejection (speculative sampling: accepted iff
+    u_i < min(1, p_i(x_i) / q_i(x_i)), u_i ~ U(0, 1) from ``generator``; greedy: iff x_i = argmax p_i); then the
+    correction from (p_i, q_i) at the rejected position, or the bonus from p_k after a fully accepted chain.
+
+    Args:
+        token_ids: the k drafted tokens.
+        target_probs: k + 1 tensors (V,), entry i the target's p after the prefix and the first i drafted tokens.
+        draft_probs: k tensors (V,), the q each drafted token was drawn from.
+        rule: the verification rule.
+        generator: the run's random stream; its draws are the checks' in order, then the correction's or bonus's.
+
+    Returns:
+        The :class:`Decision`: the checks made, ``[1, ..., accepted]``, the correction or the bonus.
+    """
+    verdicts = check_block(rule, token_ids, target_probs, draft_probs, generator)
+    checks = [
+        Check(i, i + 1, token, target_probs[i], draft_probs[i], verdict)
+        for i, (token, verdict) in enumerate(zip(token_ids, verdicts))
+        if verdict is not None
     ]
-    accepted = sum(p.accepted for p in positions)
-    path = list(range(1, accepted + 1))
-    rejected_at = next((i for i, v in enumerate(verdicts) if v is not None and not v.accepted), None)
-    if rejected_at is None:
-        p_dist = target_probs[len(block.token_ids)]
-        bonus = emitted_token(
-            rule.bonus(p_dist, generator), p_dist, p_dist, TARGET, texts.after(block.token_ids), top_n
-        )
-        return Outcome(positions, correction=None, bonus=bonus, accepted_path=path)
-    p_dist, q_dist = target_probs[rejected_at], block.draft_probs[rejected_at]
-    token = rule.correction(p_dist, q_dist, generator)
-    drawn_from = rule.correction_distribution(p_dist, q_dist)
-    at_rejection = texts.after(block.token_ids[:rejected_at])
-    correction = emitted_token(token, drawn_from, p_dist, rule.correction_source, at_rejection, top_n, (p_dist, q_dist))
-    return Outcome(positions, correction=correction, bonus=None, accepted_path=path)
+    accepted = sum(c.verdict.accepted for c in checks)
+    return correction_or_bonus(checks, list(range(1, accepted + 1)), target_probs[accepted], rule, generator)
 
 
 def score_tree(
@@ -111,7 +139,7 @@ def score_tree(
 
 def recursive_rejection(
     tree: DraftTree, target_probs: list[torch.Tensor], rule: Rule, generator: torch.Generator
-) -> tuple[list[SiblingCheck], list[int]]:
+) -> tuple[list[Check], list[int]]:
     """Walk the tree from the root with the rule; return (checks, accepted path).
 
     At each node its children are checked in turn until one is accepted; after a rejection the next sibling
@@ -120,14 +148,14 @@ def recursive_rejection(
     and q for the deterministic rules. The walk ends at an accepted node without children (a bonus follows) or
     where every child was rejected (a correction follows, from the last check's p and q).
     """
-    checks: list[SiblingCheck] = []
+    checks: list[Check] = []
     path: list[int] = []
     node = 0
     while children := tree.nodes[node].children:
         p_i, q_i = target_probs[node], tree.draft_probs[node]  # an expanded node's q: its children were drawn from it
         for child in children:
             token = tree.nodes[child].token_id
-            checks.append(SiblingCheck(node, child, token, p_i, q_i, rule.check(token, p_i, q_i, generator)))
+            checks.append(Check(node, child, token, p_i, q_i, rule.check(token, p_i, q_i, generator)))
             if checks[-1].verdict.accepted:
                 break
             p_i, q_i = rule.next_sibling(p_i, q_i, token)
@@ -137,55 +165,19 @@ def recursive_rejection(
     return checks, path
 
 
-def walk_tree(
-    tree: DraftTree,
-    target_probs: list[torch.Tensor],
-    rule: Rule,
-    generator: torch.Generator,
-    texts: TokenTexts,
-    config: DecodeConfig,
-) -> Outcome:
-    """Recursive rejection sampling from the root; then the bonus from p at an accepted leaf, or the rule's
-    correction from the last check's (p, q) (under sampling: a draw from the last residual)."""
+def decide_tree(tree: DraftTree, target_probs: list[torch.Tensor], rule: Rule, generator: torch.Generator) -> Decision:
+    """Recursive rejection sampling's decision on a tree (Jeon et al. 2024): :func:`recursive_rejection` from the
+    root, then the bonus from p at an accepted leaf, or the correction from the last check's (p, q) (under
+    sampling: a draw from the last residual).
+
+    Args:
+        tree: the drafted tree (``tree.draft_probs``: node -> (V,), the q its children were drawn from).
+        target_probs: n tensors (V,), entry j the target's p after node j's path (entry 0 at the root).
+        rule: the verification rule.
+        generator: the run's random stream; its draws are the checks' in walk order, then the correction's or bonus's.
+
+    Returns:
+        The :class:`Decision`: the checks in walk order, the accepted path, the correction or the bonus.
+    """
     checks, path = recursive_rejection(tree, target_probs, rule, generator)
-    positions = [
-        draft_position(
-            tree.nodes[c.node].depth - 1,
-            c.token_id,
-            c.target_probs,
-            c.draft_probs,
-            c.verdict,
-            rule,
-            texts.after(tree.tokens_to(c.parent)),  # a sibling reads as it would after its parent's path
-            config.top_n,
-        )
-        for c in checks
-    ]
-    end = path[-1] if path else 0
-    node_p, after_path = target_probs[end], texts.after(tree.tokens_to(end))
-    record = tree_record(tree, checks, path, target_probs, rule, texts, config)
-    if not tree.nodes[end].children:  # an accepted leaf: the bonus
-        bonus = emitted_token(rule.bonus(node_p, generator), node_p, node_p, TARGET, after_path, config.top_n)
-        return Outcome(positions, correction=None, bonus=bonus, accepted_path=path, tree=record)
-    last = checks[-1]
-    token = rule.correction(last.target_probs, last.draft_probs, generator)
-    drawn_from = rule.correction_distribution(last.target_probs, last.draft_probs)
-    source = rule.correction_source
-    rejected = (last.target_probs, last.draft_probs) if source == RESIDUAL else None
-    correction = emitted_token(token, drawn_from, node_p, source, after_path, config.top_n, rejected)
-    return Outcome(positions, correction=correction, bonus=None, accepted_path=path, tree=record)
-
-
-def truncate_at_eos(outcome: Outcome, eos: set[int]) -> Outcome:
-    """The outcome cut after its first emitted EOS: every check made after the accepted EOS (later accepted
-    tokens; in a tree, deeper siblings too) becomes not verified, and no token is emitted after it."""
-    emitted = outcome.emitted_ids
-    stop = next((i for i, t in enumerate(emitted) if t in eos), None)
-    if stop is None or stop == len(emitted) - 1:
-        return outcome
-    eos_check = [i for i, p in enumerate(outcome.positions) if p.accepted][stop]
-    positions = outcome.positions[: eos_check + 1] + [
-        dataclasses.replace(p, status=NOT_VERIFIED) for p in outcome.positions[eos_check + 1 :]
-    ]
-    tree = tree_after_checks(outcome.tree, positions) if outcome.tree else None
-    return Outcome(positions, correction=None, bonus=None, accepted_path=outcome.accepted_path[: stop + 1], tree=tree)
+    return correction_or_bonus(checks, path, target_probs[path[-1] if path else 0], rule, generator)

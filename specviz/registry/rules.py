@@ -3,7 +3,7 @@
 The CLI's choices, the sidebar's radios and their help, the URL parser, the config's validation, the round view's
 labels, the Compare rules page, the lesson player and the pages' statements of alpha all read these entries; the
 engine builds a run's rule from one. A rule is in one place: its module in :mod:`specviz.rules` (its class, meeting
-the :class:`~specviz.rules.acceptance.Rule` protocol, and ``build(config)``: the
+the :class:`~specviz.rules.acceptance.Rule` protocol, and ``build(settings)``: the
 :class:`~specviz.rules.acceptance.RuleModule` protocol), its settings group in
 :mod:`specviz.registry.rule_settings` if it
 has settings, and one :class:`RuleEntry` line below; :func:`register` adds one at run time (a test's toy rule).

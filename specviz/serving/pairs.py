@@ -148,9 +148,8 @@ def pair_defaults(target: str, draft: str | None, device: str) -> MeasuredDefaul
     return lesson_block(at) or MeasuredDefaults(wanted, max(LESSON_GAMMA_MIN, DecodeConfig().gamma), said)
 
 
-def _load(target: str, draft: str | None, drafter: str, device: str, dtype: str, draft_dtype: str | None) -> ModelPair:
-    config = DecodeConfig(target=target, draft=draft, drafter=drafter, device=device, dtype=dtype)
-    config = config.replace(draft_dtype=draft_dtype)
+def _load(config: DecodeConfig) -> ModelPair:
+    """The pair a :func:`loading_config` names, loaded (after :func:`make_room`)."""
     with _loading:  # one load at a time: two loads passing the budget's check together would overshoot it
         make_room(config)
         pair = load_pair(config)
@@ -196,17 +195,27 @@ def make_room(config: DecodeConfig) -> None:
 
 def pair_for(config: DecodeConfig) -> ModelPair:
     """The process's shared model pair for ``config`` (loaded on first use; what every session decodes with)."""
-    return LOADED_PAIRS.get(*_pair_key(config))
+    return LOADED_PAIRS.get(loading_config(config))
 
 
 def pair_loaded(config: DecodeConfig) -> bool:
     """Whether :func:`pair_for` returns ``config``'s pair at once (loaded already)."""
-    return LOADED_PAIRS.has(*_pair_key(config))
+    return LOADED_PAIRS.has(loading_config(config))
 
 
-def _pair_key(config: DecodeConfig) -> tuple[str, str | None, str, str, str, str | None]:
+def loading_config(config: DecodeConfig) -> DecodeConfig:
+    """The config ``config``'s pair is loaded from and kept under: the settings loading reads (the target, the draft
+    model the drafter loads, the drafter, the device, the precisions: the draft's only where there is a draft), every
+    other setting at its default, so configs that differ in how they decode share one pair."""
     draft = config.draft_spec
-    return config.target, draft, config.drafter, config.device, config.dtype, config.draft_precision if draft else None
+    return DecodeConfig(
+        target=config.target,
+        draft=draft,
+        drafter=config.drafter,
+        device=config.device,
+        dtype=config.dtype,
+        draft_dtype=config.draft_precision if draft else None,
+    )
 
 
 def loaded_target(config: DecodeConfig) -> LoadedModel | None:
