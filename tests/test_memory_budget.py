@@ -4,6 +4,8 @@ computation holds is never dropped; what cannot fit even then is refused with a 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -170,3 +172,42 @@ def test_an_int8_embedding_holds_only_the_rows_a_text_reads(tmp_path, monkeypatc
     assert torch.equal(looked_up, values[ids].float() * scales[ids])
     assert torch.equal(Int8Embedding(embedding).values, table.values)  # a second load maps the same file
     assert len(list((tmp_path / "tables").iterdir())) == 1
+
+
+def peak_resident_bytes_of(build: Callable[[], object]) -> int:
+    """How far this process's resident memory rose above where it stood while ``build`` ran (its peak, reset first:
+    ``/proc/self/clear_refs``, Linux's "5", then ``VmHWM``)."""
+    import gc
+
+    gc.collect()
+    give_back_freed_heap()
+    Path("/proc/self/clear_refs").write_text("5")
+    before = resident_bytes()
+    build()
+    status = Path("/proc/self/status").read_text()
+    peak_kib = int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
+    return peak_kib * 1024 - before
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="the peak is reset through Linux's /proc")
+def test_an_int8_head_and_embedding_quantised_as_read_hold_one_block_of_their_float32_weight(tmp_path, monkeypatch):
+    """House v5: quantising a 151,936-row output head or input embedding at once held the float32 weight's file
+    pages and two float32 temporaries its size (the Qwen pair's race peaked at 6.0 GB for 2.58 GB kept). Quantised
+    a block of rows at a time as the file is read, a 256 MiB float32 weight (mapped from its file, as transformers
+    loads a checkpoint) peaks under its int8 copy twice (its values, and the packed copy oneDNN makes of them) plus
+    64 MiB: one block's float32 rows and temporaries (8 MiB each) and the allocator's slack. At once it took over
+    three times the float32 weight: 768 MiB and more."""
+    import torch
+    from torch import nn
+
+    from specviz.runtime.cpu.int8 import Int8Embedding, Int8Linear
+    from specviz.runtime.cpu.mapped_pages import file_backed
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    rows, columns = 65536, 1024
+    weight = nn.Parameter(file_backed(torch.randn(rows, columns), tmp_path / "checkpoint"), requires_grad=False)
+    head, embedding = nn.Linear(columns, rows, bias=False, device="meta"), nn.Embedding(rows, columns, device="meta")
+    head.weight = embedding.weight = weight
+    int8_bytes = rows * columns
+    assert peak_resident_bytes_of(lambda: Int8Linear(head)) < 2 * int8_bytes + 64 * 2**20
+    assert peak_resident_bytes_of(lambda: Int8Embedding(embedding)) < 2 * int8_bytes + 64 * 2**20

@@ -13,14 +13,24 @@ import dataclasses
 
 import pytest
 import torch
-from transformers import DynamicCache
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM, DynamicCache
 
 from specviz.analysis.race import agreement
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair, speculative_decode
+from specviz.runtime.cpu import int8
 from specviz.runtime.cpu.compiled import Kernels, compiled_kernels
-from specviz.runtime.cpu.int4 import Int4Linear, dequantised, int4_product, joint_of, quantise_groups, share_one_buffer
-from specviz.runtime.cpu.int4_layers import Int4DecoderLayer
+from specviz.runtime.cpu.int4 import (
+    Int4Linear,
+    dequantised,
+    int4_product,
+    joint_of,
+    pack_groups,
+    quantise_groups,
+    share_one_buffer,
+)
+from specviz.runtime.cpu.int4_layers import Int4DecoderLayer, quantize_int4_model
 from specviz.runtime.cpu.int8 import (
     INT8_MAX,
     Int8Embedding,
@@ -28,6 +38,7 @@ from specviz.runtime.cpu.int8 import (
     Int8Matrix,
     int8_linear,
     quantise_rows,
+    quantize_int8,
     weight_levels,
 )
 from specviz.runtime.cpu.kernel_paths import INT4, INT8, kernels_of
@@ -41,6 +52,7 @@ from specviz.serving.urlstate import parse_query, to_query
 from .conftest import target_greedy
 from .test_draft_precision import assert_sampling_is_lossless
 from .test_engine import PROMPT, tiny_config
+from .tiny import make_tiny_model
 
 
 @pytest.mark.parametrize("in_features,out_features", [(64, 32), (896, 4864), (1536, 256), (100, 7)])
@@ -72,6 +84,36 @@ def test_the_kernel_is_the_integer_product_exactly():
     expected = (exact.float() * matrix.scales) * scales
     assert torch.equal(int8_linear(x, matrix), expected)
     assert matrix.values.abs().max() == weight_levels(cpu_flags())  # each row's largest weight takes the top level
+
+
+@pytest.mark.parametrize("quantise", [quantize_int8, quantize_int4_model], ids=["int8", "int4"])
+def test_a_model_quantised_as_it_is_read_has_the_bits_of_its_whole_weights_quantised(tmp_path, monkeypatch, quantise):
+    """House v5: each int8 weight is quantised a block of rows at a time as its file is read
+    (:func:`~specviz.runtime.cpu.int8.quantise_rows_as_read`). Blocks of 5 rows (the tiny Qwen2's 32-row head and
+    embedding in 7 blocks, the last one short) give every matrix, the int4 layers' groups too, the bits that quantising
+    each float32 weight of the checkpoint whole gives."""
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(int8, "ROWS_AT_ONCE", 5)
+    directory = make_tiny_model(tmp_path / "qwen2", seed=4, layers=2, hidden=64, qwen2=True)
+    checkpoint = load_file(f"{directory}/model.safetensors")
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32)  # its weights: views of the file
+    quantise(model)
+    levels = weight_levels(cpu_flags())
+    compared = 0
+    for name, module in model.named_modules():
+        weight = checkpoint.get(f"{name}.weight")
+        if isinstance(module, Int8Linear):
+            values, scales = quantise_rows(weight, levels)
+            assert torch.equal(module.matrix.values, values) and torch.equal(module.matrix.scales, scales.reshape(-1))
+        elif isinstance(module, Int8Embedding):
+            values, scales = quantise_rows(weight)
+            assert torch.equal(module.values, values) and torch.equal(module.scales, scales.reshape(-1))
+        elif isinstance(module, Int4Linear):
+            assert torch.equal(module.packed, pack_groups(*quantise_groups(weight)))
+        else:
+            continue
+        compared += 1
+    assert compared == 2 * 7 + 2  # every Linear of both decoder layers, the head and the embedding
 
 
 def test_weights_keep_seven_bits_where_the_cpu_adds_products_in_sixteen():

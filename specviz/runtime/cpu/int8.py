@@ -30,6 +30,7 @@ from specviz.runtime.cpu.row_attention import attend_by_rows
 from specviz.runtime.machine import cpu_flags
 
 INT8_MAX = 127  # symmetric: [-127, 127], so negation never overflows
+ROWS_AT_ONCE = 2048  # rows of a weight quantised together as it is read: quantise_rows_as_read
 UNSIGNED_ZERO = 128  # oneDNN takes activations as unsigned bytes: q + 128, its zero point 128
 DOT_PRODUCT_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")  # one-instruction int8 dot products into int32
 
@@ -67,7 +68,7 @@ class Int8Matrix:
     def quantise(cls, weight: torch.Tensor, bias: torch.Tensor | None = None) -> Int8Matrix:
         """Symmetric per-row quantisation of a float matrix: w_j = max_i |W_ji| / L, Q_j = round(W_j / w_j) with L
         from :func:`weight_levels`."""
-        return cls.of_values(*quantise_rows(weight.detach().float(), weight_levels(cpu_flags())), bias)
+        return cls.of_values(*quantise_rows_as_read(weight.detach(), weight_levels(cpu_flags())), bias)
 
     @classmethod
     def of_values(cls, values: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None) -> Int8Matrix:
@@ -100,6 +101,23 @@ def quantise_rows(x: torch.Tensor, levels: int = INT8_MAX) -> tuple[torch.Tensor
     """Each row of ``x`` (M, in) by its own scale: (int8 values in [-levels, levels] (M, in), scales (M, 1))."""
     scales = x.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / levels
     return torch.round(x / scales).clamp(-levels, levels).to(torch.int8), scales
+
+
+def quantise_rows_as_read(x: torch.Tensor, levels: int = INT8_MAX) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`quantise_rows` of a weight (M, in) as it is read from its file, :data:`ROWS_AT_ONCE` rows at a time,
+    each block's file pages given back once quantised (:func:`~specviz.runtime.cpu.mapped_pages.release_file_pages`;
+    a weight still read elsewhere, a tied embedding, faults them in again). The same values and scales bit for bit,
+    for every row is quantised by its own scale alone, but a load holds one block of the float32 weight and of its
+    temporaries instead of all of them: quantising a 151,936-row output head or embedding at once held its file pages
+    and two float32 copies besides (issue "House v5": the Qwen pair's race peaked at 6.0 GB for 2.58 GB kept)."""
+    values, scales = torch.empty(x.shape, dtype=torch.int8), torch.empty(x.shape[0], 1)
+    for start in range(0, x.shape[0], ROWS_AT_ONCE):
+        block = x[start : start + ROWS_AT_ONCE]
+        values[start : start + ROWS_AT_ONCE], scales[start : start + ROWS_AT_ONCE] = quantise_rows(
+            block.float(), levels
+        )
+        release_file_pages(block)
+    return values, scales
 
 
 def int8_products(rows: torch.Tensor, matrix: Int8Matrix) -> torch.Tensor:
@@ -152,7 +170,7 @@ class Int8Embedding(nn.Module):
     def __init__(self, embedding: nn.Embedding) -> None:
         super().__init__()
         self.num_embeddings, self.embedding_dim = embedding.num_embeddings, embedding.embedding_dim
-        values, scales = quantise_rows(embedding.weight.detach().float())
+        values, scales = quantise_rows_as_read(embedding.weight.detach())
         self.values = file_backed(values, cache_root() / "tables")
         self.scales = scales.reshape(-1)
         self.weight = torch.empty(self.num_embeddings, self.embedding_dim, device="meta")
