@@ -180,6 +180,7 @@ def test_the_c_kernels_are_bound_in_one_module():
         "int4_rows.c",
         "row_attention.c",
         "int4_layer.c",
+        "kernels_layout.c",
     }
 
 

@@ -26,6 +26,8 @@ PACKAGED = [
     "specviz/ui/pages/round_view.py",
     "specviz/ui/streamlit.toml",
     "specviz/analysis/numerics.py",
+    "specviz/runtime/cpu/kernels.h",
+    "specviz/runtime/cpu/kernels_layout.c",
     "specviz/presentation/figures.py",
     "specviz/presentation/player_template.html",
     "specviz/registry/drafters.py",

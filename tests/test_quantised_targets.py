@@ -52,6 +52,7 @@ from specviz.serving.urlstate import parse_query, to_query
 from .conftest import target_greedy
 from .test_draft_precision import assert_sampling_is_lossless
 from .test_engine import PROMPT, tiny_config
+from .test_kernels import reference_attention
 from .tiny import make_tiny_model
 
 
@@ -179,15 +180,6 @@ def built(march: str) -> Kernels:
     kernels = compiled_kernels(march)
     assert isinstance(kernels, Kernels), kernels
     return kernels
-
-
-def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seen: torch.Tensor, scale: float):
-    """softmax(q k^T * scale) v in float64 over each row's seen keys: q (1, heads, T, d), k and v (1, kv heads, S, d),
-    seen (T, S) bool -> (1, T, heads, d)."""
-    group = q.shape[1] // k.shape[1]
-    k64, v64 = (t.double().repeat_interleave(group, dim=1) for t in (k, v))
-    scores = (q.double() @ k64.transpose(-1, -2) * scale).masked_fill(~seen, float("-inf"))
-    return (scores.softmax(-1) @ v64).transpose(1, 2)
 
 
 def test_the_row_attention_kernel_is_attention_each_row_as_alone_and_the_same_bits_on_every_instruction_set():

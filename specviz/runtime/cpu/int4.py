@@ -31,7 +31,7 @@ from safetensors import safe_open
 from torch import nn
 from transformers import PreTrainedModel
 
-from specviz.runtime.cpu.compiled import Kernels, compiled_kernels
+from specviz.runtime.cpu.compiled import Kernels, address, compiled_kernels
 from specviz.runtime.cpu.int8 import Int8Linear, quantise_input_embedding
 from specviz.runtime.cpu.mapped_pages import replace_linear_layers
 from specviz.runtime.cpu.q4k import Q4K_FILE, q4k_groups
@@ -41,6 +41,7 @@ from specviz.runtime.machine import give_back_freed_heap
 GROUP = 32  # inputs per scale and minimum
 TILE = 16  # outputs per tile of the packed layout (one AVX-512 vector of int32 sums)
 LEVELS = 15  # 4 bits: 0..15
+BLOCK_BYTES = TILE * 2 * 2 + TILE * GROUP // 2  # a tile's group: 16 float16 scales and minimums, 256 bytes of nibbles
 
 
 def int4_not_on(device: torch.device) -> str | None:
@@ -93,17 +94,23 @@ def dequantised(values: torch.Tensor, scales: torch.Tensor, minimums: torch.Tens
 def int4_product(
     x: torch.Tensor, packed: torch.Tensor, outputs: int, bias: torch.Tensor | None, march: str = "native"
 ) -> torch.Tensor:
-    """x (rows, in) float32 times a :func:`pack_groups`-ed weight, plus ``bias``: (rows, outputs) float32, through
-    the kernel compiled for ``march`` (this CPU's own instruction set by default)."""
+    """x (rows, in) float32 times a :func:`pack_groups`-ed weight (outputs / 16, in / 32, 320), plus ``bias``
+    (outputs,): (rows, outputs) float32, through the kernel compiled for ``march`` (this CPU's own instruction set by
+    default)."""
     kernel = compiled_kernels(march)
     assert isinstance(kernel, Kernels), kernel
-    return kernel_product(kernel, x, packed.data_ptr(), outputs, None if bias is None else bias.data_ptr())
+    weight = address("weight", packed, (outputs // TILE, x.shape[-1] // GROUP, BLOCK_BYTES), torch.uint8)
+    return kernel_product(kernel, x, weight, outputs, None if bias is None else address("bias", bias, (outputs,)))
 
 
 def kernel_product(kernel: Kernels, x: torch.Tensor, packed: int, outputs: int, bias: int | None) -> torch.Tensor:
     """:func:`int4_product` on the addresses of a packed weight and its bias (a layer's, read once: a draft's
-    step makes some 170 of these calls, each a few microseconds of Python)."""
+    step makes some 170 of these calls, each a few microseconds of Python), x (rows, the weight's inputs): made
+    contiguous float32 here, its shape all there is to check (:func:`~specviz.runtime.cpu.compiled.address` would
+    double the call's Python)."""
     rows = x if x.dtype == torch.float32 and x.is_contiguous() else x.float().contiguous()
+    if rows.dim() != 2:
+        raise ValueError(f"x: the int4 product takes a matrix (rows, inputs), not a tensor of shape {tuple(x.shape)}")
     y = torch.empty(rows.shape[0], outputs)
     if rows.shape[0] and kernel.product(
         rows.data_ptr(), rows.shape[0], rows.shape[1], outputs, packed, bias, y.data_ptr()

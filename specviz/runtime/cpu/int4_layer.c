@@ -18,10 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int int4_rows_product(const float *x, int rows, int inputs, int outputs, const uint8_t *weight, const float *bias,
-                      float *y);
-int rows_attention(const float *q, int rows, int heads, int d, const float *k, const float *v, int kv_heads, int keys,
-                   const int32_t *seen_count, const int32_t *seen_index, float scale, float *out);
+#include "kernels.h"
 
 static void rms_norm_rows(const float *x, int rows, int hidden, const float *gain, float eps, float *out) {
     for (int r = 0; r < rows; r++) {
@@ -47,26 +44,26 @@ static void rotate_heads(const float *in, int heads, int rows, int r, int d, con
     }
 }
 
-/* x (rows, hidden); cos, sin (rows, d); q out (heads, rows, d), k and v out (kv_heads, rows, d). 0, or -1 when out
- * of memory. */
-int int4_layer_in(const float *x, int rows, int hidden, const float *gain, float eps, const uint8_t *qkv,
-                  const float *qkv_bias, int heads, int kv_heads, int d, const float *cos, const float *sin, float *q,
-                  float *k, float *v) {
-    int width = (heads + 2 * kv_heads) * d;
-    float *h = malloc(sizeof(float) * (size_t)rows * hidden);
-    float *projected = malloc(sizeof(float) * (size_t)rows * width);
+/* h = n1(x); q, k, v = h W_qkv^T + b_qkv; q, k = RoPE(q), RoPE(k): struct int4_layer_args' first block (kernels.h).
+ * 0, or -1 when out of memory. */
+int int4_layer_in(const struct int4_layer_args *args) {
+    const struct int4_layer_args a = *args;
+    int width = (a.heads + 2 * a.kv_heads) * a.d;
+    float *h = malloc(sizeof(float) * (size_t)a.rows * a.hidden);
+    float *projected = malloc(sizeof(float) * (size_t)a.rows * width);
     int failed = !h || !projected;
     if (!failed) {
-        rms_norm_rows(x, rows, hidden, gain, eps, h);
-        failed = int4_rows_product(h, rows, hidden, width, qkv, qkv_bias, projected);
+        rms_norm_rows(a.x, a.rows, a.hidden, a.attention_norm, a.eps, h);
+        failed = int4_rows_product(h, a.rows, a.hidden, width, a.qkv, a.qkv_bias, projected);
     }
-    for (int r = 0; !failed && r < rows; r++) {
+    for (int r = 0; !failed && r < a.rows; r++) {
         const float *row = projected + (size_t)r * width;
-        const float *c = cos + (size_t)r * d, *s = sin + (size_t)r * d;
-        rotate_heads(row, heads, rows, r, d, c, s, q);
-        rotate_heads(row + (size_t)heads * d, kv_heads, rows, r, d, c, s, k);
-        for (int g = 0; g < kv_heads; g++)
-            memcpy(v + ((size_t)g * rows + r) * d, row + (size_t)(heads + kv_heads + g) * d, sizeof(float) * d);
+        const float *c = a.cos + (size_t)r * a.d, *s = a.sin + (size_t)r * a.d;
+        rotate_heads(row, a.heads, a.rows, r, a.d, c, s, a.q);
+        rotate_heads(row + (size_t)a.heads * a.d, a.kv_heads, a.rows, r, a.d, c, s, a.k);
+        for (int g = 0; g < a.kv_heads; g++)
+            memcpy(a.v + ((size_t)g * a.rows + r) * a.d, row + (size_t)(a.heads + a.kv_heads + g) * a.d,
+                   sizeof(float) * a.d);
     }
     free(h);
     free(projected);
@@ -82,31 +79,31 @@ static int add_product(float *x, const float *in, int rows, int inputs, int outp
     return failed ? -1 : 0;
 }
 
-/* x (rows, hidden) updated in place; q (heads, rows, d); keys and values (kv_heads, n_keys, d) with the rows' own;
- * seen_count / seen_index as rows_attention reads them; gate_up: the gate's and the up's weights end to end. */
-int int4_layer_out(float *x, int rows, int hidden, const float *q, int heads, int d, const float *keys,
-                   const float *values, int kv_heads, int n_keys, const int32_t *seen_count, const int32_t *seen_index,
-                   float scale, const uint8_t *o, const float *o_bias, const float *gain, float eps,
-                   const uint8_t *gate_up, const float *gate_up_bias, int intermediate, const uint8_t *down,
-                   const float *down_bias) {
-    float *attended = malloc(sizeof(float) * (size_t)rows * heads * d);
-    float *h = malloc(sizeof(float) * (size_t)rows * hidden);
-    float *both = malloc(sizeof(float) * (size_t)rows * 2 * intermediate);
-    float *act = malloc(sizeof(float) * (size_t)rows * intermediate);
+/* x += W_o Attn(q, keys, values); h = n2(x); x += W_down (silu(h W_gate^T) * h W_up^T): struct int4_layer_args'
+ * second block (kernels.h), x updated in place. 0, or -1 when out of memory. */
+int int4_layer_out(const struct int4_layer_args *args) {
+    const struct int4_layer_args a = *args;
+    float *attended = malloc(sizeof(float) * (size_t)a.rows * a.heads * a.d);
+    float *h = malloc(sizeof(float) * (size_t)a.rows * a.hidden);
+    float *both = malloc(sizeof(float) * (size_t)a.rows * 2 * a.intermediate);
+    float *act = malloc(sizeof(float) * (size_t)a.rows * a.intermediate);
+    struct rows_attention_args attention = {
+        .q = a.q, .rows = a.rows, .heads = a.heads, .d = a.d, .k = a.keys, .v = a.values, .kv_heads = a.kv_heads,
+        .keys = a.n_keys, .seen_count = a.seen_count, .seen_index = a.seen_index, .scale = a.scale, .out = attended,
+    };
     int failed = !attended || !h || !both || !act;
-    failed = failed || rows_attention(q, rows, heads, d, keys, values, kv_heads, n_keys, seen_count, seen_index, scale,
-                                      attended);
-    failed = failed || add_product(x, attended, rows, heads * d, hidden, o, o_bias);
+    failed = failed || rows_attention(&attention);
+    failed = failed || add_product(a.x, attended, a.rows, a.heads * a.d, a.hidden, a.o, a.o_bias);
     if (!failed) {
-        rms_norm_rows(x, rows, hidden, gain, eps, h);
-        failed = int4_rows_product(h, rows, hidden, 2 * intermediate, gate_up, gate_up_bias, both);
+        rms_norm_rows(a.x, a.rows, a.hidden, a.mlp_norm, a.eps, h);
+        failed = int4_rows_product(h, a.rows, a.hidden, 2 * a.intermediate, a.gate_up, a.gate_up_bias, both);
     }
-    for (int r = 0; !failed && r < rows; r++) {
-        const float *gate = both + (size_t)r * 2 * intermediate, *up = gate + intermediate;
-        for (int i = 0; i < intermediate; i++)
-            act[(size_t)r * intermediate + i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+    for (int r = 0; !failed && r < a.rows; r++) {
+        const float *gate = both + (size_t)r * 2 * a.intermediate, *up = gate + a.intermediate;
+        for (int i = 0; i < a.intermediate; i++)
+            act[(size_t)r * a.intermediate + i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
     }
-    failed = failed || add_product(x, act, rows, intermediate, hidden, down, down_bias);
+    failed = failed || add_product(a.x, act, a.rows, a.intermediate, a.hidden, a.down, a.down_bias);
     free(attended);
     free(h);
     free(both);

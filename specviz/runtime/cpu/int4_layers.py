@@ -11,8 +11,9 @@ import torch
 from torch import nn
 from transformers import DynamicCache, PreTrainedModel
 
+from specviz.runtime.cpu.compiled import Int4LayerArgs, address
 from specviz.runtime.cpu.int4 import quantize_int4
-from specviz.runtime.cpu.row_attention import keys_seen
+from specviz.runtime.cpu.row_attention import keys_seen, seen_addresses
 from specviz.runtime.llama_step import LlamaLayer, LlamaWeights, llama_weights, rms_norm, rotary_tables
 
 
@@ -51,26 +52,65 @@ def int4_layer(
     :mod:`specviz.runtime.cpu.row_attention`), o, norm and the SwiGLU MLP. Rows see the keys ``counts`` and ``indices``
     say (:func:`~specviz.runtime.cpu.row_attention.keys_seen`); without a cache, the new rows' own keys."""
     kernels = weights.int4_kernels
-    assert kernels and layer.qkv is not None and layer.gate_up is not None and layer.o.int4 and layer.down.int4
-    rows, hidden, heads, kv_heads, d = x.shape[1], x.shape[2], weights.heads, weights.kv_heads, weights.head_dim
+    assert kernels
+    rows, heads, kv_heads, d = x.shape[1], weights.heads, weights.kv_heads, weights.head_dim
     q, k, v = torch.empty(heads, rows, d), torch.empty(1, kv_heads, rows, d), torch.empty(1, kv_heads, rows, d)
-    qkv, qkv_bias = layer.qkv.addresses
-    if kernels.layer_in(
-        x.data_ptr(), rows, hidden, layer.attention_norm.data_ptr(), weights.eps, qkv, qkv_bias, heads, kv_heads, d,
-        cos.data_ptr(), sin.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(),
-    ):  # fmt: skip
+    args = layer_args(weights, layer, x, cos, sin, (q, k, v))
+    if kernels.layer_in(args):
         raise MemoryError("an int4 layer could not allocate its rows")
     keys, values = (t[0].contiguous() for t in (cache.update(k, v, index) if cache is not None else (k, v)))
-    (o, o_bias), (gate_up, gate_up_bias), (down, down_bias) = (
-        layer.o.int4.addresses, layer.gate_up.addresses, layer.down.int4.addresses,
-    )  # fmt: skip
-    if kernels.layer_out(
-        x.data_ptr(), rows, hidden, q.data_ptr(), heads, d, keys.data_ptr(), values.data_ptr(), kv_heads,
-        keys.shape[1], counts.data_ptr(), None if indices is None else indices.data_ptr(), d**-0.5, o, o_bias,
-        layer.mlp_norm.data_ptr(), weights.eps, gate_up, gate_up_bias, layer.gate_up.outputs[0], down, down_bias,
-    ):  # fmt: skip
+    n_keys = keys.shape[1]
+    args.keys = address("keys", keys, (kv_heads, n_keys, d))
+    args.values = address("values", values, (kv_heads, n_keys, d))
+    args.n_keys, args.scale = n_keys, d**-0.5
+    args.seen_count, args.seen_index = seen_addresses(counts, indices, rows, n_keys)
+    if kernels.layer_out(args):
         raise MemoryError("an int4 layer could not allocate its rows")
     return x
+
+
+def layer_args(
+    weights: LlamaWeights,
+    layer: LlamaLayer,
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    qkv_out: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+) -> Int4LayerArgs:
+    """An int4 layer's ``struct int4_layer_args`` but for the keys its rows attend (:func:`int4_layer` sets those
+    once the cache holds the rows' own): x (1, T, H) float32, cos and sin (T, d), q (heads, T, d), k and v (1, kv
+    heads, T, d) to write, and the layer's weights (its int4 products' addresses, read once at conversion, and its
+    norms' gains (H,))."""
+    assert layer.qkv is not None and layer.gate_up is not None and layer.o.int4 and layer.down.int4
+    rows, hidden, heads, kv_heads, d = x.shape[1], x.shape[2], weights.heads, weights.kv_heads, weights.head_dim
+    q, k, v = qkv_out
+    (qkv, qkv_bias), (gate_up, gate_up_bias) = layer.qkv.addresses, layer.gate_up.addresses
+    (o, o_bias), (down, down_bias) = layer.o.int4.addresses, layer.down.int4.addresses
+    return Int4LayerArgs(
+        x=address("x", x, (1, rows, hidden)),
+        rows=rows,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        d=d,
+        eps=weights.eps,
+        attention_norm=address("attention_norm", layer.attention_norm, (hidden,)),
+        qkv=qkv,
+        qkv_bias=qkv_bias,
+        cos=address("cos", cos, (rows, d)),
+        sin=address("sin", sin, (rows, d)),
+        q=address("q", q, (heads, rows, d)),
+        k=address("k", k, (1, kv_heads, rows, d)),
+        v=address("v", v, (1, kv_heads, rows, d)),
+        o=o,
+        o_bias=o_bias,
+        mlp_norm=address("mlp_norm", layer.mlp_norm, (hidden,)),
+        gate_up=gate_up,
+        gate_up_bias=gate_up_bias,
+        intermediate=layer.gate_up.outputs[0],
+        down=down,
+        down_bias=down_bias,
+    )
 
 
 class Int4DecoderLayer(nn.Module):

@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "kernels.h"
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #endif
@@ -169,8 +171,7 @@ static void tile_rows(const uint8_t *tile, int groups, const int8_t *a, const fl
 }
 #endif
 
-/* y (rows, outputs) = x (rows, inputs) times the packed weight, plus bias (or none). Returns 0, or -1 when out of
- * memory. */
+/* y (rows, outputs) = x (rows, inputs) times the packed weight, plus bias (or none) (kernels.h). */
 int int4_rows_product(const float *x, int rows, int inputs, int outputs, const uint8_t *weight, const float *bias,
                       float *y) {
     int groups = inputs / GROUP, tiles = outputs / TILE;

@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "kernels.h"
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -166,27 +168,26 @@ static void attend(const float *query, const float *keys, const float *values, i
     for (int t = 0; t < d; t++) out[t] /= total;
 }
 
-/* out (rows, heads, d) from q (heads, rows, d), k and v (kv_heads, keys, d), float32 and contiguous, d a multiple of
- * 16; row r sees seen_count[r] >= 1 keys: the first ones where seen_index is NULL, else seen_index[r * keys + i] for
- * i < seen_count[r]. Returns 0, or -1 when out of memory. */
-int rows_attention(const float *q, int rows, int heads, int d, const float *k, const float *v, int kv_heads, int keys,
-                   const int32_t *seen_count, const int32_t *seen_index, float scale, float *out) {
-    int group = heads / kv_heads, failed = 0;
+/* out (rows, heads, d) from q (heads, rows, d), k and v (kv_heads, keys, d): struct rows_attention_args (kernels.h).
+ * Returns 0, or -1 when out of memory. */
+int rows_attention(const struct rows_attention_args *args) {
+    const struct rows_attention_args a = *args;
+    int group = a.heads / a.kv_heads, failed = 0;
 #pragma omp parallel
     {
-        float *scores = malloc(sizeof(float) * ((size_t)keys + KEYS_AT_ONCE));
+        float *scores = malloc(sizeof(float) * ((size_t)a.keys + KEYS_AT_ONCE));
         if (!scores) {
 #pragma omp atomic write
             failed = 1;
         }
 #pragma omp for schedule(static)
-        for (int task = 0; task < rows * heads; task++) {
-            int r = task / heads, h = task % heads;
-            size_t head = (size_t)(h / group) * keys * d;
+        for (int task = 0; task < a.rows * a.heads; task++) {
+            int r = task / a.heads, h = task % a.heads;
+            size_t head = (size_t)(h / group) * a.keys * a.d;
             if (scores)
-                attend(q + ((size_t)h * rows + r) * d, k + head, v + head, d,
-                       seen_index ? seen_index + (size_t)r * keys : NULL, seen_count[r], scale, scores,
-                       out + ((size_t)r * heads + h) * d);
+                attend(a.q + ((size_t)h * a.rows + r) * a.d, a.k + head, a.v + head, a.d,
+                       a.seen_index ? a.seen_index + (size_t)r * a.keys : NULL, a.seen_count[r], a.scale, scores,
+                       a.out + ((size_t)r * a.heads + h) * a.d);
         }
         free(scores);
     }

@@ -29,7 +29,7 @@ from torch import nn
 from transformers import AttentionInterface
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-from specviz.runtime.cpu.compiled import Kernels, compiled_kernels
+from specviz.runtime.cpu.compiled import Kernels, RowsAttentionArgs, address, compiled_kernels
 
 ROW_ATTENTION = "specviz_rows"
 
@@ -102,14 +102,45 @@ def kernel_rows_attended(
     """:func:`rows_attended` through ``row_attention.c``: every row of the pass in one call (float32 CPU tensors)."""
     rows, heads, head_dim = query.shape[2], query.shape[1], query.shape[3]
     q, k, v = (t[0].contiguous() for t in (query, key, value))
+    kv_heads, keys = k.shape[0], k.shape[1]
+    if heads % kv_heads:
+        raise ValueError(f"{heads} query heads do not share {kv_heads} key/value heads evenly")
+    seen_count, seen_index = seen_addresses(counts, indices, rows, keys)
     out = torch.empty(1, rows, heads, head_dim)
     failed = kernels.attention(
-        q.data_ptr(), rows, heads, head_dim, k.data_ptr(), v.data_ptr(), k.shape[0], k.shape[1],
-        counts.data_ptr(), None if indices is None else indices.data_ptr(), scale, out.data_ptr(),
-    )  # fmt: skip
+        RowsAttentionArgs(
+            q=address("q", q, (heads, rows, head_dim)),
+            rows=rows,
+            heads=heads,
+            d=head_dim,
+            k=address("k", k, (kv_heads, keys, head_dim)),
+            v=address("v", v, (kv_heads, keys, head_dim)),
+            kv_heads=kv_heads,
+            keys=keys,
+            seen_count=seen_count,
+            seen_index=seen_index,
+            scale=scale,
+            out=out.data_ptr(),
+        )
+    )
     if failed:
         raise MemoryError("the attention kernel could not allocate its scores")
     return out
+
+
+def seen_addresses(counts: torch.Tensor, indices: torch.Tensor | None, rows: int, keys: int) -> tuple[int, int | None]:
+    """The kernels' ``seen_count`` and ``seen_index`` for :func:`keys_seen`'s counts (rows,) and indices (rows,
+    keys) or None, of ``keys`` keys, once every row sees 1 to ``keys`` of them (indices among them): a kernel reads
+    a row's keys where these say, so a count or an index out of range would read past the keys."""
+    seen_count = address("seen_count", counts, (rows,), torch.int32)
+    if rows and not 1 <= int(counts.min()) <= int(counts.max()) <= keys:
+        raise ValueError(f"a row sees 1 to {keys} keys, not {counts.tolist()}")
+    if indices is None:
+        return seen_count, None
+    seen_index = address("seen_index", indices, (rows, keys), torch.int32)
+    if rows and not 0 <= int(indices.min()) <= int(indices.max()) < keys:
+        raise ValueError(f"the keys a row sees are among the {keys}, not {indices.tolist()}")
+    return seen_count, seen_index
 
 
 def attention_by_rows(
