@@ -27,7 +27,7 @@ from torch import nn
 from specviz.cache import cache_root
 from specviz.runtime.cpu.mapped_pages import file_backed, release_file_pages, replace_linear_layers
 from specviz.runtime.cpu.row_attention import attend_by_rows
-from specviz.runtime.machine import cpu_flags
+from specviz.runtime.machine import cpu_flags, give_back_freed_heap
 
 INT8_MAX = 127  # symmetric: [-127, 127], so negation never overflows
 ROWS_AT_ONCE = 2048  # rows of a weight quantised together as it is read: quantise_rows_as_read
@@ -199,8 +199,10 @@ def quantize_int8(model: nn.Module) -> int:
     """Put every Linear layer of a freshly loaded float32 ``model`` on int8 and then its input embedding (in place,
     before the model is shared); the norms stay float32, and its attention runs one query row at a time
     (:mod:`specviz.runtime.cpu.row_attention`: what keeps a pass's rows the bits of single steps beyond the products).
-    Returns how many Linear layers changed."""
+    The quantisation's float32 temporaries go back to the system before the next model loads. Returns how many Linear
+    layers changed."""
     changed = replace_linear_layers(model, lambda layer, _shared: Int8Linear(layer))
     quantise_input_embedding(model)
     attend_by_rows(model)
+    give_back_freed_heap()
     return changed
