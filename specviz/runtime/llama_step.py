@@ -23,6 +23,7 @@ whose layers are all int4 runs each layer in C instead (:mod:`specviz.runtime.cp
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -214,6 +215,27 @@ def llama_layer(
     return x + layer.down(F.silu(gate) * up)
 
 
+# A stack of decoder layers: (weights, x (1, T, H), cos, sin (T, d), allowed (T, cached + T) or None, cache) ->
+# x (1, T, H), every layer's keys and values appended to the cache
+LayersFn = Callable[
+    [LlamaWeights, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, DynamicCache], torch.Tensor
+]
+
+
+def llama_layers(
+    weights: LlamaWeights,
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    allowed: torch.Tensor | None,
+    cache: DynamicCache,
+) -> torch.Tensor:
+    """Every decoder layer of ``weights`` in turn (:func:`llama_layer`), the torch reference's."""
+    for index, layer in enumerate(weights.layers):
+        x = llama_layer(weights, layer, x, cos, sin, allowed, cache, index)
+    return x
+
+
 def llama_hidden(
     weights: LlamaWeights,
     ids: torch.Tensor,
@@ -221,13 +243,13 @@ def llama_hidden(
     allowed: torch.Tensor | None,
     cache: DynamicCache,
     n_last: int,
+    layers: LayersFn = llama_layers,
 ) -> torch.Tensor:
     """Final normed hidden states (n_last, H) of the last ``n_last`` of the new tokens ``ids`` (T,) at
     ``positions`` (T,), each attending where ``allowed`` (T, cached + T) is True (None: everything cached);
-    every layer's keys and values are appended to ``cache``. (An int4 model's layers run in C instead:
-    :func:`~specviz.runtime.cpu.int4_layers.int4_hidden`.)"""
+    every layer's keys and values are appended to ``cache``. The layers run through ``layers``: the torch
+    reference's, or an int4 model's in C (:func:`~specviz.runtime.cpu.int4_layers.int4_layers`)."""
     x = weights.embedding(ids)[None]  # (1, T, H)
     cos, sin = rotary_tables(weights.inverse_frequencies, positions, x.dtype)  # (T, d) each
-    for index, layer in enumerate(weights.layers):
-        x = llama_layer(weights, layer, x, cos, sin, allowed, cache, index)
+    x = layers(weights, x, cos, sin, allowed, cache)
     return rms_norm(x[0, -n_last:], weights.final_norm, weights.eps)  # (n_last, H)

@@ -13,9 +13,9 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from specviz.runtime.cpu.int4_layers import int4_hidden
+from specviz.runtime.cpu.int4_layers import int4_layers
 from specviz.runtime.cpu.row_attention import attends_by_rows
-from specviz.runtime.llama_step import LlamaWeights, causal_mask, llama_hidden, llama_weights
+from specviz.runtime.llama_step import LlamaWeights, causal_mask, llama_hidden, llama_layers, llama_weights
 from specviz.runtime.loaded import LoadedModel
 from specviz.runtime.protocol import TreeLayout
 
@@ -92,8 +92,8 @@ def model_body(
     ids = torch.tensor(new_ids, device=loaded.device)  # (T,)
     positions = new_positions(layout, cached, len(new_ids), loaded.device)  # (T,)
     allowed = layout.allowed.to(loaded.device) if layout else causal_mask(len(new_ids), cached, loaded.device)
-    body = int4_hidden if weights.int4_kernels is not None else llama_hidden
-    return body(weights, ids, positions, allowed, cache, n_last)
+    layers = int4_layers if weights.int4_kernels is not None else llama_layers
+    return llama_hidden(weights, ids, positions, allowed, cache, n_last, layers)
 
 
 def states_forward(

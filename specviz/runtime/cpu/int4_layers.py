@@ -1,6 +1,6 @@
 """An int4 model's decoder layers in C: each layer in two calls of ``int4_layer.c`` around the cache's update
 (:func:`int4_layer`: the math of :mod:`specviz.runtime.llama_step`, its norms summed by the package), in every pass:
-the direct Llama body's (:func:`int4_hidden`) and transformers' own forward (its decoder layers become
+the direct Llama body's (:func:`int4_layers`) and transformers' own forward (its decoder layers become
 :class:`Int4DecoderLayer`), so ``generate`` and the engine compute the same bits, and a pass over k rows those of k
 one-row steps (each row computed alone): an int4 target is batch-invariant.
 """
@@ -14,26 +14,27 @@ from transformers import DynamicCache, PreTrainedModel
 from specviz.runtime.cpu.compiled import Int4LayerArgs, address
 from specviz.runtime.cpu.int4 import quantize_int4
 from specviz.runtime.cpu.row_attention import keys_seen, seen_addresses
-from specviz.runtime.llama_step import LlamaLayer, LlamaWeights, llama_weights, rms_norm, rotary_tables
+from specviz.runtime.llama_step import LlamaLayer, LlamaWeights, llama_weights
 
 
-def int4_hidden(
+def int4_layers(
     weights: LlamaWeights,
-    ids: torch.Tensor,
-    positions: torch.Tensor,
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
     allowed: torch.Tensor | None,
     cache: DynamicCache,
-    n_last: int,
 ) -> torch.Tensor:
-    """:func:`~specviz.runtime.llama_step.llama_hidden` for a model whose every layer is int4 (its
-    ``weights.int4_kernels`` set): the same embedding, rotations and final norm, each layer :func:`int4_layer`."""
-    x = weights.embedding(ids)[None].float().contiguous()  # (1, T, H), this pass's own: each layer adds in place
-    cos, sin = rotary_tables(weights.inverse_frequencies, positions, x.dtype)  # (T, d) each
-    keys = allowed.shape[-1] if allowed is not None else int(cache.get_seq_length()) + len(ids)
-    counts, indices = keys_seen(allowed[None, None] if allowed is not None else None, len(ids), keys)
+    """:func:`~specviz.runtime.llama_step.llama_layers` for a model whose every layer is int4 (its
+    ``weights.int4_kernels`` set): each layer :func:`int4_layer`, on a float32 copy of ``x`` the layers add to in
+    place, the keys each row sees read off ``allowed`` (:func:`~specviz.runtime.cpu.row_attention.keys_seen`)."""
+    rows = x.shape[1]
+    x = x.float().contiguous()  # (1, T, H), this pass's own: each layer adds to it in place
+    keys = allowed.shape[-1] if allowed is not None else int(cache.get_seq_length()) + rows
+    counts, indices = keys_seen(allowed[None, None] if allowed is not None else None, rows, keys)
     for index, layer in enumerate(weights.layers):
         x = int4_layer(weights, layer, x, cos, sin, counts, indices, cache, index)
-    return rms_norm(x[0, -n_last:], weights.final_norm, weights.eps)  # (n_last, H)
+    return x
 
 
 def int4_layer(
