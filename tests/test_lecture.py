@@ -151,7 +151,7 @@ def test_a_preparation_counts_what_is_stored_skips_it_and_stops_the_recording(ti
     assert preparation.remaining_s(stored_keys(pool, works), 0.0) == 0.0
 
 
-def test_the_time_left_skips_stored_works_and_prices_unpriced_ones_at_the_mean(tiny_dirs):
+def test_the_time_left_skips_stored_works_and_counts_unestimated_ones_at_the_mean(tiny_dirs):
     config = DecodeConfig(target=tiny_dirs["target"], draft=tiny_dirs["draft"], drafter="model", device="cpu")
     works = tuple(Work(TRACE, config, f"w{i}") for i in range(5))
     pool = SharedWork(max_bytes=2**20)

@@ -259,7 +259,7 @@ def test_the_cli_prints_the_machine_profile(onednn, capsys):
     assert "memory_bound_ms" in out and "best gamma predicted at v(k)" in out
 
 
-def test_the_c_every_page_prices_with_is_the_one_the_cli_prints(onednn, capsys, monkeypatch):
+def test_the_c_every_page_predicts_with_is_the_one_the_cli_prints(onednn, capsys, monkeypatch):
     """The app's configuration (here with a confidence exit, which ends a round and changes no pass) reads the draft's
     one profile, the one ``python -m specviz machine`` prints c from (its rates and defaults left out here)."""
     from specviz.analysis import defaults
@@ -314,7 +314,7 @@ def test_greedy_rounds_replay_along_the_targets_text_as_the_engine_plays_them():
         assert sum(emitted for _, emitted in rounds) == 11 and all(d <= gamma for d, _ in rounds)
 
 
-def test_a_replay_of_independent_acceptance_prices_what_theorem_3_8_does():
+def test_a_replay_of_independent_acceptance_predicts_what_theorem_3_8_does():
     """With acceptance i.i.d. at α and full blocks, the replayed speedup converges to Thm. 3.8's at v(k)."""
     generator = torch.Generator().manual_seed(0)
     alpha, gamma, c = 0.7, 4, 0.1
@@ -383,7 +383,7 @@ def test_fastest_decodes_on_the_measured_choice_and_the_trace_records_it(onednn,
     assert f"the draft model in {chosen.draft_dtype} at γ = {chosen.gamma}" in capsys.readouterr().err
 
 
-def test_fastest_among_target_precisions_picks_the_one_priced_fastest_and_records_it(
+def test_fastest_among_target_precisions_picks_the_one_predicted_fastest_and_records_it(
     onednn, tmp_path, monkeypatch, capsys
 ):
     """``--fastest int8,int4``: of the target precisions the user allows, the one whose configuration is predicted at

@@ -138,7 +138,7 @@ def test_a_load_constant_through_the_race_is_a_sign_of_load_and_a_quiet_race_is_
     assert load_signs((lane("target alone", 1.05, cpu_share=0.97), lane("speculative", 1.1, cpu_share=0.95))) == ()
 
 
-def test_a_lane_priced_from_a_busy_profile_is_not_compared():
+def test_a_lane_predicted_from_a_busy_profile_is_not_compared():
     """A profile measured under load predicts a lane too slow, and a quiet lane would look faster than the others: its
     slowdown is not known, and the race is not flagged for it."""
     quiet = profile_of((20.0,) * 9)

@@ -178,11 +178,11 @@ def test_a_running_job_estimates_what_is_left_from_its_own_progress():
     assert job.finished.wait(NO_HANG)
 
 
-def test_a_priced_runs_estimate_never_climbs_past_twice_its_first_figure_and_ends_on_the_measurement():
+def test_an_estimated_runs_estimate_never_climbs_past_twice_its_first_figure_and_ends_on_the_measurement():
     """#45: "about 43 s" must not climb to 2,158 s. A run predicted at 10 s whose first of 32 steps takes 5 s (a load, a
     warm-up), then 0.3 s a step: the estimate starts at the estimate, moves toward the measurement as the run goes (by
-    the share done), never passes twice its first figure, and nears what is really left at the end. Unpriced, the
-    same run's first extrapolation alone is 31 x 5 s."""
+    the share done), never passes twice its first figure, and nears what is really left at the end. Without an estimate,
+    the same run's first extrapolation alone is 31 x 5 s."""
     job = Job("k", "Decoding", lambda on_progress: None, 1, estimated_s=10.0)
     first = remaining_seconds(job, expected_run(job, {}), now=0.0)
     job.started = 0.0

@@ -98,7 +98,7 @@ def test_a_student_session_shows_no_start_button_for_costly_work(tiny_params):
         assert offers.NOT_PREPARED in said or any("opens once your quiz has answered every round" in i for i in said)
 
 
-def test_a_trace_priced_past_the_limit_waits_for_a_press(tiny_params, monkeypatch):
+def test_a_trace_estimated_past_the_limit_waits_for_a_press(tiny_params, monkeypatch):
     """The round's own trace starts as its page opens unless its estimate is long; then a press starts it (a
     student's session says it is not prepared). The limit is lowered here: the tiny pair decodes in no time."""
     monkeypatch.setattr(waiting, "TRACE_ON_OPEN_S", 0.0)
@@ -114,7 +114,7 @@ def test_a_trace_priced_past_the_limit_waits_for_a_press(tiny_params, monkeypatc
     assert not at.exception and player_of(at)[0]["rounds"]
 
 
-def test_a_long_prompt_prices_a_trace_past_what_opens_on_its_own():
+def test_a_long_prompt_estimates_a_trace_past_what_opens_on_its_own():
     """The estimate a trace waits on (serving/estimates.py): the work at the one-token step plus the prompt's
     pass, so a 4,000-character prompt on a 1.5B target waits for a press while the default prompt on the embedded
     pair opens."""

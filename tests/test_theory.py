@@ -40,7 +40,7 @@ def test_speedup_and_best_gamma():
     assert all(expected_speedup(0.8, g, 0.05) >= expected_speedup(0.8, k, 0.05) for k in range(1, 17))
 
 
-def test_the_speedup_can_price_verification_at_its_measured_cost():
+def test_the_speedup_can_predict_verification_at_its_measured_cost():
     alpha, c = 0.6, 0.1
     # v = 1: Thm. 3.8
     assert expected_speedup_for_blocks(alpha, [3, 3], c) == pytest.approx(expected_speedup(alpha, 3, c))
