@@ -13,7 +13,7 @@ from transformers import DynamicCache, PreTrainedModel
 
 from specviz.runtime.cpu.compiled import Int4LayerArgs, address
 from specviz.runtime.cpu.int4 import quantize_int4
-from specviz.runtime.cpu.row_attention import keys_seen, seen_addresses
+from specviz.runtime.cpu.row_attention import check_keys_seen, keys_seen, seen_addresses
 from specviz.runtime.llama_step import LlamaLayer, LlamaWeights, llama_weights
 
 
@@ -32,6 +32,7 @@ def int4_layers(
     x = x.float().contiguous()  # (1, T, H), this pass's own: each layer adds to it in place
     keys = allowed.shape[-1] if allowed is not None else int(cache.get_seq_length()) + rows
     counts, indices = keys_seen(allowed[None, None] if allowed is not None else None, rows, keys)
+    check_keys_seen(counts, indices, keys)  # once for every layer of the pass
     for index, layer in enumerate(weights.layers):
         x = int4_layer(weights, layer, x, cos, sin, counts, indices, cache, index)
     return x
@@ -51,7 +52,8 @@ def int4_layer(
     """:func:`llama_layer` on int4 weights (x (1, T, H) float32, updated in place), in two calls of ``int4_layer.c``
     (``weights.int4_kernels``) around the cache's update: norm, q k v and RoPE; then attention (row by row, as
     :mod:`specviz.runtime.cpu.row_attention`), o, norm and the SwiGLU MLP. Rows see the keys ``counts`` and ``indices``
-    say (:func:`~specviz.runtime.cpu.row_attention.keys_seen`); without a cache, the new rows' own keys."""
+    say (:func:`~specviz.runtime.cpu.row_attention.keys_seen`, their values checked by the caller:
+    :func:`~specviz.runtime.cpu.row_attention.check_keys_seen`); without a cache, the new rows' own keys."""
     kernels = weights.int4_kernels
     assert kernels
     rows, heads, kv_heads, d = x.shape[1], weights.heads, weights.kv_heads, weights.head_dim
@@ -139,6 +141,7 @@ class Int4DecoderLayer(nn.Module):
         rows = hidden_states.shape[1]
         cached = int(past_key_values.get_seq_length(self.index)) if past_key_values is not None else 0
         counts, indices = keys_seen(attention_mask, rows, cached + rows)
+        check_keys_seen(counts, indices, cached + rows)
         cos, sin = (t[0].float().contiguous() for t in position_embeddings)  # (T, d) each
         x = hidden_states.float().clone(memory_format=torch.contiguous_format)  # added to in place; the caller's kept
         layer = self.weights.layers[self.index]

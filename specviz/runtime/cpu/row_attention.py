@@ -106,6 +106,7 @@ def kernel_rows_attended(
     if heads % kv_heads:
         raise ValueError(f"{heads} query heads do not share {kv_heads} key/value heads evenly")
     seen_count, seen_index = seen_addresses(counts, indices, rows, keys)
+    check_keys_seen(counts, indices, keys)
     out = torch.empty(1, rows, heads, head_dim)
     failed = kernels.attention(
         RowsAttentionArgs(
@@ -128,19 +129,22 @@ def kernel_rows_attended(
     return out
 
 
-def seen_addresses(counts: torch.Tensor, indices: torch.Tensor | None, rows: int, keys: int) -> tuple[int, int | None]:
-    """The kernels' ``seen_count`` and ``seen_index`` for :func:`keys_seen`'s counts (rows,) and indices (rows,
-    keys) or None, of ``keys`` keys, once every row sees 1 to ``keys`` of them (indices among them): a kernel reads
-    a row's keys where these say, so a count or an index out of range would read past the keys."""
-    seen_count = address("seen_count", counts, (rows,), torch.int32)
-    if rows and not 1 <= int(counts.min()) <= int(counts.max()) <= keys:
+def check_keys_seen(counts: torch.Tensor, indices: torch.Tensor | None, keys: int) -> None:
+    """Raise ValueError unless every row of :func:`keys_seen`'s ``counts`` (rows,) sees 1 to ``keys`` keys and every
+    index of ``indices`` (rows, keys) is among them: a kernel reads a row's keys where these say, so a count or an
+    index out of range would read past the keys. Checked once per set of counts (an int4 pass's layers share one)."""
+    if counts.numel() and not 1 <= int(counts.min()) <= int(counts.max()) <= keys:
         raise ValueError(f"a row sees 1 to {keys} keys, not {counts.tolist()}")
-    if indices is None:
-        return seen_count, None
-    seen_index = address("seen_index", indices, (rows, keys), torch.int32)
-    if rows and not 0 <= int(indices.min()) <= int(indices.max()) < keys:
+    if indices is not None and indices.numel() and not 0 <= int(indices.min()) <= int(indices.max()) < keys:
         raise ValueError(f"the keys a row sees are among the {keys}, not {indices.tolist()}")
-    return seen_count, seen_index
+
+
+def seen_addresses(counts: torch.Tensor, indices: torch.Tensor | None, rows: int, keys: int) -> tuple[int, int | None]:
+    """The kernels' ``seen_count`` and ``seen_index`` for counts (rows,) int32 and indices (rows, keys) int32 or None
+    (their shapes and types checked: :func:`~specviz.runtime.cpu.compiled.address`; their values, once, by
+    :func:`check_keys_seen`)."""
+    seen_count = address("seen_count", counts, (rows,), torch.int32)
+    return seen_count, None if indices is None else address("seen_index", indices, (rows, keys), torch.int32)
 
 
 def attention_by_rows(
