@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from .test_browser import ARTIFACTS, chromium_page, running_app
+from .test_browser import ARTIFACTS, QUIZ_HELD, chromium_page, running_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -41,14 +41,19 @@ PLAYER = """() => { const doc = document.querySelector('iframe').contentDocument
           title: doc.getElementById('title').textContent,
           verdicts: marks.filter((m) => m === '✓' || m === '✗').length + tests.length,
           closed: [...doc.querySelectorAll('button.view')].filter((b) => b.disabled).map((b) => b.dataset.view),
+          asked: [...doc.querySelectorAll('button[data-guess]')].filter(shown).length,
           held: doc.getElementById('held')?.textContent ?? ''}; }"""
+NOTHING_DRAFTED = "nothing drafted"  # a round that drafted nothing (the budget's last token): the target's own step
 
 
 def assert_quiz_waits(page, round_index: int) -> None:
-    """The quiz at ``round_index``, its verdicts hidden."""
+    """The quiz at ``round_index``, its verdicts hidden; a round that drafted nothing asks nothing, and says so."""
     seen = page.evaluate(PLAYER)
     assert seen["view"] == "quiz" and seen["title"].startswith(f"Round {round_index} of"), seen
-    assert seen["verdicts"] == 0 and "accepted" not in seen["title"], seen
+    if NOTHING_DRAFTED in seen["title"]:
+        assert seen["asked"] == 0 and seen["title"].endswith("(nothing to ask)"), seen
+    else:
+        assert seen["verdicts"] == 0 and seen["asked"] > 0 and "accepted" not in seen["title"], seen
 
 
 @pytest.mark.parametrize("path", ["lesson_player", "metrics"])
@@ -158,11 +163,46 @@ def test_a_students_session_keeps_every_page_in_the_quiz_until_it_is_answered(ap
             assert ROUND_VIEW_OUTPUT not in page.evaluate(TOTALS) and not COUNTS.search(page.evaluate(TOTALS))
         for index in range(1, count + 1):
             answer_round(page)
-            if index < count:
-                page.keyboard.press("ArrowRight")
-                assert_quiz_waits(page, index + 1)
+            if not page.evaluate(QUIZ_HELD):  # every question answered (the rounds after it drafted nothing)
+                break
+            page.keyboard.press("ArrowRight")
+            assert_quiz_waits(page, index + 1)
         page.get_by_text(ROUND_VIEW_OUTPUT).wait_for(timeout=WAIT_MS)  # every round answered: the page shows it all
         assert page.get_by_text("drafted tokens accepted").count() >= 1
+
+
+def test_a_round_that_drafted_nothing_asks_nothing_and_holds_nothing(app_url):
+    """One new token leaves no room for a draft beside the target's own token: the round drafted nothing, so the quiz
+    says so and asks nothing, and a student's Round view, held only by unanswered questions, opens on its output."""
+    with chromium_page(1366, 768) as page:
+        page.goto(f"{app_url}/lesson_player?max_new_tokens=1&view=quiz&student=1")
+        settled(page)
+        assert_quiz_waits(page, 1)
+        assert page.evaluate(PLAYER)["title"].startswith("Round 1 of 1: nothing drafted"), page.evaluate(PLAYER)
+        page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Round view").click()
+        page.get_by_text(ROUND_VIEW_OUTPUT).wait_for(timeout=WAIT_MS)
+        assert page.get_by_text("it opens once your quiz has answered every round").count() == 0
+
+
+def test_a_student_who_answered_every_round_still_sees_them_after_a_reload(app_url):
+    """A student answers the whole quiz on the Round view, which then shows the output; a reload (a new server session,
+    the tab's answers kept) opens the output again, not the quiz's hold: the player tells the server what it restored
+    though it drew before the page listened."""
+    with chromium_page(1366, 768) as page:
+        page.goto(f"{app_url}/?max_new_tokens=8&student=1")
+        page.get_by_text("it opens once your quiz has answered every round").wait_for(timeout=WAIT_MS)
+        settled(page)
+        count = int(re.search(r"of (\d+)", page.evaluate(PLAYER)["title"]).group(1))
+        for _ in range(count):
+            answer_round(page)
+            if not page.evaluate(QUIZ_HELD):
+                break
+            page.keyboard.press("ArrowRight")
+        page.get_by_text(ROUND_VIEW_OUTPUT).wait_for(timeout=WAIT_MS)
+        page.reload()
+        page.get_by_text(ROUND_VIEW_OUTPUT).wait_for(timeout=WAIT_MS)
+        settled(page)
+        assert page.get_by_text("it opens once your quiz has answered every round").count() == 0
 
 
 def test_the_students_link_names_the_round_the_player_shows(app_url):
@@ -205,7 +245,7 @@ def test_every_drafted_token_is_asked_and_the_round_travels_to_the_race(app_url)
         asked = never_checked = 0
         for index in range(1, count + 1):
             title = page.evaluate(PLAYER)["title"]
-            drafted = int(re.search(r": (\d+) drafted tokens", title).group(1))
+            drafted = 0 if NOTHING_DRAFTED in title else int(re.search(r": (\d+) drafted tokens", title).group(1))
             questions = frame.locator("button[data-guess='not_verified']")
             assert questions.count() == drafted == frame.locator("#rows .tok.draft").count(), (index, title)
             for _ in range(drafted):
@@ -219,8 +259,9 @@ def test_every_drafted_token_is_asked_and_the_round_travels_to_the_race(app_url)
                 assert line.endswith("right.") or line.endswith(f"answer: {verdict}."), (index, verdict, line)
             never_checked += verdicts.count("never checked")
             assert frame.locator("#score").inner_text().endswith(f"/ {asked}")
-            if index < count:
-                assert page.evaluate(PLAYER)["closed"] == ["step", "present", "race"]
+            if index < count:  # the other views stay closed while a question of a later round waits
+                seen = page.evaluate(PLAYER)
+                assert seen["closed"] == (["step", "present", "race"] if seen["held"] else []), (index, seen)
                 page.keyboard.press("ArrowRight")
         assert never_checked > 0  # a round went on after its first rejection, and its tokens were asked
         assert page.evaluate(PLAYER)["closed"] == [] and page.evaluate(PLAYER)["held"] == ""

@@ -7,8 +7,9 @@ session's round, so a student who stepped from round 2 to round 7 and opened the
 link (and the lesson player, opened again, round 1). The player also announces each place it shows (a
 ``specviz:place`` event on the page); this small component, in a fragment of its own, hands the latest one to the
 server a moment after the stepping stops (a newly answered round at once: a student may open another page right
-after): the fragment alone reruns (the player's frame is left as it is), the
-session's round follows, and the page's link is written as the player left it.
+after; a player drawn before the keeper listened, as on a reload that restored the tab's answers, is asked once it
+does): the fragment alone reruns (the player's frame is left as it is), the session's round follows, and the page's
+link is written as the player left it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ export default function (component) {{
     else timer = setTimeout(tell, {SETTLE_MS});
   }};
   window.addEventListener("specviz:place", told);
+  window.dispatchEvent(new CustomEvent("specviz:ask-place"));  // a player drawn before this listened tells it again
   return () => {{ clearTimeout(timer); window.removeEventListener("specviz:place", told); }};
 }}
 """

@@ -17,7 +17,7 @@ from specviz.analysis.roofline import (
     speed_sentence,
 )
 from specviz.config import DecodeConfig
-from specviz.engine.trace import Trace
+from specviz.engine.trace import Round, Trace
 from specviz.models.pair import ModelPair
 from specviz.models.profile import model_profile
 from specviz.models.rates import machine_rates
@@ -165,12 +165,22 @@ def trace_id(trace: Trace) -> str:
     return key_digest(("quiz", repr(trace.config), tuple(trace.prompt_ids)))
 
 
+def asks_nothing(round_: Round) -> bool:
+    """Whether the quiz has no question for ``round_``: it drafted nothing (the budget's last token, the target's own
+    step), or it is a tree's (shown, not quizzed), as the player's quiz counts it."""
+    return round_.tree is not None or not round_.draft
+
+
 def answered_rounds(trace: Trace) -> int:
     """The rounds of ``trace`` this session may see decided: every one for a teacher's; for a student's
-    (``student=1``), those its quiz answered from the first on (each round's outcome is the next round's context)."""
+    (``student=1``), those its quiz answered from the first on (each round's outcome is the next round's context),
+    with the rounds after them that ask nothing (the player counts them answered before it could tell the server)."""
     if not session.student:
         return len(trace.rounds)
-    return min(len(trace.rounds), session.quiz_answered.get(trace_id(trace), 0))
+    answered = min(len(trace.rounds), session.quiz_answered.get(trace_id(trace), 0))
+    while answered < len(trace.rounds) and asks_nothing(trace.rounds[answered]):
+        answered += 1
+    return answered
 
 
 def hold_for_quiz(trace: Trace | None, config: DecodeConfig | None, prompt: str, defaults: DecodeConfig) -> None:
