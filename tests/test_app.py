@@ -14,6 +14,8 @@ from streamlit.testing.v1 import AppTest
 from specviz.serving.pairs import MACHINE_DEFAULTS, app_defaults, app_device
 from specviz.ui.state import Session
 
+pytestmark = [pytest.mark.slow]  # it runs the app (or loads the embedded pair): the whole suite's lane
+
 APP = str(
     Path(__file__).resolve().parent.parent / "app.py"
 )  # the checkout's main script, as `streamlit run app.py` starts it

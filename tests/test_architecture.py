@@ -288,6 +288,55 @@ def test_every_test_module_outside_the_fast_lane_says_so_itself():
             assert "pytest.mark.browser" in text, path.name
 
 
+RUNS_THE_APP_OR_THE_EMBEDDED_PAIR = re.compile(r"\bmake_app\(|\bAppTest\b|load_model\(\"embedded\"|\bEMBEDDED\b")
+EMBEDDED_FIXTURES = frozenset({"embedded", "measured_machine"})
+
+
+def marked_slow(node: ast.FunctionDef | ast.Module) -> bool:
+    """Whether a test function's decorators, or a module's ``pytestmark``, put it in the slow lane."""
+    if isinstance(node, ast.Module):
+        marks = [n.value for n in node.body if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "pytestmark"]
+    else:
+        marks = node.decorator_list
+    return any("pytest.mark.slow" in ast.unparse(mark) for mark in marks)
+
+
+def app_or_embedded_pair_tests(path: Path) -> list[ast.FunctionDef]:
+    """The tests of ``path`` that run the app (AppTest: its first run measures this machine's defaults for the embedded
+    pair, a minute or more) or load the embedded pair: directly, or through a fixture or helper of the module that
+    does."""
+    source = path.read_text(encoding="utf-8")
+    functions = [n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)]
+
+    def heavy(node: ast.FunctionDef, helpers: set[str]) -> bool:
+        text = ast.get_source_segment(source, node) or ""
+        arguments = {a.arg for a in node.args.args}
+        return bool(
+            RUNS_THE_APP_OR_THE_EMBEDDED_PAIR.search(text)
+            or arguments & (EMBEDDED_FIXTURES | helpers)
+            or any(re.search(rf"\b{helper}\(", text) for helper in helpers)
+        )
+
+    helpers: set[str] = set()
+    while grown := {n.name for n in functions if not n.name.startswith("test_") and heavy(n, helpers)} - helpers:
+        helpers |= grown
+    return [n for n in functions if n.name.startswith("test_") and heavy(n, helpers)]
+
+
+def test_the_fast_lane_neither_runs_the_app_nor_loads_the_embedded_pair():
+    """The fast lane (``pytest -m "not slow"``) is the logic on tiny models built from configs, under five minutes
+    on a fresh clone: a test that runs the app or loads the embedded pair (on a fresh clone: de-quantising it and
+    measuring this machine, minutes on 2 cores) is marked slow, by its module or itself."""
+    unmarked = [
+        f"{path.name}::{test.name}"
+        for path in sorted((ROOT / "tests").glob("test_*.py"))
+        if path != Path(__file__) and not marked_slow(ast.parse(path.read_text(encoding="utf-8")))
+        for test in app_or_embedded_pair_tests(path)
+        if not marked_slow(test)
+    ]
+    assert unmarked == [], unmarked
+
+
 def test_no_drafter_or_rule_is_named_outside_its_module_and_the_registries():
     """A drafter or rule lives in one place (its module and its registry line): no other module names one in a
     string, nor the lesson player's template (pages, renderers, records and analyses read the registry entries; a

@@ -10,6 +10,8 @@ from specviz.models.loading import _load_pretrained, load_model
 
 from .conftest import target_greedy
 
+pytestmark = [pytest.mark.slow]  # it runs the app (or loads the embedded pair): the whole suite's lane
+
 TRANSLATE = "Translate to English: Machen sich Hunderte Millionen von Autofahrern Sorgen über ihre Privatsphäre?"
 
 

@@ -22,6 +22,8 @@ from specviz.ui.state import page_key
 
 from .test_app import make_app
 
+pytestmark = [pytest.mark.slow]  # it runs the app (or loads the embedded pair): the whole suite's lane
+
 DATA = Path(__file__).parent / "data" / "engine_reports"
 LLAMA_LOG = (DATA / "llamacpp_server.log").read_text()  # 90 of 150 accepted, mean len 2.80, (0.76, 0.64, 0.40)
 

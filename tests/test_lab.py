@@ -84,6 +84,7 @@ def test_exact_lab_catches_the_broken_rule_on_a_real_pair(config, tiny_pair):
     assert result.samples["speculative sampling"] != result.samples["broken rule"]  # independent streams
 
 
+@pytest.mark.slow
 def test_parallel_drafters_are_tested_at_their_first_drafted_token(embedded):
     config = DecodeConfig(drafter="blockwise", rule="sample", device="cpu")
     ids = embedded.tokenizer("Name three colours.")["input_ids"]
@@ -134,6 +135,7 @@ def test_the_two_sample_power_is_the_rate_at_which_the_test_rejects():
     assert lab_sequences.two_sample_power(p, p, n) == pytest.approx(lab_sequences.LEVEL, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_the_labs_default_decodes_catch_the_broken_rule_at_the_apps_default(embedded):
     """The lab's second part at its default (the app's configuration and prompt) has the power it promises: its
     decodes draft confidently, where the broken rule's error is large; with the draft as it is, its old default of

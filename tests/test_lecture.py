@@ -53,6 +53,7 @@ def test_a_plan_file_round_trips_and_refuses_what_it_cannot_run(tiny_dirs):
             LecturePlan.from_json(text)
 
 
+@pytest.mark.slow
 def test_after_preparing_every_recorded_page_runs_without_starting_a_computation(tiny_params):
     params = {**tiny_params, "prompt": "w5 w9 w5 w9 w5", "max_new_tokens": "8", "seed": "7"}  # nothing stored yet
     rehearsal = make_app(params).run()

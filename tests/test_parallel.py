@@ -148,6 +148,7 @@ def test_weights_round_trip_and_mismatch_errors(tiny_dirs, tiny_pair, tiny_weigh
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["blockwise", "maskquery"])
 def test_shipped_weights_fit_the_embedded_model_and_stay_exact(embedded, kind):
     module, meta = load_drafter(str(default_weights(kind)))
@@ -161,6 +162,7 @@ def test_shipped_weights_fit_the_embedded_model_and_stay_exact(embedded, kind):
     assert trace.stats.accepted_tokens > 0  # the trained drafter guesses some tokens right
 
 
+@pytest.mark.slow
 def test_compare_drafters_on_the_embedded_model(embedded):
     from specviz.analysis.drafters import compare_drafters
 

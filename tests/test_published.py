@@ -130,6 +130,7 @@ def test_a_model_not_fetched_names_the_one_command(monkeypatch, tmp_path, capsys
     assert code == 2 and FETCH_COMMAND in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_the_preset_pair_not_fetched_says_the_one_command_in_the_app(monkeypatch, tmp_path):
     from specviz.serving.pairs import LOADED_PAIRS
     from specviz.ui.presets import QWEN_CODER_PAIR

@@ -187,6 +187,7 @@ def test_lanes_on_request_leave_out_what_the_pair_cannot_run(race_config):
     assert not any(c in lane_choices(race_config) for c in ("eagle", "blockwise"))  # weights for the embedded target
 
 
+@pytest.mark.slow
 def test_the_race_page_measures_once_for_every_session(tiny_params):
     params = {**tiny_params, "max_new_tokens": "10"}
     raced = len(shared_work().durations.get("Race", []))
@@ -212,6 +213,7 @@ def test_the_race_page_measures_once_for_every_session(tiny_params):
     assert len(shared_work().durations["Race"]) == raced + 1
 
 
+@pytest.mark.slow
 def test_every_speed_page_quotes_the_races_speedup_once_a_race_was_run(tiny_params):
     params = {**tiny_params, "max_new_tokens": "8", "gamma": "2"}
     at = make_app(params).run()

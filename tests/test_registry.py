@@ -124,6 +124,7 @@ def test_a_none_choice_round_trips_through_its_widget():
     assert ui.config_value("draft_vocab", ui.widget_value("draft_vocab", 4096)) == 4096
 
 
+@pytest.mark.slow
 def test_the_sidebar_offers_every_registered_drafter_and_rule(tiny_params):
     at = make_app({**tiny_params, "drafter": "oracle"}).run()
     assert not at.exception
@@ -144,6 +145,7 @@ def test_a_tree_reads_the_draft_head_with_a_draft_model_and_the_skipped_layers_w
     assert layerskip.reads(True) == layerskip.reads(False) == layerskip.fields + layerskip.own_fields
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("named", [True, False])
 def test_the_sidebar_enables_what_the_tree_will_read(tiny_params, named):
     params = {**tiny_params, "drafter": "tree", "tree_depth": "2", "max_new_tokens": "4"}
@@ -155,6 +157,7 @@ def test_the_sidebar_enables_what_the_tree_will_read(tiny_params, named):
     assert ("skip_layers" in [w.key for w in at.text_input]) is not named
 
 
+@pytest.mark.slow
 def test_a_hidden_setting_keeps_its_value_until_its_drafter_is_chosen_again(tiny_params):
     """The sidebar shows the chosen drafter's and rule's settings only; a hidden one keeps its value in the session
     (and in the link), so choosing its drafter again brings it back as it was."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import urllib.parse
 
+import pytest
+
 from specviz.config import DecodeConfig
 from specviz.models.profile import PassProfile
 from specviz.serving.works import TRACE, Work
@@ -13,6 +15,8 @@ from specviz.ui.state import Session
 
 from .test_app import make_app, player_of, students_links
 from .test_pages import press
+
+pytestmark = [pytest.mark.slow]  # it runs the app (or loads the embedded pair): the whole suite's lane
 
 
 def student_link(teacher) -> dict[str, str]:

@@ -32,6 +32,7 @@ def test_incomplete_characters_are_told_from_whole_ones():
     assert readable(b"\xe6\x97", start=1) == "⟨97⟩"  # a byte that completes nothing shows itself
 
 
+@pytest.mark.slow
 def test_a_sequence_of_byte_tokens_reads_as_its_characters(tokenizer):
     text = "Grüße, € ok 日本"
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -46,6 +47,7 @@ def test_a_sequence_of_byte_tokens_reads_as_its_characters(tokenizer):
     assert TokenTexts(tokenizer)(last_byte).startswith("⟨")
 
 
+@pytest.mark.slow
 def test_a_trace_of_a_prompt_with_split_characters_shows_no_replacement_character(embedded_pair):
     config = DecodeConfig(max_new_tokens=8, device="cpu")
     trace = speculative_decode(config, prompt="Écris « été » en japonais : 夏", pair=embedded_pair)
@@ -57,6 +59,7 @@ def test_a_trace_of_a_prompt_with_split_characters_shows_no_replacement_characte
     assert not any("\ufffd" in t for t in shown), shown
 
 
+@pytest.mark.slow
 def test_a_byte_token_deep_in_a_tree_reads_as_the_text_after_its_path(tokenizer):
     """#53: tree nodes took the round's texts, not the texts after their path, so the byte that completes "日" at
     depth 3 read "⟨A5⟩". A chain root -> E6 -> 97 -> A5 with a sibling at depth 3, every node the target's argmax

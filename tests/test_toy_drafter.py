@@ -45,6 +45,7 @@ def test_the_toy_drafter_runs_in_the_cli(echo, tiny_dirs, capsys):
     assert len(trace["output_ids"]) == 6 and max(len(r["draft"]) for r in trace["rounds"]) == 4
 
 
+@pytest.mark.slow
 def test_the_toy_drafter_is_offered_and_runs_in_the_app(echo, tiny_params):
     at = make_app({**tiny_params, "drafter": "echo", "echo_times": "2", "prompt": TINY_TEXT_PROMPT}).run()
     assert not at.exception and not at.error, [e.value for e in at.error]

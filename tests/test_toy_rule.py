@@ -47,6 +47,7 @@ def test_the_toy_rule_runs_in_the_cli(cautious, tiny_dirs, capsys):
     assert code == 0 and trace["config"]["rule"] == "cautious" and len(trace["output_ids"]) == 6
 
 
+@pytest.mark.slow
 def test_the_toy_rule_is_offered_compared_and_played_in_the_app(cautious, tiny_params):
     at = make_app({**tiny_params, "rule": "cautious", "prompt": TINY_TEXT_PROMPT}).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
