@@ -301,38 +301,71 @@ def marked_slow(node: ast.FunctionDef | ast.Module) -> bool:
     return any("pytest.mark.slow" in ast.unparse(mark) for mark in marks)
 
 
-def app_or_embedded_pair_tests(path: Path) -> list[ast.FunctionDef]:
-    """The tests of ``path`` that run the app (AppTest: its first run measures this machine's defaults for the embedded
-    pair, a minute or more) or load the embedded pair: directly, or through a fixture or helper of the module that
-    does."""
+def module_functions(path: Path) -> tuple[str, list[ast.FunctionDef]]:
+    """A test module's source and its top-level functions (tests, fixtures, helpers)."""
     source = path.read_text(encoding="utf-8")
-    functions = [n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)]
+    return source, [n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)]
 
-    def heavy(node: ast.FunctionDef, helpers: set[str]) -> bool:
-        text = ast.get_source_segment(source, node) or ""
-        arguments = {a.arg for a in node.args.args}
-        return bool(
-            RUNS_THE_APP_OR_THE_EMBEDDED_PAIR.search(text)
-            or arguments & (EMBEDDED_FIXTURES | helpers)
-            or any(re.search(rf"\b{helper}\(", text) for helper in helpers)
-        )
 
-    helpers: set[str] = set()
-    while grown := {n.name for n in functions if not n.name.startswith("test_") and heavy(n, helpers)} - helpers:
-        helpers |= grown
-    return [n for n in functions if n.name.startswith("test_") and heavy(n, helpers)]
+def runs_the_app_or_the_embedded_pair(source: str, node: ast.FunctionDef, helpers: frozenset[str]) -> bool:
+    """Whether a function runs the app (AppTest: its first run measures this machine's defaults for the embedded pair,
+    a minute or more) or loads the embedded pair: itself, or through one of ``helpers`` (fixtures or functions that
+    do, called or requested)."""
+    text = ast.get_source_segment(source, node) or ""
+    return bool(
+        RUNS_THE_APP_OR_THE_EMBEDDED_PAIR.search(text)
+        or {a.arg for a in node.args.args} & (EMBEDDED_FIXTURES | helpers)
+        or any(re.search(rf"\b{helper}\(", text) for helper in helpers)
+    )
+
+
+def imported_from_tests(source: str) -> dict[str, str]:
+    """The names a test module imports from its sibling modules (``from .test_app import make_app``): name -> module."""
+    return {
+        alias.asname or alias.name: node.module
+        for node in ast.parse(source).body
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
+        for alias in node.names
+    }
+
+
+def app_or_embedded_pair_tests(paths: list[Path]) -> list[tuple[Path, ast.FunctionDef]]:
+    """The tests of ``paths`` that run the app or load the embedded pair, through a fixture or helper of their module,
+    or one it imports from a sibling module, too."""
+    modules = {path.stem: (path, *module_functions(path)) for path in paths}
+    heavy: set[tuple[str, str]] = set()  # (module, function) known to run the app or load the embedded pair
+
+    def helpers_of(module: str, source: str) -> frozenset[str]:
+        imported = imported_from_tests(source)
+        return frozenset(name for (owner, name) in heavy if owner == module or imported.get(name) == owner)
+
+    while (
+        grown := {
+            (module, node.name)
+            for module, (_, source, functions) in modules.items()
+            for node in functions
+            if runs_the_app_or_the_embedded_pair(source, node, helpers_of(module, source))
+        }
+        - heavy
+    ):
+        heavy |= grown
+    return [
+        (path, node)
+        for module, (path, _, functions) in modules.items()
+        for node in functions
+        if node.name.startswith("test_") and (module, node.name) in heavy
+    ]
 
 
 def test_the_fast_lane_neither_runs_the_app_nor_loads_the_embedded_pair():
     """The fast lane (``pytest -m "not slow"``) is the logic on tiny models built from configs, under five minutes
     on a fresh clone: a test that runs the app or loads the embedded pair (on a fresh clone: de-quantising it and
     measuring this machine, minutes on 2 cores) is marked slow, by its module or itself."""
+    paths = [path for path in sorted((ROOT / "tests").glob("test_*.py")) if path != Path(__file__)]
     unmarked = [
         f"{path.name}::{test.name}"
-        for path in sorted((ROOT / "tests").glob("test_*.py"))
-        if path != Path(__file__) and not marked_slow(ast.parse(path.read_text(encoding="utf-8")))
-        for test in app_or_embedded_pair_tests(path)
-        if not marked_slow(test)
+        for path, test in app_or_embedded_pair_tests(paths)
+        if not marked_slow(test) and not marked_slow(ast.parse(path.read_text(encoding="utf-8")))
     ]
     assert unmarked == [], unmarked
 

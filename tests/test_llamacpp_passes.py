@@ -70,6 +70,7 @@ def test_the_passes_are_kept_for_this_cpu_only(stored_capture):
     assert stored_llamacpp_passes() is None
 
 
+@pytest.mark.slow
 def test_the_roofline_view_shows_llama_cpps_passes_when_measured_here(params, stored_capture):  # noqa: F811
     at = open_page(params, "parallel_verification")
     assert not at.exception and not at.error
@@ -91,6 +92,7 @@ def no_stored_passes():
         path.write_bytes(before)
 
 
+@pytest.mark.slow
 def test_a_machine_without_a_measurement_shows_none(params, no_stored_passes):  # noqa: F811
     at = open_page(params, "parallel_verification")
     assert not at.exception and not at.error
