@@ -301,60 +301,52 @@ def marked_slow(node: ast.FunctionDef | ast.Module) -> bool:
     return any("pytest.mark.slow" in ast.unparse(mark) for mark in marks)
 
 
-def module_functions(path: Path) -> tuple[str, list[ast.FunctionDef]]:
-    """A test module's source and its top-level functions (tests, fixtures, helpers)."""
+def module_functions(path: Path) -> dict[str, tuple[str, frozenset[str]]]:
+    """A test module's top-level functions (tests, fixtures, helpers): name -> (source text, argument names)."""
     source = path.read_text(encoding="utf-8")
-    return source, [n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)]
+    return {
+        node.name: (ast.get_source_segment(source, node) or "", frozenset(a.arg for a in node.args.args))
+        for node in ast.parse(source).body
+        if isinstance(node, ast.FunctionDef)
+    }
 
 
-def runs_the_app_or_the_embedded_pair(source: str, node: ast.FunctionDef, helpers: frozenset[str]) -> bool:
-    """Whether a function runs the app (AppTest: its first run measures this machine's defaults for the embedded pair,
-    a minute or more) or loads the embedded pair: itself, or through one of ``helpers`` (fixtures or functions that
-    do, called or requested)."""
-    text = ast.get_source_segment(source, node) or ""
-    return bool(
-        RUNS_THE_APP_OR_THE_EMBEDDED_PAIR.search(text)
-        or {a.arg for a in node.args.args} & (EMBEDDED_FIXTURES | helpers)
-        or any(re.search(rf"\b{helper}\(", text) for helper in helpers)
-    )
+def runs_the_app_or_the_embedded_pair(text: str, arguments: frozenset[str], helpers: frozenset[str]) -> bool:
+    """Whether a function (its source ``text`` and ``arguments``) runs the app (AppTest: its first run measures this
+    machine's defaults for the embedded pair, a minute or more) or loads the embedded pair: itself, or through one of
+    ``helpers`` (fixtures or functions that do, called or requested)."""
+    called = helpers and re.search(rf"\b({'|'.join(map(re.escape, helpers))})\(", text)
+    return bool(RUNS_THE_APP_OR_THE_EMBEDDED_PAIR.search(text) or arguments & (EMBEDDED_FIXTURES | helpers) or called)
 
 
-def imported_from_tests(source: str) -> dict[str, str]:
+def imported_from_tests(path: Path) -> dict[str, str]:
     """The names a test module imports from its sibling modules (``from .test_app import make_app``): name -> module."""
     return {
         alias.asname or alias.name: node.module
-        for node in ast.parse(source).body
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
         if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
         for alias in node.names
     }
 
 
-def app_or_embedded_pair_tests(paths: list[Path]) -> list[tuple[Path, ast.FunctionDef]]:
-    """The tests of ``paths`` that run the app or load the embedded pair, through a fixture or helper of their module,
-    or one it imports from a sibling module, too."""
-    modules = {path.stem: (path, *module_functions(path)) for path in paths}
+def app_or_embedded_pair_tests(paths: list[Path]) -> list[tuple[Path, str]]:
+    """The tests of ``paths`` (module path, test name) that run the app or load the embedded pair, through a fixture
+    or helper of their module, or one it imports from a sibling module, too."""
+    modules = {path.stem: (path, module_functions(path), imported_from_tests(path)) for path in paths}
     heavy: set[tuple[str, str]] = set()  # (module, function) known to run the app or load the embedded pair
 
-    def helpers_of(module: str, source: str) -> frozenset[str]:
-        imported = imported_from_tests(source)
+    def helpers_of(module: str) -> frozenset[str]:
+        imported = modules[module][2]
         return frozenset(name for (owner, name) in heavy if owner == module or imported.get(name) == owner)
 
-    while (
-        grown := {
-            (module, node.name)
-            for module, (_, source, functions) in modules.items()
-            for node in functions
-            if runs_the_app_or_the_embedded_pair(source, node, helpers_of(module, source))
-        }
-        - heavy
-    ):
+    while grown := {
+        (module, name)
+        for module, (_, functions, _) in modules.items()
+        for name, (text, arguments) in functions.items()
+        if (module, name) not in heavy and runs_the_app_or_the_embedded_pair(text, arguments, helpers_of(module))
+    }:
         heavy |= grown
-    return [
-        (path, node)
-        for module, (path, _, functions) in modules.items()
-        for node in functions
-        if node.name.startswith("test_") and (module, node.name) in heavy
-    ]
+    return sorted((modules[module][0], name) for module, name in heavy if name.startswith("test_"))
 
 
 def test_the_fast_lane_neither_runs_the_app_nor_loads_the_embedded_pair():
@@ -362,10 +354,14 @@ def test_the_fast_lane_neither_runs_the_app_nor_loads_the_embedded_pair():
     on a fresh clone: a test that runs the app or loads the embedded pair (on a fresh clone: de-quantising it and
     measuring this machine, minutes on 2 cores) is marked slow, by its module or itself."""
     paths = [path for path in sorted((ROOT / "tests").glob("test_*.py")) if path != Path(__file__)]
+    modules = {path: ast.parse(path.read_text(encoding="utf-8")) for path in paths}
+    tests = {
+        (path, n.name): n for path, module in modules.items() for n in module.body if isinstance(n, ast.FunctionDef)
+    }
     unmarked = [
-        f"{path.name}::{test.name}"
-        for path, test in app_or_embedded_pair_tests(paths)
-        if not marked_slow(test) and not marked_slow(ast.parse(path.read_text(encoding="utf-8")))
+        f"{path.name}::{name}"
+        for path, name in app_or_embedded_pair_tests(paths)
+        if not marked_slow(modules[path]) and not marked_slow(tests[path, name])
     ]
     assert unmarked == [], unmarked
 
