@@ -7,6 +7,7 @@ import contextlib
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -306,6 +307,27 @@ def test_the_round_survives_a_page_switch(app_url):
 
 # the quiz's held line (empty once every question is answered, or once the page has rerun without the player)
 QUIZ_HELD = "() => document.querySelector('iframe')?.contentDocument?.getElementById('held')?.textContent ?? ''"
+
+
+def answer_round(page) -> int:
+    """Answer every question of the shown quiz round ("never checked" each time); the number answered."""
+    questions = page.frame_locator("iframe").first.locator("button[data-guess='not_verified']")
+    asked = questions.count()
+    for _ in range(asked):
+        questions.first.click()  # each answered question leaves the list
+    return asked
+
+
+def answer_every_round(page, count: int, next_round: Callable[[int], None]) -> None:
+    """Answer the quiz's ``count`` rounds one by one, ``next_round(k)`` stepping to round k, until nothing is held
+    (a round that drafted nothing asks nothing: the rounds after the last question need no step)."""
+    for index in range(1, count + 1):
+        answer_round(page)
+        if not page.evaluate(QUIZ_HELD):
+            return
+        next_round(index + 1)
+
+
 LOGGED = re.compile(r"(computed|abandoned|received from another replica) (.+) ([0-9a-f]{12}) in [0-9.]+ s for")
 PREDICTED = re.compile(r"\((about \d+ (s|min)|under a second) here")
 
@@ -360,13 +382,7 @@ def test_a_students_link_reads_the_class_results_and_cannot_re_time_the_race(app
         assert student.get_by_role("button", name=measure).count() == 0
         frame = student.frame_locator("iframe").first
         count = int(re.search(r"of (\d+)", frame.locator("#title").inner_text()).group(1))
-        for _ in range(count):
-            questions = frame.locator("button[data-guess='not_verified']")
-            for _ in range(questions.count()):
-                questions.first.click()  # each answered question leaves the list
-            if not student.evaluate(QUIZ_HELD):  # every question answered (the rounds after it drafted nothing)
-                break
-            frame.locator("#next").click()
+        answer_every_round(student, count, lambda _: frame.locator("#next").click())
         frame.get_by_role("button", name=re.compile("Replay the race")).wait_for()
         assert student.get_by_role("button", name=measure).count() == 0  # the class's race, shown, not re-timed
         student.get_by_role("link", name="Metrics and theory").click()

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from .test_browser import ARTIFACTS, QUIZ_HELD, chromium_page, running_app
+from .test_browser import ARTIFACTS, answer_every_round, answer_round, chromium_page, running_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -97,15 +97,6 @@ def test_a_quiz_link_shows_no_verdict_before_its_answers(app_url, path):
         assert backs >= 1
 
 
-def answer_round(page) -> int:
-    """Answer every question of the shown quiz round ("never checked" each time); the number answered."""
-    questions = page.frame_locator("iframe").first.locator("button[data-guess='not_verified']")
-    asked = questions.count()
-    for _ in range(asked):
-        questions.first.click()  # each answered question leaves the list
-    return asked
-
-
 COUNTS = re.compile(r"\d+\s*(/|of)\s*\d+\s+drafted (tokens|tree nodes) accepted")  # the counts a quiz must hide
 TOTALS = """() => { const doc = document.querySelector('iframe').contentDocument;
   const shown = (e) => e.getClientRects().length;
@@ -161,12 +152,12 @@ def test_a_students_session_keeps_every_page_in_the_quiz_until_it_is_answered(ap
             assert_quiz_waits(page, 1)
             assert page.evaluate(PLAYER)["title"].startswith(f"Round 1 of {count}")  # the same settings' rounds
             assert ROUND_VIEW_OUTPUT not in page.evaluate(TOTALS) and not COUNTS.search(page.evaluate(TOTALS))
-        for index in range(1, count + 1):
-            answer_round(page)
-            if not page.evaluate(QUIZ_HELD):  # every question answered (the rounds after it drafted nothing)
-                break
+
+        def next_round(index: int) -> None:
             page.keyboard.press("ArrowRight")
-            assert_quiz_waits(page, index + 1)
+            assert_quiz_waits(page, index)
+
+        answer_every_round(page, count, next_round)
         page.get_by_text(ROUND_VIEW_OUTPUT).wait_for(timeout=WAIT_MS)  # every round answered: the page shows it all
         assert page.get_by_text("drafted tokens accepted").count() >= 1
 
@@ -193,11 +184,7 @@ def test_a_student_who_answered_every_round_still_sees_them_after_a_reload(app_u
         page.get_by_text("it opens once your quiz has answered every round").wait_for(timeout=WAIT_MS)
         settled(page)
         count = int(re.search(r"of (\d+)", page.evaluate(PLAYER)["title"]).group(1))
-        for _ in range(count):
-            answer_round(page)
-            if not page.evaluate(QUIZ_HELD):
-                break
-            page.keyboard.press("ArrowRight")
+        answer_every_round(page, count, lambda _: page.keyboard.press("ArrowRight"))
         page.get_by_text(ROUND_VIEW_OUTPUT).wait_for(timeout=WAIT_MS)
         page.reload()
         page.get_by_text(ROUND_VIEW_OUTPUT).wait_for(timeout=WAIT_MS)
