@@ -104,6 +104,15 @@ def test_the_sidebars_settings_stay_the_apps_across_page_switches(app_url):
             assert "max_new_tokens=7" in page.url and "seed=3" in page.url, (name, page.url)
 
 
+def test_an_unknown_view_in_a_typed_link_is_said_and_the_page_opens(app_url):
+    """``view=hack`` (no view of the player) is answered like every other bad value: a message naming the views, and
+    the page opens on its own view."""
+    with chromium_page(1280, 720) as page:
+        page.goto(f"{app_url}/?max_new_tokens=4&view=hack")
+        page.get_by_text("view='hack' ignored (must be one of step, present, quiz, race)").wait_for()
+        page.get_by_role("heading", name="Speculative decoding, round by round").wait_for()
+
+
 def test_a_typed_nested_path_opens_the_app_not_a_blank_page(app_url):
     """A nested path no page has opens its nearest page path with the link's settings: Streamlit's "Page not found"
     over the main page with every page's link, or the page it begins with; never a blank page. Streamlit's own

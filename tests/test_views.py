@@ -16,7 +16,7 @@ from specviz.config import DecodeConfig
 from specviz.engine import speculative_decode
 from specviz.presentation import boxes, player, render, tables, tree_drawing
 from specviz.presentation.render import summary_line
-from specviz.serving.urlstate import parse_query, to_query
+from specviz.serving.urlstate import parse_query, parse_view, to_query
 
 DEFAULTS = DecodeConfig()
 
@@ -192,3 +192,10 @@ def test_a_tree_rounds_walk_is_named_for_its_rule(tiny_dirs, tiny_pair):
         trace = speculative_decode(config, prompt_ids=[3, 7, 5, 9], pair=tiny_pair)
         rows = round_drawing(trace, trace.rounds[0])["rows"]
         assert f"<h4>{heading}" in rows and ("Recursive rejection" in rows) == (rule == "sample")
+
+
+def test_an_unknown_view_gets_a_message_and_a_known_one_none():
+    assert parse_view({"view": "hack"}) == [
+        "URL parameter view='hack' ignored (must be one of step, present, quiz, race); showing the page"
+    ]
+    assert parse_view({"view": "quiz"}) == [] and parse_view({}) == []
