@@ -199,3 +199,9 @@ def test_an_unknown_view_gets_a_message_and_a_known_one_none():
         "URL parameter view='hack' ignored (must be one of step, present, quiz, race); showing the page"
     ]
     assert parse_view({"view": "quiz"}) == [] and parse_view({}) == []
+
+
+def test_an_infinite_temperature_gets_one_message_and_the_default():
+    state = parse_query({"temperature": "inf"}, DecodeConfig())
+    assert state.config.temperature == DecodeConfig().temperature and state.ignored == ("temperature",)
+    assert len(state.messages) == 1 and "temperature" in state.messages[0], state.messages
