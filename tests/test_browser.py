@@ -567,3 +567,25 @@ def test_a_draft_confidence_exit_from_a_link_stops_a_round_early_and_the_round_s
         draft_row = player.locator("#seed .sv-row", has=player.locator(".sv-label", has_text="Draft")).first
         assert 0 < draft_row.locator("[title^='q=']").count() < 6  # the round's drafted boxes: fewer than γ
         assert "confidence_exit=0.9" in page.url
+
+
+def test_the_race_page_says_when_no_draft_pays_here_and_names_the_closest(app_url, tiny_params):
+    """Where this machine's replay finds no draft that beats the target alone for a pair (as on a GPU whose target step
+    costs little more than the draft's), a teacher who opens the Race page on it reads so, with the configuration that
+    comes closest, before measuring anything. The pair's defaults are a stored file, as ``python -m specviz machine``
+    writes it."""
+    from urllib.parse import urlencode
+
+    from specviz.analysis.defaults import PRECISIONS, store_defaults
+    from specviz.analysis.replay import FastestDraft, MeasuredDefaults
+
+    closest = {dtype: FastestDraft("float32", 2, 0.64, 30.0, 0.9) for dtype in PRECISIONS}
+    stored = MeasuredDefaults("float32", 3, "stored here", "float32", closest)
+    store_defaults(tiny_params["target"], tiny_params["draft"], "cpu", stored)
+    with chromium_page(1366, 768) as page:
+        page.goto(f"{app_url}/race?{urlencode(tiny_params)}")
+        said = page.get_by_text("No draft pays for a float32 target on this machine")
+        said.wait_for()
+        assert "the closest, the draft model in float32 at γ = 2, stopping below max q = 0.9, replays at 0.64×" in (
+            said.inner_text()
+        )

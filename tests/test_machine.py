@@ -397,17 +397,80 @@ def test_fastest_among_target_precisions_picks_the_one_predicted_fastest_and_rec
     args = ["trace", "--target", dirs["target"], "--draft", dirs["draft"], "--fastest", "int8,int4"]
     assert main([*args, "--prompt-ids", ",".join(map(str, PROMPT)), "--device", "cpu", "--out", str(out)]) == 0
     fastest = defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu").fastest
-    dtype = max(("int8", "int4"), key=lambda d: fastest[d].tokens_per_s)
+    dtype = max(("int8", "int4"), key=lambda d: (fastest[d].pays, fastest[d].tokens_per_s))  # one that pays first
     recorded = json.loads(out.read_text())["config"]
     assert (recorded["dtype"], recorded["draft_dtype"], recorded["gamma"]) == (dtype, *fastest[dtype][:2])
     assert recorded["confidence_exit"] == fastest[dtype].confidence_exit
     said = capsys.readouterr().err
-    assert (
-        f"a {dtype} target (the fastest of int8, int4)" in said
-        and f"{fastest[dtype].tokens_per_s:.1f} tokens/s" in said
-    )
+    if fastest[dtype].pays:
+        assert f"a {dtype} target (the fastest of int8, int4)" in said
+        assert f"{fastest[dtype].tokens_per_s:.1f} tokens/s" in said
+    else:  # a tiny pair on a busy machine: no draft beats its target alone
+        assert f"No draft pays for a {dtype} target on this machine: the closest, the draft model in" in said
     assert main([*args[:-1], "int3", "--prompt-ids", "1,2", "--device", "cpu", "--out", str(out)]) != 0
     assert "--fastest knows targets in" in capsys.readouterr().err
+
+
+def test_a_lessons_draft_never_loses_while_one_with_a_confidence_exit_pays():
+    """The lesson drafts γ tokens a round (no exit) where that pays; where it loses to the target alone and a confidence
+    exit pays in the same precision (a GPU whose draft step costs a third of the target's), the exit is the default;
+    where nothing pays, the closest stands (and is said: :func:`~specviz.analysis.defaults.loses_words`)."""
+    from specviz.analysis.defaults import lesson_draft
+
+    paying, losing = (
+        draft_replay.FastestDraft("float32", 4, 1.3, 60.0, 0.0),
+        draft_replay.FastestDraft("float32", 2, 0.8, 40.0, 0.0),
+    )
+    exiting = draft_replay.FastestDraft("float32", 5, 1.1, 55.0, 0.9)
+    assert lesson_draft(paying, exiting) == paying
+    assert lesson_draft(losing, exiting) == exiting
+    closer = exiting._replace(speedup=0.9)
+    assert lesson_draft(losing, closer) == losing and not losing.pays and paying.pays
+
+
+def test_fastest_where_no_draft_pays_names_the_closest_and_prefers_a_precision_that_pays():
+    """``--fastest`` never chooses a losing configuration while another allowed one pays, even one predicted at more
+    tokens a second; where none pays it says so, names the closest and runs no speculative lane."""
+    from specviz.analysis.defaults import fastest_choice
+    from specviz.analysis.replay import FastestDraft, MeasuredDefaults
+
+    fastest = {
+        "float32": FastestDraft("bfloat16", 5, 0.64, 30.0, 0.9),
+        "bfloat16": FastestDraft("bfloat16", 3, 0.97, 80.0, 0.0),
+        "int8": FastestDraft("int8", 4, 1.1, 50.0, 0.0),
+    }
+    measured = MeasuredDefaults("float32", 5, "measured", "bfloat16", fastest)
+    config = DecodeConfig(target="a-target", draft="a-draft", drafter="model")
+    among = fastest_choice(config, measured, ("float32", "bfloat16", "int8"))
+    assert among.pays and among.config.dtype == "int8" and "a int8 target (the fastest of" in among.words
+    alone = fastest_choice(config, measured)
+    assert not alone.pays and (alone.config.gamma, alone.config.value("confidence_exit")) == (5, 0.9)
+    assert alone.words.startswith("--fastest: No draft pays for a float32 target on this machine: the closest, ")
+    assert "the draft model in bfloat16 at γ = 5, stopping below max q = 0.9, replays at 0.64×" in alone.words
+    assert not fastest_choice(config, measured, ("float32", "bfloat16")).pays
+
+
+def test_race_fastest_where_no_draft_pays_races_the_target_alone(onednn, tmp_path, monkeypatch, capsys):
+    """``python -m specviz race --fastest`` on a pair whose stored replay finds no paying draft here (as a GPU's may):
+    the command says so and the JSON holds the target alone, measured, and no speculative lane."""
+    from specviz.analysis import defaults
+    from specviz.analysis.draft_precision import precisions_on
+    from specviz.analysis.replay import FastestDraft, MeasuredDefaults
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    dirs, pair = onednn
+    losing = {dtype: FastestDraft(dtype, 2, 0.7, 10.0, 0.0) for dtype in precisions_on("cpu", defaults.PRECISIONS)}
+    defaults.store_defaults(
+        dirs["target"], dirs["draft"], "cpu", MeasuredDefaults("float32", 2, "stored", None, losing)
+    )
+    out = tmp_path / "race.json"
+    args = ["race", "--target", dirs["target"], "--draft", dirs["draft"], "--fastest", "--max-new-tokens", "6"]
+    assert main([*args, "--prompt-ids", ",".join(map(str, PROMPT)), "--device", "cpu", "--out", str(out)]) == 0
+    raced = json.loads(out.read_text())
+    assert raced["speculative"] is None and len(raced["target_alone"]["output_ids"]) == 6
+    assert raced["target_alone"]["output_ids"] == target_greedy(pair.target, PROMPT, 6)  # the target's own text
+    said = capsys.readouterr().err
+    assert "No draft pays for a float32 target on this machine" in said and "Only the target alone runs." in said
 
 
 def test_no_speed_page_guesses_from_the_cpus_dispatch_level():

@@ -46,14 +46,16 @@ PLAYER = """() => { const doc = document.querySelector('iframe').contentDocument
 NOTHING_DRAFTED = "nothing drafted"  # a round that drafted nothing (the budget's last token): the target's own step
 
 
-def assert_quiz_waits(page, round_index: int) -> None:
-    """The quiz at ``round_index``, its verdicts hidden; a round that drafted nothing asks nothing, and says so."""
+def assert_quiz_waits(page, round_index: int) -> dict:
+    """The quiz at ``round_index``, its verdicts hidden; a round that drafted nothing asks nothing, and says so.
+    Returns what the player showed."""
     seen = page.evaluate(PLAYER)
     assert seen["view"] == "quiz" and seen["title"].startswith(f"Round {round_index} of"), seen
     if NOTHING_DRAFTED in seen["title"]:
         assert seen["asked"] == 0 and seen["title"].endswith("(nothing to ask)"), seen
     else:
         assert seen["verdicts"] == 0 and seen["asked"] > 0 and "accepted" not in seen["title"], seen
+    return seen
 
 
 @pytest.mark.parametrize("path", ["lesson_player", "metrics"])
@@ -164,12 +166,17 @@ def test_a_students_session_keeps_every_page_in_the_quiz_until_it_is_answered(ap
 
 def test_a_round_that_drafted_nothing_asks_nothing_and_holds_nothing(app_url):
     """One new token leaves no room for a draft beside the target's own token: the round drafted nothing, so the quiz
-    says so and asks nothing, and a student's Round view, held only by unanswered questions, opens on its output."""
+    says so and asks nothing, and a student's Round view, held only by unanswered questions, opens on its output.
+    The quiz is answered as it opens, so the page it opened on is drawn once: no rerun draws its player again (the CI
+    run of 2026-11-29 read the player while such a rerun replaced it)."""
     with chromium_page(1366, 768) as page:
+        drawn: list[str] = []
+        page.on("framenavigated", lambda frame: drawn.append(frame.url) if frame != page.main_frame else None)
         page.goto(f"{app_url}/lesson_player?max_new_tokens=1&view=quiz&student=1")
         settled(page)
-        assert_quiz_waits(page, 1)
-        assert page.evaluate(PLAYER)["title"].startswith("Round 1 of 1: nothing drafted"), page.evaluate(PLAYER)
+        seen = assert_quiz_waits(page, 1)
+        assert seen["title"].startswith("Round 1 of 1: nothing drafted"), seen
+        assert len(drawn) == 1, drawn
         page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Round view").click()
         page.get_by_text(ROUND_VIEW_OUTPUT).wait_for(timeout=WAIT_MS)
         assert page.get_by_text("it opens once your quiz has answered every round").count() == 0

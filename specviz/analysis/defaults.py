@@ -21,6 +21,7 @@ import hashlib
 import json
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from transformers import DynamicCache
@@ -29,6 +30,7 @@ from specviz import DATA_DIR
 from specviz.analysis.draft_precision import precisions_on
 from specviz.analysis.replay import (
     DraftReplay,
+    FastestDraft,
     MeasuredDefaults,
     Profiles,
     RoundOverheads,
@@ -56,8 +58,9 @@ PRECISIONS = (*LESSON_PRECISIONS, "int8", "int4")  # each profiled with every dr
 ACCEPTANCE_PROMPTS = 3  # held-out prompts of each file (prose and code) the acceptance is measured on
 ACCEPTANCE_TOKENS = 48  # of the target's greedy text after each held-out prompt (rounds replayed along it)
 OVERHEAD_GAMMA, OVERHEAD_TOKENS = 4, 24  # the engine's run that reads its rounds' own costs (round_overheads)
-CHOICES = 7  # bumped when what a pair's defaults choose changes (2: draft precision; 3: int8; 4: int4; 5: α per token;
-# 6: rounds replayed, confidence exits; 7: a choice from busy profiles marked so)
+CHOICES = 8  # bumped when what a pair's defaults choose changes (2: draft precision; 3: int8; 4: int4; 5: α per token;
+# 6: rounds replayed, confidence exits; 7: a choice from busy profiles marked so; 8: a lesson never opens on a losing
+# draft while one with a confidence exit pays)
 MEASURE_BUSY_AGAIN_S = 3600  # defaults chosen from busy profiles are measured again by a start this much later
 BUSY_WORDS = f"(Measured while other work held the cores: a start {MEASURE_BUSY_AGAIN_S / 3600:g} h on measures again.)"
 PAIR_DEFAULTS = ("dtype", "gamma", "draft_dtype", "confidence_exit")  # the settings a pair's measured defaults set
@@ -173,16 +176,20 @@ def measure_pair_defaults(
             gc.collect()
     own = {dtype: profiles[(dtype, dtype)] for dtype in LESSON_PRECISIONS}  # the draft at the target's own precision
     measured = measured_defaults(own, replays[LESSON_PRECISIONS[0]].alpha)
-    lesson = fastest_drafts(profiles, replays, overheads, exits=(0.0,))[measured.dtype]  # γ tokens a round
+    fastest = fastest_drafts(profiles, replays, overheads)
+    drafting_gamma = fastest_drafts(profiles, replays, overheads, exits=(0.0,))[measured.dtype]  # γ tokens a round
+    lesson = lesson_draft(drafting_gamma, fastest[measured.dtype])
     measured = dataclasses.replace(
         measured,
         gamma=lesson.gamma,
         draft_dtype=lesson.draft_dtype,
-        fastest=fastest_drafts(profiles, replays, overheads),
-        reason=f"{measured.reason} Fastest draft here: {lesson.draft_dtype} at γ = {lesson.gamma}, "
-        f"{lesson.speedup:.2f}× its rounds replayed on held-out text (greedy acceptance "
-        f"{', '.join(f'{d} {r.alpha:.2f}' for d, r in replays.items())}; the target decides every token, so the "
-        "draft's precision never changes the output).",
+        confidence_exit=lesson.confidence_exit,
+        fastest=fastest,
+        reason=f"{measured.reason} Fastest draft here: {lesson.draft_dtype} at γ = {lesson.gamma}"
+        f"{exit_words(lesson.confidence_exit)}, {lesson.speedup:.2f}× its rounds replayed on held-out text (greedy "
+        f"acceptance {', '.join(f'{d} {r.alpha:.2f}' for d, r in replays.items())}; the target decides every token, "
+        "so the draft's precision never changes the output)."
+        + ("" if lesson.pays else f" {loses_words(measured.dtype, lesson)}"),
     )
     busy = not all(profile.quiet for pair in profiles.values() for profile in pair)
     if busy:
@@ -225,30 +232,69 @@ def defaults_once(
         return stored
 
 
-def fastest_config(config: DecodeConfig, allowed: tuple[str, ...] = ()) -> tuple[DecodeConfig, str]:
-    """``config`` on its pair's fastest exact configuration measured on this machine (the draft model, its precision,
-    γ and confidence exit: :func:`~specviz.analysis.replay.fastest_drafts`) for its target precision, or, given
-    ``allowed`` target precisions, for the one of them whose replayed tokens a second are highest; and the choice in
-    words."""
+def lesson_draft(drafting_gamma: FastestDraft, with_exit: FastestDraft) -> FastestDraft:
+    """The draft a pair's lesson opens on: ``drafting_gamma``, the fastest that drafts γ tokens a round (no confidence
+    exit, as the lesson draws its rounds), unless it loses to the target alone where ``with_exit``, the fastest with a
+    confidence exit in the same target precision, pays: then that one (a default never chooses a losing configuration
+    while another pays)."""
+    return with_exit if with_exit.pays and not drafting_gamma.pays else drafting_gamma
+
+
+class FastestChoice(NamedTuple):
+    """What ``--fastest`` runs: the config, the choice in words, and whether it pays (its replayed rounds beat the
+    target alone; where no draft does, the config is the one that comes closest, and only the target alone races)."""
+
+    config: DecodeConfig
+    words: str
+    pays: bool
+
+
+def fastest_choice(config: DecodeConfig, measured: MeasuredDefaults, allowed: tuple[str, ...] = ()) -> FastestChoice:
+    """``config`` (its drafter the draft model) on its pair's fastest configuration in ``measured`` (the draft
+    precision, γ and confidence exit: :func:`~specviz.analysis.replay.fastest_drafts`) for its target precision, or,
+    given ``allowed`` target precisions, for the one of them whose replayed tokens a second are highest among those
+    that pay (the closest of them all where none does)."""
+    known = ", ".join(measured.fastest)
+    for dtype in allowed or (config.dtype,):
+        check(dtype in measured.fastest, f"--fastest knows targets in {known}, not {dtype!r}")
+    ranked = {dtype: measured.fastest[dtype] for dtype in allowed or (config.dtype,)}
+    dtype = max(ranked, key=lambda d: (ranked[d].pays, ranked[d].tokens_per_s))
+    fastest = ranked[dtype]
+    chosen = config.replace(
+        dtype=dtype, draft_dtype=fastest.draft_dtype, gamma=fastest.gamma, confidence_exit=fastest.confidence_exit
+    ).validated()
+    among = f" (the fastest of {', '.join(allowed)})" if allowed else ""
+    if not fastest.pays:
+        return FastestChoice(chosen, f"--fastest: {loses_words(dtype, fastest)} Only the target alone runs.", False)
+    return FastestChoice(
+        chosen,
+        f"--fastest: a {dtype} target{among}, {draft_words(fastest)} ({fastest.speedup:.2f}× its target alone, "
+        f"{fastest.tokens_per_s:.1f} tokens/s, replayed on held-out text at this machine's costs)",
+        True,
+    )
+
+
+def fastest_config(config: DecodeConfig, allowed: tuple[str, ...] = ()) -> FastestChoice:
+    """:func:`fastest_choice` from the pair's defaults measured on this machine in every precision (measured now where
+    they were not)."""
     drafted = config.replace(drafter=DRAFT_MODEL)
     check(
         bool(drafted.draft_spec), "--fastest needs a draft model: name one with --draft (the embedded target has one)"
     )
-    measured = defaults_once(drafted, release=True, targets=PRECISIONS)
-    known = ", ".join(measured.fastest)
-    for dtype in allowed or (config.dtype,):
-        check(dtype in measured.fastest, f"--fastest knows targets in {known}, not {dtype!r}")
-    dtype = max(allowed, key=lambda d: measured.fastest[d].tokens_per_s) if allowed else config.dtype
-    fastest = measured.fastest[dtype]
-    chosen = drafted.replace(
-        dtype=dtype, draft_dtype=fastest.draft_dtype, gamma=fastest.gamma, confidence_exit=fastest.confidence_exit
-    ).validated()
-    among = f" (the fastest of {', '.join(allowed)})" if allowed else ""
-    return chosen, (
-        f"--fastest: a {dtype} target{among}, the draft model in {fastest.draft_dtype} at γ = {fastest.gamma}"
-        f"{exit_words(fastest.confidence_exit)} "
-        f"({fastest.speedup:.2f}× its target alone, {fastest.tokens_per_s:.1f} tokens/s, replayed on held-out text "
-        "at this machine's costs)"
+    return fastest_choice(drafted, defaults_once(drafted, release=True, targets=PRECISIONS), allowed)
+
+
+def draft_words(fastest: FastestDraft) -> str:
+    """A draft choice in words: "the draft model in int8 at γ = 4, stopping below max q = 0.9"."""
+    return f"the draft model in {fastest.draft_dtype} at γ = {fastest.gamma}{exit_words(fastest.confidence_exit)}"
+
+
+def loses_words(dtype: str, closest: FastestDraft) -> str:
+    """Where no draft pays for a ``dtype`` target here, in words, with the one that comes ``closest``."""
+    return (
+        f"No draft pays for a {dtype} target on this machine: the closest, {draft_words(closest)}, replays at "
+        f"{closest.speedup:.2f}× its target alone (greedy rounds on held-out text at this machine's costs), slower "
+        "than the target alone."
     )
 
 

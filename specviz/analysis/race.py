@@ -192,6 +192,11 @@ def speculative_lane(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int
     )
 
 
+def race_machine(config: DecodeConfig, pair: ModelPair) -> str:
+    """The device, precision and CPU a race's lanes are timed on, in words."""
+    return f"{pair.target.device} {config.dtype} · {cpu_name()}"
+
+
 def lane_name(config: DecodeConfig) -> str:
     entry = drafter_entry(config.drafter)
     size = f"depth {config.tree_depth}" if entry.drafts_tree(config) else f"γ = {config.gamma}"
@@ -234,8 +239,7 @@ def run_race(
     allocations. The target alone runs with the first lane's config and pair (same target, kernels and rule).
     """
     config, pair = lanes[0]
-    ids = prompt_ids_for(pair, config, prompt, prompt_ids)
-    autoregressive_decode(config.replace(max_new_tokens=WARM_UP_TOKENS), pair, ids)
+    ids = warmed_prompt_ids(config, pair, prompt, prompt_ids)
     for lane_config, lane_pair in lanes:
         speculative_decode(lane_config.replace(max_new_tokens=WARM_UP_TOKENS), prompt_ids=ids, pair=lane_pair)
     target = target_lane(config, pair, ids)
@@ -246,10 +250,34 @@ def run_race(
         tuple(agreement(c, target.output_ids, lane.output_ids) for (c, _), lane in zip(lanes, raced)),
         prompt if prompt is not None else "".join(TokenTexts(pair.target.tokenizer).sequence(ids)),
         f"{pair.target.name} ← {pair.draft.name if pair.draft else config.drafter}",
-        f"{pair.target.device} {config.dtype} · {cpu_name()}",
+        race_machine(config, pair),
         datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         load_signs(everything),
     )
+
+
+def warmed_prompt_ids(
+    config: DecodeConfig, pair: ModelPair, prompt: str | None, prompt_ids: list[int] | None
+) -> list[int]:
+    """The race's prompt as ids, after the target alone's warm-up (:data:`WARM_UP_TOKENS` untimed tokens)."""
+    ids = prompt_ids_for(pair, config, prompt, prompt_ids)
+    autoregressive_decode(config.replace(max_new_tokens=WARM_UP_TOKENS), pair, ids)
+    return ids
+
+
+def target_alone_summary(
+    config: DecodeConfig, pair: ModelPair, prompt: str | None, prompt_ids: list[int] | None = None
+) -> dict[str, object]:
+    """The target alone's lane as :meth:`Race.summary` words it, with no speculative lane (``speculative`` None):
+    what ``python -m specviz race --fastest`` measures where no draft pays for the pair here."""
+    target = target_lane(config, pair, warmed_prompt_ids(config, pair, prompt, prompt_ids))
+    load = load_signs((target,))
+    return {
+        "target_alone": lane_summary(target),
+        "speculative": None,
+        "machine": race_machine(config, pair),
+        "load": list(load),
+    }
 
 
 def estimated_seconds(tokens: int, target_step_ms: float, lanes: int) -> float:

@@ -17,6 +17,7 @@ from specviz.models.profile import PassProfile
 from specviz.rules.theory import expected_speedup
 
 PAYS = 1.2  # a predicted speedup from which speculation visibly pays in a class
+BREAKS_EVEN = 1.0  # a replayed speedup under this loses to the target alone: never chosen while another pays
 
 
 class FastestDraft(NamedTuple):
@@ -29,6 +30,11 @@ class FastestDraft(NamedTuple):
     speedup: float
     tokens_per_s: float
     confidence_exit: float
+
+    @property
+    def pays(self) -> bool:
+        """Whether its replayed rounds beat the target alone (a speedup of at least :data:`BREAKS_EVEN`)."""
+        return self.speedup >= BREAKS_EVEN
 
 
 @dataclass(frozen=True)

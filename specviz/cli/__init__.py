@@ -154,14 +154,15 @@ def run(args: argparse.Namespace) -> None:
         config = with_pair_defaults(config)
     if args.command in ("html", "race"):  # the app's prompt unless one is given
         args.prompt = args.prompt if args.prompt or args.prompt_ids else DEFAULT_PROMPT
+    pays = True
     if args.fastest is not None:
         from specviz.analysis.defaults import fastest_config
 
-        config, chosen = fastest_config(config, tuple(d for d in args.fastest.split(",") if d))
+        config, chosen, pays = fastest_config(config, tuple(d for d in args.fastest.split(",") if d))
         print(chosen, file=sys.stderr)
     pair = load_pair(config)
     if args.command == "race":
-        write_race(config, pair, args)
+        write_race(config, pair, args, speculative=pays)
         return
     if args.command in ("generate", "html"):
         trace = speculative_decode(config, prompt=args.prompt, prompt_ids=args.prompt_ids, pair=pair)
@@ -194,13 +195,17 @@ def run(args: argparse.Namespace) -> None:
             out.close()
 
 
-def write_race(config: DecodeConfig, pair: ModelPair, args: argparse.Namespace) -> None:
-    """``python -m specviz race``: the race's summary as JSON, with this process's peak resident memory."""
+def write_race(config: DecodeConfig, pair: ModelPair, args: argparse.Namespace, speculative: bool = True) -> None:
+    """``python -m specviz race``: the race's summary as JSON, with this process's peak resident memory; the target
+    alone only where not ``speculative`` (``--fastest`` where no draft pays: a losing lane is not raced)."""
     import resource
 
-    from specviz.analysis.race import run_race
+    from specviz.analysis.race import run_race, target_alone_summary
 
-    summary = run_race([(config, pair)], args.prompt, args.prompt_ids).summary()
+    if speculative:
+        summary = run_race([(config, pair)], args.prompt, args.prompt_ids).summary()
+    else:
+        summary = target_alone_summary(config, pair, args.prompt, args.prompt_ids)
     summary["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # Linux: kB
     text = json.dumps(summary, indent=2) + "\n"
     if args.out == "-":

@@ -7,9 +7,10 @@ session's round, so a student who stepped from round 2 to round 7 and opened the
 link (and the lesson player, opened again, round 1). The player also announces each place it shows (a
 ``specviz:place`` event on the page); this small component, in a fragment of its own, hands the latest one to the
 server a moment after the stepping stops (a newly answered round at once: a student may open another page right
-after; a player drawn before the keeper listened, as on a reload that restored the tab's answers, is asked once it
-does): the fragment alone reruns (the player's frame is left as it is), the session's round follows, and the page's
-link is written as the player left it.
+after; a place still waiting when the page around the player is pressed, as a link to another page is, at once too;
+a player drawn before the keeper listened, as on a reload that restored the tab's answers, is asked once it does):
+the fragment alone reruns (the player's frame is left as it is), the session's round follows, and the page's link is
+written as the player left it.
 """
 
 from __future__ import annotations
@@ -26,18 +27,30 @@ from specviz.ui.state import page_key, session
 SETTLE_MS = 300  # a burst of steps (a held arrow key, autoplay) is told once, when it pauses
 PLACE_JS = f"""
 export default function (component) {{
-  let timer = null, answered = Number(component.data?.answered ?? 0);
-  const told = (event) => {{
-    const place = {{round: Number(event.detail.round), view: String(event.detail.view),
-                   answered: Number(event.detail.answered)}};
+  let timer = null, pending = null, answered = Number(component.data?.answered ?? 0);
+  const tell = () => {{
     clearTimeout(timer);
-    const tell = () => {{ answered = place.answered; component.setStateValue("place", place); }};
-    if (place.answered !== answered) tell();  // an answer at once: a page opened right after must know it
+    if (pending === null) return;
+    answered = pending.answered;
+    component.setStateValue("place", pending);
+    pending = null;
+  }};
+  const told = (event) => {{
+    pending = {{round: Number(event.detail.round), view: String(event.detail.view),
+               answered: Number(event.detail.answered)}};
+    clearTimeout(timer);
+    if (pending.answered !== answered) tell();  // an answer at once: a page opened right after must know it
     else timer = setTimeout(tell, {SETTLE_MS});
   }};
   window.addEventListener("specviz:place", told);
+  // a press on the page around the player (a link to another page, a button) tells a place still waiting first
+  document.addEventListener("pointerdown", tell, true);
   window.dispatchEvent(new CustomEvent("specviz:ask-place"));  // a player drawn before this listened tells it again
-  return () => {{ clearTimeout(timer); window.removeEventListener("specviz:place", told); }};
+  return () => {{
+    clearTimeout(timer);
+    window.removeEventListener("specviz:place", told);
+    document.removeEventListener("pointerdown", tell, true);
+  }};
 }}
 """
 PLACE = st.components.v2.component("specviz_player_place", js=PLACE_JS)
@@ -63,17 +76,20 @@ def told_place(place: Any) -> tuple[int, str, int] | None:
 
 
 @st.fragment
-def keep_players_place(config: DecodeConfig, prompt: str, defaults: DecodeConfig, trace: str, rounds: int) -> None:
+def keep_players_place(
+    config: DecodeConfig, prompt: str, defaults: DecodeConfig, trace: str, rounds: int, held: bool
+) -> None:
     """Mount the place keeper of the player showing ``trace`` (its :func:`~specviz.ui.views.trace_id`, ``rounds``
     long); when the player told a new place, the session's round, its quiz's answered rounds and the page's link
-    follow. A student's session whose quiz has just answered every round reruns its page, which then shows it all."""
+    follow. A page ``held`` by a student's quiz (:func:`~specviz.ui.views.answered_rounds` short of ``rounds``) whose
+    quiz has just answered every round reruns, and then shows it all; a page not held stays as it is (a rerun would
+    draw its player again for nothing: a quiz of rounds that ask nothing is answered as it opens)."""
     opened = {"answered": session.quiz_answered.get(trace, 0)}  # what the player opens with, told already
     told = told_place(PLACE(key=page_key("player", "place"), data=opened, on_place_change=lambda: None).place)
     if told is None:
         return
     session.round, view, answered = told
-    before = session.quiz_answered.get(trace, 0)
     session.quiz_answered = {**session.quiz_answered, trace: answered}
     write_url(config, prompt, session.round, defaults, extra={"view": view} if view != "step" else None)
-    if session.student and before < rounds <= answered:
+    if held and rounds <= answered:
         st.rerun(scope="app")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz.analysis.defaults import PRECISIONS, at_precision, exit_words
+from specviz.analysis.defaults import PRECISIONS, at_precision, exit_words, loses_words
 from specviz.analysis.draft_precision import precisions_on
 from specviz.analysis.llamacpp_passes import llamacpp_sentence, llamacpp_table, stored_llamacpp_passes
 from specviz.analysis.race import Race
@@ -70,13 +70,18 @@ def pair_defaults_text(config: DecodeConfig) -> str:
 
 
 def fastest_note(config: DecodeConfig) -> str | None:
-    """Beside the lesson's block: this machine's fastest measured for the pair in the config's precision (greedy
-    rounds replayed along held-out text: :func:`~specviz.analysis.replay.fastest_drafts`), where the sidebar's γ is
-    not it (the lesson opens on a block of at least :data:`~specviz.serving.pairs.LESSON_GAMMA_MIN`); None where it is
-    the same, or not measured here."""
+    """Beside the lesson's block and the race: this machine's fastest measured for the pair in the config's precision
+    (greedy rounds replayed along held-out text: :func:`~specviz.analysis.replay.fastest_drafts`), where the sidebar's
+    γ is not it (the lesson opens on a block of at least :data:`~specviz.serving.pairs.LESSON_GAMMA_MIN`), and that no
+    draft pays where none does (with the one that comes closest); None where the sidebar's γ is the fastest and
+    pays, or nothing was measured here."""
     own = pair_defaults(config.target, config.draft, config.device)
     fastest = own.fastest.get(config.dtype) if own is not None else None
-    if fastest is None or fastest.gamma == config.gamma:
+    if fastest is None:
+        return None
+    if not fastest.pays:
+        return f"**{loses_words(config.dtype, fastest)}** A race of these settings measures by how much."
+    if fastest.gamma == config.gamma:
         return None
     return (
         f"This machine's fastest for this pair in {config.dtype}: **γ = {fastest.gamma}**, the draft in "
@@ -208,14 +213,15 @@ def show_player(
     the page, so stepping needs no server. A student's session opens it on the quiz until every round is answered
     (:func:`answered_rounds`), whatever view was asked. Returns the player's HTML, which is also the lesson download."""
     shown, told = min(linked, len(trace.rounds)), session.quiz_answered.get(trace_id(trace), 0)
-    view = "quiz" if answered_rounds(trace) < len(trace.rounds) else view
+    held = answered_rounds(trace) < len(trace.rounds)
+    view = "quiz" if held else view
     write_url(config, prompt, shown, defaults, extra={"view": view} if view != "step" else None)
     race = shown_race(config, prompt)
     page = opened_at(shared_lesson_page(trace, race), view, shown, told)
     st.html(PROJECTOR_STYLE)
     st.iframe(page, height="content")  # streamlit sizes the frame to the player's content
     painted()  # the page's main view is out: the rest waits while other sessions' first contentful paints do
-    keep_players_place(config, prompt, defaults, trace_id(trace), len(trace.rounds))
+    keep_players_place(config, prompt, defaults, trace_id(trace), len(trace.rounds), held)
     return page
 
 

@@ -45,6 +45,8 @@ if config is not None and widest and config.target != widest[0] and availability
     )
 if config is not None:
     ui.precision_caption(config)
+    if (fastest := ui.fastest_note(config)) is not None:
+        st.caption(fastest)
     choices = lane_choices(config)
     extra = tuple(
         st.multiselect(
