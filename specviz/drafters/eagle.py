@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from transformers import DynamicCache
 
 from specviz.drafters.base import DraftBlock, DraftTree, Proposal, TreeNode
 from specviz.drafters.eagle_head import (
@@ -91,6 +92,7 @@ class EagleDrafter:
         """Predicted features (T, H) for T new rows (features (T, H), tokens, positions): causal after the cache, or
         placed by a tree layout."""
         device, cache = self.target.device, self.state.cache
+        assert isinstance(cache, DynamicCache), "EAGLE's head grows its own cache (its step takes no static one)"
         allowed = layout.allowed.to(device) if layout else causal_mask(len(tokens), cache.get_seq_length(), device)
         with self.target.lock, torch.inference_mode():
             return eagle_step(

@@ -33,6 +33,7 @@ from specviz.runtime.cpu.kernel_paths import DEFAULT, INT4, INT8, QUANTISED
 from specviz.runtime.cpu.mapped_pages import own_remaining_weights
 from specviz.runtime.loaded import LoadedModel
 from specviz.runtime.machine import check_memory, resolve_device, share_kv_heads_in_masked_attention, weights_bytes
+from specviz.runtime.static_passes import passes_for
 from specviz.runtime.vocab_ranking import read_vocab_ranking
 from specviz.settings import ModelLoadError, VocabularyMismatchError
 
@@ -190,7 +191,14 @@ def _build_model(spec: str, device: str, dtype: str) -> LoadedModel:
         QUANTISATIONS[dtype].apply(model)
     ranking = read_vocab_ranking(Path(source)) if Path(source).is_dir() else None
     loaded = LoadedModel(
-        spec=spec, name=name, model=model, tokenizer=tokenizer, device=resolved, vocab_ranking=ranking, precision=dtype
+        spec=spec,
+        name=name,
+        model=model,
+        tokenizer=tokenizer,
+        device=resolved,
+        vocab_ranking=ranking,
+        precision=dtype,
+        passes=passes_for(resolved, model),  # a GPU's: over a static cache, captured as CUDA graphs
     )
     if choose_kernels(loaded) != DEFAULT:  # before the model is shared: measured once per machine, then cached
         own_remaining_weights(model)

@@ -4,13 +4,13 @@ output head or FR-Spec's head trimmed to its K most frequent tokens (Zhao et al.
 from __future__ import annotations
 
 import torch
-from transformers import DynamicCache
 
 from specviz.runtime.cpu.kernel_paths import Projection
 from specviz.runtime.llama_step import llama_weights
 from specviz.runtime.loaded import LoadedModel, memoised_while_alive
-from specviz.runtime.protocol import ForwardFn, TreeLayout
+from specviz.runtime.protocol import ForwardFn, SequenceCache, TreeLayout, takes_static_cache
 from specviz.runtime.reference import full_forward, model_body
+from specviz.runtime.static_passes import StaticCache
 from specviz.runtime.vocab_ranking import to_full_vocab
 
 
@@ -38,14 +38,22 @@ def draft_forward(k: int) -> ForwardFn:
     whose logits may be more than the head's product (Gemma 2's soft-capping, Cohere's logit scale).
     """
 
+    @takes_static_cache
     def forward(
         loaded: LoadedModel,
         new_ids: list[int],
-        cache: DynamicCache,
+        cache: SequenceCache,
         cached: int,
         n_last: int,
         layout: TreeLayout | None = None,
     ) -> torch.Tensor:
+        if isinstance(cache, StaticCache):
+            with loaded.lock, torch.inference_mode():
+                if not k:
+                    return cache.passes.run(cache, new_ids, cached, n_last, layout)[0]
+                top, trimmed = trimmed_head(loaded, k)
+                short = cache.passes.run(cache, new_ids, cached, n_last, layout, head=(f"top {k}", trimmed))[0]
+            return to_full_vocab(short, top, loaded.model.config.vocab_size)  # (n_last, V)
         weights = llama_weights(loaded.model)
         if weights is None and not k:
             return full_forward(loaded, new_ids, cache, cached, n_last, layout)

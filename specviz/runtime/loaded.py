@@ -28,6 +28,8 @@ class LoadedModel:
     device: torch.device
     vocab_ranking: VocabRanking | None = None  # draft models: token ids by frequency (FR-Spec), if shipped
     precision: str = "float32"  # as loaded: float32, bfloat16, float16, or int8 (a draft's: int8 matrices)
+    passes: str = "dynamic"  # how its passes run: "dynamic" (a growing cache, every CPU's) or over a static cache,
+    # "static" or "graphed" (captured as CUDA graphs): specviz.runtime.static_passes.passes_for
     lock: threading.Lock = field(default_factory=threading.Lock)
     # the machine profile (specviz.models.profile.PassProfile) of each kernel path measured at load, by path name
     profiles: dict[str, Any] = field(default_factory=dict)

@@ -8,7 +8,8 @@ last ``n_last`` of them::
     loaded   the shared model (:class:`~specviz.runtime.loaded.LoadedModel`), only read; its ``lock`` is held
              for the pass
     new_ids  T token ids, T >= 1
-    cache    the ``DynamicCache`` holding ``cached`` positions; the T new keys and values are appended to it
+    cache    the ``DynamicCache`` holding ``cached`` positions; the T new keys and values are appended to it (or,
+             where the model's passes run over a static buffer, the sequence's :class:`StaticCache` there)
     cached   positions already in the cache (their ids are :attr:`KVCachedSequence.ids`)
     n_last   how many of the last new positions' logits are wanted, 1 <= n_last <= T
     layout   None: the T tokens continue the cache causally; else a :class:`TreeLayout` (tree attention)
@@ -30,37 +31,26 @@ are :mod:`specviz.runtime.reference`'s; the CPU integer runtime (:mod:`specviz.r
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from transformers import DynamicCache
 from transformers.cache_utils import CacheLayerMixin
 
 from specviz.runtime.loaded import LoadedModel
+from specviz.runtime.static_passes import DYNAMIC, StaticCache, static_passes
+from specviz.runtime.tree_layout import TreeLayout
 
-
-@dataclass(frozen=True)
-class TreeLayout:
-    """Where new tokens sit when they are not a plain continuation (tree attention, Miao et al. 2023;
-    Jeon et al. 2024): each new token's position id and the cached-or-new tokens it may attend to."""
-
-    positions: list[int]  # position id of each new token
-    allowed: torch.Tensor  # (new, cached + new) bool: True where the new token may attend
-
-    def additive_mask(self, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        """The (1, 1, new, cached + new) float mask the attention adds to its scores: 0 or the dtype's minimum."""
-        mask = torch.zeros(self.allowed.shape, dtype=dtype, device=device)
-        mask.masked_fill_(~self.allowed.to(device), torch.finfo(dtype).min)
-        return mask[None, None]
-
-
+# A sequence's cache: transformers' growing one, or its slots in a model's static buffer (specviz.runtime.static_passes)
+SequenceCache = DynamicCache | StaticCache
 # A forward function: (model, new token ids, cache, tokens already cached, logits wanted, tree layout or None)
 # -> logits (n_last, V). Without a layout the new tokens are a causal continuation of the cache.
-ForwardFn = Callable[[LoadedModel, list[int], DynamicCache, int, int, TreeLayout | None], torch.Tensor]
+ForwardFn = Callable[[LoadedModel, list[int], SequenceCache, int, int, TreeLayout | None], torch.Tensor]
 # A forward that also returns the final hidden states of the new tokens: (logits, (T, H)) (:func:`states_forward`)
 StatesForwardFn = Callable[
-    [LoadedModel, list[int], DynamicCache, int, int, TreeLayout | None], tuple[torch.Tensor, torch.Tensor]
+    [LoadedModel, list[int], SequenceCache, int, int, TreeLayout | None], tuple[torch.Tensor, torch.Tensor]
 ]
 
 
@@ -90,7 +80,9 @@ class KVCachedSequence:
     """
 
     def __init__(self) -> None:
-        self.cache = DynamicCache()  # full layers only (no model config given): croppable, see above
+        # full layers only (no model config given): croppable, see above; a static cache where the model's passes
+        # run over one and the forward takes it (set at the first feed: :func:`static_cache_for`)
+        self.cache: SequenceCache = DynamicCache()
         self.ids: list[int] = []
         self.states: torch.Tensor | None = None  # (cached, H) final hidden states, when the forward returns them
 
@@ -115,6 +107,8 @@ class KVCachedSequence:
         n_last: int,
         layout: TreeLayout | None = None,
     ) -> torch.Tensor:
+        if not self.ids and isinstance(self.cache, DynamicCache) and not self.cache.get_seq_length():
+            self.cache = static_cache_for(loaded, forward) or self.cache
         logits = forward(loaded, new_ids, self.cache, len(self.ids), n_last, layout)
         if isinstance(logits, tuple):  # a forward that also returns the final hidden states
             logits, states = logits
@@ -125,13 +119,40 @@ class KVCachedSequence:
     def keep(self, indices: list[int]) -> None:
         """Keep only the cache entries at ``indices`` (in order): after a tree pass, the committed
         prefix and the accepted path, so accepted tokens are not recomputed next round."""
-        index = torch.tensor(indices, dtype=torch.long)
-        for layer in self.cache.layers:
-            assert isinstance(layer, CacheLayerMixin), "a cache made without a model config holds key-value layers"
-            keys, values = layer.keys, layer.values
-            if layer.is_initialized and keys is not None and values is not None and keys.numel():
-                layer.keys = keys.index_select(-2, index.to(keys.device))
-                layer.values = values.index_select(-2, index.to(values.device))
+        if isinstance(self.cache, StaticCache):
+            self.cache.keep(indices)
+        else:
+            keep_entries(self.cache, indices)
         self.ids = [self.ids[i] for i in indices]
         if self.states is not None:
-            self.states = self.states[index.to(self.states.device)]
+            self.states = self.states[torch.tensor(indices, device=self.states.device)]
+
+
+def keep_entries(cache: DynamicCache, indices: list[int]) -> None:
+    """Keep only ``cache``'s entries at ``indices`` (in order), in every layer."""
+    index = torch.tensor(indices, dtype=torch.long)
+    for layer in cache.layers:
+        assert isinstance(layer, CacheLayerMixin), "a cache made without a model config holds key-value layers"
+        keys, values = layer.keys, layer.values
+        if layer.is_initialized and keys is not None and values is not None and keys.numel():
+            layer.keys = keys.index_select(-2, index.to(keys.device))
+            layer.values = values.index_select(-2, index.to(values.device))
+
+
+STATIC_TAKERS: weakref.WeakSet[Callable[..., object]] = weakref.WeakSet()  # forwards that take a StaticCache
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def takes_static_cache(forward: F) -> F:
+    """Mark ``forward`` as one that runs over a :class:`StaticCache` too (the reference and draft forwards)."""
+    STATIC_TAKERS.add(forward)
+    return forward
+
+
+def static_cache_for(loaded: LoadedModel, forward: ForwardFn | StatesForwardFn) -> StaticCache | None:
+    """A new sequence's static cache where ``loaded``'s passes run over one (its ``passes`` is not "dynamic") and
+    ``forward`` takes it (:func:`takes_static_cache`); else None."""
+    if loaded.passes == DYNAMIC or forward not in STATIC_TAKERS:
+        return None
+    return StaticCache(static_passes(loaded))

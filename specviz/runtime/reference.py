@@ -17,7 +17,8 @@ from specviz.runtime.cpu.int4_layers import int4_layers
 from specviz.runtime.cpu.row_attention import attends_by_rows
 from specviz.runtime.llama_step import LlamaWeights, causal_mask, llama_hidden, llama_layers, llama_weights
 from specviz.runtime.loaded import LoadedModel
-from specviz.runtime.protocol import TreeLayout
+from specviz.runtime.protocol import SequenceCache, TreeLayout, takes_static_cache
+from specviz.runtime.static_passes import StaticCache
 
 
 def _inputs(loaded: LoadedModel, new_ids: list[int], layout: TreeLayout | None) -> dict[str, torch.Tensor]:
@@ -46,15 +47,20 @@ def direct_body_weights(loaded: LoadedModel) -> LlamaWeights | None:
     return llama_weights(loaded.model)
 
 
+@takes_static_cache
 def full_forward(
     loaded: LoadedModel,
     new_ids: list[int],
-    cache: DynamicCache,
+    cache: SequenceCache,
     cached: int,
     n_last: int,
     layout: TreeLayout | None = None,
 ) -> torch.Tensor:
-    """Logits (n_last, V) of the last ``n_last`` positions after feeding ``new_ids`` to the cached model."""
+    """Logits (n_last, V) of the last ``n_last`` positions after feeding ``new_ids`` to the cached model (over a static
+    cache: :meth:`~specviz.runtime.static_passes.StaticPasses.run`, the whole head)."""
+    if isinstance(cache, StaticCache):
+        with loaded.lock, torch.inference_mode():
+            return cache.passes.run(cache, new_ids, cached, n_last, layout)[0]
     weights = direct_body_weights(loaded)
     with loaded.lock, torch.inference_mode():
         if weights is not None:
@@ -96,16 +102,21 @@ def model_body(
     return llama_hidden(weights, ids, positions, allowed, cache, n_last, layers)
 
 
+@takes_static_cache
 def states_forward(
     loaded: LoadedModel,
     new_ids: list[int],
-    cache: DynamicCache,
+    cache: SequenceCache,
     cached: int,
     n_last: int,
     layout: TreeLayout | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """As :func:`full_forward`, plus the final (normed) hidden state of every new token: (logits, (T, H)), a tree's
     nodes included. Parallel drafters and EAGLE read these states; the target's body runs once either way."""
+    if isinstance(cache, StaticCache):
+        with loaded.lock, torch.inference_mode():
+            logits, hidden = cache.passes.run(cache, new_ids, cached, n_last, layout, states=True)
+        return logits, hidden
     with loaded.lock, torch.inference_mode():
         # (T, H): the body of the target's full passes
         hidden = model_body(loaded, direct_body_weights(loaded), new_ids, cache, cached, len(new_ids), layout)

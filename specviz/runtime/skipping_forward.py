@@ -14,7 +14,7 @@ from transformers.masking_utils import create_causal_mask, create_sliding_window
 
 from specviz.runtime.llama_step import llama_weights
 from specviz.runtime.loaded import LoadedModel
-from specviz.runtime.protocol import ForwardFn, TreeLayout
+from specviz.runtime.protocol import ForwardFn, SequenceCache, TreeLayout
 from specviz.runtime.reference import model_body, new_positions
 
 if TYPE_CHECKING:
@@ -36,11 +36,12 @@ def layer_skip_forward(skip: frozenset[int]) -> ForwardFn:
     def forward(
         loaded: LoadedModel,
         new_ids: list[int],
-        cache: DynamicCache,
+        cache: SequenceCache,
         cached: int,
         n_last: int,
         layout: TreeLayout | None = None,
     ) -> torch.Tensor:
+        assert isinstance(cache, DynamicCache), "a layer-skip draft grows its own cache (takes no static one)"
         weights = llama_weights(loaded.model)
         with loaded.lock, torch.inference_mode():
             if weights is None:
