@@ -97,7 +97,10 @@ def test_the_capture_path_keeps_one_entry_per_pass_shape_and_runs_eagerly_withou
     assert all(entry.graph is None and entry.outputs == () for entry in target.values())  # the fallback: eager
     draft = static_passes(graphed.draft).captured  # type: ignore[arg-type]
     assert 1 in {shape.width for shape in draft}
-    assert capture(lambda: (torch.zeros(1),)) == (None, ())  # no GPU here: nothing captured, nothing raised
+    assert capture(lambda: (torch.zeros(1),), torch.device("cpu"), None) == (
+        None,
+        (),
+    )  # no GPU here: nothing captured, nothing raised
 
 
 def test_only_a_plain_llama_in_a_float_precision_on_a_gpu_takes_graphed_passes(tiny_pair, monkeypatch):
@@ -106,3 +109,18 @@ def test_only_a_plain_llama_in_a_float_precision_on_a_gpu_takes_graphed_passes(t
     assert passes_for(torch.device("cuda"), model) == GRAPHED
     monkeypatch.setenv("SPECVIZ_CUDA_GRAPHS", "0")
     assert passes_for(torch.device("cuda"), model) == STATIC
+
+
+def test_a_models_static_passes_do_not_keep_it_alive(tiny_dirs):
+    """What the static passes hold of a model (its buffer, its graphs) goes with it: a model the process lets go
+    (``forget_loaded_models``) is not kept alive by them, and a GPU's memory comes back."""
+    import gc
+    import weakref
+
+    loaded = dataclasses.replace(load_model(tiny_dirs["target"], "cpu"), passes=STATIC)
+    KVCachedSequence().feed(full_forward, loaded, PROMPT, 1)
+    assert static_passes(loaded).capacity == CAPACITY_STEP
+    gone = weakref.ref(loaded)
+    del loaded
+    gc.collect()
+    assert gone() is None

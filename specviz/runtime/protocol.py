@@ -155,4 +155,5 @@ def static_cache_for(loaded: LoadedModel, forward: ForwardFn | StatesForwardFn) 
     ``forward`` takes it (:func:`takes_static_cache`); else None."""
     if loaded.passes == DYNAMIC or forward not in STATIC_TAKERS:
         return None
-    return StaticCache(static_passes(loaded))
+    with loaded.lock:  # one model's passes made once, not by two sessions at once
+        return StaticCache(static_passes(loaded))

@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from transformers import PreTrainedModel
@@ -73,7 +75,7 @@ class StaticCache:
 
     def keep(self, indices: list[int]) -> None:
         """Keep only the slots at ``indices`` (in order), moved to the front: a tree's committed path."""
-        with self.passes.loaded.lock, torch.inference_mode():  # the buffer is made, and read, in inference mode
+        with self.passes.lock, torch.inference_mode():  # the buffer is made, and read, in inference mode
             self.passes.claim(self)
             buffer = self.passes.buffer
             index = torch.tensor(indices, dtype=torch.long, device=buffer.device)
@@ -154,11 +156,18 @@ class StaticPasses:
     """A loaded model's static KV buffer (layers, 2, kv heads, capacity, d) and its passes over it, each pass shape
     captured once as a CUDA graph where ``graphed`` (:data:`GRAPHED`) and CUDA is at hand; the sequence holding the
     buffer now is ``holder`` (weakly: a finished sequence's slots are not set aside). Used under the model's lock, as
-    every pass is."""
+    every pass is. It holds what it reads of the model, never the :class:`LoadedModel` (a memoised result must not
+    keep its owner alive: a model the process lets go frees its buffer and graphs with it)."""
 
-    loaded: LoadedModel
     weights: LlamaWeights
+    head: Head  # the model's output head (its module: weights only read)
+    dtype: torch.dtype
+    device: torch.device
+    lock: threading.Lock  # the model's: every pass holds it
     graphed: bool
+    pool: Any = (
+        None  # torch.cuda.graph_pool_handle(): one CUDA memory pool for the model's graphs (replayed one at a time)
+    )
     capacity: int = 0
     buffer: torch.Tensor = field(default_factory=lambda: torch.empty(0))
     holder: weakref.ref[StaticCache] | None = None
@@ -184,7 +193,7 @@ class StaticPasses:
             return
         capacity = -(-slots // CAPACITY_STEP) * CAPACITY_STEP
         layers, heads, dim = len(self.weights.layers), self.weights.kv_heads, self.weights.head_dim
-        grown = torch.zeros(layers, 2, heads, capacity, dim, dtype=self.loaded.model.dtype, device=self.loaded.device)
+        grown = torch.zeros(layers, 2, heads, capacity, dim, dtype=self.dtype, device=self.device)
         holder = self.holder() if self.holder is not None else None
         if holder is not None and self.capacity:
             grown[..., : holder.length, :] = self.buffer[..., : holder.length, :]
@@ -204,7 +213,7 @@ class StaticPasses:
         last ``n_last`` of them through ``head`` (its name and function; None: the model's output head), with the
         final hidden states of all T, (T, H), where ``states``. Replays the shape's graph where captured (capturing
         it the first time), else runs eagerly."""
-        head = head or ("whole", self.loaded.model.get_output_embeddings())
+        head = head or ("whole", self.head)
         self.claim(cache)
         self.reserve(cached + len(new_ids))
         shape = PassShape(len(new_ids), n_last, head[0], states, self.capacity)
@@ -218,7 +227,9 @@ class StaticPasses:
             return compute()
         if shape not in self.captured:
             self.captured[shape] = entry
-            entry.graph, entry.outputs = capture(compute)
+            if self.pool is None and torch.cuda.is_available():
+                self.pool = torch.cuda.graph_pool_handle()
+            entry.graph, entry.outputs = capture(compute, self.device, self.pool)
         if entry.graph is None:  # not captured (no GPU, or the capture failed): eager, the same numbers
             return compute()
         entry.graph.replay()
@@ -233,30 +244,42 @@ class StaticPasses:
         return (logits, hidden) if shape.states else (logits,)
 
 
-def capture(compute: Callable[[], tuple[torch.Tensor, ...]]) -> tuple[torch.cuda.CUDAGraph | None, tuple]:
-    """``compute`` captured as a CUDA graph after a warm-up run on a side stream (the capture itself runs nothing: the
-    warm-up wrote this pass's keys and values, the same the replay writes); (None, ()) off a GPU, and where the
-    capture fails, which is logged: the pass then runs eagerly."""
+CAPTURING = threading.Lock()  # one CUDA graph capture at a time in the process (torch.cuda.graph's rule)
+
+
+def capture(
+    compute: Callable[[], tuple[torch.Tensor, ...]], device: torch.device, pool: Any
+) -> tuple[torch.cuda.CUDAGraph | None, tuple]:
+    """``compute`` captured as a CUDA graph on ``device`` (its memory from ``pool``) after a warm-up run on a side
+    stream (the capture itself runs nothing: the warm-up wrote this pass's keys and values, the same the replay
+    writes); (None, ()) off a GPU, and where the capture fails, which is logged: the pass then runs eagerly.
+
+    Captures are one at a time (two models' locks do not exclude each other) and only this thread's CUDA calls are
+    held to the capture's rules (``thread_local``: another session's allocation does not break it); the side stream
+    is entered outside the capture, so a capture that fails still gives the thread its own stream back."""
     if not torch.cuda.is_available():
         return None, ()
     try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            compute()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            outputs = compute()
+        with CAPTURING, torch.cuda.device(device):
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                compute()
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool, stream=side, capture_error_mode="thread_local"):
+                    outputs = compute()
+            torch.cuda.current_stream().wait_stream(side)
         return graph, outputs
-    except RuntimeError as exc:  # an operation a graph cannot hold: the pass stays eager
+    except RuntimeError as exc:  # an operation a graph cannot hold, or memory: the pass stays eager
         log.warning("A CUDA graph capture failed, the pass runs eagerly: %s", exc)
         return None, ()
 
 
 @memoised_while_alive
 def static_passes(loaded: LoadedModel) -> StaticPasses:
-    """The loaded model's static passes (made once per live model; its weights only read)."""
+    """The loaded model's static passes (made once per live model, under its lock: one buffer per model; its weights
+    only read)."""
     weights = llama_weights(loaded.model)
     assert weights is not None, "static passes are made for plain Llama models (passes_for)"
-    return StaticPasses(loaded, weights, graphed=loaded.passes == GRAPHED)
+    head = loaded.model.get_output_embeddings()
+    return StaticPasses(weights, head, loaded.model.dtype, loaded.device, loaded.lock, loaded.passes == GRAPHED)
