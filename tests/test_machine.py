@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 
 import pytest
 import torch
@@ -62,6 +63,32 @@ def config_for(dirs, **changes) -> DecodeConfig:
         max_new_tokens=24,
         device="cpu",
     ).replace(**changes)
+
+
+@pytest.fixture(scope="module")
+def tiny_pair_profiled(onednn, tmp_path_factory):
+    """A cache holding the tiny pair's machine profiles in every precision (and this machine's compiled kernels),
+    measured once for the module; its chosen defaults left out, so each test that takes a copy
+    (:func:`profiled_cache`) measures them as a first start does, without timing every pass again."""
+    from specviz.analysis import defaults
+
+    cache = tmp_path_factory.mktemp("profiled")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPECVIZ_CACHE", str(cache))
+        patch.setattr(PassProfile, "quiet", True)
+        defaults.measure_pair_defaults(config_for(onednn[0]))
+    for chosen in cache.rglob("defaults-*"):
+        chosen.unlink()
+    return cache
+
+
+@pytest.fixture
+def profiled_cache(tiny_pair_profiled, tmp_path, monkeypatch):
+    """$SPECVIZ_CACHE: a copy of :func:`tiny_pair_profiled`'s, this test's own."""
+    cache = tmp_path / "cache"
+    shutil.copytree(tiny_pair_profiled, cache)
+    monkeypatch.setenv("SPECVIZ_CACHE", str(cache))
+    return cache
 
 
 def test_the_switch_packs_every_linear_layer_and_keeps_the_parameters(onednn):
@@ -367,10 +394,11 @@ def test_a_confidence_exit_is_chosen_where_the_draft_knows_when_it_is_wrong():
     assert draft_replay.replayed_draft(replay_of(agreed), target, draft)[1] == 0.0
 
 
-def test_fastest_decodes_on_the_measured_choice_and_the_trace_records_it(onednn, tmp_path, monkeypatch, capsys):
+def test_fastest_decodes_on_the_measured_choice_and_the_trace_records_it(
+    onednn, tmp_path, monkeypatch, capsys, profiled_cache
+):
     from specviz.analysis import defaults
 
-    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     monkeypatch.setattr(PassProfile, "quiet", True)  # a busy test machine's profiles count as quiet here
     dirs, _ = onednn
     out = tmp_path / "trace.json"
@@ -384,13 +412,12 @@ def test_fastest_decodes_on_the_measured_choice_and_the_trace_records_it(onednn,
 
 
 def test_fastest_among_target_precisions_picks_the_one_predicted_fastest_and_records_it(
-    onednn, tmp_path, monkeypatch, capsys
+    onednn, tmp_path, monkeypatch, capsys, profiled_cache
 ):
     """``--fastest int8,int4``: of the target precisions the user allows, the one whose configuration is predicted at
     the most tokens a second on this machine; the trace records the target's precision, the draft's and γ chosen."""
     from specviz.analysis import defaults
 
-    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     monkeypatch.setattr(PassProfile, "quiet", True)  # a busy test machine's profiles count as quiet here
     dirs, _ = onednn
     out = tmp_path / "trace.json"
@@ -450,14 +477,13 @@ def test_fastest_where_no_draft_pays_names_the_closest_and_prefers_a_precision_t
     assert not fastest_choice(config, measured, ("float32", "bfloat16")).pays
 
 
-def test_race_fastest_where_no_draft_pays_races_the_target_alone(onednn, tmp_path, monkeypatch, capsys):
+def test_race_fastest_where_no_draft_pays_races_the_target_alone(onednn, tmp_path, monkeypatch, capsys, profiled_cache):
     """``python -m specviz race --fastest`` on a pair whose stored replay finds no paying draft here (as a GPU's may):
     the command says so and the JSON holds the target alone, measured, and no speculative lane."""
     from specviz.analysis import defaults
     from specviz.analysis.draft_precision import precisions_on
     from specviz.analysis.replay import FastestDraft, MeasuredDefaults
 
-    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     dirs, pair = onednn
     losing = {dtype: FastestDraft(dtype, 2, 0.7, 10.0, 0.0) for dtype in precisions_on("cpu", defaults.PRECISIONS)}
     defaults.store_defaults(
@@ -482,10 +508,9 @@ def test_no_speed_page_guesses_from_the_cpus_dispatch_level():
     assert guesses == []  # the speed sentence is the measured profile's (roofline.speed_sentence)
 
 
-def test_a_pairs_defaults_are_measured_once_and_kept_for_this_machine_only(onednn, tmp_path, monkeypatch):
+def test_a_pairs_defaults_are_measured_once_and_kept_for_this_machine_only(onednn, monkeypatch, profiled_cache):
     from specviz.analysis import defaults
 
-    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     monkeypatch.setattr(PassProfile, "quiet", True)  # a busy test machine's profiles count as quiet here
     dirs, _ = onednn
     assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu") is None
@@ -502,13 +527,14 @@ def test_a_pairs_defaults_are_measured_once_and_kept_for_this_machine_only(onedn
     assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu") is None  # another torch, measured again
 
 
-def test_the_app_measures_the_lesson_precisions_and_fastest_adds_the_quantised_ones(onednn, tmp_path, monkeypatch):
+def test_the_app_measures_the_lesson_precisions_and_fastest_adds_the_quantised_ones(
+    onednn, monkeypatch, profiled_cache
+):
     """A first app start measures what it opens on (float32 and bfloat16 targets); ``--fastest`` among the quantised
     targets finds them missing and measures every precision."""
     from specviz.analysis import defaults
     from specviz.analysis.draft_precision import precisions_on
 
-    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     monkeypatch.setattr(PassProfile, "quiet", True)  # a busy test machine's profiles count as quiet here
     dirs, _ = onednn
     config = config_for(dirs)
@@ -520,13 +546,14 @@ def test_the_app_measures_the_lesson_precisions_and_fastest_adds_the_quantised_o
     assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu") == widened
 
 
-def test_defaults_chosen_from_busy_profiles_say_so_and_a_later_start_measures_them_again(onednn, tmp_path, monkeypatch):
+def test_defaults_chosen_from_busy_profiles_say_so_and_a_later_start_measures_them_again(
+    onednn, monkeypatch, profiled_cache
+):
     """A first start on a loaded machine stores its choice marked busy, with words saying so; a start within the hour
     reads it (measuring again per process fed the load); one an hour later measures again, and a quiet machine's
     choice is stored unmarked."""
     from specviz.analysis import defaults
 
-    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     monkeypatch.setattr(PassProfile, "quiet", False)
     dirs, _ = onednn
     config = config_for(dirs)
@@ -582,14 +609,13 @@ def test_an_unreadable_defaults_file_is_measured_again(tmp_path, monkeypatch):
     assert defaults.stored_defaults("a", "b", "cpu") == draft_replay.MeasuredDefaults("bfloat16", 5, "why")
 
 
-def test_replicas_starting_together_agree_on_one_measured_choice(onednn, tmp_path, monkeypatch):
+def test_replicas_starting_together_agree_on_one_measured_choice(onednn, monkeypatch, profiled_cache):
     """A second process waits while the first measures, then reads the first one's stored choice."""
     import fcntl
     import threading
 
     from specviz.analysis import defaults
 
-    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     dirs, _ = onednn
     config = config_for(dirs)
     path = defaults.defaults_file(config.target, config.draft, config.device)
