@@ -609,13 +609,14 @@ def test_an_unreadable_defaults_file_is_measured_again(tmp_path, monkeypatch):
     assert defaults.stored_defaults("a", "b", "cpu") == draft_replay.MeasuredDefaults("bfloat16", 5, "why")
 
 
-def test_replicas_starting_together_agree_on_one_measured_choice(onednn, monkeypatch, profiled_cache):
+def test_replicas_starting_together_agree_on_one_measured_choice(onednn, tmp_path, monkeypatch):
     """A second process waits while the first measures, then reads the first one's stored choice."""
     import fcntl
     import threading
 
     from specviz.analysis import defaults
 
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     dirs, _ = onednn
     config = config_for(dirs)
     path = defaults.defaults_file(config.target, config.draft, config.device)
