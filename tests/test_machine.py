@@ -275,7 +275,7 @@ def test_load_is_told_apart_from_speculation():
     assert metrics.load_signs(quiet) == []
 
 
-def test_the_cli_prints_the_machine_profile(onednn, capsys):
+def test_the_cli_prints_the_machine_profile(onednn, capsys, profiled_cache):
     dirs, _ = onednn
     assert (
         main(["machine", "--target", dirs["target"], "--draft", dirs["draft"], "--drafter", "model", "--device", "cpu"])
