@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -127,13 +125,14 @@ def test_a_draft_precision_in_a_link_round_trips_and_a_bad_one_falls_back():
 
 
 def test_the_cli_takes_a_draft_precision_and_records_it(tiny_dirs, tmp_path):
+    """The command line in this process (``python -m specviz`` itself runs in test_package and test_player): its
+    models are the ones loaded here, measured once, not loaded and measured again by a process of their own."""
+    from specviz.cli import main
+
     out = tmp_path / "trace.json"
     args = ["--target", tiny_dirs["target"], "--draft", tiny_dirs["draft"], "--drafter", "model", "--rule", "greedy"]
-    args += ["--prompt-ids", ",".join(map(str, PROMPT)), "--draft-dtype", "int8", "--out", str(out)]
-    done = subprocess.run(
-        [sys.executable, "-m", "specviz", "trace", *args], capture_output=True, text=True, env=os.environ.copy()
-    )
-    assert done.returncode == 0, done.stderr
+    args += ["--prompt-ids", ",".join(map(str, PROMPT)), "--draft-dtype", "int8", "--device", "cpu", "--out", str(out)]
+    assert main(["trace", *args]) == 0
     assert json.loads(out.read_text())["config"]["draft_dtype"] == "int8"
 
 
