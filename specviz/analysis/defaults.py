@@ -254,10 +254,10 @@ def fastest_choice(config: DecodeConfig, measured: MeasuredDefaults, allowed: tu
     precision, γ and confidence exit: :func:`~specviz.analysis.replay.fastest_drafts`) for its target precision, or,
     given ``allowed`` target precisions, for the one of them whose replayed tokens a second are highest among those
     that pay (the closest of them all where none does)."""
-    known = ", ".join(measured.fastest)
-    for dtype in allowed or (config.dtype,):
+    known, candidates = ", ".join(measured.fastest), allowed or (config.dtype,)
+    for dtype in candidates:
         check(dtype in measured.fastest, f"--fastest knows targets in {known}, not {dtype!r}")
-    ranked = {dtype: measured.fastest[dtype] for dtype in allowed or (config.dtype,)}
+    ranked = {dtype: measured.fastest[dtype] for dtype in candidates}
     dtype = max(ranked, key=lambda d: (ranked[d].pays, ranked[d].tokens_per_s))
     fastest = ranked[dtype]
     chosen = config.replace(

@@ -47,12 +47,11 @@ def draft_forward(k: int) -> ForwardFn:
         n_last: int,
         layout: TreeLayout | None = None,
     ) -> torch.Tensor:
+        if isinstance(cache, StaticCache) and not k:
+            return cache.passes.run(cache, new_ids, cached, n_last, layout)[0]
         if isinstance(cache, StaticCache):
-            with loaded.lock, torch.inference_mode():
-                if not k:
-                    return cache.passes.run(cache, new_ids, cached, n_last, layout)[0]
-                top, trimmed = trimmed_head(loaded, k)
-                short = cache.passes.run(cache, new_ids, cached, n_last, layout, head=(f"top {k}", trimmed))[0]
+            top, trimmed = trimmed_head(loaded, k)
+            short = cache.passes.run(cache, new_ids, cached, n_last, layout, head=(f"top {k}", trimmed))[0]
             return to_full_vocab(short, top, loaded.model.config.vocab_size)  # (n_last, V)
         weights = llama_weights(loaded.model)
         if weights is None and not k:

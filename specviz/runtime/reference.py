@@ -59,8 +59,7 @@ def full_forward(
     """Logits (n_last, V) of the last ``n_last`` positions after feeding ``new_ids`` to the cached model (over a static
     cache: :meth:`~specviz.runtime.static_passes.StaticPasses.run`, the whole head)."""
     if isinstance(cache, StaticCache):
-        with loaded.lock, torch.inference_mode():
-            return cache.passes.run(cache, new_ids, cached, n_last, layout)[0]
+        return cache.passes.run(cache, new_ids, cached, n_last, layout)[0]
     weights = direct_body_weights(loaded)
     with loaded.lock, torch.inference_mode():
         if weights is not None:
@@ -114,8 +113,7 @@ def states_forward(
     """As :func:`full_forward`, plus the final (normed) hidden state of every new token: (logits, (T, H)), a tree's
     nodes included. Parallel drafters and EAGLE read these states; the target's body runs once either way."""
     if isinstance(cache, StaticCache):
-        with loaded.lock, torch.inference_mode():
-            logits, hidden = cache.passes.run(cache, new_ids, cached, n_last, layout, states=True)
+        logits, hidden = cache.passes.run(cache, new_ids, cached, n_last, layout, states=True)
         return logits, hidden
     with loaded.lock, torch.inference_mode():
         # (T, H): the body of the target's full passes

@@ -106,15 +106,15 @@ class PassInputs:
         """The pass's values, in place: tokens at slots ``cached ..``, attending causally or where ``layout`` says."""
         width, device = len(new_ids), self.ids.device
         self.ids.copy_(torch.tensor(new_ids), non_blocking=True)
-        self.slots.copy_(torch.arange(cached, cached + width), non_blocking=True)
+        self.slots.copy_(torch.arange(cached, cached + width, device=device))
         if layout is not None:
             self.positions.copy_(torch.tensor(layout.positions), non_blocking=True)
-            mask = layout.allowed
-        else:
+            mask = layout.allowed.to(device, non_blocking=True)
+        else:  # made where it is read: a step's mask crosses no bus
             self.positions.copy_(self.slots)
-            mask = torch.ones(width, cached + width, dtype=torch.bool).tril(cached)
+            mask = torch.ones(width, cached + width, dtype=torch.bool, device=device).tril(cached)
         self.allowed.zero_()
-        self.allowed[:, : cached + width].copy_(mask.to(device), non_blocking=True)
+        self.allowed[:, : cached + width].copy_(mask)
 
 
 class SlotWriter:
@@ -212,28 +212,29 @@ class StaticPasses:
         """Feed ``new_ids`` to ``cache`` (which holds ``cached`` slots) and return the logits (n_last, V or K) of the
         last ``n_last`` of them through ``head`` (its name and function; None: the model's output head), with the
         final hidden states of all T, (T, H), where ``states``. Replays the shape's graph where captured (capturing
-        it the first time), else runs eagerly."""
+        it the first time), else runs eagerly. Holds the model's lock, in inference mode, as every pass does."""
         head = head or ("whole", self.head)
-        self.claim(cache)
-        self.reserve(cached + len(new_ids))
-        shape = PassShape(len(new_ids), n_last, head[0], states, self.capacity)
-        entry = self.captured.get(shape) or CapturedPass(
-            PassInputs.empty(shape.width, self.capacity, self.buffer.device)
-        )
-        entry.inputs.fill(new_ids, cached, layout)
-        cache.length = cached + len(new_ids)
-        compute = lambda: self.compute(entry.inputs, shape, head[1])  # noqa: E731  (what a graph captures)
-        if not self.graphed or not cached or shape.width > GRAPHED_WIDTH_MAX:  # a first pass holds a prompt: once
-            return compute()
-        if shape not in self.captured:
-            self.captured[shape] = entry
-            if self.pool is None and torch.cuda.is_available():
-                self.pool = torch.cuda.graph_pool_handle()
-            entry.graph, entry.outputs = capture(compute, self.device, self.pool)
-        if entry.graph is None:  # not captured (no GPU, or the capture failed): eager, the same numbers
-            return compute()
-        entry.graph.replay()
-        return tuple(out.clone() for out in entry.outputs)
+        with self.lock, torch.inference_mode():
+            self.claim(cache)
+            self.reserve(cached + len(new_ids))
+            shape = PassShape(len(new_ids), n_last, head[0], states, self.capacity)
+            entry = self.captured.get(shape) or CapturedPass(
+                PassInputs.empty(shape.width, self.capacity, self.buffer.device)
+            )
+            entry.inputs.fill(new_ids, cached, layout)
+            cache.length = cached + len(new_ids)
+            compute = lambda: self.compute(entry.inputs, shape, head[1])  # noqa: E731  (what a graph captures)
+            if not self.graphed or not cached or shape.width > GRAPHED_WIDTH_MAX:  # a first pass holds a prompt: once
+                return compute()
+            if shape not in self.captured:
+                self.captured[shape] = entry
+                if self.pool is None and torch.cuda.is_available():
+                    self.pool = torch.cuda.graph_pool_handle()
+                entry.graph, entry.outputs = capture(compute, self.device, self.pool)
+            if entry.graph is None:  # not captured (no GPU, or the capture failed): eager, the same numbers
+                return compute()
+            entry.graph.replay()
+            return tuple(out.clone() for out in entry.outputs)
 
     def compute(self, inputs: PassInputs, shape: PassShape, head: Head) -> tuple[torch.Tensor, ...]:
         """The pass itself: the direct Llama body over the buffer, then ``head`` on the last ``n_last`` states."""
