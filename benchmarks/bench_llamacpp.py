@@ -45,7 +45,8 @@ from transformers import AutoTokenizer
 from benchmarks.bench_machine import PAIRS, pair_config
 from specviz import DATA_DIR
 from specviz.analysis import llamacpp_passes
-from specviz.analysis.defaults import exit_words, fastest_config
+from specviz.analysis.claims import exit_words
+from specviz.analysis.defaults import fastest_config
 from specviz.analysis.race import run_race
 from specviz.engine import load_pair
 from specviz.models.loading import encode_prompt, forget_loaded_models, load_location

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -228,8 +230,12 @@ def test_gamma_sweep_progress_counts_its_real_steps(config, tiny_pair):
         assert (row.expected_speedup_verify_measured < row.expected_speedup) == (row.verify_cost > 1.0)
     # the median within its cycles
     assert ((table.speedup_low <= table.speedup) & (table.speedup <= table.speedup_high)).all()
-    fig = sweep_figures.gamma_sweep_figure(table, 2, 2)
-    bars = next(t for t in fig.data if t.name == "the sweep's timed ratio").error_y
+    fig = sweep_figures.gamma_sweep_figure(table, 2, [4])
+    timed = next(t for t in fig.data if t.name == "the sweep's timed ratio")
+    assert math.isnan(timed.y[2]) and not math.isnan(timed.y[0])  # γ = 4 measured the load: no point of the line
+    crosses = next(t for t in fig.data if t.name == "timed under load (no result)")
+    assert list(crosses.x) == [4] and list(crosses.y) == [table.speedup[2]]
+    bars = timed.error_y
     assert list(bars.array) == pytest.approx(list(table.speedup_high - table.speedup))
     assert list(bars.arrayminus) == pytest.approx(list(table.speedup - table.speedup_low))
     # the legend speaks words, not column names

@@ -159,3 +159,17 @@ def test_the_labs_default_decodes_catch_the_broken_rule_at_the_apps_default(embe
     assert torch.allclose(
         lab.output_law(confident, exact.target_probs, exact.draft_probs), exact.target_probs, atol=1e-5
     )
+
+
+@pytest.mark.slow  # hundreds of decodes per arm: what the power target asks of the tiny pair
+def test_a_press_at_the_default_decodes_as_many_samples_as_the_power_target_needs(config):
+    """#70 item 9: the page's part 2 at its default names no count (the work reads it from the first position's exact
+    laws), so a lecture prepared before part 1 was sampled holds the result the page asks for after it."""
+    from specviz.serving.pairs import pair_for
+    from specviz.serving.works import ids_of, lab_decodes
+    from tests.conftest import TINY_TEXT_PROMPT
+
+    laws = lab_sequences.first_position_laws(config, pair_for(config), ids_of(config, TINY_TEXT_PROMPT))
+    needed = lab_sequences.default_sequence_samples(lab_sequences.power_by_decodes(laws))
+    table = lab_decodes(config, TINY_TEXT_PROMPT, (None, 2), lambda *progress: None)
+    assert (table.position == 1).sum() == len(lab.ARMS) * needed

@@ -98,7 +98,7 @@ def test_after_preparing_every_recorded_page_runs_without_starting_a_computation
         if page == "race":
             assert "target alone" in shown
         if page == "gamma_sweep":
-            assert "fastest γ, timed" in shown
+            assert "fastest γ in this sweep" in shown
     assert computations() == before  # nothing was computed in front of the class
 
 

@@ -12,7 +12,7 @@ import torch
 from safetensors import safe_open
 from torch import nn
 
-from specviz.analysis import metrics, roofline
+from specviz.analysis import metrics, roofline, timing
 from specviz.analysis import replay as draft_replay
 from specviz.analysis.lab import chi_square_power, goodness_of_fit, output_law
 from specviz.cli import main
@@ -22,7 +22,7 @@ from specviz.models import pass_timing
 from specviz.models import profile as machine_profile
 from specviz.models.loading import load_model
 from specviz.models.pass_timing import PROFILE_TOKENS
-from specviz.models.profile import KERNELS_VAR, PassProfile, keep_least_loaded, pass_profile, profile_file
+from specviz.models.profile import KERNELS_VAR, PassProfile, keep_if_quiet, load_words, pass_profile, profile_file
 from specviz.models.rates import MachineRates
 from specviz.rules.distributions import softmax32
 from specviz.rules.sampling import BrokenResidualRule
@@ -166,52 +166,72 @@ def test_the_profile_is_measured_once_and_read_back(onednn, monkeypatch):
     assert 0 <= profile.flat_until() <= PROFILE_TOKENS - 1 and profile.cpu and profile.torch == torch.__version__
     assert pass_profile(loaded, full_forward) is profile  # measured once per process
     path = profile_file(loaded, "full")
-    with open(path, encoding="utf-8") as f:  # kept for every later process, quiet or (marked) busy
-        assert PassProfile.from_dict(json.load(f)) == profile
+    if profile.quiet:  # kept for every later process; a busy one never is
+        with open(path, encoding="utf-8") as f:
+            assert PassProfile.from_dict(json.load(f)) == profile
+    else:
+        assert not os.path.exists(path) or PassProfile.from_dict(json.loads(open(path).read())).quiet
 
 
-def test_a_busy_profile_never_replaces_a_quieter_one_in_the_cache(tmp_path):
+def test_only_a_quiet_profile_is_kept_and_nothing_replaces_it(tmp_path):
     quiet, busy = profile_of((10.0,) * 9), dataclasses.replace(profile_of((10.0,) * 9), spread=2.0)
     path = str(tmp_path / "profile.json")
-    assert keep_least_loaded(path, busy) and PassProfile.from_dict(json.loads(open(path).read())) == busy
-    assert keep_least_loaded(path, quiet) and PassProfile.from_dict(json.loads(open(path).read())) == quiet
-    assert not keep_least_loaded(path, busy)  # the quiet one stays the machine's
+    assert not keep_if_quiet(path, busy) and not os.path.exists(path)  # a busy measurement is never the machine's
+    assert keep_if_quiet(path, quiet) and PassProfile.from_dict(json.loads(open(path).read())) == quiet
+    assert not keep_if_quiet(path, dataclasses.replace(quiet, pass_ms=(9.0,) * 9))  # the quiet one stays
     # a load constant through every round: the rounds agree (spread 1.19), the timing thread had a third of a core
     constant = dataclasses.replace(profile_of((645.0,) * 9), spread=1.19, cpu_share=0.3)
-    assert not constant.quiet and not keep_least_loaded(path, constant)
-    lighter = dataclasses.replace(constant, pass_ms=(200.0,) * 9)
-    kept = str(tmp_path / "busy.json")
-    assert keep_least_loaded(kept, constant) and keep_least_loaded(kept, lighter)  # the lighter load replaces it
-    assert not keep_least_loaded(kept, constant)
-    assert "Measured while other work held the cores" in roofline.speed_sentence(constant)
-    assert "other work" not in roofline.speed_sentence(quiet)
+    assert not constant.quiet and not keep_if_quiet(str(tmp_path / "busy.json"), constant)
+    # another process kept one and a half cores busy: the timing thread had its core, the rounds agree, yet busy
+    beside = dataclasses.replace(profile_of((20.0,) * 9), spread=1.1, cpu_share=0.95, other_cores=1.5)
+    assert not beside.quiet and load_words(beside) == "other processes kept 1.5 cores busy"
+    idle_browser = dataclasses.replace(beside, other_cores=0.04)  # a few hundredths of a core: quiet
+    assert idle_browser.quiet and load_words(idle_browser) == ""
+    assert "the timing thread had 30% of a core" in roofline.speed_sentence(constant)
+    assert "busy" not in roofline.speed_sentence(quiet)
+
+
+def test_the_other_processes_cores_are_the_machines_busy_time_less_this_processs(tmp_path, monkeypatch):
+    stat = tmp_path / "stat"
+    ticks = os.sysconf("SC_CLK_TCK")
+    # user nice system idle iowait irq softirq steal: 300 busy ticks, idle and iowait not counted
+    stat.write_text(f"cpu  {ticks} 0 {ticks} 9999 77 0 0 {ticks} 0 0\ncpu0 1 2 3\n")
+    assert pass_timing.machine_busy_seconds(str(stat)) == 3.0
+    assert pass_timing.machine_busy_seconds(str(tmp_path / "none")) is None
+    before = pass_timing.Clock(wall=10.0, thread_cpu=4.0, process_cpu=5.0, machine_busy=100.0)
+    after = pass_timing.Clock(wall=12.0, thread_cpu=5.0, process_cpu=7.0, machine_busy=105.0)
+    monkeypatch.setattr(pass_timing, "thread_clock", lambda: after)
+    # the machine was busy 5 s in 2 s of wall time, 2 s of them this process's: others kept 1.5 cores busy
+    assert pass_timing.other_cores(before) == 1.5
+    assert pass_timing.other_cores(before._replace(machine_busy=None)) is None
 
 
 def test_the_cpu_share_is_the_threads_cpu_time_over_the_wall_time(monkeypatch):
-    monkeypatch.setattr(pass_timing, "thread_clock", lambda: (12.0, 4.5))
-    assert pass_timing.cpu_share((10.0, 4.0)) == 0.25  # 0.5 s of CPU in 2 s: the thread waited 3/4 of the time
+    monkeypatch.setattr(pass_timing, "thread_clock", lambda: pass_timing.Clock(12.0, 4.5, 9.0, None))
+    # 0.5 s of CPU in 2 s: the thread waited 3/4 of the time
+    assert pass_timing.cpu_share(pass_timing.Clock(10.0, 4.0, 5.0, None)) == 0.25
 
 
-def test_a_busy_profile_is_this_processs_the_least_loaded_kept_and_measured_again_when_quiet(
+def test_a_busy_profile_is_this_processs_alone_the_least_loaded_and_measured_again_until_quiet(
     onednn, tmp_path, monkeypatch
 ):
-    """Measured under load (here a constant one: its rounds agree), a profile is kept marked busy: the least loaded of
-    its attempts serves this process and is cached as such, is measured again later (and by the next process), and
-    the first quiet measurement replaces it for all."""
+    """Measured under load (here a constant one: its rounds agree), a profile serves this process alone, the least
+    loaded of its attempts, never written to disk; it is measured again later (and by the next process), and the first
+    quiet measurement is kept for all."""
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     _, pair = onednn
     timings = iter(
         [
-            pass_timing.Timed((60.0,) * 9, 1.19, 0.3),
-            pass_timing.Timed((40.0,) * 9, 1.19, 0.4),
-            pass_timing.Timed((12.0,) * 9, 1.05, 0.97),
+            pass_timing.Timed((60.0,) * 9, 1.19, 0.3, 0.0),
+            pass_timing.Timed((40.0,) * 9, 1.19, 0.4, 0.0),
+            pass_timing.Timed((12.0,) * 9, 1.05, 0.97, 0.02),
         ]
     )
     monkeypatch.setattr(machine_profile, "time_passes", lambda *args, **kwargs: next(timings))
     path = profile_file(pair.draft, "full")
     busy = pass_profile(pair.draft, full_forward)
     assert busy.step_ms == 40.0 and not busy.quiet  # two attempts, the least loaded kept
-    assert PassProfile.from_dict(json.loads(open(path).read())) == busy  # cached, marked busy
+    assert not os.path.exists(path)  # never the machine's
     assert pass_profile(pair.draft, full_forward) is busy  # this process's until measured again
     monkeypatch.setattr(machine_profile, "MEASURE_AGAIN_S", 0.0)
     again = pass_profile(pair.draft, full_forward)
@@ -273,6 +293,21 @@ def test_load_is_told_apart_from_speculation():
     assert len(signs) == 2 and "disagree" in signs[0] and "above the 1.36×" in signs[1]
     quiet = metrics.SpeedupCheck(1.0, 1.3, 0.1, 1.36, 1.2, (1.28, 1.3, 1.33))
     assert metrics.load_signs(quiet) == []
+    # the pairs agree, yet the OS saw other processes keep nearly two cores busy: said, with how much
+    beside = dataclasses.replace(quiet, other_cores=1.9)
+    assert metrics.load_signs(beside) == ["other processes kept 1.9 cores busy"]
+    assert metrics.load_signs(dataclasses.replace(quiet, other_cores=0.05)) == []  # an idle browser: quiet
+
+
+def test_one_hiccup_among_five_repeats_is_no_load_and_a_lasting_one_is():
+    from specviz.analysis.paired import disagree
+
+    assert not disagree([1.0, 1.02, 1.6, 1.05, 1.01])  # one repeat the VM held up: left out
+    assert disagree([1.0, 1.5, 1.55, 1.6, 1.02])  # three of five slowed: a load
+    assert disagree([1.0, 1.5, 1.1])  # three pairs: each counts
+    timed = {"ratios": [2.0, 2.05, 1.98, 2.01, 2.02], "other_cores": 0.02}
+    assert not timing.timed_under_load(timed) and timing.load_words(timed) == []
+    assert timing.load_words({**timed, "other_cores": 1.2}) == ["other processes kept 1.2 cores busy"]
 
 
 def test_the_cli_prints_the_machine_profile(onednn, capsys, profiled_cache):
@@ -430,10 +465,10 @@ def test_fastest_among_target_precisions_picks_the_one_predicted_fastest_and_rec
     assert recorded["confidence_exit"] == fastest[dtype].confidence_exit
     said = capsys.readouterr().err
     if fastest[dtype].pays:
-        assert f"a {dtype} target (the fastest of int8, int4)" in said
+        assert f"an {dtype} target (the fastest of int8, int4)" in said
         assert f"{fastest[dtype].tokens_per_s:.1f} tokens/s" in said
     else:  # a tiny pair on a busy machine: no draft beats its target alone
-        assert f"No draft pays for a {dtype} target on this machine: the closest, the draft model in" in said
+        assert f"No draft pays for an {dtype} target on this machine: the closest, the draft model in" in said
     assert main([*args[:-1], "int3", "--prompt-ids", "1,2", "--device", "cpu", "--out", str(out)]) != 0
     assert "--fastest knows targets in" in capsys.readouterr().err
 
@@ -441,7 +476,7 @@ def test_fastest_among_target_precisions_picks_the_one_predicted_fastest_and_rec
 def test_a_lessons_draft_never_loses_while_one_with_a_confidence_exit_pays():
     """The lesson drafts γ tokens a round (no exit) where that pays; where it loses to the target alone and a confidence
     exit pays in the same precision (a GPU whose draft step costs a third of the target's), the exit is the default;
-    where nothing pays, the closest stands (and is said: :func:`~specviz.analysis.defaults.loses_words`)."""
+    where nothing pays, the closest stands (and is said: :func:`~specviz.analysis.claims.loses_words`)."""
     from specviz.analysis.defaults import lesson_draft
 
     paying, losing = (
@@ -469,7 +504,7 @@ def test_fastest_where_no_draft_pays_names_the_closest_and_prefers_a_precision_t
     measured = MeasuredDefaults("float32", 5, "measured", "bfloat16", fastest)
     config = DecodeConfig(target="a-target", draft="a-draft", drafter="model")
     among = fastest_choice(config, measured, ("float32", "bfloat16", "int8"))
-    assert among.pays and among.config.dtype == "int8" and "a int8 target (the fastest of" in among.words
+    assert among.pays and among.config.dtype == "int8" and "an int8 target (the fastest of" in among.words
     alone = fastest_choice(config, measured)
     assert not alone.pays and (alone.config.gamma, alone.config.value("confidence_exit")) == (5, 0.9)
     assert alone.words.startswith("--fastest: No draft pays for a float32 target on this machine: the closest, ")
@@ -521,7 +556,7 @@ def test_a_pairs_defaults_are_measured_once_and_kept_for_this_machine_only(onedn
     assert set(measured.fastest) == set(defaults.PRECISIONS)  # the fastest draft for each target precision
     assert measured.draft_dtype in ("float32", "bfloat16", "int8", "int4")  # the lesson's: γ tokens a round
     assert all(fastest.confidence_exit in roofline.EXITS for fastest in measured.fastest.values())
-    assert "Fastest draft here" in measured.reason and 1 <= measured.gamma <= PROFILE_TOKENS - 1
+    assert "The lesson's draft here" in measured.reason and 1 <= measured.gamma <= PROFILE_TOKENS - 1
     assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cuda") is None  # another device, another record
     monkeypatch.setattr(torch, "__version__", "0.0.0")
     assert defaults.stored_defaults(dirs["target"], dirs["draft"], "cpu") is None  # another torch, measured again
@@ -549,16 +584,17 @@ def test_the_app_measures_the_lesson_precisions_and_fastest_adds_the_quantised_o
 def test_defaults_chosen_from_busy_profiles_say_so_and_a_later_start_measures_them_again(
     onednn, monkeypatch, profiled_cache
 ):
-    """A first start on a loaded machine stores its choice marked busy, with words saying so; a start within the hour
-    reads it (measuring again per process fed the load); one an hour later measures again, and a quiet machine's
-    choice is stored unmarked."""
+    """A first start on a loaded machine stores its choice marked busy (replicas open a link alike), with words saying
+    no figure is stated from it; a start within the hour reads it (measuring again per process fed the load); one an
+    hour later measures again, and a quiet machine's choice is stored unmarked. A busy measurement never replaces
+    it."""
     from specviz.analysis import defaults
 
     monkeypatch.setattr(PassProfile, "quiet", False)
     dirs, _ = onednn
     config = config_for(dirs)
     busy = defaults.defaults_once(config)
-    assert busy.busy and "Measured while other work held the cores" in busy.reason
+    assert busy.busy and "no figure is stated from it" in busy.reason
     path = defaults.defaults_file(config.target, config.draft, config.device)
     assert not defaults.due_for_remeasure(path, busy)  # within the hour: read
     assert defaults.defaults_once(config) == busy
@@ -568,6 +604,8 @@ def test_defaults_chosen_from_busy_profiles_say_so_and_a_later_start_measures_th
     assert defaults.due_for_remeasure(path, busy)
     quiet = defaults.defaults_once(config)
     assert not quiet.busy and "other work" not in quiet.reason
+    assert defaults.stored_defaults(config.target, config.draft, config.device) == quiet
+    assert not defaults.keep_defaults(config, busy)  # a class's busy hour never replaces the quiet choice
     assert defaults.stored_defaults(config.target, config.draft, config.device) == quiet
 
 

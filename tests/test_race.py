@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from specviz.analysis.claims import headline_text, speedup_words
 from specviz.analysis.race import (
     Lane,
     Race,
@@ -16,7 +17,6 @@ from specviz.analysis.race import (
     load_signs,
     run_race,
     slowdown_over,
-    speedup_words,
 )
 from specviz.config import DecodeConfig
 from specviz.engine import autoregressive_decode, speculative_decode
@@ -26,7 +26,6 @@ from specviz.server_reports.export import drafting_run, vllm_prometheus
 from specviz.server_reports.reading import read_engine_report
 from specviz.serving import jsoncodec
 from specviz.serving.pool import shared_work, shown_attempt
-from specviz.ui.racing import headline_text
 
 from .conftest import TINY_TEXT_PROMPT
 from .test_app import make_app
@@ -120,8 +119,10 @@ def test_a_race_goes_through_the_replicas_json_store(race):
     assert jsoncodec.decode(json.loads(json.dumps(jsoncodec.encode(race)))) == race
 
 
-def lane(name: str, slowdown: float | None, cpu_share: float = 1.0, total_ms: float = 1000.0) -> Lane:
-    return Lane(name, (), total_ms, (), "", slowdown, cpu_share=cpu_share)
+def lane(
+    name: str, slowdown: float | None, cpu_share: float = 1.0, total_ms: float = 1000.0, others: float | None = 0.0
+) -> Lane:
+    return Lane(name, (), total_ms, (), "", slowdown, cpu_share=cpu_share, other_cores=others)
 
 
 def test_a_lane_slowed_more_than_the_others_is_a_sign_of_load():
@@ -134,8 +135,16 @@ def test_a_load_constant_through_the_race_is_a_sign_of_load_and_a_quiet_race_is_
     """A constant load slows both lanes alike, so their steps agree; the decoding thread's share of a core tells it
     apart. A quiet race, each lane's thread on a core and its steps as the profile's, shows no sign."""
     loaded = load_signs((lane("target alone", 3.9, cpu_share=0.3), lane("speculative", 3.8, cpu_share=0.35)))
-    assert len(loaded) == 2 and "target alone had 30% of a core" in loaded[0]
+    assert len(loaded) == 2 and "while target alone ran, the timing thread had 30% of a core" in loaded[0]
     assert load_signs((lane("target alone", 1.05, cpu_share=0.97), lane("speculative", 1.1, cpu_share=0.95))) == ()
+    # two processes beside the app, each lane's thread still on its core: the OS saw the other cores busy
+    beside = load_signs((lane("target alone", 1.1, others=1.8), lane("speculative", 1.1, others=1.9)))
+    assert beside == (
+        "while target alone ran, other processes kept 1.8 cores busy",
+        "while speculative ran, other processes kept 1.9 cores busy",
+    )
+    idle_browser = (lane("target alone", 1.05, others=0.05), lane("speculative", 1.08, others=0.04))
+    assert load_signs(idle_browser) == ()
 
 
 def test_a_lane_predicted_from_a_busy_profile_is_not_compared():
@@ -150,9 +159,9 @@ def test_a_lane_predicted_from_a_busy_profile_is_not_compared():
 def test_a_race_slower_than_the_target_alone_says_slower_never_faster():
     assert speedup_words(1.36) == "1.36× faster" and speedup_words(0.97) == "0.97× (slower)"
     slower = Race((lane("target alone", 1.0), lane("speculative", 1.0, total_ms=1031.0)), ("",), "", "", "", "", ())
-    said = headline_text(slower, 0.15)
-    assert "0.97× (slower), measured" in said and "profile: 0.15× (slower)" in said and "faster" not in said
-    assert "1.36× faster, predicted" in headline_text(None, 1.36)
+    said = headline_text(slower.headline, slower.measured_at, 0.15)
+    assert "0.97× (slower), measured" in said and "predicted 0.15×" in said and "faster" not in said
+    assert "predicted 1.36×" in headline_text(None, None, 1.36) and "faster" not in headline_text(None, None, 1.36)
     page = race_page(slower)
     assert "× (slower)`" in page and "speedup(lane) < 1" in page  # the replay words it and colours it so
 

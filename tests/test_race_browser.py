@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import sync_playwright
 
-from specviz.analysis.race import Race, run_race, speedup_words
+from specviz.analysis.claims import speedup_words
+from specviz.analysis.race import Race, run_race
 from specviz.config import DecodeConfig
 from specviz.engine import load_pair, speculative_decode
 from specviz.presentation.player import lesson_html

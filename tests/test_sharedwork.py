@@ -6,6 +6,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 import torch
 
 from specviz.serving.estimates import expected_run, remaining_seconds
@@ -190,12 +191,22 @@ def test_an_estimated_runs_estimate_never_climbs_past_twice_its_first_figure_and
     for done in range(1, 32):
         now = 5.0 + 0.3 * (done - 1)
         job.progress = (done, 32, None)
+        job.first_step = job.first_step or (now, done)  # as the pool notes it
         figures.append(remaining_seconds(job, expected_run(job, {}), now))
         truth.append(0.3 * (32 - done))
     assert first == 10.0 and max(figures) <= 2 * first
     assert abs(figures[-1] - truth[-1]) < 0.5  # the last steps: the measurement
     unestimated = Job("k", "Decoding", lambda on_progress: None, 1, started=0.0, progress=(1, 32, None))
     assert remaining_seconds(unestimated, None, now=5.0) == 155.0
+
+
+def test_a_run_slower_than_its_estimate_says_so_as_it_goes():
+    """#70 item 9: estimated at 194 s, the run took 9 min 15 s and still said "about 101 s left" after 412 s. A run
+    of 100 steps estimated at 194 s that takes 5.55 s a step: past a quarter of the run its own pace alone counts."""
+    job = Job("k", "Decoding the samples", lambda on_progress: None, 1, estimated_s=194.0, started=0.0)
+    job.first_step = (5.55, 1)
+    job.progress = (74, 100, None)  # 412 s in
+    assert remaining_seconds(job, 194.0, now=74 * 5.55) == pytest.approx(26 * 5.55)  # 144 s: what is left
 
 
 def test_a_running_computation_nobody_waits_for_stops_at_its_next_step_and_the_next_starts():

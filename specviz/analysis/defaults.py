@@ -20,6 +20,7 @@ import gc
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -27,6 +28,7 @@ import torch
 from transformers import DynamicCache
 
 from specviz import DATA_DIR
+from specviz.analysis.claims import a_target, draft_words, exit_words, loses_words
 from specviz.analysis.draft_precision import precisions_on
 from specviz.analysis.replay import (
     DraftReplay,
@@ -58,11 +60,14 @@ PRECISIONS = (*LESSON_PRECISIONS, "int8", "int4")  # each profiled with every dr
 ACCEPTANCE_PROMPTS = 3  # held-out prompts of each file (prose and code) the acceptance is measured on
 ACCEPTANCE_TOKENS = 48  # of the target's greedy text after each held-out prompt (rounds replayed along it)
 OVERHEAD_GAMMA, OVERHEAD_TOKENS = 4, 24  # the engine's run that reads its rounds' own costs (round_overheads)
-CHOICES = 8  # bumped when what a pair's defaults choose changes (2: draft precision; 3: int8; 4: int4; 5: α per token;
+CHOICES = 9  # bumped when what a pair's defaults choose changes (2: draft precision; 3: int8; 4: int4; 5: α per token;
 # 6: rounds replayed, confidence exits; 7: a choice from busy profiles marked so; 8: a lesson never opens on a losing
-# draft while one with a confidence exit pays)
+# draft while one with a confidence exit pays; 9: a busy choice never replaces a quiet one, and states no figure)
 MEASURE_BUSY_AGAIN_S = 3600  # defaults chosen from busy profiles are measured again by a start this much later
-BUSY_WORDS = f"(Measured while other work held the cores: a start {MEASURE_BUSY_AGAIN_S / 3600:g} h on measures again.)"
+BUSY_WORDS = (
+    "(Chosen from passes measured while other work held the cores: it opens the lesson alike on every replica, no "
+    f"figure is stated from it, and a start {MEASURE_BUSY_AGAIN_S / 3600:g} h on measures again.)"
+)
 PAIR_DEFAULTS = ("dtype", "gamma", "draft_dtype", "confidence_exit")  # the settings a pair's measured defaults set
 
 
@@ -144,21 +149,30 @@ def round_overheads(config: DecodeConfig, pair: ModelPair, target: PassProfile, 
 
 
 def measure_pair_defaults(
-    config: DecodeConfig, release: bool = False, targets: tuple[str, ...] = PRECISIONS
+    config: DecodeConfig,
+    release: bool = False,
+    targets: tuple[str, ...] = PRECISIONS,
+    on_step: Callable[[str], None] | None = None,
 ) -> MeasuredDefaults:
     """Profile the config's pair in each of the ``targets`` precisions (the lesson's two first) with its draft in
     each draft precision, take each draft precision's greedy acceptance against the float32 target's greedy text,
     choose the target's precision (the draft at the target's own precision decides it, as before), then the fastest
-    draft precision and γ for each target precision measured, and store them (from the least loaded profiles measured
-    so far; a choice made from a busy profile is marked so, and measured again by a start an hour on,
-    :func:`due_for_remeasure`). ``release``: free each target
-    precision's models before loading the next (a command's process; the app keeps what it loaded)."""
+    draft precision and γ for each target precision measured, and store them (:func:`keep_defaults`: a choice made
+    from a busy profile is marked so, states no figure, never replaces a quiet one, and is measured again by a start an
+    hour on, :func:`due_for_remeasure`). ``release``: free each target precision's models before loading the next (a
+    command's process; the app keeps what it loaded). ``on_step(words)``: told as each (target, draft) precision
+    starts (a command shows its progress: a 1.5B pair takes minutes)."""
     profiles: Profiles = {}
     overheads: dict[str, RoundOverheads] = {}  # by target precision: the engine's work is the same for every draft
     replays: dict[str, DraftReplay] = {}
     continuations: Continuations = []
-    for dtype in precisions_on(config.device, targets):
-        for draft_dtype in precisions_on(config.device):
+    drafts = precisions_on(config.device)
+    targets_here = precisions_on(config.device, targets)
+    for t, dtype in enumerate(targets_here):
+        for d, draft_dtype in enumerate(drafts):
+            if on_step:
+                step, steps = t * len(drafts) + d + 1, len(targets_here) * len(drafts)
+                on_step(f"{step} of {steps}: the target in {dtype}, the draft in {draft_dtype}")
             precise = config.replace(dtype=dtype, draft_dtype=draft_dtype)
             pair = load_pair(precise)
             target, draft = pair_profiles(precise, pair)
@@ -185,18 +199,27 @@ def measure_pair_defaults(
         draft_dtype=lesson.draft_dtype,
         confidence_exit=lesson.confidence_exit,
         fastest=fastest,
-        reason=f"{measured.reason} Fastest draft here: {lesson.draft_dtype} at γ = {lesson.gamma}"
-        f"{exit_words(lesson.confidence_exit)}, {lesson.speedup:.2f}× its rounds replayed on held-out text (greedy "
-        f"acceptance {', '.join(f'{d} {r.alpha:.2f}' for d, r in replays.items())}; the target decides every token, "
-        "so the draft's precision never changes the output)."
-        + ("" if lesson.pays else f" {loses_words(measured.dtype, lesson)}"),
+        reason=f"{measured.reason} The lesson's draft here: {lesson.draft_dtype} at γ = {lesson.gamma}"
+        f"{exit_words(lesson.confidence_exit)}, predicted {lesson.speedup:.2f}× from its rounds replayed on held-out "
+        f"text (greedy acceptance {', '.join(f'{d} {r.alpha:.2f}' for d, r in replays.items())}; the target decides "
+        "every token, so the draft's precision never changes the output).",
     )
-    busy = not all(profile.quiet for pair in profiles.values() for profile in pair)
-    if busy:
+    if not all(profile.quiet for pair in profiles.values() for profile in pair):
         measured = dataclasses.replace(measured, busy=True, reason=f"{measured.reason} {BUSY_WORDS}")
-    store_defaults(config.target, config.draft, config.device, measured)  # busy profiles too: each is the least
-    # loaded measured so far (profile.keep_least_loaded), and measuring the pair again per process fed the load
+    keep_defaults(config, measured)
     return measured
+
+
+def keep_defaults(config: DecodeConfig, measured: MeasuredDefaults) -> bool:
+    """Store a pair's ``measured`` defaults unless they were chosen from busy profiles and a quiet choice is stored (a
+    measurement made while a class is served never replaces the machine's quiet one); whether they were stored. A busy
+    choice is stored where nothing quiet is: replicas of one app then open a link on the same γ and precision (its
+    figures are stated by no page)."""
+    stored = stored_defaults(config.target, config.draft, config.device)
+    if measured.busy and stored is not None and not stored.busy:
+        return False
+    store_defaults(config.target, config.draft, config.device, measured)
+    return True
 
 
 def due_for_remeasure(path: Path, stored: MeasuredDefaults) -> bool:
@@ -216,8 +239,8 @@ def defaults_once(
     and γ, and a class's link means the same trace on each of them. The app asks for the lesson's precisions only
     (what it opens on: a first start measures two target precisions, not four); a stored result that lacks one of
     ``targets`` (``--fastest int8,int4`` after the app's first start) is measured again with them all, and one chosen
-    from busy profiles an hour ago or more (:func:`due_for_remeasure`) in the precisions it holds.
-    ``release``: as :func:`measure_pair_defaults`."""
+    from busy profiles an hour ago or more (:func:`due_for_remeasure`) in the precisions it holds; a quiet choice is
+    never replaced by a busy one (:func:`keep_defaults`). ``release``: as :func:`measure_pair_defaults`."""
     path = defaults_file(config.target, config.draft, config.device)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
@@ -268,8 +291,8 @@ def fastest_choice(config: DecodeConfig, measured: MeasuredDefaults, allowed: tu
         return FastestChoice(chosen, f"--fastest: {loses_words(dtype, fastest)} Only the target alone runs.", False)
     return FastestChoice(
         chosen,
-        f"--fastest: a {dtype} target{among}, {draft_words(fastest)} ({fastest.speedup:.2f}× its target alone, "
-        f"{fastest.tokens_per_s:.1f} tokens/s, replayed on held-out text at this machine's costs)",
+        f"--fastest: {a_target(dtype)}{among}, {draft_words(fastest)} (predicted {fastest.speedup:.2f}× its target "
+        f"alone, {fastest.tokens_per_s:.1f} tokens/s, replayed on held-out text at this machine's costs)",
         True,
     )
 
@@ -284,25 +307,6 @@ def fastest_config(config: DecodeConfig, allowed: tuple[str, ...] = ()) -> Faste
     return fastest_choice(drafted, defaults_once(drafted, release=True, targets=PRECISIONS), allowed)
 
 
-def draft_words(fastest: FastestDraft) -> str:
-    """A draft choice in words: "the draft model in int8 at γ = 4, stopping below max q = 0.9"."""
-    return f"the draft model in {fastest.draft_dtype} at γ = {fastest.gamma}{exit_words(fastest.confidence_exit)}"
-
-
-def loses_words(dtype: str, closest: FastestDraft) -> str:
-    """Where no draft pays for a ``dtype`` target here, in words, with the one that comes ``closest``."""
-    return (
-        f"No draft pays for a {dtype} target on this machine: the closest, {draft_words(closest)}, replays at "
-        f"{closest.speedup:.2f}× its target alone (greedy rounds on held-out text at this machine's costs), slower "
-        "than the target alone."
-    )
-
-
-def exit_words(confidence_exit: float) -> str:
-    """A confidence exit in the words the choice is said in ("" for none)."""
-    return f", stopping below max q = {confidence_exit:g}" if confidence_exit else ""
-
-
 def at_precision(own: MeasuredDefaults, dtype: str) -> MeasuredDefaults | None:
     """A pair's measured defaults for a target in ``dtype``: ``own`` where that is its default precision, else the
     draft precision, γ and confidence exit measured fastest for that precision here (None: not measured in it)."""
@@ -314,9 +318,9 @@ def at_precision(own: MeasuredDefaults, dtype: str) -> MeasuredDefaults | None:
     return MeasuredDefaults(
         dtype,
         fastest.gamma,
-        f"The fastest draft measured here for a {dtype} target: {fastest.draft_dtype} at γ = {fastest.gamma}"
-        f"{exit_words(fastest.confidence_exit)} ({fastest.speedup:.2f}× its target alone, its rounds replayed on "
-        "held-out text)." + (f" {BUSY_WORDS}" if own.busy else ""),
+        f"The fastest draft replayed here for {a_target(dtype)}: {fastest.draft_dtype} at γ = {fastest.gamma}"
+        f"{exit_words(fastest.confidence_exit)} (predicted {fastest.speedup:.2f}× its target alone, its rounds "
+        "replayed on held-out text)." + (f" {BUSY_WORDS}" if own.busy else ""),
         fastest.draft_dtype,
         own.fastest,
         fastest.confidence_exit,

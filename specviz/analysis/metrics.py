@@ -15,6 +15,7 @@ from specviz.analysis.paired import timed_in_alternating_pairs
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.trace import NOT_VERIFIED, Trace
+from specviz.models.pass_timing import other_cores, thread_clock
 from specviz.models.profile import PassProfile
 from specviz.rules.theory import expected_speedup_for_blocks, expected_tokens_for_blocks
 
@@ -134,6 +135,7 @@ class SpeedupCheck:
     expected_verify_measured: float  # the same with the profile's cost v(k) of the target's pass over k + 1 tokens
     # each back-to-back pair's own autoregressive / speculative ratio, in pair order
     pair_speedups: tuple[float, ...] = ()
+    other_cores: float | None = None  # the cores other processes kept busy while the pairs ran (None: not read)
 
     @property
     def measured(self) -> float:
@@ -174,12 +176,15 @@ def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = TIMED_PAIRS, at
     c, predicted = machine_speedup(trace, pair)
     expected = expected_speedup_for_blocks(stats_of(trace).alpha_estimate, realised_blocks(trace), c)
     for _ in range(attempts):
+        started = thread_clock()
         timed = timed_in_alternating_pairs(
             lambda: autoregressive_decode(config, pair, trace.prompt_ids),
             lambda: timed_trace(trace.config, pair, trace.prompt_ids),
             pairs,
         )
-        check = SpeedupCheck(timed.second_median, timed.first_median, c, expected, predicted, tuple(timed.ratios))
+        check = SpeedupCheck(
+            timed.second_median, timed.first_median, c, expected, predicted, tuple(timed.ratios), other_cores(started)
+        )
         if not load_signs(check):
             break
     return check
@@ -187,7 +192,7 @@ def measured_speedup(trace: Trace, pair: ModelPair, pairs: int = TIMED_PAIRS, at
 
 def load_signs(check: SpeedupCheck) -> list[str]:
     """Why ``check`` measured the server's load rather than speculation (:func:`specviz.analysis.paired.load_signs`)."""
-    return paired.load_signs(check.pair_speedups, check.measured, check.expected)
+    return paired.load_signs(check.pair_speedups, check.measured, check.expected, check.other_cores)
 
 
 def profile_timeline(trace: Trace, target: PassProfile, draft: PassProfile | None) -> tuple[list[float], list[float]]:

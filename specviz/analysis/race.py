@@ -31,8 +31,9 @@ from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import REJECTED, EmittedToken, Round
 from specviz.models.pair import prompt_ids_for
-from specviz.models.pass_timing import cpu_share, thread_clock
-from specviz.models.profile import LOADED, PassProfile, model_profile
+from specviz.models.pass_timing import cpu_share, other_cores, thread_clock
+from specviz.models.profile import PassProfile, model_profile
+from specviz.models.profile import load_signs as measurement_load
 from specviz.registry.drafters import DRAFTERS, drafter_entry
 from specviz.registry.rules import rule_entry, rule_for
 from specviz.runtime.machine import cpu_name
@@ -68,6 +69,7 @@ class Lane:
     # profile); None where that profile was measured busy (:func:`slowdown_over`)
     drafting: DraftingRun | None = None  # a speculative lane's rounds as vLLM counts them (its export)
     cpu_share: float = 1.0  # the decoding thread's share of a core while the lane ran (under LOADED: other work)
+    other_cores: float | None = None  # the cores other processes kept busy while it ran (OTHER_WORK and above: load)
 
     @property
     def drafting_share(self) -> float:
@@ -113,12 +115,6 @@ class Race:
         }
 
 
-def speedup_words(speedup: float) -> str:
-    """A speedup (the target alone's time over the lane's) as every page words it: "1.36× faster", and under 1, where
-    speculation lost, "0.97× (slower)", never "faster"."""
-    return f"{speedup:.2f}× faster" if speedup >= 1 else f"{speedup:.2f}× (slower)"
-
-
 def lane_summary(lane: Lane) -> dict[str, object]:
     wall_s = lane.total_ms / 1e3
     return {
@@ -135,13 +131,15 @@ def target_lane(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int]) ->
     times: list[tuple[EmittedToken, float]] = []  # each token's record (built inside the clock) and its time
     started = thread_clock()
     ids, seconds = autoregressive_decode(config, pair, prompt_ids, lambda record, ms: times.append((record, ms)))
-    share = cpu_share(started)
+    share, others = cpu_share(started), other_cores(started)
     texts = TokenTexts(pair.target.tokenizer).after(prompt_ids).sequence(ids)
     arrivals = tuple(Arrival(ms, (text,), ("target",)) for (_, ms), text in zip(times, texts))
     steps = [b.at_ms - a.at_ms for a, b in zip(arrivals, arrivals[1:])]  # the first includes the prompt's pass
     profile = model_profile(pair.target)
     slowdown = slowdown_over(sum(steps), len(steps) * profile.step_ms, profile)
-    return Lane(TARGET_LANE, arrivals, seconds * 1e3, tuple(ids), "".join(texts), slowdown, cpu_share=share)
+    return Lane(
+        TARGET_LANE, arrivals, seconds * 1e3, tuple(ids), "".join(texts), slowdown, cpu_share=share, other_cores=others
+    )
 
 
 def slowdown_over(measured_ms: float, predicted_ms: float, *profiles: PassProfile | None) -> float | None:
@@ -173,7 +171,7 @@ def speculative_lane(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int
     """A speculative run as a lane: one arrival per round, its steps compared with the machine's quiet profile."""
     started = thread_clock()
     trace = speculative_decode(config, prompt_ids=prompt_ids, pair=pair)
-    share = cpu_share(started)
+    share, others = cpu_share(started), other_cores(started)
     assert trace.stats is not None, "a decoded trace carries its stats"
     target, draft = model_profile(pair.target), draft_profile(trace.config, pair)
     drafts, passes = profile_timeline(trace, target, draft)
@@ -189,6 +187,7 @@ def speculative_lane(config: DecodeConfig, pair: ModelPair, prompt_ids: list[int
         slowdown_over(measured, predicted, target, draft),
         drafting_run(trace),
         share,
+        others,
     )
 
 
@@ -206,7 +205,8 @@ def lane_name(config: DecodeConfig) -> str:
 def load_signs(lanes: tuple[Lane, ...]) -> tuple[str, ...]:
     """Why a race measured the machine's load rather than the method, in words (empty: no sign of load).
 
-    Two signs. A lane whose decoding thread had less than ``LOADED`` of a core
+    Three signs. Other processes kept ``OTHER_WORK`` cores or more busy while a lane ran, as the OS counts them
+    (:func:`~specviz.models.pass_timing.other_cores`). A lane whose decoding thread had less than ``LOADED`` of a core
     (:func:`~specviz.models.pass_timing.cpu_share`) waited for other work, even a load constant through the whole race
     (which slows every lane alike). And each lane's steps are compared with this machine's quiet profile of the same
     passes (its ``slowdown``); the loop's own work (probabilities, records) adds about the same share to every lane,
@@ -214,9 +214,9 @@ def load_signs(lanes: tuple[Lane, ...]) -> tuple[str, ...]:
     shared the cores during one, and the ratio of their wall times measures that work as much as speculation (lanes
     without a quiet profile to compare with are left out of that comparison: :func:`slowdown_over`)."""
     signs = tuple(
-        f"{lane.name} had {lane.cpu_share:.0%} of a core: other work held the cores while it ran"
+        f"while {lane.name} ran, {said}"
         for lane in lanes
-        if lane.cpu_share < LOADED
+        for said in measurement_load(1.0, lane.cpu_share, lane.other_cores)  # a lane's one run has no spread
     )
     slowed = {lane.name: lane.slowdown for lane in lanes if lane.slowdown is not None}
     if not disagree(list(slowed.values())):

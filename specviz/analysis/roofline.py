@@ -14,13 +14,14 @@ from __future__ import annotations
 import pandas as pd
 
 from specviz.config import DecodeConfig
-from specviz.drafters.modules import draft_source
+from specviz.drafters.modules import draft_source, states_module
 from specviz.engine import ModelPair
-from specviz.models.profile import FLAT, PassProfile, model_profile, pass_profile
+from specviz.models.profile import FLAT, PassProfile, known_profile, load_words, model_profile, pass_profile
 from specviz.models.rates import MachineRates
 from specviz.rules.theory import expected_speedup
 from specviz.runtime.cpu.kernel_paths import INT4, INT8, ONEDNN, QUANTISED
 from specviz.runtime.machine import matrix_units_in_words
+from specviz.runtime.reference import full_forward
 
 EXITS = (0.0, 0.6, 0.7, 0.8, 0.9)  # the confidence exits predicted beside every γ (0: always γ tokens)
 
@@ -49,6 +50,18 @@ def draft_profile(config: DecodeConfig, pair: ModelPair) -> PassProfile | None:
     return None if source is None else pass_profile(*source)
 
 
+def profiles_at_hand(config: DecodeConfig, pair: ModelPair) -> tuple[PassProfile, PassProfile | None] | None:
+    """The target's and the drafter's profiles (:func:`pair_profiles`) where both are at hand without measuring
+    anything (:func:`~specviz.models.profile.known_profile`), None where one would be measured now, or the drafter's
+    cost is timed live (a drafter on the target's states): a page that opens predicts only from what was measured."""
+    target = known_profile(pair.target, full_forward)
+    source = draft_source(config, pair)
+    draft = known_profile(*source) if source is not None else None
+    if target is None or (draft is None and (source is not None or states_module(config.drafter) is not None)):
+        return None
+    return target, draft
+
+
 def speed_sentence(profile: PassProfile) -> str:
     """What this machine makes of a pass over k + 1 tokens, in words, from its measured profile."""
     costs = profile.verify_costs
@@ -71,15 +84,14 @@ def speed_sentence(profile: PassProfile) -> str:
 
 
 def busy_sentence(profile: PassProfile) -> str:
-    """What a profile measured on a busy machine is (empty for a quiet one, the machine's): the least loaded figure so
-    far, not this machine's quiet cost, measured again until a quiet one replaces it
-    (:func:`~specviz.models.profile.pass_profile`)."""
+    """What a profile measured on a busy machine is (empty for a quiet one, the machine's): not this machine's cost,
+    with what the load was (:func:`~specviz.models.profile.load_words`); it is kept by no one and measured again until
+    a quiet measurement is (:func:`~specviz.models.profile.pass_profile`)."""
     if profile.quiet:
         return ""
     return (
-        f" Measured while other work held the cores (the timing thread had {profile.cpu_share:.0%} of a core; its "
-        f"rounds {profile.spread:.2f}× apart): not this machine's quiet cost, and measured again until a quiet "
-        "measurement replaces it."
+        f" Measured busy ({load_words(profile)}): not this machine's quiet cost, so no figure here is predicted "
+        "from it; measured again until a quiet measurement is kept."
     )
 
 
@@ -133,15 +145,22 @@ def best_predicted_gamma(alpha: float, c: float, profile: PassProfile) -> int:
     return max(profile.verify_costs, key=lambda k: expected_speedup(alpha, k, c, profile.verify_cost(k)))
 
 
-def speculation_summary(alpha: float, c: float, profile: PassProfile) -> str:
-    """What the roofline means for speculation here at a measured alpha and c: the block size the theory picks at
-    that one alpha, said to be that (the Gamma sweep's picks come from each block size's own runs)."""
-    gamma = best_predicted_gamma(alpha, c, profile)
+def flat_words(profile: PassProfile) -> str:
+    """How far v(k) stays flat on this machine, in words."""
+    flat = profile.flat_until()
+    if flat == 0:
+        return f"v(k) is above {FLAT} already at k = 1: verifying even one drafted token costs more than a step here"
+    return f"v(k) stays flat (≤ {FLAT}) up to k = {flat}"
+
+
+def speculation_summary(alpha: float, gamma: int, c: float, profile: PassProfile) -> str:
+    """What the roofline means for speculation here at a measured alpha and c, at the sidebar's block ``gamma``: the
+    theory predicted at this machine's v(k), worded as a prediction. No best γ is named here: this machine's fastest
+    is the one every speed page names (:func:`specviz.analysis.claims.fastest_text`)."""
+    predicted = expected_speedup(alpha, gamma, c, profile.verify_cost(gamma))
     return (
-        f"The theory at this trace's α = {alpha:.2f} and c = {c:.3f}, predicted at this machine's v(k), is best at "
-        f"γ = {gamma} ({expected_speedup(alpha, gamma, c, profile.verify_cost(gamma)):.2f}× over the target alone, "
-        f"full blocks); v(k) stays flat (≤ {FLAT}) up to k = {profile.flat_until()}. A prediction at one α for every "
-        "γ: the Gamma sweep decodes each γ, whose own α and clipped last rounds may pick another γ."
+        f"At this trace's α = {alpha:.2f} and c = {c:.3f}, the theory at this machine's v(k) predicts "
+        f"{predicted:.2f}× over the target alone at γ = {gamma} (full blocks); {flat_words(profile)}."
     )
 
 

@@ -226,11 +226,16 @@ def vocab_sweep(
     return pd.DataFrame(rows)
 
 
-def loaded_gammas(table: pd.DataFrame) -> list[int]:
-    """The swept block sizes whose live timing measured the machine's load, not speculation (:func:`load_signs` of
-    its slowest and fastest pair, its measured speedup and Thm. 3.8's at v = 1)."""
-    return [
-        int(row.gamma)
+def load_signs_by_gamma(table: pd.DataFrame) -> dict[int, list[str]]:
+    """Each swept block size whose live timing measured the machine's load, not speculation, with what showed it
+    (:func:`load_signs` of its slowest and fastest pair, its measured speedup and Thm. 3.8's at v = 1)."""
+    signs = {
+        int(row.gamma): load_signs((row.speedup_low, row.speedup_high), row.speedup, row.expected_speedup)
         for row in table.itertuples()
-        if load_signs((row.speedup_low, row.speedup_high), row.speedup, row.expected_speedup)
-    ]
+    }
+    return {gamma: said for gamma, said in signs.items() if said}
+
+
+def loaded_gammas(table: pd.DataFrame) -> list[int]:
+    """The swept block sizes whose live timing measured the machine's load (:func:`load_signs_by_gamma`)."""
+    return list(load_signs_by_gamma(table))

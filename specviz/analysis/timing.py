@@ -13,6 +13,8 @@ from specviz.analysis.cost import primed_state, timed_feeds
 from specviz.analysis.paired import disagree, timed_in_alternating_pairs
 from specviz.engine import ModelPair
 from specviz.limits import TIMING_REPEATS_MAX
+from specviz.models.pass_timing import other_cores, thread_clock
+from specviz.models.profile import load_signs as measurement_load
 from specviz.runtime.reference import full_forward
 
 
@@ -40,6 +42,7 @@ def verification_timing(pair: ModelPair, prefix: list[int], block: list[int], re
 
     parallel, sequential = timed([fed]), timed([[token] for token in fed])
     parallel(), sequential()  # warm-up
+    started = thread_clock()
     times = timed_in_alternating_pairs(parallel, sequential, min(repeats, TIMING_REPEATS_MAX))
     return dict(
         gamma=len(block),
@@ -48,13 +51,23 @@ def verification_timing(pair: ModelPair, prefix: list[int], block: list[int], re
         sequential_ms=times.second_median * 1e3,
         repeats=len(times.first_seconds),
         ratios=[1 / ratio for ratio in times.ratios],  # each repeat's sequential / parallel
+        other_cores=other_cores(started),  # the cores other processes kept busy meanwhile (None: not read)
     )
 
 
+def load_words(timed: dict) -> list[str]:
+    """What a :func:`verification_timing` measured of the machine's load, in words (empty: nothing): other processes'
+    cores, and repeats (each a back-to-back pair) that disagree (:func:`~specviz.analysis.paired.disagree`; one
+    repeat cannot tell)."""
+    signs = list(measurement_load(1.0, 1.0, timed.get("other_cores")))
+    if disagree(timed["ratios"]):
+        signs.append(f"the repeats' ratios disagree ({', '.join(f'{r:.2f}×' for r in timed['ratios'])})")
+    return signs
+
+
 def timed_under_load(timed: dict) -> bool:
-    """Whether a :func:`verification_timing` measured the machine's load: its repeats, each a back-to-back pair,
-    disagree (:func:`~specviz.analysis.paired.disagree`; one repeat cannot tell)."""
-    return disagree(timed["ratios"])
+    """Whether a :func:`verification_timing` measured the machine's load (:func:`load_words`)."""
+    return bool(load_words(timed))
 
 
 def verification_mask(prefix_len: int, gamma: int) -> np.ndarray:

@@ -29,12 +29,33 @@ def fetch_command(args: argparse.Namespace) -> None:
             "Measuring the pair on this machine once (a few minutes: each precision of target and draft) ...",
             file=sys.stderr,
         )
-        print(measure_pair_defaults(DecodeConfig(target=target, draft=draft, device=args.device), release=True).reason)
+        config = DecodeConfig(target=target, draft=draft, device=args.device)
+        print(measure_pair_defaults(config, release=True, on_step=said_to_stderr).reason)
+
+
+def said_to_stderr(words: str) -> None:
+    """A long measurement's progress, a line each step, where a command's user reads it."""
+    print(f"  measuring {words} ...", file=sys.stderr, flush=True)
+
+
+def defaults_words(config: DecodeConfig) -> str:
+    """Measure the pair's defaults here now (``python -m specviz machine``) and say what every page reads: this
+    measurement where it was kept, else the quiet one it did not replace
+    (:func:`~specviz.analysis.defaults.keep_defaults`)."""
+    from specviz.analysis.defaults import measure_pair_defaults, stored_defaults
+
+    measured = measure_pair_defaults(config, release=True, on_step=said_to_stderr)
+    kept = stored_defaults(config.target, config.draft, config.device)
+    if measured.busy and kept is not None and not kept.busy:
+        return (
+            "This measurement met a busy machine and was not kept; the pages read the quiet one measured before: "
+            + kept.reason
+        )
+    return measured.reason
 
 
 def machine_command(config: DecodeConfig) -> None:
     """Measure this machine once and print what it makes of the pair's passes (``python -m specviz machine``)."""
-    from specviz.analysis.defaults import measure_pair_defaults
     from specviz.analysis.roofline import (
         best_predicted_gamma,
         busy_sentence,
@@ -73,4 +94,4 @@ def machine_command(config: DecodeConfig) -> None:
             + ", ".join(f"α {alpha}: {best_predicted_gamma(alpha, c, target)}" for alpha in (0.5, 0.6, 0.7, 0.8, 0.9))
         )
         del pair
-        print(f"This pair's default here: {measure_pair_defaults(config, release=True).reason}")
+        print(f"This pair's default here: {defaults_words(config)}")

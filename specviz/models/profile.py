@@ -9,10 +9,12 @@ v grows with k and a large block loses. Which holds depends on the CPU (AMX tile
 products, AVX2 only), the precision and the matrix kernel, so the app measures it instead of guessing: for each
 (model, forward, precision, kernel path and the C kernels' build, device, CPU, torch version) the cached pass over
 1..9 new tokens after a realistic cached context, the median of alternating rounds (:mod:`specviz.models.pass_timing`
-times them). A profile measured on a quiet machine is the machine's: its file in ``$SPECVIZ_CACHE/machine`` makes
-every later load, in any process, free. One measured while other work held the cores (whether that load came and
-went or stayed constant) is kept marked busy, the least loaded of the attempts so far (load only ever slows a pass),
-said so on the pages that read it, and measured again by the next process that asks, until a quiet one replaces it.
+times them). Only a profile measured on a quiet machine is the machine's (:attr:`PassProfile.quiet`: the OS saw no
+other work, the rounds agree, the timing thread had its core): its file in ``$SPECVIZ_CACHE/machine`` makes every
+later load, in any process, free, and nothing measured later replaces it. One measured while other work held the
+cores is never kept on disk: the process uses it to choose its kernels (the least loaded of its attempts: load only
+ever slows a pass), the pages claim nothing from it and say what the load was (:func:`load_words`), and the next
+process that asks measures again.
 
 Pure torch; no streamlit.
 """
@@ -50,9 +52,11 @@ from specviz.runtime.machine import cpu_name, machine_key
 from specviz.runtime.protocol import ForwardFn
 from specviz.runtime.reference import full_forward
 
-FORMAT = 3  # bumped when what a profile holds changes, so old files are measured again (3: the CPU share)
-NOISY = 1.5  # a pass size whose slowest round took this much longer than its fastest: the machine was busy
+FORMAT = 4  # bumped when what a profile holds changes, so old files are measured again (3: the CPU share; 4: the
+# other processes' cores, a robust spread, and only quiet profiles kept)
+NOISY = 1.5  # the median pass size's slowest round this much longer than its fastest: the machine was busy
 LOADED = 0.8  # a timing thread with less of a core than this waited for other work: the machine was busy
+OTHER_WORK = 0.3  # other processes keeping more cores than this busy (an idle browser keeps a few hundredths): busy
 ATTEMPTS = 2  # measurements tried before a busy profile is used (for this process only, never cached)
 MEASURE_AGAIN_S = 300.0  # a busy profile this old is measured again when asked for (the quieter attempt kept)
 FLAT = 1.25  # v(k) up to this counts as "flat": a pass over k + 1 tokens costs about one step
@@ -73,15 +77,17 @@ class PassProfile:
     context: int
     pass_ms: tuple[float, ...]
     weight_bytes: int  # the bytes of every weight a step reads (embedding rows aside)
-    spread: float = 1.0  # the largest slowest-over-fastest round of one pass size (NOISY and above: measured busy)
+    spread: float = 1.0  # the median pass size's slowest-over-fastest round (NOISY and above: measured busy)
     cpu_share: float = 1.0  # the timing thread's share of a core (under LOADED: other work held the cores)
+    other_cores: float | None = None  # cores other processes kept busy meanwhile (OTHER_WORK and above: busy)
 
     @property
     def quiet(self) -> bool:
         """Whether it was measured on a quiet machine: its rounds agree (spread < ``NOISY``) and, on a CPU, the timing
-        thread had a core (CPU share >= ``LOADED``: :func:`~specviz.models.pass_timing.cpu_share`), so a load that
-        stays constant through every round, which slows them all alike, counts as load too."""
-        return self.spread < NOISY and (self.device != "cpu" or self.cpu_share >= LOADED)
+        thread had a core (CPU share >= ``LOADED``: :func:`~specviz.models.pass_timing.cpu_share`, so a load that
+        stays constant through every round counts as load too) and other processes kept under ``OTHER_WORK`` cores
+        busy (:func:`~specviz.models.pass_timing.other_cores`, as the OS counts them)."""
+        return not load_signs(self.spread, self.cpu_share, self.other_cores, self.device)
 
     @property
     def step_ms(self) -> float:
@@ -125,6 +131,29 @@ class PassProfile:
     @classmethod
     def from_dict(cls, d: dict) -> PassProfile:
         return cls(**{**d, "pass_ms": tuple(d["pass_ms"])})
+
+
+def load_signs(spread: float, cpu_share: float, other_cores: float | None, device: str = "cpu") -> tuple[str, ...]:
+    """What made a measurement busy, in words, one sign each (empty: it was quiet): other processes' cores, the timing
+    thread's share of a core (both read on a CPU only) and the spread of its repeated rounds."""
+    on_cpu = device == "cpu"
+    return tuple(
+        said
+        for busy, said in (
+            (
+                on_cpu and other_cores is not None and other_cores >= OTHER_WORK,
+                f"other processes kept {other_cores or 0:.1f} cores busy",
+            ),
+            (on_cpu and cpu_share < LOADED, f"the timing thread had {cpu_share:.0%} of a core"),
+            (spread >= NOISY, f"repeated passes {spread:.2f}× apart"),
+        )
+        if busy
+    )
+
+
+def load_words(profile: PassProfile) -> str:
+    """What the load was while ``profile`` was measured, in words ("" where it was quiet)."""
+    return "; ".join(load_signs(profile.spread, profile.cpu_share, profile.other_cores, profile.device))
 
 
 def weight_bytes(loaded: LoadedModel) -> int:
@@ -184,11 +213,11 @@ _MEASURED: dict[str, tuple[PassProfile, float]] = {}  # this process's profiles 
 
 
 def pass_profile(loaded: LoadedModel, forward: ForwardFn, on_progress: Progress | None = None) -> PassProfile:
-    """The model's :class:`PassProfile` through ``forward``: this process's, else its cache file's where that was
-    measured quiet, else measured (seconds; up to ``ATTEMPTS`` times while the machine is busy) and the least loaded
-    of those and the file's kept in the file (:func:`keep_least_loaded`). A busy profile is measured again once by
-    each process that asks for it, and again ``MEASURE_AGAIN_S`` later in a long-lived one, so the file converges to
-    the machine's quiet cost without any process waiting for a quiet machine."""
+    """The model's :class:`PassProfile` through ``forward``: this process's, else its cache file's (always quiet),
+    else measured (seconds; up to ``ATTEMPTS`` times while the machine is busy), the first quiet one kept in the file
+    (:func:`keep_if_quiet`), else the least loaded held by this process alone. A busy profile is measured again by
+    each process that asks for it, and ``MEASURE_AGAIN_S`` later in a long-lived one, until a quiet one is kept; no
+    process waits for a quiet machine, and nothing measured later replaces a quiet one."""
     path = profile_file(loaded, forward_name(forward))
     held, at = _MEASURED.get(path, (None, 0.0))
     if held is not None and (held.quiet or time.monotonic() - at < MEASURE_AGAIN_S):
@@ -205,14 +234,21 @@ def pass_profile(loaded: LoadedModel, forward: ForwardFn, on_progress: Progress 
         if attempts[-1].quiet:
             break
     profile = least_loaded(attempts)
-    keep_least_loaded(path, profile)
+    keep_if_quiet(path, profile)
     _MEASURED[path] = (profile, time.monotonic())
     return profile
 
 
+def known_profile(loaded: LoadedModel, forward: ForwardFn) -> PassProfile | None:
+    """The model's profile through ``forward`` where one is at hand without measuring anything: this process's, else
+    its cache file's (quiet); None where it was never measured here (a page that opens measures nothing)."""
+    path = profile_file(loaded, forward_name(forward))
+    held = _MEASURED.get(path)
+    return held[0] if held is not None else read_profile(path)
+
+
 def read_profile(path: str) -> PassProfile | None:
-    """The profile a cache file holds (quiet, or the least loaded measured so far), None where there is none or it is
-    unreadable."""
+    """The profile a cache file holds (quiet: :func:`keep_if_quiet`), None where there is none or it is unreadable."""
     try:
         with open(path, encoding="utf-8") as f:
             return PassProfile.from_dict(json.load(f))
@@ -239,6 +275,7 @@ def measured_profile(
         weight_bytes=weight_bytes(loaded),
         spread=timed.spread,
         cpu_share=timed.cpu_share,
+        other_cores=timed.other_cores,
     )
 
 
@@ -249,13 +286,11 @@ def least_loaded(attempts: list[PassProfile]) -> PassProfile:
     return min(attempts, key=lambda profile: (not profile.quiet, round_cost(profile)))
 
 
-def keep_least_loaded(path: str, profile: PassProfile) -> bool:
-    """Write ``profile`` to its cache file (atomically: a concurrent process reads all of it or measures too) unless
-    the file holds one measured on a quieter machine (:func:`least_loaded`); whether it was written. A busy profile is
-    written too, marked as such (:attr:`PassProfile.quiet`: the pages say so, and the next process measures again),
-    so a machine that is never quiet still measures each profile once per process, not on every ask."""
-    stored = read_profile(path)
-    if stored is not None and least_loaded([stored, profile]) is stored:
+def keep_if_quiet(path: str, profile: PassProfile) -> bool:
+    """Write ``profile`` to its cache file (atomically: a concurrent process reads all of it or measures too) where it
+    was measured quiet and the file holds no quiet one yet; whether it was written. A busy profile is never kept: the
+    pages would state a loaded machine's cost as this machine's."""
+    if not profile.quiet or read_profile(path) is not None:
         return False
     write_json_atomically(Path(path), profile.to_dict())
     return True
@@ -288,6 +323,14 @@ def choose_kernels(loaded: LoadedModel, on_progress: Progress | None = None) -> 
     chosen = wanted if wanted in paths else min(paths, key=lambda path: round_cost(loaded.profiles[path]))
     use_kernels(loaded.model, chosen)
     return chosen
+
+
+def held_profile(loaded: LoadedModel) -> PassProfile:
+    """The profile the model's kernel path holds now, busy or quiet (measured now only where it has none): what a page
+    reads, for a page never measures the machine again while it serves a class (:func:`model_profile` does, on the
+    work pool)."""
+    held = loaded.profiles.get(kernels_of(loaded.model))
+    return held if held is not None else model_profile(loaded)
 
 
 def model_profile(loaded: LoadedModel) -> PassProfile:

@@ -58,7 +58,7 @@ QWEN_CODER_05B = PublishedModel(
 )
 PUBLISHED = {model.spec: model for model in (QWEN_CODER_15B, QWEN_CODER_05B)}
 BUNDLES = {"qwen-coder": (QWEN_CODER_15B, QWEN_CODER_05B)}  # what `python -m specviz fetch NAME` fetches
-FETCH_COMMAND = "python -m specviz fetch qwen-coder"
+FETCH_COMMAND = ".venv/bin/python -m specviz fetch qwen-coder"  # as typed in the checkout: the project's own Python
 
 
 def merge_order_ranking(vocab_size: int) -> torch.Tensor:

@@ -33,10 +33,11 @@ def vocab_sweep_figure(table: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def gamma_sweep_figure(table: pd.DataFrame, best_measured: int | None, best_expected: int) -> go.Figure:
+def gamma_sweep_figure(table: pd.DataFrame, best_measured: int | None, loaded: list[int]) -> go.Figure:
     """Measured tokens/round and timed ratio (median, with bars from the slowest to the fastest pair) against the
-    closed forms (the speedup's also with the measured cost of verification), best gammas marked (the timing's only
-    where it was quiet: ``best_measured`` None marks none)."""
+    closed forms (the speedup's also with the measured cost of verification). The timed line joins the quiet timings
+    only, so its peak is the fastest γ the page names (``best_measured``, starred; None: none was quiet); the ``loaded``
+    γ's timings, which measured the server's load, stand apart as grey crosses, no result."""
     from plotly.subplots import make_subplots
 
     fig = make_subplots(
@@ -50,6 +51,7 @@ def gamma_sweep_figure(table: pd.DataFrame, best_measured: int | None, best_expe
         array=table.speedup_high - table.speedup,
         arrayminus=table.speedup - table.speedup_low,
     )  # the slowest and fastest pair's own speedup
+    quiet = ~table.gamma.isin(loaded)
     for col, measured, expected, names in (
         (1, "tokens_per_round", "expected_tokens_per_round", ("measured tokens per round", "theory tokens per round")),
         (2, "speedup", "expected_speedup", ("the sweep's timed ratio", "theory speedup (v = 1)")),
@@ -57,7 +59,7 @@ def gamma_sweep_figure(table: pd.DataFrame, best_measured: int | None, best_expe
         fig.add_trace(
             go.Scatter(
                 x=table.gamma,
-                y=table[measured],
+                y=table[measured].where(quiet) if col == 2 else table[measured],  # a load's timing is no point of it
                 mode="lines+markers",
                 name=names[0],
                 line=dict(color=TARGET_COLOR),
@@ -88,30 +90,32 @@ def gamma_sweep_figure(table: pd.DataFrame, best_measured: int | None, best_expe
         row=1,
         col=2,
     )
+    if loaded:
+        under_load = table[~quiet]
+        fig.add_trace(
+            go.Scatter(
+                x=under_load.gamma,
+                y=under_load.speedup,
+                mode="markers",
+                marker=dict(size=9, color="#9e9e9e", symbol="x"),
+                name="timed under load (no result)",
+            ),
+            row=1,
+            col=2,
+        )
     if best_measured is not None:
         best = table[table.gamma == best_measured]
         fig.add_trace(
             go.Scatter(
                 x=best.gamma,
                 y=best.speedup,
-                mode="markers+text",
-                text=[f"fastest quiet γ={best_measured}"],
-                textposition="top center",
+                mode="markers",  # named in the legend: a label over the point is cut at the chart's edge
                 marker=dict(size=14, color=COLORS["accepted"][0], symbol="star"),
-                name="fastest γ in a quiet timing",
+                name=f"fastest γ in this sweep (γ = {best_measured})",
             ),
             row=1,
             col=2,
         )
-    fig.add_vline(
-        x=best_expected,
-        line_dash="dot",
-        line_color="#e65100",
-        row=1,
-        col=2,
-        annotation_text=f"theory's best γ={best_expected}",
-        annotation_position="bottom right",
-    )
     fig.update_xaxes(title_text="γ (block size)")
     fig.update_layout(height=360, margin=dict(l=10, r=10, t=40, b=10))
     return fig

@@ -53,18 +53,29 @@ def expected_run(job: Job, durations: dict[str, list[float]]) -> float | None:
     return job.estimated_s if job.estimated_s is not None else mean_run(durations, job.label)
 
 
+TRUSTED_SHARE = 0.25  # a run this far along trusts its own pace alone: the machine's speed now, not the estimate
+
+
 def remaining_seconds(job: Job, expected: float | None, now: float) -> float | None:
     """Seconds until a job's result. Before it shows progress: its ``expected`` run less the time it has run. Once
-    it has: its own extrapolation (elapsed x the share still to do over the share done) weighed against that by the
-    share done, so the figure moves from the estimate to the measurement as the run goes and one slow first step (a
-    load, a warm-up) does not multiply it; None while neither is known."""
+    it has: its own pace (seconds a step since its first step, so a slow first step, a load or a warm-up, does not
+    multiply it; before a second step, elapsed over the share done) times the steps left, weighed against the
+    estimate's own share of what is left until :data:`TRUSTED_SHARE` of the run is done, then alone: the figure moves
+    with the machine (a run twice as slow as estimated says so), never stuck at an estimate it has overrun; None while
+    neither is known."""
     done, total, _ = job.progress
     elapsed = now - job.started if job.started is not None else 0.0
-    before = None if expected is None else max(0.0, expected - elapsed)
     if job.started is None or not 0 < done < total:
-        return before
-    measured = elapsed * (total - done) / done
-    return measured if before is None else done / total * measured + (1 - done / total) * before
+        return None if expected is None else max(0.0, expected - elapsed)
+    paced = job.first_step is not None and done > job.first_step[1]
+    if paced and job.first_step is not None:
+        since, first = job.first_step
+        measured, weight = (now - since) / (done - first) * (total - done), min(1.0, done / total / TRUSTED_SHARE)
+    else:
+        measured, weight = elapsed * (total - done) / done, done / total
+    if expected is None:
+        return measured
+    return weight * measured + (1 - weight) * expected * (total - done) / total
 
 
 def queue_wait(remaining: list[float], workers: int) -> float:
@@ -141,8 +152,9 @@ def first_position(config: DecodeConfig, params: tuple[Any, ...], step_ms: float
 
 
 def sequences(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:
+    """The lab's decodes (None decodes per arm: as many as the power target needs, at most the slider's most)."""
     samples, tokens = params
-    return lab_sequences.sequence_seconds(samples, tokens, step_ms)
+    return lab_sequences.sequence_seconds(samples or lab_sequences.SEQUENCE_SAMPLES_MAX, tokens, step_ms)
 
 
 def each_precision(config: DecodeConfig, params: tuple[Any, ...], step_ms: float) -> float:

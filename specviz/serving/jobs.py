@@ -27,6 +27,7 @@ class Job:
     state: str = "queued"  # queued -> running -> done | failed; or dropped while queued
     started: float | None = None
     progress: tuple[int, int, str | None] = (0, 1, None)
+    first_step: tuple[float, int] | None = None  # (monotonic time, steps done) at its first progress past step 0
     result: Any = None
     error: str | None = None
     computed_here: bool = False  # False when another replica's result arrived (a shared store)

@@ -26,6 +26,7 @@ from specviz.analysis.defaults import (
 )
 from specviz.analysis.draft_precision import precisions_on
 from specviz.analysis.replay import MeasuredDefaults
+from specviz.analysis.roofline import pair_profiles
 from specviz.config import DecodeConfig
 from specviz.engine import ModelPair, load_pair
 from specviz.limits import EMBEDDED
@@ -149,10 +150,13 @@ def pair_defaults(target: str, draft: str | None, device: str) -> MeasuredDefaul
 
 
 def _load(config: DecodeConfig) -> ModelPair:
-    """The pair a :func:`loading_config` names, loaded (after :func:`make_room`)."""
+    """The pair a :func:`loading_config` names, loaded (after :func:`make_room`), with its drafter's passes profiled as
+    its target's are (:func:`~specviz.analysis.roofline.pair_profiles`: once per machine, part of the load), so the
+    pages that open on it predict from what was measured and measure nothing themselves."""
     with _loading:  # one load at a time: two loads passing the budget's check together would overshoot it
         make_room(config)
         pair = load_pair(config)
+        pair_profiles(config, pair)
     gc.freeze()  # the models' objects live as long as the pair: the full collection after each page run skips them
     return pair
 

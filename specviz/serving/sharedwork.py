@@ -181,6 +181,8 @@ class SharedWork:
             if abandon:
                 raise Abandoned
             job.progress = (done, total, text)
+            if done > 0 and job.first_step is None:  # the pace is read from here: the warm-up before it left out
+                job.first_step = (time.monotonic(), done)
 
         def compute() -> Any:
             job.computed_here = True

@@ -68,9 +68,6 @@ class Work:
 WorkComputation = Callable[[DecodeConfig, str, tuple[Any, ...], JobProgress], Any]  # bound into a job
 Estimate = Callable[[DecodeConfig, tuple[Any, ...], float], float]
 TRACE = "trace"
-PREDICTED_SPEEDUP = (
-    "machine_speedup"  # (c, the speedup predicted from the profile): the headline's figure before a race
-)
 
 
 @dataclass(frozen=True)
@@ -94,10 +91,6 @@ def ids_of(config: DecodeConfig, prompt: str) -> list[int]:
 
 def live_speedup(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
     return metrics.measured_speedup(trace_of(config, prompt, on_progress), pair_for(config))
-
-
-def predicted_speedup(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
-    return metrics.machine_speedup(trace_of(config, prompt, on_progress), pair_for(config))
 
 
 def race(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
@@ -142,9 +135,14 @@ def exact_lab(config: DecodeConfig, prompt: str, params: tuple, on_progress: Job
 
 
 def lab_decodes(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
+    """The lab's real decodes: ``params`` (decodes per arm, None: as many as the power target needs at the first
+    position, :func:`~specviz.analysis.lab_sequences.default_sequence_samples`; tokens per decode)."""
     samples, tokens = params
-    pair = pair_for(config)
-    return lab_sequences.sample_sequences(config, pair, ids_of(config, prompt), samples, tokens, on_progress)
+    pair, ids = pair_for(config), ids_of(config, prompt)
+    if samples is None:
+        power = lab_sequences.power_by_decodes(lab_sequences.first_position_laws(config, pair, ids))
+        samples = lab_sequences.default_sequence_samples(power)
+    return lab_sequences.sample_sequences(config, pair, ids, samples, tokens, on_progress)
 
 
 def precisions(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
@@ -211,7 +209,6 @@ WORKS: dict[str, WorkEntry] = {
         estimates.trace,
     ),
     "speedup": WorkEntry("Live timing", live_speedup, estimates.live_timing, measured=True),
-    PREDICTED_SPEEDUP: WorkEntry("Predicting", predicted_speedup, estimates.trace),
     "race": WorkEntry("Race", race, estimates.raced, measured=True),
     "sweep": WorkEntry("Sweeping γ", gamma_sweep, estimates.swept, measured=True),
     "vocab-sweep": WorkEntry("Comparing head sizes", vocab_sweep, estimates.head_sizes),

@@ -23,16 +23,18 @@ from specviz.ui.navigation import PAGES, navigation, open_lesson_view
 from specviz.ui.offers import may_start, measure_again_hint
 from specviz.ui.opening import init_state_from_url
 from specviz.ui.presets import CUSTOM_PAIR, DEFAULT_PROMPT, EMBEDDED_PAIR, PAIR_PRESETS, PROMPT_PRESETS
-from specviz.ui.racing import race_link, raced, show_headline
+from specviz.ui.racing import race_link, raced, show_headline, show_race_figure
 from specviz.ui.scheduling import scheduled_run, stop_page
 from specviz.ui.views import (
     answered_rounds,
     fastest_note,
     hold_for_quiz,
+    hold_students_quiz,
     linked_round,
     pair_defaults_text,
     precision_caption,
     prediction_story_text,
+    profiles_here,
     roofline_panel,
     show_player,
 )
@@ -73,13 +75,16 @@ __all__ = [
     "pair_defaults_text",
     "precision_caption",
     "prediction_story_text",
+    "profiles_here",
     "hold_for_quiz",
+    "hold_students_quiz",
     "race_link",
     "raced",
     "roofline_panel",
     "shared_controls",
     "shared_result",
     "show_headline",
+    "show_race_figure",
     "show_player",
     "show_user_errors",
     "sidebar_controls",

@@ -11,6 +11,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.errors import StreamlitAPIException
 
+from specviz.analysis.claims import a_target
 from specviz.analysis.defaults import PAIR_DEFAULTS, at_precision, follow_pair
 from specviz.analysis.replay import MeasuredDefaults
 from specviz.config import DecodeConfig, field_params
@@ -74,6 +75,9 @@ def draw_shared_sidebar() -> None:
     defaults = app_defaults()
     session.config, session.chosen_prompt = sidebar_controls(defaults, st.sidebar.container())
     session.defaults, session.sidebar_drawn = defaults, True
+    if not session.student:  # the browser keeps the key from the first run on: every tab of it owns what it measures
+        with st.sidebar:
+            remember_teacher_key(own_key())
 
 
 FIRST_WORK_WAIT_S = 120.0  # how long the machine's first measurement waits for a visitor's first computation
@@ -129,7 +133,6 @@ def draw_students_link(config: DecodeConfig, prompt: str, defaults: DecodeConfig
             "another tab or browser (do not share it):"
         )
         own = {**to_query(config, prompt, session.round, defaults), TEACHER: own_key()}
-        remember_teacher_key(own[TEACHER])
         st.code((st.context.url or "/").split("?")[0] + "?" + urlencode(own), language=None, wrap_lines=True)
 
 
@@ -195,7 +198,11 @@ def _apply_precision_defaults(device: str) -> None:
     nothing moves where the pair was not measured in it."""
     own, dtype = pair_defaults(*chosen_pair(), device), field_state("dtype")
     fastest = lesson_block(at_precision(own, dtype)) if own is not None else None
-    set_field_states(_follow(fastest, f"The fastest measured here for a {dtype} target"))
+    values = _follow(fastest, f"The fastest measured here for {a_target(dtype)}")
+    set_field_states(values)
+    if values.get("draft_dtype", field_state("draft_dtype")) is None:  # the draft follows the target: said too
+        followed = f"The draft runs in {dtype} too (its precision follows the target's)."
+        session.defaults_moved = f"{session.defaults_moved} {followed}".strip()
 
 
 def open_machine_choices() -> dict[str, object]:

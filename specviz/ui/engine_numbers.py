@@ -13,7 +13,7 @@ import streamlit as st
 from specviz.analysis.cost import quiet_cost_ratio
 from specviz.config import DecodeConfig
 from specviz.limits import ENGINE_REPORT_BYTES_MAX
-from specviz.models.profile import model_profile
+from specviz.models.profile import held_profile
 from specviz.server_reports.explain import GAMMA_MAX, Explanation
 from specviz.server_reports.export import DraftingRun, vllm_prometheus, vllm_request_json
 from specviz.server_reports.figures import per_position_figure
@@ -151,7 +151,7 @@ def measured_costs(config: DecodeConfig, gammas: tuple[int, ...]) -> tuple[float
         return None
     with st.spinner("Measuring the pair's passes on this machine (once; seconds) …"):
         c = quiet_cost_ratio(config, pair)
-        profile = model_profile(pair.target)
+        profile = held_profile(pair.target)
     if c is None:
         st.warning("The sidebar's drafter has no draft model of its own to time here: enter c instead.")
         return None

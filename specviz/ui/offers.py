@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from specviz.models.profile import model_profile
+from specviz.models.profile import held_profile
 from specviz.serving.pairs import loaded_target
 from specviz.serving.works import Work
 from specviz.ui.state import session
@@ -23,7 +23,7 @@ def estimated(work: Work) -> float | None:
     target = loaded_target(work.config)
     if target is None:
         return None
-    return work.estimated_seconds(model_profile(target), len(target.tokenizer.encode(work.prompt)))
+    return work.estimated_seconds(held_profile(target), len(target.tokenizer.encode(work.prompt)))
 
 
 def estimate_label(label: str, work: Work, estimate: float | None) -> str:
@@ -42,11 +42,12 @@ def may_start() -> bool:
 
 
 def own_key() -> str:
-    """The key this session's measurements are owned by: the teacher's link's (``teacher=``), else the one this
-    browser remembers (:mod:`specviz.ui.teacher_links`), else a random one made on first use. A class's result
+    """The key this session's measurements are owned by, set on its first run before anything can be measured
+    (:func:`~specviz.ui.opening.init_state_from_url`): the teacher's link's (``teacher=``), else the one this browser
+    remembers (:mod:`specviz.ui.teacher_links`; every tab of the browser shares it), else a new one. A class's result
     belongs to the key that measured or prepared it first; another session's Measure again is its own
     (:func:`specviz.ui.waiting.measured_again`)."""
-    if not session.teacher_key:
+    if not session.teacher_key:  # a run before the first run's opening (none draws a page): made as it would be
         session.teacher_key = remembered_teacher_key() or uuid.uuid4().hex
     return session.teacher_key
 

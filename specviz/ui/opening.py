@@ -7,6 +7,8 @@ The link's parameters are parsed by :mod:`specviz.serving.urlstate` (pure); here
 
 from __future__ import annotations
 
+import uuid
+
 import streamlit as st
 
 from specviz.analysis.defaults import PAIR_DEFAULTS
@@ -16,6 +18,7 @@ from specviz.serving.urlstate import format_value, parse_query
 from specviz.ui.fields import field_enabled, fields_read, unshowable, widget_value
 from specviz.ui.presets import DEFAULT_PROMPT, pair_label
 from specviz.ui.state import session, set_field_states
+from specviz.ui.teacher_links import remembered_teacher_key
 
 
 def init_state_from_url(defaults: DecodeConfig) -> None:
@@ -28,8 +31,8 @@ def init_state_from_url(defaults: DecodeConfig) -> None:
     config, unshown = opening_config(state.config, query, defaults)
     seed_widgets(config, state.prompt if state.prompt is not None else DEFAULT_PROMPT, state.round)
     session.student = state.student
-    if state.teacher is not None:
-        session.teacher_key = state.teacher
+    if not state.student:  # the key that owns what this session measures, set before anything can be measured
+        session.teacher_key = state.teacher or remembered_teacher_key() or uuid.uuid4().hex
     session.pair_defaults = {name: config.value(name) for name in PAIR_DEFAULTS if name not in query}
     session.link_messages = [
         *state.messages,

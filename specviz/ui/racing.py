@@ -1,18 +1,25 @@
 """The race a configuration has on this server, and the one speed figure every page quotes from it.
 
 A race is a live timing shared like a trace (every session of a link sees the same race), kept per attempt:
-"Measure again" adds one, and the pages show the latest quiet one (:func:`~specviz.ui.waiting.measured_again`).
+"Measure again" adds one, and the pages show the latest quiet one (:func:`~specviz.ui.waiting.measured_again`); every
+page of a session shows the same attempt (:func:`~specviz.ui.waiting.shown_to_session`). What a page may say of speed
+beside it: :mod:`specviz.analysis.claims`.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from specviz.analysis.race import Race, speedup_words
+from specviz.analysis.claims import headline_text
+from specviz.analysis.metrics import machine_speedup
+from specviz.analysis.race import Race
+from specviz.analysis.roofline import profiles_at_hand
 from specviz.config import DecodeConfig
-from specviz.serving.pool import shared_work, shown_attempt, stored_attempts
-from specviz.serving.works import PREDICTED_SPEEDUP, TRACE, Work
-from specviz.ui.waiting import measured_again, shared_result
+from specviz.models.profile import load_words
+from specviz.serving.pairs import pair_for, pair_loaded
+from specviz.serving.pool import shared_work
+from specviz.serving.works import TRACE, Work
+from specviz.ui.waiting import measured_again, shown_to_session
 
 RACE_PAGE = "pages/race.py"
 
@@ -22,9 +29,10 @@ def race_work(config: DecodeConfig, prompt: str, lanes: tuple[str, ...] = ()) ->
 
 
 def shown_race(config: DecodeConfig, prompt: str) -> Race | None:
-    """The race the pages quote for this configuration and prompt (the latest quiet one), None before one ran."""
-    attempts = stored_attempts(shared_work(), race_work(config, prompt).key)
-    return shown_attempt(attempts, lambda race: race.noisy)[0]
+    """The race every page of this session quotes for this configuration and prompt (the one the Race page shows it:
+    the latest quiet one; a session's own where it measured again without owning the class's), None before one
+    ran."""
+    return shown_to_session(race_work(config, prompt).key, lambda race: race.noisy)[0]
 
 
 def raced(config: DecodeConfig, prompt: str, lanes: tuple[str, ...], start: str) -> tuple[Race | None, Race | None]:
@@ -35,35 +43,46 @@ def raced(config: DecodeConfig, prompt: str, lanes: tuple[str, ...], start: str)
     return measured_again(race_work(config, prompt, lanes), lambda race: race.noisy, start)
 
 
-def headline_text(race: Race | None, predicted: float | None) -> str:
-    """The configuration's one speed figure, the same on every page: the ``race``'s measured speedup, or before a
-    race was run the profile-predicted figure (``predicted``: the theory at the trace's α, predicted with this
-    machine's c and v(k); None where it is not known), labelled as such. A page's other figures are named for what they
-    are."""
-    beside = f" (predicted from this machine's profile: {speedup_words(predicted)})" if predicted is not None else ""
-    if race is not None:
-        return (
-            f"**Speedup of this configuration: {speedup_words(race.headline)}, measured** in the race of "
-            f"{race.measured_at.replace('T', ' ')}{beside}. The figures below are read against it."
+def predicted_here(config: DecodeConfig, prompt: str) -> tuple[tuple[float, float] | None, str]:
+    """(c, the speedup predicted for ``config``'s stored trace from this machine's quiet profile), or None, with what
+    the headline says of it: nothing to add, why nothing is predicted yet (no trace, or a profile not measured: a page
+    measures nothing as it opens), or that the passes were measured busy and what the load was (nothing is predicted
+    from them). Arithmetic on stored figures, computed in the page (no work is queued for it)."""
+    trace = shared_work().cached(Work(TRACE, config, prompt).key)
+    if trace is None or not pair_loaded(config):
+        return None, ""
+    pair = pair_for(config)
+    profiles = profiles_at_hand(config, pair)
+    if profiles is None:
+        return None, "Nothing is predicted for it before this machine's passes of its drafter are measured."
+    busy = [profile for profile in profiles if profile is not None and not profile.quiet]
+    if busy:
+        return None, (
+            f"No speedup is predicted for it: this machine's passes were measured busy ({load_words(busy[0])}), and a "
+            "busy machine's cost is not this machine's; they are measured again until a quiet measurement is kept."
         )
-    if predicted is None:
-        return "**Speedup of this configuration: not measured yet.** The Race page runs the two decoders on one clock."
-    return (
-        f"**Speedup of this configuration: {speedup_words(predicted)}, predicted** from this machine's profile at this "
-        "trace's α; no race measured yet (the Race page runs the two decoders on one clock). The figures below are "
-        "read against it."
-    )
+    return machine_speedup(trace, pair), ""
 
 
 def show_headline(config: DecodeConfig, prompt: str) -> tuple[float, float] | None:
-    """Draw the configuration's one speed figure (:func:`headline_text`), predicted from one source on every page: the
-    shared prediction of its trace (a profile lookup, and c timed where a drafter has no profile; asked only once the
-    trace is stored or under way, so this starts no decode). Returns that prediction, (c, the predicted speedup), for
-    the page's own figures (None where there is none)."""
-    traced = shared_work().known(Work(TRACE, config, prompt).key)
-    speed = shared_result(Work(PREDICTED_SPEEDUP, config, prompt)) if traced else None
-    st.info(headline_text(shown_race(config, prompt), speed[1] if speed else None))
+    """Draw the configuration's one speed figure (:func:`~specviz.analysis.claims.headline_text`): the session's race,
+    and beside or before it the prediction of its trace from this machine's quiet profile (:func:`predicted_here`:
+    nothing is computed but arithmetic, and nothing predicted from a busy profile). Returns that prediction,
+    (c, the predicted speedup), for the page's own figures; None where there is none."""
+    speed, why_not = predicted_here(config, prompt)
+    race = shown_race(config, prompt)
+    said = headline_text(
+        race.headline if race else None, race.measured_at if race else None, speed[1] if speed else None
+    )
+    st.info(f"{said} {why_not}" if why_not else said)
     return speed
+
+
+def show_race_figure(config: DecodeConfig, prompt: str) -> None:
+    """Where the class raced these settings, the race's figure as every speed page states it
+    (:func:`show_headline`); nothing before a race (a lesson page is about its rounds)."""
+    if shown_race(config, prompt) is not None:
+        show_headline(config, prompt)
 
 
 def race_link() -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz.analysis.defaults import PRECISIONS, at_precision, exit_words, loses_words
+from specviz.analysis.claims import fastest_text
+from specviz.analysis.defaults import PRECISIONS, at_precision
 from specviz.analysis.draft_precision import precisions_on
 from specviz.analysis.llamacpp_passes import llamacpp_sentence, llamacpp_table, stored_llamacpp_passes
 from specviz.analysis.race import Race
@@ -12,6 +13,7 @@ from specviz.analysis.roofline import (
     cost_coefficient,
     pair_profiles,
     prediction_story,
+    profiles_at_hand,
     roofline_table,
     speculation_summary,
     speed_sentence,
@@ -19,7 +21,7 @@ from specviz.analysis.roofline import (
 from specviz.config import DecodeConfig
 from specviz.engine.trace import Round, Trace
 from specviz.models.pair import ModelPair
-from specviz.models.profile import model_profile
+from specviz.models.profile import PassProfile, held_profile
 from specviz.models.rates import machine_rates
 from specviz.presentation.player import lesson_page, opened_at
 from specviz.presentation.verification_figures import roofline_figure
@@ -27,11 +29,12 @@ from specviz.serving.pairs import app_defaults, pair_defaults
 from specviz.serving.pool import shared_work
 from specviz.serving.sharedwork import key_digest
 from specviz.ui.controls import write_url
+from specviz.ui.offers import may_start
 from specviz.ui.player_place import keep_players_place
 from specviz.ui.racing import shown_race
 from specviz.ui.scheduling import painted, stop_page
 from specviz.ui.state import page_key, session
-from specviz.ui.waiting import page_pair
+from specviz.ui.waiting import get_trace, page_pair
 
 ROOFLINE_COLUMNS = {
     "tokens": "tokens in the pass",
@@ -49,7 +52,7 @@ def precision_caption(config: DecodeConfig) -> None:
     """Under a speed page's title: the precision its timings are taken in and what this machine makes of a pass over
     k + 1 tokens, from its measured profile (no guess from the CPU's name)."""
     pair = page_pair(config)
-    measured = f" {speed_sentence(model_profile(pair.target))}" if pair else ""
+    measured = f" {speed_sentence(held_profile(pair.target))}" if pair else ""
     st.caption(
         f"Timed in **{config.dtype}** (the sidebar's precision; probabilities are float32 either way).{measured}"
     )
@@ -69,31 +72,47 @@ def pair_defaults_text(config: DecodeConfig) -> str:
     return f"{own} {picked.reason}" if picked is not None else own
 
 
-def fastest_note(config: DecodeConfig) -> str | None:
-    """Beside the lesson's block and the race: this machine's fastest measured for the pair in the config's precision
-    (greedy rounds replayed along held-out text: :func:`~specviz.analysis.replay.fastest_drafts`), where the sidebar's
-    γ is not it (the lesson opens on a block of at least :data:`~specviz.serving.pairs.LESSON_GAMMA_MIN`), and that no
-    draft pays where none does (with the one that comes closest); None where the sidebar's γ is the fastest and
-    pays, or nothing was measured here."""
+def fastest_note(config: DecodeConfig, prompt: str) -> str | None:
+    """Beside the lesson's block and the race: this machine's fastest draft for the pair in the config's precision
+    (greedy rounds replayed along held-out text at its quiet costs: :func:`~specviz.analysis.replay.fastest_drafts`),
+    against the race this session is shown of the sidebar's settings (:func:`~specviz.analysis.claims.fastest_text`:
+    "no draft pays" only where no race contradicts it); that it is not stated where its passes were measured busy;
+    None where the sidebar's γ is the fastest and nothing contradicts it, or nothing was measured here."""
     own = pair_defaults(config.target, config.draft, config.device)
     fastest = own.fastest.get(config.dtype) if own is not None else None
-    if fastest is None:
+    if own is None or fastest is None:
         return None
-    if not fastest.pays:
-        return f"**{loses_words(config.dtype, fastest)}** A race of these settings measures by how much."
-    if fastest.gamma == config.gamma:
-        return None
-    return (
-        f"This machine's fastest for this pair in {config.dtype}: **γ = {fastest.gamma}**, the draft in "
-        f"{fastest.draft_dtype}{exit_words(fastest.confidence_exit)} ({fastest.speedup:.2f}× its target alone, "
-        f"predicted from greedy rounds replayed on held-out text); this trace drafts γ = {config.gamma}."
-    )
+    if own.busy:
+        return (
+            f"This machine's fastest draft for this pair in {config.dtype} is not stated: the passes it was chosen "
+            "from were measured while other work held the cores. `python -m specviz machine` on a quiet machine (or "
+            "a later start of the app) measures it again."
+        )
+    race = shown_race(config, prompt)
+    return fastest_text(config.dtype, config.gamma, fastest, race.headline if race else None)
 
 
 def prediction_story_text(config: DecodeConfig, pair: ModelPair, predicted: float, alpha: float, c: float) -> str:
     """The theory's speedup for the run, predicted here, in words
     (:func:`~specviz.analysis.roofline.prediction_story`)."""
-    return prediction_story(predicted, alpha, config.gamma, c, model_profile(pair.target))
+    return prediction_story(predicted, alpha, config.gamma, c, held_profile(pair.target))
+
+
+def profiles_here(config: DecodeConfig, pair: ModelPair) -> tuple[PassProfile, PassProfile | None]:
+    """The target's and the drafter's profiles as a page reads them, measuring nothing: those at hand
+    (:func:`~specviz.analysis.roofline.profiles_at_hand`), else the target's alone (the drafter's not measured yet)."""
+    return profiles_at_hand(config, pair) or (held_profile(pair.target), None)
+
+
+def roofline_profiles(config: DecodeConfig, pair: ModelPair) -> tuple[PassProfile, PassProfile | None]:
+    """The target's and the drafter's profiles for the roofline (:func:`profiles_here`), with a button that measures
+    the drafter's passes where they were not (a teacher's press; seconds)."""
+    target, draft = profiles_here(config, pair)
+    label = "Measure the drafter's passes on this machine (once; seconds)"
+    if draft is not None or not may_start() or not st.button(label, key=page_key("roofline_draft", config.dtype)):
+        return target, draft
+    with st.spinner("Measuring the drafter's passes on this machine …"):
+        return pair_profiles(config, pair)
 
 
 def roofline_panel(config: DecodeConfig, alpha: float | None = None) -> None:
@@ -107,7 +126,8 @@ def roofline_panel(config: DecodeConfig, alpha: float | None = None) -> None:
         "tokens costs about one token's step, so verifying k drafted tokens is nearly free: the measured "
         "curve shows how far that holds on this machine, with these kernels."
     )
-    precisions = precisions_on(config.device, PRECISIONS)  # those that run here (int4: where its kernel compiles)
+    offered = precisions_on(config.device, PRECISIONS)  # those that run here (int4: where its kernel compiles)
+    precisions = sorted(offered, key=lambda dtype: dtype != config.dtype)  # the sidebar's first: the tab it opens on
     tabs = st.tabs([f"{dtype}{' (sidebar)' if dtype == config.dtype else ''}" for dtype in precisions])
     for tab, dtype in zip(tabs, precisions):
         with tab:
@@ -119,8 +139,7 @@ def roofline_panel(config: DecodeConfig, alpha: float | None = None) -> None:
             pair = page_pair(shown)
             if pair is None:
                 continue
-            with st.spinner("Measuring the drafter's passes on this machine (once; seconds) …"):
-                target, draft = pair_profiles(shown, pair)
+            target, draft = roofline_profiles(shown, pair)
             table = roofline_table(target, draft, machine_rates())
             st.plotly_chart(
                 roofline_figure(table, pair.target.name, pair.draft.name if pair.draft else None),
@@ -128,8 +147,8 @@ def roofline_panel(config: DecodeConfig, alpha: float | None = None) -> None:
                 key=page_key("roofline_chart", dtype),
             )
             st.markdown(speed_sentence(target))
-            if draft is not None and alpha is not None:
-                st.markdown(speculation_summary(alpha, cost_coefficient(target, draft), target))
+            if draft is not None and alpha is not None and target.quiet and draft.quiet:
+                st.markdown(speculation_summary(alpha, config.gamma, cost_coefficient(target, draft), target))
             st.dataframe(table.rename(columns=ROOFLINE_COLUMNS).round(2), hide_index=True, width="stretch")
     peer = stored_llamacpp_passes()
     if peer is not None:  # measured with llama-bench on this machine (analysis.llamacpp_passes)
@@ -203,6 +222,14 @@ def hold_for_quiz(trace: Trace | None, config: DecodeConfig | None, prompt: str,
     )
     show_player(trace, config, prompt, defaults, session.round, "quiz")
     stop_page()
+
+
+def hold_students_quiz(config: DecodeConfig | None, prompt: str, defaults: DecodeConfig) -> None:
+    """On a page that shows no trace of its own yet reads its settings' rounds (a race strikes the rejected drafts, a
+    sweep counts the accepted ones): a student's session answers the quiz of its trace first
+    (:func:`hold_for_quiz`); nothing for a teacher's."""
+    if config is not None and not may_start():
+        hold_for_quiz(get_trace(config, prompt), config, prompt, defaults)
 
 
 def show_player(

@@ -91,6 +91,25 @@ def own_series(key: tuple[Hashable, ...], owner: str) -> tuple[Hashable, ...]:
     return key + ("own", owner)
 
 
+def session_attempts(key: tuple[Hashable, ...], me: str | None) -> tuple[list[Any], bool, list[Any]]:
+    """A live measurement's attempts as the session owning key ``me`` (None: a student's session) sees them: (the
+    class's attempts, whether ``me`` owns them, ``me``'s own attempts: the class's where it owns them, else those it
+    measured itself, :func:`own_series`)."""
+    pool = shared_work()
+    attempts = stored_attempts(pool, key)
+    owned = me is not None and pool.cached(owner_key(key)) in (None, me)
+    own = attempts if owned else [] if me is None else stored_attempts(pool, own_series(key, me))
+    return attempts, owned, own
+
+
+def shown_to_session(key: tuple[Hashable, ...], noisy: Callable[[Any], bool]) -> tuple[Any, Any]:
+    """The attempt of a live measurement this session is shown, on every page alike (:func:`measured_again` draws
+    it with its button): its own where it measured again without owning the class's, else the class's
+    (:func:`~specviz.serving.pool.shown_attempt`: the latest quiet one, and the latest when that was noisy)."""
+    attempts, owned, own = session_attempts(key, own_key() if may_start() else None)
+    return shown_attempt(own if own and not owned else attempts, noisy)
+
+
 def measured_again(work: Work, noisy: Callable[[Any], bool], start: str) -> tuple[Any, Any]:
     """A live timing every session shares, with a "Measure again" button: (the attempt to show, the latest attempt
     when it was ``noisy`` and a quiet one is shown instead) (:func:`~specviz.serving.pool.shown_attempt`).
@@ -110,12 +129,7 @@ def measured_again(work: Work, noisy: Callable[[Any], bool], start: str) -> tupl
     me = own_key() if teacher else None
 
     def measured() -> tuple[list[Any], bool, list[Any]]:
-        """(the class's attempts, whether this session owns them, this session's own attempts: the class's where it
-        owns them)."""
-        attempts = stored_attempts(pool, work.key)
-        owned = me is not None and pool.cached(owner_key(work.key)) in (None, me)
-        own = attempts if owned else [] if me is None else stored_attempts(pool, own_series(work.key, me))
-        return attempts, owned, own
+        return session_attempts(work.key, me)
 
     def again() -> bool:
         return teacher and slot.button(
@@ -149,8 +163,7 @@ def measured_again(work: Work, noisy: Callable[[Any], bool], start: str) -> tupl
             "or prepared them first (the teacher's): a Measure again from any other session changes nothing the "
             "class sees."
         )
-        return shown_attempt(own, noisy)
-    return shown_attempt(attempts, noisy)
+    return shown_to_session(work.key, noisy)
 
 
 def claim(work: Work) -> None:
@@ -248,7 +261,7 @@ def page_pair(config: DecodeConfig) -> ModelPair | None:
     """The shared pair for a page that reads the models itself: a spinner while loading, a message on failure."""
     loading = (
         f"Loading {config.target}"
-        + (f" and {config.draft}" if config.draft_spec else "")
+        + (f" and {config.draft_spec}" if config.draft_spec else "")
         + (" (the first load on a machine also measures its kernels: seconds) …")
     )
     with contextlib.nullcontext() if pair_loaded(config) else scheduling.waiting(), st.spinner(loading):

@@ -7,6 +7,7 @@ from specviz.analysis import rules
 from specviz.presentation import comparison
 from specviz.registry.rules import RULE_ENTRIES
 from specviz.serving.works import Work
+from specviz.ui.state import page_key
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Compare verification rules on the same draft")
@@ -23,7 +24,13 @@ if trace is not None and not rounds:
 elif config is not None and trace is not None and rounds:
     choice = st.select_slider("Round whose draft is compared", [r.index + 1 for r in rounds])
     rnd = trace.rounds[choice - 1]
-    table = ui.shared_result(Work("rules", config, prompt, (choice,)))
+    table = ui.shared_result(  # the target's pass over the draft, on a press: a page that opens computes its trace only
+        Work("rules", config, prompt, (choice,)),
+        button="Check this draft with every rule",
+        button_key=page_key("rules", "check"),
+        hint="Press to run the target's one pass over this round's draft and check it by every rule: every session of "
+        "this link then shares the verdicts.",
+    )
     if table is not None:
         st.plotly_chart(comparison.rules_grid_figure(table, [p.text for p in rnd.draft]), width="stretch")
         st.download_button(

@@ -5,7 +5,7 @@ import streamlit as st
 from specviz import limits, ui
 from specviz.analysis import sweep
 from specviz.analysis.roofline import below_one_sentence
-from specviz.models.profile import model_profile
+from specviz.models.profile import held_profile
 from specviz.presentation import sweep_figures
 from specviz.registry.drafters import drafter_entry
 from specviz.registry.rules import rule_entry
@@ -14,6 +14,7 @@ from specviz.ui.state import page_key
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Gamma sweep: which block size pays?")
+ui.hold_students_quiz(config, prompt, defaults)  # a student's quiz comes first
 if config is not None:
     ui.precision_caption(config)
 st.markdown(
@@ -32,9 +33,13 @@ st.markdown(
 gammas = st.multiselect(
     "Block sizes γ", list(range(1, 17)), default=[1, 2, 3, 4, 6, 8], max_selections=limits.SWEEP_GAMMAS_MAX
 )
-swept_pair = ui.page_pair(config) if config is not None and gammas else None
+swept_pair = ui.page_pair(config) if config is not None else None
+if config is not None and swept_pair is not None:  # the configuration's figure and this machine's fastest, always
+    ui.show_headline(config, prompt)
+    if (fastest := ui.fastest_note(config, prompt)) is not None:
+        st.caption(fastest)
 if config is not None and gammas and swept_pair is not None:
-    cycles = sweep.sweep_cycles(config, len(gammas), model_profile(swept_pair.target).step_ms)
+    cycles = sweep.sweep_cycles(config, len(gammas), held_profile(swept_pair.target).step_ms)
     result, noisy = ui.measured_again(
         Work("sweep", config, prompt, (tuple(sorted(gammas)),)),
         lambda swept: bool(sweep.loaded_gammas(swept[0])),
@@ -49,11 +54,11 @@ if config is not None and gammas and swept_pair is not None:
         st.warning("The latest sweep was noisy by other work on the server: the quiet one before it is shown.")
     if result is not None:
         table, c = result
-        ui.show_headline(config, prompt)
+        loaded = sweep.loaded_gammas(table)
         best_measured = sweep.fastest_quiet_gamma(table)
+        tied = sweep.gammas_tied_with(table, best_measured) if best_measured is not None else []
         alpha = float(table.alpha.mean())
-        best_predicted = sweep.best_gamma_by(table, "expected_speedup_verify_measured")
-        cols = st.columns(5)
+        cols = st.columns(4)
         cols[0].metric(
             "cost ratio c", f"{c:.3f}", help="the draft's step over the target's, from this machine's profile"
         )
@@ -61,38 +66,34 @@ if config is not None and gammas and swept_pair is not None:
             f"mean α ({config.rule})", f"{alpha:.3f}", help=f"over the runs: {rule_entry(config.rule).alpha}"
         )
         cols[2].metric(
-            "fastest γ, timed",
-            best_measured if best_measured is not None else "none quiet",
+            "fastest γ in this sweep",
+            "none quiet"
+            if best_measured is None
+            else f"{best_measured} (tied: {', '.join(map(str, tied))})"
+            if tied
+            else best_measured,
             help="the highest timed ratio (the target alone's median time over the speculative median time) among "
-            "the γ whose timing measured speculation, not the server's load; not the configuration's speedup",
+            "the γ whose timing measured speculation, not the server's load: the peak of the chart's timed line",
         )
         cols[3].metric(
-            "best γ, theory v = 1",
-            sweep.best_gamma_by(table, "expected_speedup"),
-            help="the highest of Thm. 3.8's curve (v = 1) over the swept γ, at each run's α and c",
+            "theory's peak, v(k) here",
+            f"γ = {sweep.best_gamma_by(table, 'expected_speedup_verify_measured')}",
+            help="where the dotted curve peaks over the swept γ: the target's pass over k + 1 tokens at its measured "
+            "cost (the machine profile), each γ at the α its own run measured; a prediction, not a timing",
         )
-        cols[4].metric(
-            "best γ, theory v(k)",
-            best_predicted,
-            help="the highest of the dotted curve over the swept γ: the target's pass over k + 1 tokens at its "
-            "measured cost (the machine profile), each γ at the α its own run measured (the Parallel verification "
-            "page predicts every γ at the trace's one α, with full blocks, so it may pick another γ)",
-        )
-        loaded = sweep.loaded_gammas(table)
+        for gamma, signs in sweep.load_signs_by_gamma(table).items():
+            st.warning(f"The timing of γ = {gamma} measured this server's load, not speculation: {'; '.join(signs)}.")
         if loaded:
-            st.warning(
-                f"The timings of γ = {', '.join(map(str, loaded))} measure this server's load, not "
-                "speculation: their pairs disagree by more than 30%, or they beat what Thm. 3.8 allows at "
-                "their α and c. They are no result (none is starred); read the dotted curve, this machine's figure "
-                "from its quiet profile; other sessions share the server's cores."
+            st.caption(
+                "Those timings are no result (grey crosses on the chart, off its timed line); read the dotted curve, "
+                "this machine's figure from its quiet profile." + ui.measure_again_hint()
             )
-        st.plotly_chart(sweep_figures.gamma_sweep_figure(table, best_measured, best_predicted), width="stretch")
-        tied = sweep.gammas_tied_with(table, best_measured) if best_measured is not None else []
+        st.plotly_chart(sweep_figures.gamma_sweep_figure(table, best_measured, loaded), width="stretch")
         if tied:
             st.caption(
                 f"A tie on this machine: the fastest pair of γ = {', '.join(map(str, tied))} reaches the "
                 f"slowest pair of γ = {best_measured} (the bars run from each γ's slowest to its fastest pair), "
-                "so the measurement cannot rank them."
+                "so this sweep cannot rank them."
             )
         st.markdown(
             "Larger γ buys more tokens per target pass but pays γ draft passes each round, and the chance that "
@@ -100,7 +101,7 @@ if config is not None and gammas and swept_pair is not None:
             "slow as the target) the best γ is the smallest, and no γ beats autoregressive decoding."
         )
         st.dataframe(sweep.readable(table), width="stretch", hide_index=True)
-        below_one = below_one_sentence(model_profile(swept_pair.target).verify_costs).strip()
+        below_one = below_one_sentence(held_profile(swept_pair.target).verify_costs).strip()
         if below_one:
             st.caption(f"The v(k) column predicts each run's rounds from this machine's profile. {below_one}")
         st.download_button(

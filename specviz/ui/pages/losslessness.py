@@ -124,8 +124,16 @@ if config is not None:
             f"**Power, before you press**: with {samples} decodes per arm, the test at position 1 catches the broken "
             f"rule with probability **{caught:.0%}** (at the 1% level, from both laws there, exact).{short}"
         )
+    # at its default the press runs as many decodes as the power target needs (None: the work reads that number from the
+    # first position's exact laws), so a lecture prepared before part 1 was sampled holds the same result
+    needed = samples == lab_sequences.default_sequence_samples(power)
+    if needed and power is None:
+        st.caption(
+            "At the slider's default, the press decodes as many samples per arm as catch the broken rule at position 1 "
+            f"with probability {lab_sequences.POWER_TARGET:.0%} (computed from the exact laws there, first)."
+        )
     table = ui.shared_result(
-        Work("lab-sequences", lab_config, prompt, (samples, tokens)),
+        Work("lab-sequences", lab_config, prompt, (None if needed else samples, tokens)),
         button="Decode the samples",
         button_key=page_key("lab", "decode"),
     )

@@ -103,9 +103,10 @@ if config is not None and trace is not None and trace.rounds:
     )
     pair = ui.page_pair(config)
     speed = ui.show_headline(config, prompt) if pair is not None else None
-    if pair is not None and speed is not None:
-        c, predicted = speed
-        st.markdown(ui.prediction_story_text(config, pair, predicted, check.alpha, c))
+    if pair is not None:
+        if speed is not None:  # predicted from this machine's quiet profile only
+            c, predicted = speed
+            st.markdown(ui.prediction_story_text(config, pair, predicted, check.alpha, c))
         timing, noisy = ui.measured_again(
             Work("speedup", config, prompt),
             lambda check: bool(metrics.load_signs(check)),

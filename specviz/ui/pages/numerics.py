@@ -17,6 +17,7 @@ from specviz.serving.works import Work
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Precision and rounding: exact, or exact up to rounding?")
+ui.hold_students_quiz(config, prompt, defaults)  # a student's quiz comes first
 st.markdown(
     "Greedy speculative decoding emits the target's argmax at every position, so in exact arithmetic its text **is** "
     "the target's own greedy text. Computers round. In a round the target scores the drafted tokens in ONE pass over "

@@ -32,6 +32,7 @@ SUMMARY_COLUMNS = {
 
 config, prompt, defaults = ui.shared_controls()
 st.title("Drafting on the target's states: Blockwise heads, [MASK] queries, EAGLE")
+ui.hold_students_quiz(config, prompt, defaults)  # a student's quiz comes first
 left, right = st.columns(2)
 left.markdown(
     "**Blockwise Decoding** (Stern et al. 2018). k small heads sit on ONE hidden state of the target, "

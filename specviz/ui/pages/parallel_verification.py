@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from specviz import limits, ui
-from specviz.analysis import metrics, roofline, timing
+from specviz.analysis import metrics, timing
 from specviz.presentation.verification_figures import mask_figure, parallel_arrows_figure, timeline_figure
 from specviz.serving.works import Work
 
@@ -36,8 +36,8 @@ if config is not None and trace is not None and trace.output_ids:
         cols[2].metric("sequential / parallel", f"{measured['sequential_ms'] / measured['parallel_ms']:.2f}×")
         if timing.timed_under_load(measured):
             st.warning(
-                f"These timings measured the server's load: the repeats' ratios disagree "
-                f"({', '.join(f'{r:.2f}×' for r in measured['ratios'])})." + ui.measure_again_hint()
+                f"These timings measured the server's load: {'; '.join(timing.load_words(measured))}."
+                + ui.measure_again_hint()
             )
         elif noisy is not None:
             st.warning("The latest timing was noisy by other work on the server: the quiet one before it is shown.")
@@ -70,9 +70,11 @@ if config is not None and trace is not None and trace.output_ids:
     st.subheader("Target calls for the same output")
     pair = ui.page_pair(config)
     if pair is not None:
-        target, draft = roofline.pair_profiles(config, pair)
+        target, draft = ui.profiles_here(config, pair)  # measured before, never on opening
         draft_ms, verify_ms = metrics.profile_timeline(trace, target, draft)
         speed = ui.show_headline(config, prompt)
+        if (fastest := ui.fastest_note(config, prompt)) is not None:
+            st.caption(fastest)
         if speed is not None:
             c, predicted = speed
             st.markdown(ui.prediction_story_text(config, pair, predicted, trace.stats.alpha_estimate, c))

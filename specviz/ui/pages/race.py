@@ -5,7 +5,8 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from specviz import ui
-from specviz.analysis.race import lane_choices, speedup_words
+from specviz.analysis.claims import speedup_words
+from specviz.analysis.race import lane_choices
 from specviz.presentation.race import race_page
 from specviz.registry.drafters import drafter_entry
 from specviz.registry.rules import rule_for
@@ -33,9 +34,7 @@ st.caption(
     "of the two measured wall times, and both clocks hold the same recording work: each lane records every token "
     "its target emits alike (its text, probability and top tokens), and speculative decoding also its drafts."
 )
-if config is not None and not ui.may_start():  # a student's quiz comes first: the race strikes its rejected drafts
-    trace = ui.get_trace(config, prompt)
-    ui.hold_for_quiz(trace, config, prompt, defaults)  # a student's quiz comes first
+ui.hold_students_quiz(config, prompt, defaults)  # a student's quiz comes first: the race strikes its rejected drafts
 widest = PAIR_PRESETS[QWEN_CODER_PAIR]  # the published pair: the race is won by the widest margin there
 student = {} if ui.may_start() else {STUDENT: "1"}  # a student's link stays a student's
 if config is not None and widest and config.target != widest[0] and availability_mark(*widest) == "✓":
@@ -45,8 +44,7 @@ if config is not None and widest and config.target != widest[0] and availability
     )
 if config is not None:
     ui.precision_caption(config)
-    if (fastest := ui.fastest_note(config)) is not None:
-        st.caption(fastest)
+    fastest_place = st.empty()  # this machine's fastest, said against the race below once it is known
     choices = lane_choices(config)
     extra = tuple(
         st.multiselect(
@@ -57,6 +55,8 @@ if config is not None:
         )
     )
     race, noisy = ui.raced(config, prompt, extra, MEASURE)
+    if (fastest := ui.fastest_note(config, prompt)) is not None:
+        fastest_place.caption(fastest)
     if rule_for(config).stochastic:
         st.info(SAMPLED_LANES)
     if race is None:

@@ -25,7 +25,8 @@ if trace is not None and not trace.rounds:
     st.info("Nothing was generated (the model ended at once).")
 elif config is not None and trace is not None:
     st.markdown(ui.summary_line(trace))
-    if (fastest := ui.fastest_note(config)) is not None:
+    ui.show_race_figure(config, prompt)
+    if (fastest := ui.fastest_note(config, prompt)) is not None:
         st.caption(fastest)
     player = ui.show_player(trace, config, prompt, defaults, linked_round)
     st.markdown("##### Output (colour: how each token was produced; underline alternates per round)")
@@ -48,12 +49,13 @@ elif config is not None and trace is not None:
         on_click="ignore",
     )
     right.download_button(
-        "Download the lesson (HTML, no server needed)",
+        "Download the lesson (HTML)",
         lambda: player,
         "specviz-lesson.html",
         "text/html",
         on_click="ignore",
     )
+    right.caption("One file that opens offline: no server needed.")
     st.caption(
         "What vLLM would report for this run (its metric names; the page *Your engine's numbers* reads them back):"
     )
