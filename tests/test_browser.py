@@ -65,7 +65,7 @@ def test_a_page_link_opened_first_on_a_fresh_server_keeps_the_prompt_at_the_next
         prompt = page.get_by_label("Prompt").input_value()
         assert prompt.strip()
         run.click()
-        outcome = page.get_by_text("fastest γ, timed").or_(page.get_by_text("The prompt is empty"))
+        outcome = page.get_by_text("fastest γ in this sweep").or_(page.get_by_text("The prompt is empty"))
         outcome.or_(page.locator('[data-testid="stException"]')).first.wait_for()  # whichever comes: fail fast
         assert "prompt is empty" not in page.inner_text("body")
         assert page.get_by_label("Prompt").input_value() == prompt
