@@ -595,3 +595,26 @@ def test_the_race_page_says_when_no_draft_pays_here_and_names_the_closest(app_ur
         assert "the closest, the draft model in float32 at γ = 2, stopping below max q = 0.9, replays at 0.64×" in (
             said.inner_text()
         )
+
+
+def test_every_speed_page_names_the_same_fastest_configuration(app_url, tiny_params):
+    """#70 item 6: Race, Round view, Gamma sweep and Parallel verification name one fastest configuration for a pair on
+    this machine, the quiet replay's stored for it (as ``python -m specviz machine`` writes it), worded as a
+    prediction, beside a sidebar that drafts another γ."""
+    from urllib.parse import urlencode
+
+    from specviz.analysis.defaults import PRECISIONS, store_defaults
+    from specviz.analysis.replay import FastestDraft, MeasuredDefaults
+
+    fastest = {dtype: FastestDraft("bfloat16", 5, 1.4, 50.0, 0.0) for dtype in PRECISIONS}
+    store_defaults(
+        tiny_params["target"], tiny_params["draft"], "cpu", MeasuredDefaults("float32", 3, "", None, fastest)
+    )
+    named = "This machine's fastest for this pair in float32: γ = 5, the draft in bfloat16 (predicted 1.40×"
+    with chromium_page(1366, 900) as page:
+        for path in ("race", "", "gamma_sweep", "parallel_verification"):
+            page.goto(f"{app_url}/{path}?{urlencode(tiny_params)}")
+            said = page.get_by_text("This machine's fastest for this pair")
+            appears(page, said)
+            assert said.count() == 1 and named in said.inner_text(), (path, said.inner_text())
+            assert "this trace drafts γ = 3" in said.inner_text()

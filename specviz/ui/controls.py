@@ -75,9 +75,6 @@ def draw_shared_sidebar() -> None:
     defaults = app_defaults()
     session.config, session.chosen_prompt = sidebar_controls(defaults, st.sidebar.container())
     session.defaults, session.sidebar_drawn = defaults, True
-    if not session.student:  # the browser keeps the key from the first run on: every tab of it owns what it measures
-        with st.sidebar:
-            remember_teacher_key(own_key())
 
 
 FIRST_WORK_WAIT_S = 120.0  # how long the machine's first measurement waits for a visitor's first computation
@@ -119,7 +116,11 @@ def shared_controls() -> tuple[DecodeConfig | None, str, DecodeConfig]:
 
 
 def draw_students_link(config: DecodeConfig, prompt: str, defaults: DecodeConfig) -> None:
-    """The teacher's expander with the students' quiz link of this page's settings, at the session's round."""
+    """The teacher's expander with the students' quiz link of this page's settings, at the session's round; beside it,
+    outside the folded expander (whose content a browser may not mount), the key this session owns its results by,
+    kept in the browser's cookie from the first page on (every tab of it then owns them)."""
+    with st.sidebar:
+        remember_teacher_key(own_key())
     with st.sidebar.expander("Copy link for students (quiz)"):
         st.caption(
             "Opens the lesson player's quiz at this round: no verdict shows before it is answered. A student session "
