@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import shutil
+import time
 
 import pytest
 import torch
@@ -671,3 +672,22 @@ def test_replicas_starting_together_agree_on_one_measured_choice(onednn, tmp_pat
         defaults.store_defaults(config.target, config.draft, config.device, chosen)
     second.join()
     assert got == [chosen]
+
+
+def test_a_timed_pass_is_timed_to_its_end_on_the_device(tiny_pair, monkeypatch):
+    """On a GPU a pass returns to the host once its kernels are queued; the profile, c and the timed passes read the
+    clock after the device ran them. A fake device whose queue takes 20 ms to run after each wait asked of it: every
+    timed pass includes those 20 ms, and each is waited for before its clock starts and after it."""
+    from specviz.analysis import cost
+
+    waits = []
+
+    def queued_device(device: torch.device) -> None:  # a device that runs its queue 20 ms after being asked
+        waits.append(device)
+        time.sleep(0.02)
+
+    monkeypatch.setattr(pass_timing, "device_wait", queued_device)
+    timed = pass_timing.time_passes(tiny_pair.target, full_forward, [3, 7, 5, 9] * 35, rounds=1)
+    assert min(timed.pass_ms) >= 20.0 and len(waits) == 2 * 2 * pass_timing.PROFILE_TOKENS  # warm-up and one round
+    monkeypatch.setattr(cost, "device_wait", queued_device)
+    assert cost.cached_pass_ms(tiny_pair.target, full_forward, [3, 7, 5, 9] * 4, repeats=1) >= 20.0

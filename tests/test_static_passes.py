@@ -97,7 +97,7 @@ def test_the_capture_path_keeps_one_entry_per_pass_shape_and_runs_eagerly_withou
     assert all(entry.graph is None and entry.outputs == () for entry in target.values())  # the fallback: eager
     draft = static_passes(graphed.draft).captured  # type: ignore[arg-type]
     assert 1 in {shape.width for shape in draft}
-    assert capture(lambda: (torch.zeros(1),), torch.device("cpu"), None) == (
+    assert capture(lambda: (torch.zeros(1),), torch.device("cpu"), None, None) == (
         None,
         (),
     )  # no GPU here: nothing captured, nothing raised
@@ -124,3 +124,31 @@ def test_a_models_static_passes_do_not_keep_it_alive(tiny_dirs):
     del loaded
     gc.collect()
     assert gone() is None
+
+
+def test_a_runs_static_buffer_is_sized_once_before_it_starts(tiny_dirs, tiny_pair):
+    """A run that outgrows one capacity step: its models' buffers are made for the whole run before its first pass
+    (one growth each), not grown in the middle of it, which would drop and capture again every pass shape."""
+    long_prompt = (PROMPT * 60)[: CAPACITY_STEP - 10]  # the run passes the first step's slots within its tokens
+    config = tiny_config(tiny_dirs, gamma=3, max_new_tokens=24)
+    graphed = with_passes(tiny_pair, GRAPHED)
+    speculative_decode(config, prompt_ids=long_prompt, pair=graphed)
+    for model in (graphed.target, graphed.draft):
+        passes = static_passes(model)  # type: ignore[arg-type]
+        assert passes.growths == 1 and passes.capacity == 2 * CAPACITY_STEP
+        assert all(shape.capacity == 2 * CAPACITY_STEP for shape in passes.captured)
+        assert passes.failed == 0 and passes.graphs == 0  # no GPU here: eager, and no capture counted as failed
+    alone = dataclasses.replace(load_model(tiny_dirs["target"], "cpu"), passes=STATIC)
+    autoregressive_decode(config, ModelPair(alone, None), long_prompt)
+    assert static_passes(alone).growths == 1
+
+
+def test_a_gpus_race_captures_every_pass_shape_before_its_clock():
+    """On a GPU whose passes are captured as graphs, each decoder's untimed warm-up is as long as the run, so no lane
+    captures a graph on the clock; elsewhere it is the first tokens only."""
+    from specviz.analysis.race import WARM_UP_TOKENS, warm_up_tokens
+    from specviz.config import DecodeConfig
+
+    config = DecodeConfig(max_new_tokens=48)
+    assert warm_up_tokens(config, GRAPHED) == 48
+    assert warm_up_tokens(config, STATIC) == warm_up_tokens(config, "dynamic") == WARM_UP_TOKENS

@@ -12,15 +12,19 @@ from specviz.engine import ModelPair
 from specviz.models.profile import model_profile
 from specviz.registry.rules import rule_for
 from specviz.runtime.loaded import LoadedModel
+from specviz.runtime.machine import device_wait
 from specviz.runtime.protocol import ForwardFn, KVCachedSequence
 from specviz.runtime.reference import full_forward
 
 
 def timed_feeds(state: KVCachedSequence, forward: ForwardFn, loaded: LoadedModel, chunks: list[list[int]]) -> float:
-    """Seconds to feed ``chunks`` to ``loaded`` through ``forward``, one cached forward per chunk."""
+    """Seconds to feed ``chunks`` to ``loaded`` through ``forward``, one cached forward per chunk, from an idle device
+    to the last pass's end on it (:func:`~specviz.runtime.machine.device_wait`: a GPU's, not its launches)."""
+    device_wait(loaded.device)
     started = time.perf_counter()
     for chunk in chunks:
         state.feed(forward, loaded, chunk, len(chunk))
+    device_wait(loaded.device)
     return time.perf_counter() - started
 
 

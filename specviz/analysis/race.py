@@ -38,10 +38,20 @@ from specviz.registry.drafters import DRAFTERS, drafter_entry
 from specviz.registry.rules import rule_entry, rule_for
 from specviz.runtime.machine import cpu_name
 from specviz.runtime.protocol import common_prefix
+from specviz.runtime.static_passes import GRAPHED
 from specviz.server_reports.export import DraftingRun, drafting_run
 
 TARGET_LANE = "target alone"
 WARM_UP_TOKENS = 2  # each decoder's first tokens, run once before the clock starts (allocations, caches)
+
+
+def warm_up_tokens(config: DecodeConfig, passes: str) -> int:
+    """The untimed tokens each decoder runs before a race's clock starts, for a target whose passes run as ``passes``:
+    :data:`WARM_UP_TOKENS` (the first allocations and caches), and on a GPU that captures its passes as CUDA graphs
+    the run's own length, so every pass shape the lanes will use (the target's widths 1..γ + 1, the draft's steps,
+    EAGLE's states) is captured before the clock, not inside a lane (each capture waits for the device and its
+    warm-up run)."""
+    return config.max_new_tokens if passes == GRAPHED else WARM_UP_TOKENS
 
 
 @dataclass(frozen=True)
@@ -235,13 +245,15 @@ def run_race(
     """The target alone against each (config, pair) lane, on ``prompt`` (or raw ``prompt_ids``), one after the
     other on this worker.
 
-    Every decoder first runs :data:`WARM_UP_TOKENS` tokens untimed, so neither lane pays the process's first
-    allocations. The target alone runs with the first lane's config and pair (same target, kernels and rule).
+    Every decoder first runs :func:`warm_up_tokens` tokens untimed, so neither lane pays the process's first
+    allocations (nor, on a GPU, a graph's capture). The target alone runs with the first lane's config and pair (same
+    target, kernels and rule).
     """
     config, pair = lanes[0]
     ids = warmed_prompt_ids(config, pair, prompt, prompt_ids)
     for lane_config, lane_pair in lanes:
-        speculative_decode(lane_config.replace(max_new_tokens=WARM_UP_TOKENS), prompt_ids=ids, pair=lane_pair)
+        warm = warm_up_tokens(lane_config, lane_pair.target.passes)
+        speculative_decode(lane_config.replace(max_new_tokens=warm), prompt_ids=ids, pair=lane_pair)
     target = target_lane(config, pair, ids)
     raced = [speculative_lane(c, p, ids) for c, p in lanes]
     everything = (target, *raced)
@@ -259,9 +271,9 @@ def run_race(
 def warmed_prompt_ids(
     config: DecodeConfig, pair: ModelPair, prompt: str | None, prompt_ids: list[int] | None
 ) -> list[int]:
-    """The race's prompt as ids, after the target alone's warm-up (:data:`WARM_UP_TOKENS` untimed tokens)."""
+    """The race's prompt as ids, after the target alone's warm-up (:func:`warm_up_tokens` untimed tokens)."""
     ids = prompt_ids_for(pair, config, prompt, prompt_ids)
-    autoregressive_decode(config.replace(max_new_tokens=WARM_UP_TOKENS), pair, ids)
+    autoregressive_decode(config.replace(max_new_tokens=warm_up_tokens(config, pair.target.passes)), pair, ids)
     return ids
 
 

@@ -61,6 +61,7 @@ from specviz.registry.drafter_settings import EagleSettings
 from specviz.registry.shared_settings import DrafterShared
 from specviz.rules.acceptance import Rule
 from specviz.runtime.llama_step import LlamaWeights, causal_mask, llama_weights
+from specviz.runtime.machine import device_wait
 from specviz.runtime.protocol import KVCachedSequence, TreeLayout, common_prefix
 from specviz.runtime.reference import states_forward
 from specviz.settings import ConfigError
@@ -225,8 +226,10 @@ def ms_per_drafted_token(
     cached = drafter.state.cache.get_seq_length()
 
     def one_step() -> float:
+        device_wait(pair.target.device)
         started = time.perf_counter()
         drafter.q(drafter.step(feature[None], [prefix[-1]], [cached]), rule)
+        device_wait(pair.target.device)  # timed to its end on the device, not its launches
         drafter.state.crop(cached)
         return (time.perf_counter() - started) * 1e3
 

@@ -31,6 +31,7 @@ from specviz.models.loading import LoadedModel
 from specviz.models.pair import ModelPair
 from specviz.registry.shared_settings import DrafterShared
 from specviz.rules.acceptance import Rule
+from specviz.runtime.machine import device_wait
 from specviz.runtime.protocol import KVCachedSequence
 from specviz.settings import ConfigError
 
@@ -118,8 +119,10 @@ def ms_per_drafted_token(
     draft_logits(drafter.module, pair.target, memory, prefix[-1])  # warm-up
     times = []
     for _ in range(repeats):
+        device_wait(pair.target.device)
         started = time.perf_counter()
         k = len(draft_logits(drafter.module, pair.target, memory, prefix[-1]))
+        device_wait(pair.target.device)  # timed to its end on the device, not its launches
         times.append((time.perf_counter() - started) * 1e3 / k)
     return statistics.median(times)
 

@@ -18,7 +18,7 @@ from specviz.engine.trace import EmittedToken
 from specviz.models.pair import ModelPair, eos_ids
 from specviz.registry.rules import rule_for
 from specviz.rules.acceptance import TARGET
-from specviz.runtime import KVCachedSequence, full_forward
+from specviz.runtime import KVCachedSequence, full_forward, reserve_slots
 
 
 def autoregressive_decode(
@@ -39,6 +39,7 @@ def autoregressive_decode(
     target, vocab_size = pair.target, pair.vocab_size
     generator = torch.Generator().manual_seed(config.seed)
     state = KVCachedSequence()
+    reserve_slots(target, len(prompt_ids) + config.max_new_tokens + 1)  # a static buffer sized once, before the clock
     committed, eos = list(prompt_ids), eos_ids(target)
     started = time.perf_counter()
     while len(committed) - len(prompt_ids) < config.max_new_tokens and len(committed) < target.context_length:

@@ -33,7 +33,7 @@ from specviz.models.pair import ModelPair, eos_ids, load_pair, prompt_ids_for
 from specviz.registry.drafters import drafter_entry
 from specviz.registry.rules import rule_for
 from specviz.rules.acceptance import Rule
-from specviz.runtime import ForwardFn, KVCachedSequence, StatesForwardFn, full_forward, states_forward
+from specviz.runtime import ForwardFn, KVCachedSequence, StatesForwardFn, full_forward, reserve_slots, states_forward
 
 T = TypeVar("T")
 
@@ -172,6 +172,10 @@ def speculative_decode(
     )
     # γ bounds a chain's drafted tokens, and a tree's levels (its depth)
     gamma = config.tree_depth if drafter_entry(config.drafter).drafts_tree(config) else config.gamma
+    for model in {
+        id(m): m for m in (pair.target, pair.draft) if m is not None
+    }.values():  # sized once, before the clock
+        reserve_slots(model, len(ids) + config.max_new_tokens + gamma + 1)
     committed = list(ids)
     rounds: list[Round] = []
     stop_reason = "max_new_tokens"

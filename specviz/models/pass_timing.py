@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from specviz.limits import Progress
 from specviz.runtime.loaded import LoadedModel
+from specviz.runtime.machine import device_wait
 from specviz.runtime.protocol import ForwardFn, KVCachedSequence
 
 PROFILE_TOKENS = 9  # passes over k + 1 = 1..9 new tokens: every block size up to gamma 8
@@ -98,7 +99,9 @@ def time_passes(
     (:class:`Timed`).
 
     One untimed warm-up of every size, then ``rounds`` rounds that time every size once, in forward order in
-    odd rounds and backward in even ones, so a load that comes and goes falls on every size alike."""
+    odd rounds and backward in even ones, so a load that comes and goes falls on every size alike. Each pass is timed
+    from an idle device to its end on the device (:func:`~specviz.runtime.machine.device_wait`: on a GPU, not the
+    launches)."""
     state = KVCachedSequence()
     base = len(context) - PROFILE_TOKENS
     state.feed(forward, loaded, context[:base], 1)
@@ -110,8 +113,10 @@ def time_passes(
             timed_from = thread_clock()
         for n in sizes if r % 2 else sizes[::-1]:
             state.crop(base)
+            device_wait(loaded.device)
             started = time.perf_counter()
             state.feed(forward, loaded, context[base : base + n], n)
+            device_wait(loaded.device)
             if r:  # round 0 is the warm-up
                 times[n].append((time.perf_counter() - started) * 1e3)
         if on_progress:

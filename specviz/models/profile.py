@@ -52,8 +52,8 @@ from specviz.runtime.machine import cpu_name, machine_key
 from specviz.runtime.protocol import ForwardFn
 from specviz.runtime.reference import full_forward
 
-FORMAT = 4  # bumped when what a profile holds changes, so old files are measured again (3: the CPU share; 4: the
-# other processes' cores, a robust spread, and only quiet profiles kept)
+FORMAT = 5  # bumped when what a profile holds changes, so old files are measured again (3: the CPU share; 4: the
+# other processes' cores, a robust spread, and only quiet profiles kept; 5: a GPU's passes timed to their end on it)
 NOISY = 1.5  # the median pass size's slowest round this much longer than its fastest: the machine was busy
 LOADED = 0.8  # a timing thread with less of a core than this waited for other work: the machine was busy
 OTHER_WORK = 0.3  # other processes keeping more cores than this busy (an idle browser keeps a few hundredths): busy

@@ -9,7 +9,7 @@ time, the C kernels and their loading).
 """
 
 from specviz.runtime.loaded import LoadedModel
-from specviz.runtime.protocol import ForwardFn, KVCachedSequence, StatesForwardFn, TreeLayout
+from specviz.runtime.protocol import ForwardFn, KVCachedSequence, StatesForwardFn, TreeLayout, reserve_slots
 from specviz.runtime.reference import full_forward, states_forward
 
 __all__ = [
@@ -19,5 +19,6 @@ __all__ = [
     "StatesForwardFn",
     "TreeLayout",
     "full_forward",
+    "reserve_slots",
     "states_forward",
 ]

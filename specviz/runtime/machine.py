@@ -50,6 +50,14 @@ def share_kv_heads_in_masked_attention(device: torch.device) -> None:
         os.environ.setdefault(SHARED_KV_HEADS_FLAG, "1")
 
 
+def device_wait(device: torch.device) -> None:
+    """Wait until the work queued on ``device`` has run: a CUDA GPU runs its kernels after the host queued them, so a
+    clock read right after a pass times the launches, not the GPU (torch.cuda.synchronize, as gpt-fast's and
+    transformers' benchmarks time). Nothing on a CPU, whose passes return when they are done."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def cpu_name() -> str:
     """The CPU's model name (/proc/cpuinfo), or the platform's word for it."""
     try:

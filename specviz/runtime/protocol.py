@@ -150,6 +150,16 @@ def takes_static_cache(forward: F) -> F:
     return forward
 
 
+def reserve_slots(loaded: LoadedModel, slots: int) -> None:
+    """Size ``loaded``'s static buffer for a run of ``slots`` tokens before the run starts, where its passes run over
+    one: grown once, before any clock, not in the middle of the run (a buffer grown mid-run drops every captured graph,
+    and each pass shape is captured again inside the run). Nothing where its passes are dynamic (every CPU's)."""
+    if loaded.passes == DYNAMIC:
+        return
+    with loaded.lock, torch.inference_mode():  # the buffer is made, and read, in inference mode
+        static_passes(loaded).reserve(slots)
+
+
 def static_cache_for(loaded: LoadedModel, forward: ForwardFn | StatesForwardFn) -> StaticCache | None:
     """A new sequence's static cache where ``loaded``'s passes run over one (its ``passes`` is not "dynamic") and
     ``forward`` takes it (:func:`takes_static_cache`); else None."""

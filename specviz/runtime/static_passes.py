@@ -172,6 +172,14 @@ class StaticPasses:
     buffer: torch.Tensor = field(default_factory=lambda: torch.empty(0))
     holder: weakref.ref[StaticCache] | None = None
     captured: dict[PassShape, CapturedPass] = field(default_factory=dict)
+    stream: Any = None  # the one side stream every capture of this model runs on (made at its first capture)
+    failed: int = 0  # pass shapes whose capture failed on a GPU since the process began (each runs eagerly)
+    growths: int = 0  # times the buffer was made larger (each drops every graph over the old one)
+
+    @property
+    def graphs(self) -> int:
+        """The pass shapes captured as CUDA graphs over the present buffer."""
+        return sum(entry.graph is not None for entry in self.captured.values())
 
     def claim(self, cache: StaticCache) -> None:
         """Give the buffer to ``cache``: the holder's slots set aside in its own ``kept``, the newcomer's put back."""
@@ -198,6 +206,7 @@ class StaticPasses:
         if holder is not None and self.capacity:
             grown[..., : holder.length, :] = self.buffer[..., : holder.length, :]
         self.buffer, self.capacity, self.captured = grown, capacity, {}
+        self.growths += 1
 
     def run(
         self,
@@ -229,8 +238,9 @@ class StaticPasses:
             if shape not in self.captured:
                 self.captured[shape] = entry
                 if self.pool is None and torch.cuda.is_available():
-                    self.pool = torch.cuda.graph_pool_handle()
-                entry.graph, entry.outputs = capture(compute, self.device, self.pool)
+                    self.pool, self.stream = torch.cuda.graph_pool_handle(), torch.cuda.Stream(self.device)
+                entry.graph, entry.outputs = capture(compute, self.device, self.pool, self.stream)
+                self.failed += entry.graph is None and torch.cuda.is_available()
             if entry.graph is None:  # not captured (no GPU, or the capture failed): eager, the same numbers
                 return compute()
             entry.graph.replay()
@@ -249,11 +259,12 @@ CAPTURING = threading.Lock()  # one CUDA graph capture at a time in the process 
 
 
 def capture(
-    compute: Callable[[], tuple[torch.Tensor, ...]], device: torch.device, pool: Any
+    compute: Callable[[], tuple[torch.Tensor, ...]], device: torch.device, pool: Any, side: Any
 ) -> tuple[torch.cuda.CUDAGraph | None, tuple]:
-    """``compute`` captured as a CUDA graph on ``device`` (its memory from ``pool``) after a warm-up run on a side
-    stream (the capture itself runs nothing: the warm-up wrote this pass's keys and values, the same the replay
-    writes); (None, ()) off a GPU, and where the capture fails, which is logged: the pass then runs eagerly.
+    """``compute`` captured as a CUDA graph on ``device`` (its memory from ``pool``) after a warm-up run on the
+    model's side stream ``side`` (the capture itself runs nothing: the warm-up wrote this pass's keys and values, the
+    same the replay writes); (None, ()) off a GPU, and where the capture fails, which is logged: the pass then runs
+    eagerly.
 
     Captures are one at a time (two models' locks do not exclude each other) and only this thread's CUDA calls are
     held to the capture's rules (``thread_local``: another session's allocation does not break it); the side stream
@@ -262,7 +273,6 @@ def capture(
         return None, ()
     try:
         with CAPTURING, torch.cuda.device(device):
-            side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
                 compute()
