@@ -413,3 +413,33 @@ def test_cli_trace_samples_and_errors(tiny_dirs, tmp_path):
             assert all({"token_id", "status", "p", "q"} <= set(d) and "accepted" not in d for d in r["draft"])
     bad = subprocess.run(cmd[:-2] + ["--gamma", "0"], capture_output=True, text=True)
     assert bad.returncode == 2 and "gamma must be" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_chain_round_reads_the_device_once_a_drafted_token_and_once_for_its_verification(tiny_dirs, tiny_pair):
+    """#72's host reads, counted on the CPU (each ``.cpu()`` or ``.item()`` is a wait for a GPU): a chain round brings
+    each drafted token's q to the host as it is drawn (the next draft step needs it: the draws come from the run's
+    seeded CPU generator) and the target's p at every verified position in ONE transfer, k + 1 reads in all."""
+    reads: list[str] = []
+    originals = {name: getattr(torch.Tensor, name) for name in ("cpu", "item")}
+
+    def counted(name):
+        def read(self, *args, **kwargs):
+            reads.append(name)
+            return originals[name](self, *args, **kwargs)
+
+        return read
+
+    per_round = []
+    config = tiny_config(tiny_dirs, gamma=4, max_new_tokens=24)
+    try:
+        for name in originals:
+            setattr(torch.Tensor, name, counted(name))
+        trace = speculative_decode(
+            config, prompt_ids=PROMPT, pair=tiny_pair, on_round=lambda record, new: per_round.append(len(reads))
+        )
+    finally:
+        for name, original in originals.items():
+            setattr(torch.Tensor, name, original)
+    counts = [after - before for before, after in zip([0, *per_round], per_round)]
+    assert counts == [r.draft_forward_passes + 1 for r in trace.rounds]  # k q's, then one for every p
+    assert sum(r.draft_forward_passes for r in trace.rounds) > len(trace.rounds)  # rounds that drafted several

@@ -72,7 +72,9 @@ def test_a_tree_sized_to_the_flat_pass_follows_the_profile_and_is_the_targets_gr
 def profile_with_verify_costs(profile: PassProfile, costs: list[float]) -> PassProfile:
     """``profile`` as another machine would measure it, quiet: v(k) = ``costs[k - 1]`` for k = 1..8."""
     step = profile.step_ms
-    return dataclasses.replace(profile, pass_ms=(step, *(step * v for v in costs)), spread=1.0, cpu_share=1.0)
+    return dataclasses.replace(
+        profile, pass_ms=(step, *(step * v for v in costs)), spread=1.0, cpu_share=1.0, other_cores=0.0
+    )
 
 
 FLAT_MACHINE = [1.0] * 8  # every pass up to 9 tokens costs one step: flat_until 8

@@ -57,7 +57,10 @@ class DecodeRun:
         return states_forward if drafter_entry(self.config.drafter).requires_model_outputs else full_forward
 
     def target_probs(self, logits: torch.Tensor) -> list[torch.Tensor]:
-        return [self.rule.target_distribution(row).cpu() for row in logits]  # float32, one per position
+        """The target's p at each verified position, float32 (the rule's warp on the model's device, row by row),
+        brought to the host in ONE transfer: a GPU waits once for the round's p's, not once a position."""
+        warped = torch.stack([self.rule.target_distribution(row) for row in logits])  # (k + 1, V) on the device
+        return list(warped.cpu().unbind())
 
 
 def timed_ms(compute: Callable[[], T]) -> tuple[T, float]:
