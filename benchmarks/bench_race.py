@@ -18,7 +18,7 @@ import statistics
 
 from benchmarks.bench_machine import PAIRS, pair_config
 from specviz import DATA_DIR
-from specviz.analysis.defaults import fastest_config
+from specviz.analysis.defaults import fastest_config, stored_defaults
 from specviz.analysis.metrics import machine_speedup
 from specviz.analysis.race import run_race
 from specviz.engine import load_pair, speculative_decode
@@ -27,9 +27,11 @@ from specviz.training.teacher_text import read_prompt_file
 
 
 def bench(name: str, dtype: str, prompts: int, max_new: int) -> None:
-    config, chosen = fastest_config(pair_config(name, dtype, max_new))
+    config, chosen, _ = fastest_config(pair_config(name, dtype, max_new))
     pair = load_pair(config)
-    print(f"\n## {name}, target in {dtype}: {chosen}")
+    own = stored_defaults(config.target, config.draft, config.device)
+    quiet = "a replay of quiet profiles" if own is not None and not own.busy else "NOT a quiet replay"
+    print(f"\n## {name}, target in {dtype}: {chosen} ({quiet})")
     speedups, predictions = [], []
     for prompt in read_prompt_file(DATA_DIR / PAIRS[name][2])[:prompts]:
         race = run_race([(config, pair)], prompt)  # first: the decode that predicts it warms nothing the race times
