@@ -511,6 +511,9 @@ def test_fastest_where_no_draft_pays_names_the_closest_and_prefers_a_precision_t
     assert alone.words.startswith("--fastest: No draft pays for a float32 target on this machine: the closest, ")
     assert "the draft model in bfloat16 at γ = 5, stopping below max q = 0.9, replays at 0.64×" in alone.words
     assert not fastest_choice(config, measured, ("float32", "bfloat16")).pays
+    busy = fastest_choice(config, dataclasses.replace(measured, busy=True))  # a busy replay states no figure
+    assert not busy.pays and "No draft pays" not in busy.words and "0.64" not in busy.words
+    assert "chosen from passes measured while other work held the cores" in busy.words
 
 
 def test_race_fastest_where_no_draft_pays_races_the_target_alone(onednn, tmp_path, monkeypatch, capsys, profiled_cache):

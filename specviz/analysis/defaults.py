@@ -287,6 +287,15 @@ def fastest_choice(config: DecodeConfig, measured: MeasuredDefaults, allowed: tu
         dtype=dtype, draft_dtype=fastest.draft_dtype, gamma=fastest.gamma, confidence_exit=fastest.confidence_exit
     ).validated()
     among = f" (the fastest of {', '.join(allowed)})" if allowed else ""
+    if measured.busy:  # a replay of busy passes chooses, and states nothing as this machine's
+        return FastestChoice(
+            chosen,
+            f"--fastest: {a_target(dtype)}{among}, {draft_words(fastest)}, chosen from passes measured while other "
+            "work held the cores: no figure is stated from them (`python -m specviz machine` on a quiet machine "
+            "measures them again)."
+            + ("" if fastest.pays else " That replay found no draft that pays: only the target alone runs."),
+            fastest.pays,
+        )
     if not fastest.pays:
         return FastestChoice(chosen, f"--fastest: {loses_words(dtype, fastest)} Only the target alone runs.", False)
     return FastestChoice(
