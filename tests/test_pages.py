@@ -318,7 +318,7 @@ def test_a_busy_profile_predicts_nothing_and_says_what_the_load_was(params, monk
     """Passes measured while other work held the cores: the speed pages state no prediction from them, and say why."""
     from specviz.models import profile
 
-    monkeypatch.setattr(profile, "load_signs", lambda *measured: ("other processes kept 1.8 cores busy",))
+    monkeypatch.setattr(profile, "profile_load", lambda measured: ("other processes kept 1.8 cores busy",))
     at = open_page(params, "metrics")
     [story] = [i.value for i in at.info if i.value.startswith("**Speedup of this configuration")]
     assert "not measured yet" in story and "predicted" not in story.split("No speedup is predicted")[0]

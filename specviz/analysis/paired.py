@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from specviz.models.profile import load_signs as measurement_load
+from specviz.models.profile import measured_load
 
 A = TypeVar("A")
 B = TypeVar("B")
@@ -111,7 +111,7 @@ def load_signs(
     decoding faster than Thm. 3.8 (Leviathan et al. 2023) with verification at one step (v = 1) at the measured alpha
     and c (``expected``), so a ``measured`` speedup above it by :data:`ABOVE_THEORY` means the target-alone runs were
     slowed."""
-    signs = list(measurement_load(1.0, 1.0, other_cores))
+    signs = list(measured_load(other_cores=other_cores))
     if disagree(pair_speedups):
         signs.append(
             f"the pairs disagree ({', '.join(f'{r:.2f}×' for r in pair_speedups)}): the machine's "

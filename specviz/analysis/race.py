@@ -32,8 +32,7 @@ from specviz.engine.token_texts import TokenTexts
 from specviz.engine.trace import REJECTED, EmittedToken, Round
 from specviz.models.pair import prompt_ids_for
 from specviz.models.pass_timing import cpu_share, other_cores, thread_clock
-from specviz.models.profile import PassProfile, model_profile
-from specviz.models.profile import load_signs as measurement_load
+from specviz.models.profile import PassProfile, measured_load, model_profile
 from specviz.registry.drafters import DRAFTERS, drafter_entry
 from specviz.registry.rules import rule_entry, rule_for
 from specviz.runtime.machine import cpu_name
@@ -226,7 +225,7 @@ def load_signs(lanes: tuple[Lane, ...]) -> tuple[str, ...]:
     signs = tuple(
         f"while {lane.name} ran, {said}"
         for lane in lanes
-        for said in measurement_load(1.0, lane.cpu_share, lane.other_cores)  # a lane's one run has no spread
+        for said in measured_load(other_cores=lane.other_cores, cpu_share=lane.cpu_share)  # one run: no spread
     )
     slowed = {lane.name: lane.slowdown for lane in lanes if lane.slowdown is not None}
     if not disagree(list(slowed.values())):

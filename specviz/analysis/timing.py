@@ -14,7 +14,7 @@ from specviz.analysis.paired import disagree, timed_in_alternating_pairs
 from specviz.engine import ModelPair
 from specviz.limits import TIMING_REPEATS_MAX
 from specviz.models.pass_timing import other_cores, thread_clock
-from specviz.models.profile import load_signs as measurement_load
+from specviz.models.profile import measured_load
 from specviz.runtime.reference import full_forward
 
 
@@ -59,7 +59,7 @@ def load_words(timed: dict) -> list[str]:
     """What a :func:`verification_timing` measured of the machine's load, in words (empty: nothing): other processes'
     cores, and repeats (each a back-to-back pair) that disagree (:func:`~specviz.analysis.paired.disagree`; one
     repeat cannot tell)."""
-    signs = list(measurement_load(1.0, 1.0, timed.get("other_cores")))
+    signs = list(measured_load(other_cores=timed.get("other_cores")))
     if disagree(timed["ratios"]):
         signs.append(f"the repeats' ratios disagree ({', '.join(f'{r:.2f}×' for r in timed['ratios'])})")
     return signs

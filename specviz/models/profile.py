@@ -87,7 +87,7 @@ class PassProfile:
         thread had a core (CPU share >= ``LOADED``: :func:`~specviz.models.pass_timing.cpu_share`, so a load that
         stays constant through every round counts as load too) and other processes kept under ``OTHER_WORK`` cores
         busy (:func:`~specviz.models.pass_timing.other_cores`, as the OS counts them)."""
-        return not load_signs(self.spread, self.cpu_share, self.other_cores, self.device)
+        return not profile_load(self)
 
     @property
     def step_ms(self) -> float:
@@ -133,9 +133,16 @@ class PassProfile:
         return cls(**{**d, "pass_ms": tuple(d["pass_ms"])})
 
 
-def load_signs(spread: float, cpu_share: float, other_cores: float | None, device: str = "cpu") -> tuple[str, ...]:
-    """What made a measurement busy, in words, one sign each (empty: it was quiet): other processes' cores, the timing
-    thread's share of a core (both read on a CPU only) and the spread of its repeated rounds."""
+def measured_load(
+    *,
+    other_cores: float | None = None,
+    cpu_share: float | None = None,
+    spread: float | None = None,
+    device: str = "cpu",
+) -> tuple[str, ...]:
+    """What made a measurement busy, in words, one sign each, of the signs it read (None: not read; empty: it was
+    quiet): other processes' cores and the timing thread's share of a core (on a CPU only), and the spread of its
+    repeated rounds. A profile reads all three; a race's lane the first two (it runs once); a live check the first."""
     on_cpu = device == "cpu"
     return tuple(
         said
@@ -144,16 +151,26 @@ def load_signs(spread: float, cpu_share: float, other_cores: float | None, devic
                 on_cpu and other_cores is not None and other_cores >= OTHER_WORK,
                 f"other processes kept {other_cores or 0:.1f} cores busy",
             ),
-            (on_cpu and cpu_share < LOADED, f"the timing thread had {cpu_share:.0%} of a core"),
-            (spread >= NOISY, f"repeated passes {spread:.2f}× apart"),
+            (
+                on_cpu and cpu_share is not None and cpu_share < LOADED,
+                f"the timing thread had {cpu_share or 0:.0%} of a core",
+            ),
+            (spread is not None and spread >= NOISY, f"repeated passes {spread or 0:.2f}× apart"),
         )
         if busy
     )
 
 
+def profile_load(profile: PassProfile) -> tuple[str, ...]:
+    """Every sign of load a profile's measurement read (:func:`measured_load`)."""
+    return measured_load(
+        other_cores=profile.other_cores, cpu_share=profile.cpu_share, spread=profile.spread, device=profile.device
+    )
+
+
 def load_words(profile: PassProfile) -> str:
     """What the load was while ``profile`` was measured, in words ("" where it was quiet)."""
-    return "; ".join(load_signs(profile.spread, profile.cpu_share, profile.other_cores, profile.device))
+    return "; ".join(profile_load(profile))
 
 
 def weight_bytes(loaded: LoadedModel) -> int:
