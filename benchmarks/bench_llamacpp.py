@@ -19,7 +19,7 @@ prompt's pass; the app's are end to end (the race's wall includes the prompt's p
 the peer, if anything. Whether each output equals its own target alone is printed for both engines. A benchmark,
 never a test: it needs the GGUF files (``python -m specviz fetch qwen-coder --keep-gguf``) and llama.cpp's binaries.
 
-    .venv/bin/python -m benchmarks.bench_llamacpp --llama-bin DIR [--app float32,int8/int4/5,int4/int4/6/0.8]
+    .venv/bin/python -m benchmarks.bench_llamacpp --llama-bin DIR [--app float32,int8/int4/5,int4/int4/6/0.8+suffix]
         [--prompts 4]
         [--max-new 128] [--draft-max 4,8,16]
 """
@@ -51,6 +51,7 @@ from specviz.analysis.race import run_race
 from specviz.engine import load_pair
 from specviz.models.loading import encode_prompt, forget_loaded_models, load_location
 from specviz.models.published import QWEN_CODER_05B, QWEN_CODER_15B, kept_gguf
+from specviz.registry.drafters import SUFFIX
 from specviz.runtime.loaded import LoadedModel
 from specviz.runtime.machine import cpu_name, matrix_units_in_words, resident_bytes
 from specviz.training.teacher_text import read_prompt_file
@@ -156,10 +157,13 @@ def generate_run(target: LoadedModel, ids: list[int], max_new: int) -> Run:
     return Run(len(new), len(new) / seconds, len(new) / seconds, tuple(new))
 
 
-def app_runs(wanted: str, prompts: list[list[int]], max_new: int) -> tuple[str, list, list, list]:
+def app_runs(wanted: str, prompts: list[list[int]], max_new: int) -> tuple[str, list, list, list, list]:
     """The race on each prompt for ``wanted`` (TARGET, or TARGET/DRAFT/GAMMA with an optional /EXIT: the draft's
-    confidence exit), then ``generate`` on the same target: (the configuration in words, target lanes, speculative
-    lanes, generate's runs), each a :class:`Run`."""
+    confidence exit; a ``+DRAFTER`` suffix names another drafter than the draft model, e.g. ``+suffix``), then
+    ``generate`` on the same target: (the configuration in words, target lanes, speculative lanes, generate's runs,
+    the speculative lanes of every prompt raced again: a class repeating them, where the drafter learns from this
+    server's earlier answers), each a :class:`Run`."""
+    wanted, _, drafter = wanted.partition("+")
     dtype, *given = wanted.split("/")
     config = pair_config("qwen-coder", dtype, max_new)
     if given:
@@ -169,10 +173,10 @@ def app_runs(wanted: str, prompts: list[list[int]], max_new: int) -> tuple[str, 
         chosen = f"draft {draft_dtype}, γ = {gamma}{exit_words(exit_at)}"
     else:
         config, chosen = fastest_config(config)
-    config = config.replace(max_new_tokens=max_new)
+    config = config.replace(max_new_tokens=max_new, drafter=drafter or config.drafter)
     pair = load_pair(config)
-    chosen = f"{chosen}; resident after loading {resident_bytes() / 1e9:.2f} GB"
-    alone, speculative, generated = [], [], []
+    chosen = f"{config.drafter} drafter, {chosen}; resident after loading {resident_bytes() / 1e9:.2f} GB"
+    alone, speculative, generated, repeated = [], [], [], []
     for ids in prompts:
         summary = run_race([(config, pair)], None, ids).summary()
         for lane, into in (("target_alone", alone), ("speculative", speculative)):
@@ -180,10 +184,16 @@ def app_runs(wanted: str, prompts: list[list[int]], max_new: int) -> tuple[str, 
             ids_out = tuple(data["output_ids"])  # the summary's JSON list, compared with tuples
             into.append(Run(len(ids_out), data["tokens_per_s"], data["tokens_per_s"], ids_out))
         generated.append(generate_run(pair.target, ids, max_new))
+    if drafter == SUFFIX:
+        for ids in prompts:
+            data = run_race([(config, pair)], None, ids).summary()["speculative"]
+            repeated.append(
+                Run(len(data["output_ids"]), data["tokens_per_s"], data["tokens_per_s"], tuple(data["output_ids"]))
+            )
     del pair
     forget_loaded_models()
     gc.collect()
-    return chosen, alone, speculative, generated
+    return chosen, alone, speculative, generated, repeated
 
 
 def median(runs: list[Run], field: str) -> float:
@@ -220,7 +230,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--llama-bin", help="the folder holding llama-server (default: the PATH)")
     parser.add_argument(
-        "--app", default="float32,int8", help="the app's configurations: TARGET or TARGET/DRAFT/GAMMA[/EXIT]"
+        "--app",
+        default="float32,int8",
+        help="the app's configurations: TARGET or TARGET/DRAFT/GAMMA[/EXIT], each with an optional +DRAFTER (+suffix)",
     )
     parser.add_argument("--prompts", type=int, default=4, help="held-out code prompts, from the file's end")
     parser.add_argument("--max-new", type=int, default=128)
@@ -251,7 +263,7 @@ def main() -> None:
     for wanted in args.app.split(","):
         # the machine's speed drifts over minutes: llama.cpp's target alone again, just before each configuration
         beside = llamacpp_runs(server, [], prompts, args.max_new, args.threads)
-        chosen, alone, speculative, generated = app_runs(wanted, prompts, args.max_new)
+        chosen, alone, speculative, generated, repeated = app_runs(wanted, prompts, args.max_new)
         dtype = wanted.split("/")[0]
         print(f"\n  the app, target in {dtype}: {chosen}")
         report("llama.cpp Q4_K_M target alone, just before", beside, None)
@@ -261,6 +273,13 @@ def main() -> None:
         gain = median(speculative, "end_to_end_tps") / median(alone, "end_to_end_tps")
         over_peer = median(speculative, "end_to_end_tps") / max(peer_speculative, median(beside, "generation_tps"))
         print(f"  speculation's gain on the {dtype} target: {gain:.2f}x · over llama.cpp's best: {over_peer:.2f}x")
+        if repeated:  # the class's workload: the same prompts again, their answers in the server's suffix tree
+            report(f"app {dtype} speculative, the prompts again", repeated, alone)
+            again = median(repeated, "end_to_end_tps")
+            print(
+                f"  the prompts again: gain {again / median(alone, 'end_to_end_tps'):.2f}x · over llama.cpp's best: "
+                f"{again / max(peer_speculative, median(beside, 'generation_tps')):.2f}x"
+            )
 
 
 if __name__ == "__main__":

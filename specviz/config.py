@@ -90,10 +90,11 @@ class DecodeConfig(SharedSettings):
     def draft_spec(self) -> str | None:
         """The draft model a run on this config loads (None: none), by its drafter's registry entry: the one named
         for a drafter that drafts with one ("always"; "if named": trees without a named draft use the layer-skip
-        self-draft), else the shipped embedded draft for the embedded target's draft-model drafter."""
+        self-draft), else the shipped embedded draft for the embedded target's drafters that draft with one
+        ("always", and "if any": the suffix drafter's chain joins where there is a draft model)."""
         named = str(self.draft).strip() if self.draft and str(self.draft).strip() else None
         uses = drafter_entry(self.drafter).draft_model if self.drafter in DRAFTERS else "never"
-        if uses == "always":
+        if uses in ("always", "if any"):
             return named or (limits.EMBEDDED_DRAFT if self.target == limits.EMBEDDED else None)
         return named if uses == "if named" else None
 

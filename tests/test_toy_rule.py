@@ -20,6 +20,7 @@ from specviz.rules.acceptance import TARGET
 from .conftest import TINY_TEXT_PROMPT
 from .test_app import embedded_json, make_app
 from .test_engine import tiny_config
+from .test_pages import press
 from .toy_rule import CONFIDENCE, ENTRY
 
 
@@ -54,6 +55,7 @@ def test_the_toy_rule_is_offered_compared_and_played_in_the_app(cautious, tiny_p
     assert ENTRY.label in at.radio(key="rule").options and at.session_state["sv_config"].rule == "cautious"
     at.switch_page("pages/compare_rules.py").run()
     assert not at.exception and not at.error, [e.value for e in at.error]
+    press(at, "Check this draft with every rule")  # the page computes on a press only
     assert ENTRY.label in at.get("plotly_chart")[0].proto.spec  # a row of the verdicts grid
     assert ENTRY.help in " ".join(m.value for m in at.markdown)  # the page says what it does
     at.switch_page("pages/lesson_player.py").run()

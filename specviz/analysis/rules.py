@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 import torch
 
 from specviz.analysis.common import _tick, stats_of
 from specviz.config import DecodeConfig
+from specviz.drafters import model
 from specviz.drafters.modules import draft_source, drafter_settings, states_module
+from specviz.drafters.suffix import FROM_DRAFT_MODEL
 from specviz.engine import ModelPair, autoregressive_decode, speculative_decode
 from specviz.engine.records import status_of
+from specviz.engine.trace import Round
 from specviz.limits import Progress
+from specviz.registry.drafters import SUFFIX
 from specviz.registry.rules import GREEDY, RULE_ENTRIES, TOP_BETA, rule_entry
 from specviz.rules.acceptance import check_block
 from specviz.rules.distributions import one_hot
@@ -18,12 +24,36 @@ from specviz.runtime.protocol import KVCachedSequence, first_difference
 from specviz.runtime.reference import full_forward
 
 
+@dataclass(frozen=True)
+class ComparedDraft:
+    """The drafted chain of a round the page compares the rules on: a chain round's block; a tree round's leading
+    branch (the first child at each level: the draft model's chain where it drafted, else the best path).
+    ``by_model[i]``: whether token i was drawn from a model's q (False: a deterministic proposal, q one-hot)."""
+
+    token_ids: list[int]
+    texts: list[str]
+    by_model: list[bool]
+
+
+def compared_draft(rnd: Round) -> ComparedDraft:
+    """The chain of ``rnd`` the rules are compared on (:class:`ComparedDraft`)."""
+    if rnd.tree is None:
+        return ComparedDraft([p.token_id for p in rnd.draft], [p.text for p in rnd.draft], [True] * len(rnd.draft))
+    branch, node = [], 0
+    while children := [n for n in rnd.tree.nodes if n.parent == node]:
+        node = min(children, key=lambda child: child.sibling_rank).index
+        branch.append(rnd.tree.nodes[node])
+    return ComparedDraft(
+        [n.token_id for n in branch], [n.text for n in branch], [n.source in ("", FROM_DRAFT_MODEL) for n in branch]
+    )
+
+
 def score_draft(
     config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Target logits at the k+1 positions after ``prefix`` (one pass over prefix + draft) and the
     draft's logits at the k drafted positions (one teacher-forced pass, the parallel drafter's one pass, or EAGLE's
-    head on its own features), or None for n-gram."""
+    head on its own features; the suffix drafter's: its pair's draft model), or None for n-gram."""
     target_state = KVCachedSequence()
     target_logits = target_state.feed(full_forward, pair.target, prefix + draft_ids, len(draft_ids) + 1)
     own = states_module(config.drafter)
@@ -31,6 +61,8 @@ def score_draft(
         along = own.draft_logits_along(*drafter_settings(config), pair, prefix, draft_ids)
         return target_logits[:, : pair.vocab_size], along[:, : pair.vocab_size]
     draft = draft_source(config, pair)
+    if draft is None and config.drafter == SUFFIX and pair.draft:
+        draft = model.draft_source(None, drafter_settings(config)[1], pair)
     if draft is None:
         return target_logits[:, : pair.vocab_size], None
     draft_state = KVCachedSequence()
@@ -39,25 +71,29 @@ def score_draft(
 
 
 def compare_rules_on_draft(
-    config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int]
+    config: DecodeConfig, pair: ModelPair, prefix: list[int], draft_ids: list[int], by_model: list[bool] | None = None
 ) -> pd.DataFrame:
     """One drafted block checked by every registered rule, each with the config's settings or, for a rule whose entry
     names ``compared_over``, once per value of that setting (top-β: β = 1..5).
 
     Each rule walks the block left to right and stops at its first rejection (later tokens are
-    'not verified'). Every walk draws from a generator seeded with the config's seed.
+    'not verified'). Every walk draws from a generator seeded with the config's seed. ``by_model``
+    (:class:`ComparedDraft`): which tokens a model drew (the others, and every token of a drafter without a model, are
+    deterministic proposals, q one-hot).
     """
     if not draft_ids:
         raise ValueError("compare_rules_on_draft needs at least one drafted token")
     target_logits, draft_logits = score_draft(config, pair, prefix, draft_ids)
+    drawn = by_model or [True] * len(draft_ids)
     rows = []
     for label, rule in [compared for entry in RULE_ENTRIES for compared in entry.compared(config)]:
         p = [rule.target_distribution(row).cpu() for row in target_logits[: len(draft_ids)]]
-        q = (
-            [rule.draft_distribution(row).cpu() for row in draft_logits]
-            if draft_logits is not None
-            else [one_hot(token, pair.vocab_size) for token in draft_ids]
-        )
+        q = [
+            rule.draft_distribution(draft_logits[i]).cpu()
+            if draft_logits is not None and drawn[i]
+            else one_hot(token, pair.vocab_size)
+            for i, token in enumerate(draft_ids)
+        ]
         verdicts = check_block(rule, draft_ids, p, q, torch.Generator().manual_seed(config.seed))
         rows += [
             dict(

@@ -54,6 +54,7 @@ class TreeNode:
     children: list[int] = field(default_factory=list)
     log_prob: float = 0.0  # log q of the path from the root (beam search's phi)
     perturbed: float = 0.0  # Gumbel-perturbed path score (stochastic beam search's G)
+    source: str = ""  # where it came from, where a tree mixes sources (the suffix drafter's: the draft model, ...)
 
 
 @dataclass
@@ -62,6 +63,10 @@ class DraftTree:
     levels: list[list[int]]  # node indices drafted in each iteration (depth 1, 2, ...)
     draft_probs: dict[int, torch.Tensor]  # node index -> q at that node (float32, CPU), for expanded nodes
     forward_passes: int = 0
+    # node index -> the q it alone was drawn from, for a node drawn independently of its siblings (the suffix
+    # drafter's: one-hot for a suffix tree's candidate); its siblings' checks then follow SpecInfer's multi-step
+    # speculative sampling (Miao et al. 2024) rather than RSD's draws without replacement
+    drawn_from: dict[int, torch.Tensor] = field(default_factory=dict)
 
     def path_to(self, index: int) -> list[int]:
         """Node indices from depth 1 down to ``index``."""

@@ -17,7 +17,7 @@ from specviz.registry.shared_settings import DrafterShared
 
 if TYPE_CHECKING:
     from specviz.config import DecodeConfig
-    from specviz.drafters import eagle, layerskip, model, ngram, oracle, parallel, tree
+    from specviz.drafters import eagle, layerskip, model, ngram, oracle, parallel, suffix, tree
     from specviz.drafters.base import AutoregressiveModule, Drafter, DrafterModule, StatesModule
     from specviz.models.loading import LoadedModel
     from specviz.models.pair import ModelPair
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     _autoregressive: tuple[AutoregressiveModule, ...] = (model, layerskip, oracle)  # modules meet their protocols
     _on_states: tuple[StatesModule, ...] = (parallel, eagle)
-    _others: tuple[DrafterModule, ...] = (ngram, tree)
+    _others: tuple[DrafterModule, ...] = (ngram, suffix, tree)
 
 
 def drafter_module(entry: DrafterEntry) -> Any:

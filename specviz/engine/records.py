@@ -113,6 +113,7 @@ def tree_record(
             status=ACCEPTED if n.index == 0 else status.get(n.index, NOT_VERIFIED),
             draft_top=after[n.index].top(tree.draft_probs[n.index], top_n) if n.index in tree.draft_probs else None,
             target_top=after[n.index].top(target_probs[n.index], top_n),
+            source=n.source,
         )
         for n in tree.nodes
     ]

@@ -87,6 +87,7 @@ class TreeNodeRecord:
     status: DraftStatus
     draft_top: TopTokens | None  # q at this node (its children's distribution), when it was expanded
     target_top: TopTokens  # p at this node, from the one tree-verification pass
+    source: str = ""  # where it came from, in a tree of several sources (the suffix drafter's)
 
 
 @dataclass

@@ -145,20 +145,23 @@ def recursive_rejection(
     At each node its children are checked in turn until one is accepted; after a rejection the next sibling
     is checked against the rule's :meth:`~specviz.rules.acceptance.Rule.next_sibling` (p, q): RSD's recursion
     for speculative sampling (p_{k+1} the residual, q_{k+1} without x_k; Jeon et al. 2024), the node's own p
-    and q for the deterministic rules. The walk ends at an accepted node without children (a bonus follows) or
-    where every child was rejected (a correction follows, from the last check's p and q).
+    and q for the deterministic rules. A child drawn alone from its own q (``tree.drawn_from``) is checked against
+    that q and the p its rejected siblings left (SpecInfer's multi-step speculative sampling, Miao et al. 2024). The
+    walk ends at an accepted node without children (a bonus follows) or where every child was rejected (a correction
+    follows, from the last check's p and q).
     """
     checks: list[Check] = []
     path: list[int] = []
     node = 0
     while children := tree.nodes[node].children:
-        p_i, q_i = target_probs[node], tree.draft_probs[node]  # an expanded node's q: its children were drawn from it
+        p_i, q_i = target_probs[node], tree.draft_probs.get(node)  # an expanded node's q: its children's draws
         for child in children:
-            token = tree.nodes[child].token_id
-            checks.append(Check(node, child, token, p_i, q_i, rule.check(token, p_i, q_i, generator)))
+            token, q_child = tree.nodes[child].token_id, tree.drawn_from.get(child, q_i)
+            assert q_child is not None, "a child was drawn from its node's q or from its own"
+            checks.append(Check(node, child, token, p_i, q_child, rule.check(token, p_i, q_child, generator)))
             if checks[-1].verdict.accepted:
                 break
-            p_i, q_i = rule.next_sibling(p_i, q_i, token)
+            p_i, q_i = rule.next_sibling(p_i, q_child, token)
         else:
             return checks, path
         path.append(node := child)

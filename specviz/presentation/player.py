@@ -44,10 +44,14 @@ def round_drawing(trace: Trace, rnd: Round) -> dict[str, str]:
     if rnd.tree is None:
         return {"rows": origin + render.round_rows_html(trace, rnd)}
     svg = tree_drawing.tree_svg(rnd)
+    drafted = (
+        "<h4>Where each drafted token came from</h4>" + tree_drawing.sources_html(rnd)
+        if tree_drawing.mixes_sources(rnd)
+        else "<h4>Draft iterations (one draft forward pass each)</h4>" + tree_drawing.tree_bands_html(rnd)
+    )
     rows = (
         origin
-        + "<h4>Draft iterations (one draft forward pass each)</h4>"
-        + tree_drawing.tree_bands_html(rnd)
+        + drafted
         + f"<h4>The draft tree (accepted path in green); ONE target pass scored all {len(rnd.tree.nodes) - 1} "
         f"drafted nodes</h4>{svg}<h4>{rule_entry(trace.config.rule).tree_walk}</h4>"
         + tree_drawing.rrs_flow_html(rnd)

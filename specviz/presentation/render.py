@@ -161,8 +161,12 @@ def round_rows_html(trace: Trace, rnd: Round) -> str:
 
 def drafted_from_html(trace: Trace, rnd: Round) -> str:
     """What the round drafted from, for drafters that draft from the target's states (their registry entry's
-    ``drafts_from``); empty for the others. Their first round drafts nothing: the target has no states yet."""
-    note = drafter_entry(trace.config.drafter).drafts_from
+    ``drafts_from``); empty for the others. Their first round drafts nothing: the target has no states yet. A drafter
+    with a ``note`` says it above its first round."""
+    entry = drafter_entry(trace.config.drafter)
+    if entry.note and not rnd.index:
+        return f'<p class="sv-origin">{html.escape(entry.note)}</p>'
+    note = entry.drafts_from
     if not note:
         return ""
     if not rnd.drafted_count:

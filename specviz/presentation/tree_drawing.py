@@ -37,6 +37,24 @@ def tree_bands_html(rnd: Round) -> str:
     return f'<div class="sv-rows">{"".join(rows)}</div>'
 
 
+def sources_html(rnd: Round) -> str:
+    """One row per source of a tree that mixes them (the suffix drafter's: the prompt's suffix tree, the server's
+    earlier answers, the draft model): the tokens each proposed, where each sits in the tree in its tooltip."""
+    tree = rnd.tree
+    assert tree is not None, "only a tree round is drawn as a tree"
+    by_source: dict[str, list[str]] = {}
+    for node in tree.nodes[1:]:
+        title = f"node {node.index} at depth {node.depth}, after node {node.parent}: q = {node.q:.3f}"
+        by_source.setdefault(node.source, []).append(token_box(node.text, "draft", title=title))
+    rows = [row_html(f"from the {source}", boxes) for source, boxes in by_source.items()]
+    return f'<div class="sv-rows">{"".join(rows)}</div>'
+
+
+def mixes_sources(rnd: Round) -> bool:
+    """Whether a tree round's nodes say where each came from (the suffix drafter's trees)."""
+    return rnd.tree is not None and any(node.source for node in rnd.tree.nodes)
+
+
 def rrs_flow_html(rnd: Round) -> str:
     """The recursive rejection walk: each sibling check with p_i, q_i, min(1, p_i/q_i), u and ✓/✗."""
     tree = rnd.tree
@@ -48,6 +66,8 @@ def rrs_flow_html(rnd: Round) -> str:
         mark = "✓" if pos.accepted else "✗"
         draw = f", u = {pos.uniform:.2f}" if pos.uniform is not None else ""
         numbers = f"p = {pos.p:.3f}, q = {pos.q:.3f}, accept = {pos.accept_prob:.2f}{draw}"
+        if tree.nodes[node].source:
+            numbers += f" · from the {tree.nodes[node].source}"
         rows.append(
             row_html(
                 f"after '{display_text(parent.text)}'",
@@ -103,7 +123,8 @@ def tree_svg(rnd: Round) -> str:
         label = html.escape(text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…")
         parts.append(
             f'<circle cx="{x}" cy="{y}" r="7" fill="{COLORS[style][0]}">'
-            f"<title>node {node.index} {html.escape(text)!r}: q = {node.q:.3f} ({node.status})</title>"
+            f"<title>node {node.index} {html.escape(text)!r}: q = {node.q:.3f} ({node.status})"
+            f"{' from the ' + node.source if node.source else ''}</title>"
             f'</circle><text x="{x}" y="{y - 11}" font-size="13" text-anchor="middle" stroke="white" '
             f'stroke-width="3" paint-order="stroke" font-family="ui-monospace, Menlo, monospace" '
             f'fill="{COLORS[style][0]}">{label}</text>'

@@ -113,6 +113,59 @@ class NgramSettings:
 
 
 @dataclass(frozen=True)
+class SuffixSettings:
+    """SuffixDecoding (Oliaro et al., NeurIPS 2025): speculation trees from suffix trees over the prompt and this
+    server's earlier outputs, with the draft model's chain in the same tree where the suffix trees are unsure."""
+
+    suffix_alpha: float = param(
+        2.0,
+        label="Suffix tree: nodes per matched token (α)",
+        section="Models",
+        low=0.5,
+        high=8.0,
+        step=0.5,
+        help="suffix drafter: a match of m tokens may propose up to α·m tree nodes (SuffixDecoding's MAX_SPEC = αp): "
+        "a long match, as in copied code, earns a long guess; a short one risks little",
+    )
+    suffix_nodes: int = param(
+        8,
+        label="Suffix tree: most nodes per round",
+        section="Models",
+        low=1,
+        high=32,
+        help="suffix drafter: a ceiling on the suffix tree's nodes, every one verified in the target's one pass",
+    )
+    suffix_floor: float = param(
+        0.1,
+        label="Suffix tree: lowest path probability",
+        section="Models",
+        low=0.0,
+        high=1.0,
+        step=0.05,
+        help="suffix drafter: a node is proposed only where the share of earlier occurrences that continued along "
+        "its path is at least this",
+    )
+    suffix_history: bool = param(
+        True,
+        label="Suffix tree: learn from this server's earlier answers",
+        widget="checkbox",
+        section="Models",
+        help="suffix drafter: look up the continuations of every answer this server produced before (a class "
+        "decoding the same prompts gets them almost free); off: the prompt and this answer only (prompt lookup)",
+    )
+    suffix_model_below: float = param(
+        1.0,
+        label="Suffix tree: draft model joins below (expected tokens)",
+        section="Models",
+        low=0.0,
+        high=16.0,
+        step=0.5,
+        help="suffix drafter with a draft model: the draft model adds its γ-token chain to the tree where the suffix "
+        "trees expect fewer accepted tokens than this (0: never; a pair without a draft model: never)",
+    )
+
+
+@dataclass(frozen=True)
 class TreeSettings:
     """Recursive Speculative Decoding's trees (Jeon et al. 2024): constant branching (RSD-C, sampling without
     replacement by Gumbel-top-k) or a stochastic beam (RSD-S)."""

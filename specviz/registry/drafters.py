@@ -22,6 +22,7 @@ from specviz.registry.drafter_settings import (
     EagleSettings,
     LayerSkipSettings,
     NgramSettings,
+    SuffixSettings,
     TreeSettings,
     TreeShape,
 )
@@ -29,7 +30,13 @@ from specviz.settings import Configured, described_fields
 
 C = TypeVar("C", bound=Configured)
 
-DRAFT_MODEL, LAYER_SKIP, NGRAM, EAGLE = "model", "layerskip", "ngram", "eagle"  # other modules run these by name
+DRAFT_MODEL, LAYER_SKIP, NGRAM, EAGLE, SUFFIX = (
+    "model",
+    "layerskip",
+    "ngram",
+    "eagle",
+    "suffix",
+)  # other modules run these by name
 
 
 @dataclass(frozen=True)
@@ -43,7 +50,8 @@ class DrafterEntry:
     group's. ``also_reads``: other drafters' settings groups its module builds from (handed over in
     :class:`~specviz.registry.shared_settings.DrafterShared`: a tree's layer-skip self-draft reads the layer-skip
     group). ``draft_model``: "always" a separate draft model, "if named" (trees: the draft model when one is named,
-    else the layer-skip self-draft) or "never". ``requires_model_outputs``: it reads the target's hidden states, so
+    else the layer-skip self-draft), "if any" (the named draft model, else the embedded target's own, else none: the
+    suffix drafter) or "never". ``requires_model_outputs``: it reads the target's hidden states, so
     runs keep them (transformers' candidate generators carry the same flag). ``tree``: it proposes a token tree
     (block = tree depth); ``tree_when``: the boolean setting that makes it propose a tree instead of a chain.
     ``drafts_from``: what a round view says the round drafted from (``{position}``, ``{token}``: the last token the
@@ -51,6 +59,7 @@ class DrafterEntry:
     ``mask_slots``: it drafts into [MASK] slots appended to its input (SpecDec's drafter), the picture SpecDec's
     (Xia et al. 2023)
     "Decoder input" row draws. ``attention_title``: the Parallel drafters page draws its learned attention so titled.
+    ``note``: what a page that runs it says of it (the Race page, every round's drawing).
     """
 
     name: str
@@ -68,6 +77,7 @@ class DrafterEntry:
     drafts_from: str = ""
     mask_slots: bool = False
     attention_title: str = ""
+    note: str = ""
 
     def drafts_tree(self, config: Configured) -> bool:
         return self.tree or bool(self.tree_when and config.value(self.tree_when))
@@ -128,6 +138,23 @@ DRAFTER_ENTRIES = [
         ("gamma",),
         "ngram",
         settings=NgramSettings,
+    ),
+    DrafterEntry(
+        SUFFIX,
+        "suffix tree",
+        "SuffixDecoding: continuations looked up in suffix trees over the prompt and every answer this server "
+        "gave before, scored by how often they followed, with the draft model's chain in the same tree where they "
+        "are unsure (Oliaro et al. 2025)",
+        ("draft_vocab", "draft_dtype", "gamma"),
+        "suffix",
+        settings=SuffixSettings,
+        also_reads=(DraftModelSettings,),
+        draft_model="if any",
+        note="The suffix drafter reads almost nothing: it looks the end of the text up in suffix trees over the "
+        "prompt and every answer this server gave before (SuffixDecoding, Oliaro et al. 2025). A class decoding the "
+        "same prompts is exactly the workload it was made for: from the second student on, the answer is in the "
+        "tree and a round accepts as many tokens as the tree proposes. The first time, it finds only what the "
+        "prompt repeats, and the draft model joins where the trees are unsure.",
     ),
     DrafterEntry(
         "tree",

@@ -114,12 +114,14 @@ def vocab_sweep(config: DecodeConfig, prompt: str, params: tuple, on_progress: J
 
 
 def rules_on_draft(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:
-    """Every rule on the draft of round ``params[0]`` (1-based) of the page's trace."""
+    """Every rule on the draft of round ``params[0]`` (1-based) of the page's trace (a tree round's: its leading
+    branch, :func:`~specviz.analysis.rules.compared_draft`)."""
     (choice,) = params
     trace = trace_of(config, prompt, on_progress)
     rnd = trace.rounds[choice - 1]
     prefix = trace.prompt_ids + trace.output_ids[: rnd.prefix_len - len(trace.prompt_ids)]
-    return rules.compare_rules_on_draft(config, pair_for(config), prefix, [p.token_id for p in rnd.draft])
+    draft = rules.compared_draft(rnd)
+    return rules.compare_rules_on_draft(config, pair_for(config), prefix, draft.token_ids, draft.by_model)
 
 
 def departures(config: DecodeConfig, prompt: str, params: tuple, on_progress: JobProgress) -> Any:

@@ -12,7 +12,8 @@ from specviz.ui.state import page_key
 config, prompt, defaults = ui.shared_controls()
 st.title("Compare verification rules on the same draft")
 st.markdown(
-    "One block of drafted tokens (taken from a round of the sidebar's trace) is checked by every rule: "
+    "One block of drafted tokens (taken from a round of the sidebar's trace; a tree round's leading branch, the first "
+    "child at each level) is checked by every rule: "
     + "; ".join(f"**{entry.label}**: {entry.help}" for entry in RULE_ENTRIES)
     + ". Each rule stops at its first rejection (· = never checked)."
 )
@@ -32,7 +33,7 @@ elif config is not None and trace is not None and rounds:
         "this link then shares the verdicts.",
     )
     if table is not None:
-        st.plotly_chart(comparison.rules_grid_figure(table, [p.text for p in rnd.draft]), width="stretch")
+        st.plotly_chart(comparison.rules_grid_figure(table, rules.compared_draft(rnd).texts), width="stretch")
         st.download_button(
             "Download verdicts (CSV)", table.to_csv(index=False), "specviz-rules.csv", "text/csv", on_click="ignore"
         )

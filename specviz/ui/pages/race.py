@@ -54,6 +54,9 @@ if config is not None:
             key=page_key("race", "lanes"),
         )
     )
+    for note in dict.fromkeys(drafter_entry(name).note for name in (config.drafter, *extra)):
+        if note:
+            st.caption(note)
     race, noisy = ui.raced(config, prompt, extra, MEASURE)
     if (fastest := ui.fastest_note(config, prompt)) is not None:
         fastest_place.caption(fastest)
