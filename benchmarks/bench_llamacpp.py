@@ -172,7 +172,7 @@ def app_runs(wanted: str, prompts: list[list[int]], max_new: int) -> tuple[str, 
         config = config.replace(draft_dtype=draft_dtype, gamma=int(gamma), confidence_exit=exit_at)
         chosen = f"draft {draft_dtype}, γ = {gamma}{exit_words(exit_at)}"
     else:
-        config, chosen = fastest_config(config)
+        config, chosen, _ = fastest_config(config)
     config = config.replace(max_new_tokens=max_new, drafter=drafter or config.drafter)
     pair = load_pair(config)
     chosen = f"{config.drafter} drafter, {chosen}; resident after loading {resident_bytes() / 1e9:.2f} GB"

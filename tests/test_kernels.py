@@ -70,20 +70,33 @@ def product(kernels: Kernels, x: torch.Tensor, groups: Groups, bias: torch.Tenso
     return y
 
 
+@pytest.mark.parametrize("rows", [1, 3, 6, 9])  # one row; a block of rows; blocks of rows split as even as they go
 @pytest.mark.parametrize("biased", [True, False])
-def test_the_int4_product_of_known_groups_is_the_dequantised_matmul_exactly(kernels, biased):
+def test_the_int4_product_of_known_groups_is_the_dequantised_matmul_exactly(kernels, biased, rows):
     """Integer activations whose largest is 127 in every row (step t = 1: the row is its own int8 levels) times
     :func:`known_groups` plus a bias in halves: every product, group sum and fused multiply-add is exact in float32
     (multiples of 2^-6 below 2^14: 20 of float32's 24 bits), so the kernel IS the float64 matmul, bit for bit,
     over 2 tiles of outputs and 2 groups of inputs."""
     generator = torch.Generator().manual_seed(1)
-    rows, inputs, outputs = 3, 2 * GROUP, 2 * TILE
+    inputs, outputs = 2 * GROUP, 2 * TILE
     x = torch.randint(-127, 128, (rows, inputs), generator=generator).float()
-    x[:, 5] = torch.tensor([127.0, -127.0, 127.0])
+    x[:, 5] = torch.tensor([127.0, -127.0] * rows)[:rows]
     groups = known_groups(outputs, inputs, generator)
     bias = torch.randint(-8, 8, (outputs,), generator=generator) / 2 if biased else None
     expected = x.double() @ dequantised(*groups).double().T + (0 if bias is None else bias.double())
     assert torch.equal(product(kernels, x, groups, bias), expected.float())
+
+
+def test_each_row_of_an_int4_product_is_the_rows_product_alone(kernels):
+    """What greedy exactness at int4 rests on: a pass over k rows gives each row the bits of its own one-row pass
+    (rows never meet, whatever the block they are computed in), on real-valued rows and random groups."""
+    generator = torch.Generator().manual_seed(2)
+    inputs, outputs = 4 * GROUP, 3 * TILE
+    groups = known_groups(outputs, inputs, generator)
+    x = torch.randn(9, inputs, generator=generator)
+    together = product(kernels, x, groups, None)
+    for row in range(9):
+        assert torch.equal(together[row], product(kernels, x[row : row + 1].contiguous(), groups, None)[0])
 
 
 def attended(kernels: Kernels, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seen: torch.Tensor, scale: float):

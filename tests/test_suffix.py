@@ -12,6 +12,7 @@ from specviz.drafters.suffix import FROM_DRAFT_MODEL, FROM_HISTORY, FROM_PROMPT,
 from specviz.drafters.suffix_tree import Candidate, SuffixTrie, expected_accepted
 from specviz.engine import ModelPair, speculative_decode
 from specviz.presentation.player import round_drawing
+from specviz.registry.drafter_settings import SuffixSettings
 from specviz.rules.distributions import softmax32
 
 from .conftest import target_greedy
@@ -26,7 +27,7 @@ def suffix_config(tiny_dirs, **changes):
 
 
 def test_the_trie_counts_every_suffix_and_matches_the_longest():
-    trie = SuffixTrie(depth=4)
+    trie = SuffixTrie(longest_pattern=3, depth=4)
     trie.extend("a", HISTORY)
     assert trie.root.children[1].count == 3 and trie.root.children[1].children[2].children[3].count == 3
     assert set(trie.root.children[1].children[2].children[3].children) == {4, 5}
@@ -40,7 +41,7 @@ def test_the_trie_counts_every_suffix_and_matches_the_longest():
 
 
 def test_the_speculation_tree_is_scored_by_frequency_sized_by_the_match_and_pruned():
-    trie = SuffixTrie(depth=8)
+    trie = SuffixTrie(longest_pattern=4, depth=8)
     trie.extend("a", HISTORY)
     tree = trie.speculate([7, 2, 3], alpha=4, max_nodes=16, depth=3, floor=0.1)  # the pattern "2 3" (m = 2): 8 nodes
     assert tree[0] == Candidate(-1, 4, pytest.approx(2 / 3)) and tree[1] == Candidate(0, 1, pytest.approx(2 / 3))
@@ -174,3 +175,13 @@ def test_the_race_compare_and_gamma_sweep_pages_take_the_suffix_drafter(params):
     at.button[0].click().run()
     assert not at.exception and not at.error
     assert list(at.dataframe[0].value["γ"]) == [1, 2]
+
+
+def test_a_long_match_still_speculates_as_deep_as_the_round_allows():
+    """A context that repeats an earlier answer matches the longest pattern the trie keeps, and the levels kept below
+    it still give the round's γ tokens of that answer (a trie cut at the match's own depth would give one)."""
+    answer = [(7 * i) % 101 for i in range(128)]  # no pattern repeats within it
+    history = ServerHistory()
+    history.extend(0, answer)
+    candidates = history.speculate([900, 901, *answer[:40]], SuffixSettings(), depth=5)
+    assert [c.token for c in candidates] == answer[40:45] and all(c.score == 1.0 for c in candidates)

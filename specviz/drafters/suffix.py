@@ -36,8 +36,12 @@ from specviz.settings import ConfigError
 
 # where a drafted token came from, as the round view names it
 FROM_PROMPT, FROM_HISTORY, FROM_DRAFT_MODEL = "prompt", "suffix tree", "draft model"
-PATTERN_DEPTH = 24  # the longest pattern a suffix tree keeps (the paper's tree depth: 64 on a GPU server)
-HISTORY_TOKENS = 100_000  # the earlier answers a server keeps indexed (then it starts again from the newest)
+LONGEST_PATTERN, SPECULATED_LEVELS = 12, 16  # a match's tokens, and the levels kept below it (the paper: 64 in all)
+HISTORY_TOKENS = 20_000  # the earlier answers a server keeps indexed, about a class's (then it starts again)
+
+
+def suffix_trie() -> SuffixTrie:
+    return SuffixTrie(LONGEST_PATTERN, LONGEST_PATTERN + SPECULATED_LEVELS)
 
 
 @dataclass
@@ -45,14 +49,14 @@ class ServerHistory:
     """The answers this server produced, for one target, in one suffix tree shared by every run (and so every
     session): the paper's global tree, guarded by a lock (runs of several sessions read and extend it)."""
 
-    trie: SuffixTrie = field(default_factory=lambda: SuffixTrie(PATTERN_DEPTH))
+    trie: SuffixTrie = field(default_factory=suffix_trie)
     lock: threading.Lock = field(default_factory=threading.Lock)
     runs: itertools.count = field(default_factory=itertools.count)
 
     def extend(self, run: int, tokens: list[int]) -> None:
         with self.lock:
             if self.trie.tokens + len(tokens) > HISTORY_TOKENS:
-                self.trie = SuffixTrie(PATTERN_DEPTH)  # bounded memory: the oldest answers go
+                self.trie = suffix_trie()  # bounded memory: the oldest answers go
             self.trie.extend(run, tokens)
 
     def speculate(self, context: list[int], settings: SuffixSettings, depth: int) -> list[Candidate]:
@@ -84,7 +88,7 @@ class SuffixDrafter:
     settings: SuffixSettings
     history: ServerHistory | None  # None: this run looks up its own text only
     model: AutoregressiveDrafter | None  # the pair's draft model, where it joins
-    own: SuffixTrie = field(default_factory=lambda: SuffixTrie(PATTERN_DEPTH))
+    own: SuffixTrie = field(default_factory=suffix_trie)
     indexed: int = 0  # the context's tokens in ``own`` so far
     prompt_length: int | None = None
     run: int = 0  # this run's sequence in the history

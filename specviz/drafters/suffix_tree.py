@@ -16,7 +16,7 @@ import itertools
 from dataclasses import dataclass, field
 
 
-@dataclass
+@dataclass(slots=True)
 class TrieNode:
     """A pattern's node: how many times the pattern occurred, and the node of each token that followed it."""
 
@@ -41,9 +41,12 @@ class Candidate:
 
 class SuffixTrie:
     """The suffixes of every sequence added, each cut to ``depth`` tokens: a suffix tree bounded in depth, appended to
-    token by token (each new token extends the ``depth`` suffixes that end at its sequence's last token)."""
+    token by token (each new token extends the ``depth`` suffixes that end at its sequence's last token). A pattern is
+    matched over at most ``longest_pattern`` tokens, so ``depth - longest_pattern`` levels always follow a match."""
 
-    def __init__(self, depth: int) -> None:
+    def __init__(self, longest_pattern: int, depth: int) -> None:
+        assert depth > longest_pattern, "a match leaves levels to speculate"
+        self.longest_pattern = longest_pattern
         self.depth = depth
         self.root = TrieNode()
         self.tokens = 0
@@ -64,9 +67,9 @@ class SuffixTrie:
         return child
 
     def longest_match(self, context: list[int]) -> tuple[TrieNode, int]:
-        """The node of the longest suffix of ``context`` (at most ``depth - 1`` tokens, so a continuation can follow)
-        that occurred with a continuation, and its length m (the root and 0 where none did)."""
-        for length in range(min(self.depth - 1, len(context)), 0, -1):
+        """The node of the longest suffix of ``context`` (at most ``longest_pattern`` tokens) that occurred with a
+        continuation, and its length m (the root and 0 where none did)."""
+        for length in range(min(self.longest_pattern, len(context)), 0, -1):
             node: TrieNode | None = self.root
             for token in context[-length:]:
                 node = node.children.get(token) if node else None
@@ -81,7 +84,7 @@ class SuffixTrie:
             context: the token ids so far; its longest suffix found in the trie is the pattern.
             alpha: α, nodes allowed per matched token (MAX_SPEC = α · m).
             max_nodes: a ceiling on the nodes whatever the match (the target verifies every one of them).
-            depth: the deepest a path may go (the round's γ).
+            depth: the deepest a path may go (the round's γ; at most the levels the trie keeps below the match).
             floor: the lowest path score a node may have (the paper's minimum token probability).
 
         Returns:
@@ -89,7 +92,7 @@ class SuffixTrie:
             empty where nothing matched.
         """
         matched, length = self.longest_match(context)
-        budget = min(max_nodes, int(alpha * length))
+        budget, depth = min(max_nodes, int(alpha * length)), min(depth, self.depth - length)
         chosen: list[Candidate] = []
         frontier: list[tuple[float, int, int, int, int, TrieNode]] = []  # (-score, tie, parent, level, token, node)
         ties = itertools.count()  # equal scores: the first offered first
