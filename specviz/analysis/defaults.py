@@ -48,6 +48,7 @@ from specviz.models.loading import forget_loaded_models
 from specviz.models.profile import FORMAT, PassProfile
 from specviz.registry.drafters import DRAFT_MODEL
 from specviz.registry.rules import GREEDY
+from specviz.runtime.cpu.compiled import library_path
 from specviz.runtime.draft_forward import draft_forward
 from specviz.runtime.loaded import LoadedModel
 from specviz.runtime.machine import machine_key, resolve_device
@@ -72,10 +73,12 @@ PAIR_DEFAULTS = ("dtype", "gamma", "draft_dtype", "confidence_exit")  # the sett
 
 
 def defaults_file(target: str, draft: str | None, device: str) -> Path:
-    """Where a pair's measured defaults on this machine are kept (keyed like the profiles they come from; "auto" as
-    the device it picks here, so the app's and a server's ``SPECVIZ_DEVICE=cpu`` share one measurement)."""
+    """Where a pair's measured defaults on this machine are kept (keyed like the profiles they come from, the build of
+    the C kernels the quantised precisions run included: a changed kernel chooses again; "auto" as the device it picks
+    here, so the app's and a server's ``SPECVIZ_DEVICE=cpu`` share one measurement)."""
     where = str(resolve_device(device)) if device == "auto" else device
-    key = "|".join((target, str(draft), where, machine_key(), torch.__version__, str(FORMAT), str(CHOICES)))
+    kernels = library_path("native").name
+    key = "|".join((target, str(draft), where, machine_key(), torch.__version__, str(FORMAT), str(CHOICES), kernels))
     return cache_root() / "machine" / f"defaults-{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
 
 

@@ -24,7 +24,7 @@ import torch
 
 from specviz.drafters.base import AutoregressiveDrafter, ConfidenceExit, DraftBlock, DraftTree, TreeNode
 from specviz.drafters.model import draft_source
-from specviz.drafters.suffix_tree import Candidate, SuffixTrie, expected_accepted
+from specviz.drafters.suffix_tree import Candidate, Speculation, SuffixTrie
 from specviz.models.pair import ModelPair
 from specviz.registry.drafter_settings import DraftModelSettings, SuffixSettings
 from specviz.registry.shared_settings import DrafterShared
@@ -59,7 +59,7 @@ class ServerHistory:
                 self.trie = suffix_trie()  # bounded memory: the oldest answers go
             self.trie.extend(run, tokens)
 
-    def speculate(self, context: list[int], settings: SuffixSettings, depth: int) -> list[Candidate]:
+    def speculate(self, context: list[int], settings: SuffixSettings, depth: int) -> Speculation:
         with self.lock:
             return speculate(self.trie, context, settings, depth)
 
@@ -74,7 +74,7 @@ def server_history(target: str) -> ServerHistory:
         return HISTORIES.setdefault(target, ServerHistory())
 
 
-def speculate(trie: SuffixTrie, context: list[int], settings: SuffixSettings, depth: int) -> list[Candidate]:
+def speculate(trie: SuffixTrie, context: list[int], settings: SuffixSettings, depth: int) -> Speculation:
     """A suffix tree's speculation tree after ``context``, at most ``depth`` levels, sized by the settings."""
     return trie.speculate(context, settings.suffix_alpha, settings.suffix_nodes, depth, settings.suffix_floor)
 
@@ -97,13 +97,16 @@ class SuffixDrafter:
         self.run = next(self.history.runs) if self.history else 0
 
     def propose(self, context: list[int], gamma: int, rule: Rule, generator: torch.Generator) -> DraftTree:
-        """The round's tree: the draft model's chain first (where it joins), then the better suffix tree's
-        candidates, a candidate the tree holds already merged into it."""
+        """The round's tree: the draft model's chain first where it joins (the suffix trees unsure; of the better
+        one's candidates, best first, then only as many as it expects accepted: every node costs the target a
+        position), then the better suffix tree's candidates, a candidate the tree holds already merged into it."""
         self._index(context)
-        candidates, source = self._best_candidates(context, gamma)
+        speculation, source = self._best_speculation(context, gamma)
         tree = DraftTree(nodes=[TreeNode(0, -1, 0, context[-1], 1.0, 0)], levels=[], draft_probs={})
-        if self.model and gamma and expected_accepted(candidates) < self.settings.suffix_model_below:
+        candidates = speculation.candidates
+        if self.model and gamma and speculation.expected < self.settings.suffix_model_below:
             add_chain(tree, self.model.propose(context, gamma, rule, generator))
+            candidates = candidates[: int(speculation.expected)]  # beside it, the suffix nodes they expect accepted
         add_candidates(tree, candidates, source, self.vocab_size)
         return tree
 
@@ -118,13 +121,13 @@ class SuffixDrafter:
             self.history.extend(self.run, context[max(self.indexed, self.prompt_length) :])
         self.indexed = len(context)
 
-    def _best_candidates(self, context: list[int], depth: int) -> tuple[list[Candidate], str]:
+    def _best_speculation(self, context: list[int], depth: int) -> tuple[Speculation, str]:
         """The speculation tree expecting more accepted tokens: the text's own, or the server's answers'."""
         own = speculate(self.own, context, self.settings, depth), FROM_PROMPT
         if not self.history:
             return own
         earlier = self.history.speculate(context, self.settings, depth), FROM_HISTORY
-        return max(own, earlier, key=lambda found: expected_accepted(found[0]))
+        return max(own, earlier, key=lambda found: found[0].expected)
 
     def update(self, drafted: int, accepted_path: list[int]) -> None:
         """The draft model's exit learns nothing from the suffix candidates; its cache follows the text lazily."""

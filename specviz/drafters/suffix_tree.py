@@ -30,6 +30,24 @@ class TrieNode:
 
 
 @dataclass(frozen=True)
+class Speculation:
+    """A speculation tree (:class:`Candidate` nodes, best first) and the length of the pattern it grew from, of the
+    longest a trie matches."""
+
+    candidates: list[Candidate]
+    matched: int
+    longest_pattern: int
+
+    @property
+    def expected(self) -> float:
+        """The tokens this tree expects to have accepted: the sum of its nodes' path scores (each node is accepted with
+        about its path's probability, the paper's score for choosing between trees), discounted by the share of the
+        longest pattern matched: a continuation seen once after two matching tokens is weak evidence, after twelve a
+        copy."""
+        return sum(c.score for c in self.candidates) * min(1.0, self.matched / self.longest_pattern)
+
+
+@dataclass(frozen=True)
 class Candidate:
     """A node of a speculation tree: ``token`` after its ``parent`` (an index into the same list, -1: after the
     context), ``score`` the empirical probability of the path from the context down to it."""
@@ -77,7 +95,7 @@ class SuffixTrie:
                 return node, length
         return self.root, 0
 
-    def speculate(self, context: list[int], alpha: float, max_nodes: int, depth: int, floor: float) -> list[Candidate]:
+    def speculate(self, context: list[int], alpha: float, max_nodes: int, depth: int, floor: float) -> Speculation:
         """The speculation tree after ``context``, best first (Oliaro et al. 2025, Alg. 1's expansion).
 
         Args:
@@ -88,8 +106,8 @@ class SuffixTrie:
             floor: the lowest path score a node may have (the paper's minimum token probability).
 
         Returns:
-            The candidates in the order they were chosen (a parent always before its children), each with its score;
-            empty where nothing matched.
+            The :class:`Speculation`: the candidates in the order they were chosen (a parent always before its
+            children), each with its score, none where nothing matched; and the match's length.
         """
         matched, length = self.longest_match(context)
         budget, depth = min(max_nodes, int(alpha * length)), min(depth, self.depth - length)
@@ -109,10 +127,4 @@ class SuffixTrie:
             negative, _, parent, level, token, node = heapq.heappop(frontier)
             chosen.append(Candidate(parent, token, -negative))
             offer(node, len(chosen) - 1, level, -negative)
-        return chosen
-
-
-def expected_accepted(candidates: list[Candidate]) -> float:
-    """The tokens a speculation tree expects to have accepted: the sum of its nodes' path scores (each node is
-    accepted with about its path's probability), the paper's score for choosing between trees."""
-    return sum(candidate.score for candidate in candidates)
+        return Speculation(chosen, length, self.longest_pattern)

@@ -161,7 +161,8 @@ class SuffixSettings:
         high=16.0,
         step=0.5,
         help="suffix drafter with a draft model: the draft model adds its γ-token chain to the tree where the suffix "
-        "trees expect fewer accepted tokens than this (0: never; a pair without a draft model: never)",
+        "trees expect fewer accepted tokens than this, their path probabilities summed and discounted by the share "
+        "of the longest pattern matched (0: never; a pair without a draft model: never)",
     )
 
 
