@@ -3,9 +3,10 @@
 Each round it looks the end of the text up in two suffix trees (:mod:`specviz.drafters.suffix_tree`): one over the
 prompt and the answer so far (prompt lookup, Saxena 2023, grown into a tree) and one over every answer this server
 produced before (the paper's global tree), and proposes the better of their speculation trees, sized by the length of
-the match and pruned by the frequency of each path. Where both are unsure (they expect fewer accepted tokens than
-``suffix_model_below``) and the pair has a draft model, the draft model's γ-token chain joins the same tree, so the
-target verifies every candidate, from every source, in ONE pass (tree attention, as for RSD's trees).
+the match and pruned by the frequency of each path. Where the better one is unsure (it expects fewer accepted tokens
+than ``suffix_model_below``, its path probabilities summed and discounted by the share of the longest pattern matched)
+and the pair has a draft model, the draft model's γ-token chain joins the same tree, so the target verifies every
+candidate, from every source, in ONE pass (tree attention, as for RSD's trees).
 
 Exactness: the children of a node are checked in turn, each against the target's p left over by the siblings rejected
 before it (SpecInfer's multi-step speculative sampling, Miao et al. 2024): a child from a suffix tree is a
@@ -97,9 +98,9 @@ class SuffixDrafter:
         self.run = next(self.history.runs) if self.history else 0
 
     def propose(self, context: list[int], gamma: int, rule: Rule, generator: torch.Generator) -> DraftTree:
-        """The round's tree: the draft model's chain first where it joins (the suffix trees unsure; of the better
-        one's candidates, best first, then only as many as it expects accepted: every node costs the target a
-        position), then the better suffix tree's candidates, a candidate the tree holds already merged into it."""
+        """The round's tree: the better suffix tree's candidates, best first, a candidate the tree holds already
+        merged into it; where that tree is unsure, the draft model's chain first and then only as many suffix
+        candidates as the tree expects accepted (every node costs the target a position in its pass)."""
         self._index(context)
         speculation, source = self._best_speculation(context, gamma)
         tree = DraftTree(nodes=[TreeNode(0, -1, 0, context[-1], 1.0, 0)], levels=[], draft_probs={})
@@ -130,7 +131,8 @@ class SuffixDrafter:
         return max(own, earlier, key=lambda found: found[0].expected)
 
     def update(self, drafted: int, accepted_path: list[int]) -> None:
-        """The draft model's exit learns nothing from the suffix candidates; its cache follows the text lazily."""
+        """Nothing to learn: the draft model's confidence exit is fixed, and its cache catches up with the text the
+        next time it drafts (:meth:`~specviz.runtime.protocol.KVCachedSequence.pending`)."""
 
 
 def add_node(tree: DraftTree, parent: int, token: int, drawn_from: torch.Tensor, source: str) -> int:
